@@ -1,0 +1,99 @@
+// The kernel interface every attention implementation under test presents to the harness.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attest/problem.h"
+
+namespace attest {
+
+// The arithmetic a kernel computes in; sets its unit roundoff in the error bound.
+enum class ComputePrecision { kF32, kBF16, kF16 };
+
+double unit_roundoff(ComputePrecision p);
+const char* to_string(ComputePrecision p);
+
+struct Capabilities {
+  bool causal = true;
+  bool window = true;
+  bool key_padding = true;
+  bool query_padding = true;
+  bool segments = true;
+  bool explicit_mask = true;
+  bool gqa = true;
+  bool lse = true;
+  bool rope = true;
+  bool decode = false;
+  EmptyRowPolicy empty_rows = EmptyRowPolicy::kZero;
+  ComputePrecision precision = ComputePrecision::kF32;
+  int key_tile = 0;  // keys per tile of an online softmax; 0 = one pass over all keys
+  // Whether a problem uses only features this kernel declares.
+  bool supports(const Problem& p) const;
+};
+
+// Tokens appended to a decode session share one configuration.
+struct DecodeConfig {
+  int batch = 1;
+  int heads = 1;
+  int kv_heads = 1;
+  int head_dim = 1;
+  int value_dim = 1;
+  double scale = 1.0;
+  std::optional<int> window;  // decode is always causal; the window is optional
+  Rope rope;
+  void validate() const;  // throws ProblemError naming the field
+};
+
+// An incremental decoder over a KV cache. Each step appends n >= 1 tokens (their K and V)
+// and attends their queries, at positions length() .. length() + n - 1, causally.
+class DecodeSession {
+ public:
+  virtual ~DecodeSession() = default;
+  // q [B][H][n][Dk], k [B][Hkv][n][Dk], v [B][Hkv][n][Dv] -> o [B][H][n][Dv], lse [B][H][n].
+  virtual void step(int n, std::span<const float> q, std::span<const float> k,
+                    std::span<const float> v, std::span<float> o, std::span<float> lse) = 0;
+  virtual long long length() const = 0;
+  virtual std::size_t cache_bytes() const = 0;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual std::string name() const = 0;
+  virtual Capabilities capabilities() const = 0;
+  // Writes o [B][H][Tq][Dv] and, when lse is non-empty, lse [B][H][Tq]. The problem is valid.
+  virtual void forward(const Problem& p, std::span<float> o, std::span<float> lse) const = 0;
+  // Only for kernels whose capabilities declare decode.
+  virtual std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const;
+  // The internal path that served the last forward call (for per-path certificates).
+  virtual std::string last_path() const { return "default"; }
+};
+
+struct KernelEntry {
+  std::string name;
+  std::string description;
+  std::function<std::unique_ptr<Kernel>()> make;
+};
+
+// The one table of built-in kernels. Tests, properties, fuzz targets and certify iterate it.
+const std::vector<KernelEntry>& kernel_registry();
+// Finds a built-in kernel by name; throws std::invalid_argument listing the known names.
+std::unique_ptr<Kernel> make_kernel(const std::string& name);
+
+// Runs a kernel and returns fresh outputs (o, lse); convenience for tests and drivers.
+struct Outputs {
+  std::vector<float> o;
+  std::vector<float> lse;
+};
+Outputs run_forward(const Kernel& kernel, const Problem& p);
+
+// Dense KV-cache size: 2 (K and V) x layers x tokens x kv heads x width x element bytes.
+std::size_t dense_kv_cache_bytes(std::size_t layers, std::size_t tokens, std::size_t kv_heads,
+                                 std::size_t head_dim, std::size_t element_bytes);
+
+}  // namespace attest

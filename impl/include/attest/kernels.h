@@ -1,0 +1,20 @@
+// Factories for the built-in kernels (the registry in kernel.h lists them by name).
+#pragma once
+
+#include <memory>
+
+#include "attest/kernel.h"
+
+namespace attest {
+
+struct TiledConfig {
+  int block_q = 32;  // Br, query rows per tile
+  int block_k = 32;  // Bc, keys per tile
+};
+
+std::unique_ptr<Kernel> make_loop_kernel();
+std::unique_ptr<Kernel> make_blocked_kernel(int block_q = 32);
+std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config = {});
+std::unique_ptr<Kernel> make_decode_kernel(int page_size = 16);
+
+}  // namespace attest

@@ -1,0 +1,163 @@
+// Incremental decode over a paged KV cache. forward() is chunked prefill: it appends all
+// keys to the cache, then attends every query through the same page-wise online softmax.
+#include <vector>
+
+#include "attest/kernels.h"
+#include "kernel_support.h"
+#include "paged_kv_cache.h"
+
+namespace attest {
+namespace {
+
+using namespace kernels;
+
+// Online softmax of one query row over keys [range.lo, range.hi) of sequence b, one page
+// at a time. `visible(j)` applies the per-key mask terms.
+template <typename Visible>
+void attend_row(const PagedKvCache& cache, int b, int g, const float* q, int dk, int dv, float scale,
+                KeyRange range, Visible visible, std::vector<float>& page_scores, float* out, float* out_lse) {
+  float row_max = kNegInf, row_sum = 0.0f;
+  std::fill(out, out + dv, 0.0f);
+  const int page = cache.page_size();
+  for (int j0 = (range.lo / page) * page; j0 < range.hi; j0 += page) {
+    const int first = std::max(j0, range.lo), last = std::min(j0 + page, range.hi);
+    float page_max = kNegInf;
+    for (int j = first; j < last; ++j) {
+      float& sc = page_scores[j - j0];
+      sc = visible(j) ? dot(q, cache.key(b, g, j), dk) * scale : kNegInf;
+      page_max = std::max(page_max, sc);
+    }
+    if (page_max == kNegInf) continue;
+    const float new_max = std::max(row_max, page_max);
+    const float rescale = std::exp(row_max - new_max);
+    for (int d = 0; d < dv; ++d) out[d] *= rescale;
+    row_sum *= rescale;
+    for (int j = first; j < last; ++j) {
+      const float sc = page_scores[j - j0];
+      if (sc == kNegInf) continue;
+      const float pj = std::exp(sc - new_max);
+      row_sum += pj;
+      const float* value = cache.value(b, g, j);
+      for (int d = 0; d < dv; ++d) out[d] += pj * value[d];
+    }
+    row_max = new_max;
+  }
+  if (row_max == kNegInf) {
+    write_empty_row(out, dv, out_lse);
+    return;
+  }
+  for (int d = 0; d < dv; ++d) out[d] /= row_sum;
+  if (out_lse) *out_lse = row_max + std::log(row_sum);
+}
+
+class PagedDecodeSession final : public DecodeSession {
+ public:
+  PagedDecodeSession(const DecodeConfig& c, int page_size)
+      : c_(c), cache_(c.batch, c.kv_heads, c.head_dim, c.value_dim, page_size), page_scores_(page_size),
+        query_(c.head_dim) {}
+
+  void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v,
+            std::span<float> o, std::span<float> lse) override {
+    if (n < 1) throw ProblemError("invalid decode step: n must be >= 1");
+    const std::size_t dk = c_.head_dim, dv = c_.value_dim;
+    const std::size_t rows = std::size_t(c_.batch) * n;
+    if (q.size() != rows * c_.heads * dk || k.size() != rows * c_.kv_heads * dk ||
+        v.size() != rows * c_.kv_heads * dv || o.size() != rows * c_.heads * dv ||
+        (!lse.empty() && lse.size() != rows * c_.heads))
+      throw ProblemError("invalid decode step: q/k/v/o/lse sizes do not match n and the configuration");
+
+    const long long start = length_;
+    for (int b = 0; b < c_.batch; ++b) {
+      for (int t = 0; t < n; ++t) {
+        const std::size_t base = std::size_t(b) * c_.kv_heads * n + t;
+        cache_.append(b, &k[base * dk], n * dk, &v[base * dv], n * dv);
+        if (c_.rope.enabled)
+          for (int g = 0; g < c_.kv_heads; ++g)
+            rope_rotate(cache_.key_mut(b, g, cache_.length(b) - 1), c_.head_dim, start + t, c_.rope.base);
+      }
+    }
+    length_ += n;
+
+    const float scale = static_cast<float>(c_.scale);
+    const int group = c_.heads / c_.kv_heads;
+    for (int b = 0; b < c_.batch; ++b) {
+      for (int h = 0; h < c_.heads; ++h) {
+        for (int t = 0; t < n; ++t) {
+          const std::size_t row = (std::size_t(b) * c_.heads + h) * n + t;
+          const long long pos = start + t;
+          std::copy_n(&q[row * dk], dk, query_.begin());
+          if (c_.rope.enabled) rope_rotate(query_.data(), c_.head_dim, pos, c_.rope.base);
+          KeyRange range{0, static_cast<int>(pos + 1)};
+          if (c_.window) range.lo = static_cast<int>(std::max<long long>(0, pos - *c_.window + 1));
+          attend_row(cache_, b, h / group, query_.data(), c_.head_dim, c_.value_dim, scale, range,
+                     [](int) { return true; }, page_scores_, &o[row * dv], lse.empty() ? nullptr : &lse[row]);
+        }
+      }
+    }
+  }
+
+  long long length() const override { return length_; }
+  std::size_t cache_bytes() const override { return cache_.bytes(); }
+
+ private:
+  DecodeConfig c_;
+  PagedKvCache cache_;
+  std::vector<float> page_scores_;
+  std::vector<float> query_;
+  long long length_ = 0;
+};
+
+class DecodeKernel final : public Kernel {
+ public:
+  explicit DecodeKernel(int page_size) : page_size_(page_size) {
+    if (page_size < 1) throw std::invalid_argument("decode kernel: page_size must be >= 1");
+  }
+  std::string name() const override { return "decode"; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.decode = true;
+    c.key_tile = page_size_;
+    return c;
+  }
+
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    const Shape& s = p.shape;
+    const Layout at{s};
+    const MaskView mask(p);
+    const float scale = static_cast<float>(p.effective_scale());
+    PagedKvCache cache(s.batch, s.kv_heads, s.head_dim, s.value_dim, page_size_);
+    const std::size_t k_head_stride = std::size_t(s.k_len) * s.head_dim;
+    const std::size_t v_head_stride = std::size_t(s.k_len) * s.value_dim;
+    for (int b = 0; b < s.batch; ++b)
+      for (int j = 0; j < s.k_len; ++j) {
+        cache.append(b, &p.k[at.k(b, 0, j)], k_head_stride, &p.v[at.v(b, 0, j)], v_head_stride);
+        if (p.rope.enabled)
+          for (int g = 0; g < s.kv_heads; ++g) rope_rotate(cache.key_mut(b, g, j), s.head_dim, j, p.rope.base);
+      }
+
+    std::vector<float> page_scores(page_size_), query(s.head_dim);
+    for (int b = 0; b < s.batch; ++b)
+      for (int h = 0; h < s.heads; ++h)
+        for (int i = 0; i < s.q_len; ++i) {
+          std::copy_n(&p.q[at.q(b, h, i)], s.head_dim, query.begin());
+          if (p.rope.enabled) rope_rotate(query.data(), s.head_dim, mask.position(i), p.rope.base);
+          auto visible = [&](int j) { return !mask.elementwise() || mask.elementwise_visible(b, i, j); };
+          attend_row(cache, b, p.kv_head_of(h), query.data(), s.head_dim, s.value_dim, scale, mask.range(b, i),
+                     visible, page_scores, &o[at.o(b, h, i)], lse.empty() ? nullptr : &lse[at.lse(b, h, i)]);
+        }
+  }
+
+  std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override {
+    config.validate();
+    return std::make_unique<PagedDecodeSession>(config, page_size_);
+  }
+
+ private:
+  int page_size_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_decode_kernel(int page_size) { return std::make_unique<DecodeKernel>(page_size); }
+
+}  // namespace attest

@@ -1,0 +1,89 @@
+#include "attest/kernel.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "attest/kernels.h"
+
+namespace attest {
+
+double unit_roundoff(ComputePrecision p) {
+  switch (p) {
+    case ComputePrecision::kF32: return std::ldexp(1.0, -24);
+    case ComputePrecision::kBF16: return std::ldexp(1.0, -8);
+    case ComputePrecision::kF16: return std::ldexp(1.0, -11);
+  }
+  return 1.0;
+}
+
+const char* to_string(ComputePrecision p) {
+  switch (p) {
+    case ComputePrecision::kF32: return "f32";
+    case ComputePrecision::kBF16: return "bf16";
+    case ComputePrecision::kF16: return "f16";
+  }
+  return "?";
+}
+
+bool Capabilities::supports(const Problem& p) const {
+  const MaskSpec& m = p.mask;
+  return (causal || !m.causal) && (window || !m.window) && (key_padding || m.kv_valid.empty()) &&
+         (query_padding || m.q_valid.empty()) && (segments || m.q_segment.empty()) &&
+         (explicit_mask || m.explicit_mask.empty()) && (gqa || p.shape.heads == p.shape.kv_heads) &&
+         (rope || !p.rope.enabled);
+}
+
+void DecodeConfig::validate() const {
+  auto positive = [](const char* field, int v) {
+    if (v < 1) throw ProblemError(std::string("invalid decode config: ") + field + " must be >= 1");
+  };
+  positive("batch", batch);
+  positive("heads", heads);
+  positive("kv_heads", kv_heads);
+  positive("head_dim", head_dim);
+  positive("value_dim", value_dim);
+  if (heads % kv_heads != 0) throw ProblemError("invalid decode config: kv_heads must divide heads");
+  if (window && *window < 1) throw ProblemError("invalid decode config: window must be >= 1");
+  if (!std::isfinite(scale)) throw ProblemError("invalid decode config: scale must be finite");
+  if (rope.enabled && head_dim % 2 != 0) throw ProblemError("invalid decode config: rope needs an even head_dim");
+}
+
+std::unique_ptr<DecodeSession> Kernel::open_decode(const DecodeConfig&) const {
+  throw std::logic_error("kernel " + name() + " does not support decode");
+}
+
+const std::vector<KernelEntry>& kernel_registry() {
+  static const std::vector<KernelEntry> registry = {
+      {"loop", "textbook loops: scores, stable softmax, weighted sum", [] { return make_loop_kernel(); }},
+      {"blocked", "32-query blocks against all keys, two-pass softmax", [] { return make_blocked_kernel(32); }},
+      {"tiled", "online softmax over 32x32 tiles (FlashAttention-2 style)", [] { return make_tiled_kernel({32, 32}); }},
+      {"decode", "paged KV cache (16-token pages), incremental decode", [] { return make_decode_kernel(16); }},
+  };
+  return registry;
+}
+
+std::unique_ptr<Kernel> make_kernel(const std::string& name) {
+  std::string known;
+  for (const KernelEntry& e : kernel_registry()) {
+    if (e.name == name) return e.make();
+    known += (known.empty() ? "" : ", ") + e.name;
+  }
+  throw std::invalid_argument("unknown kernel '" + name + "' (known: " + known + ")");
+}
+
+Outputs run_forward(const Kernel& kernel, const Problem& p) {
+  p.validate();
+  Outputs out;
+  out.o.assign(p.o_size(), std::numeric_limits<float>::quiet_NaN());
+  out.lse.assign(p.lse_size(), std::numeric_limits<float>::quiet_NaN());
+  kernel.forward(p, out.o, out.lse);
+  return out;
+}
+
+std::size_t dense_kv_cache_bytes(std::size_t layers, std::size_t tokens, std::size_t kv_heads,
+                                 std::size_t head_dim, std::size_t element_bytes) {
+  return 2 * layers * tokens * kv_heads * head_dim * element_bytes;
+}
+
+}  // namespace attest

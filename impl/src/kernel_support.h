@@ -1,0 +1,103 @@
+// Helpers shared by the built-in kernels (never by the reference, which has its own).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "attest/problem.h"
+
+namespace attest::kernels {
+
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Keys [lo, hi) allowed by the range-shaped terms (causal, window, key padding).
+struct KeyRange {
+  int lo = 0;
+  int hi = 0;
+  bool empty() const { return hi <= lo; }
+};
+
+// The mask conjunction of a problem, evaluated per (batch, query, key).
+class MaskView {
+ public:
+  explicit MaskView(const Problem& p) : p_(p), offset_(p.effective_q_offset()) {}
+
+  long long position(int i) const { return offset_ + i; }
+
+  KeyRange range(int b, int i) const {
+    const MaskSpec& m = p_.mask;
+    if (!m.q_valid.empty() && i >= m.q_valid[b]) return {0, 0};
+    long long lo = 0, hi = p_.shape.k_len;
+    long long pos = position(i);
+    if (m.causal) hi = std::min(hi, pos + 1);
+    if (m.window) lo = std::max(lo, pos - *m.window + 1);
+    if (!m.kv_valid.empty()) hi = std::min<long long>(hi, m.kv_valid[b]);
+    if (hi <= lo) return {0, 0};
+    return {static_cast<int>(lo), static_cast<int>(hi)};
+  }
+
+  // Whether terms beyond the range (segments, explicit mask) must be checked per key.
+  bool elementwise() const { return !p_.mask.q_segment.empty() || !p_.mask.explicit_mask.empty(); }
+
+  // The per-key terms only; call for keys inside range(b, i).
+  bool elementwise_visible(int b, int i, int j) const {
+    const MaskSpec& m = p_.mask;
+    const int tq = p_.shape.q_len, tk = p_.shape.k_len;
+    if (!m.q_segment.empty() &&
+        m.q_segment[static_cast<std::size_t>(b) * tq + i] != m.k_segment[static_cast<std::size_t>(b) * tk + j])
+      return false;
+    if (!m.explicit_mask.empty() &&
+        !m.explicit_mask[(static_cast<std::size_t>(b) * tq + i) * tk + j])
+      return false;
+    return true;
+  }
+
+  bool visible(int b, int i, int j) const {
+    KeyRange r = range(b, i);
+    return j >= r.lo && j < r.hi && elementwise_visible(b, i, j);
+  }
+
+ private:
+  const Problem& p_;
+  long long offset_;
+};
+
+// Rotates interleaved pairs of x[0..dim) in place for position pos. Angles in double so
+// that long positions keep their precision.
+inline void rope_rotate(float* x, int dim, long long pos, double base) {
+  for (int m = 0; m < dim / 2; ++m) {
+    double theta = std::pow(base, -2.0 * m / dim);
+    double angle = static_cast<double>(pos) * theta;
+    float c = static_cast<float>(std::cos(angle));
+    float s = static_cast<float>(std::sin(angle));
+    float a = x[2 * m], b = x[2 * m + 1];
+    x[2 * m] = a * c - b * s;
+    x[2 * m + 1] = a * s + b * c;
+  }
+}
+
+inline float dot(const float* a, const float* b, int n) {
+  float s = 0.0f;
+  for (int k = 0; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
+
+// Writes the zero empty-row policy: O = 0, LSE = -inf.
+inline void write_empty_row(float* o, int dv, float* lse) {
+  std::fill(o, o + dv, 0.0f);
+  if (lse) *lse = kNegInf;
+}
+
+// Index helpers for the row-major layouts of DESIGN.md §2.
+struct Layout {
+  const Shape& s;
+  std::size_t q(int b, int h, int i) const { return ((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim; }
+  std::size_t k(int b, int g, int j) const { return ((std::size_t(b) * s.kv_heads + g) * s.k_len + j) * s.head_dim; }
+  std::size_t v(int b, int g, int j) const { return ((std::size_t(b) * s.kv_heads + g) * s.k_len + j) * s.value_dim; }
+  std::size_t o(int b, int h, int i) const { return ((std::size_t(b) * s.heads + h) * s.q_len + i) * s.value_dim; }
+  std::size_t lse(int b, int h, int i) const { return (std::size_t(b) * s.heads + h) * s.q_len + i; }
+};
+
+}  // namespace attest::kernels

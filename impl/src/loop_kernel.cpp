@@ -1,0 +1,76 @@
+// The textbook kernel: for each query row, all scores, a stable softmax, the weighted sum.
+#include <vector>
+
+#include "attest/kernels.h"
+#include "kernel_support.h"
+
+namespace attest {
+namespace {
+
+using namespace kernels;
+
+class LoopKernel final : public Kernel {
+ public:
+  std::string name() const override { return "loop"; }
+  Capabilities capabilities() const override { return {}; }
+
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    const Shape& s = p.shape;
+    const Layout at{s};
+    const MaskView mask(p);
+    const float scale = static_cast<float>(p.effective_scale());
+    std::vector<float> keys(static_cast<std::size_t>(s.k_len) * s.head_dim);
+    std::vector<float> query(s.head_dim);
+    std::vector<float> scores(s.k_len);
+    std::vector<float> weights(s.k_len);
+
+    for (int b = 0; b < s.batch; ++b) {
+      for (int h = 0; h < s.heads; ++h) {
+        const int g = p.kv_head_of(h);
+        std::copy_n(&p.k[at.k(b, g, 0)], keys.size(), keys.begin());
+        if (p.rope.enabled)
+          for (int j = 0; j < s.k_len; ++j) rope_rotate(&keys[std::size_t(j) * s.head_dim], s.head_dim, j, p.rope.base);
+
+        for (int i = 0; i < s.q_len; ++i) {
+          float* out = &o[at.o(b, h, i)];
+          float* out_lse = lse.empty() ? nullptr : &lse[at.lse(b, h, i)];
+          std::copy_n(&p.q[at.q(b, h, i)], s.head_dim, query.begin());
+          if (p.rope.enabled) rope_rotate(query.data(), s.head_dim, mask.position(i), p.rope.base);
+
+          float max_score = kNegInf;
+          for (int j = 0; j < s.k_len; ++j) {
+            if (!mask.visible(b, i, j)) {
+              scores[j] = kNegInf;
+              continue;
+            }
+            scores[j] = dot(query.data(), &keys[std::size_t(j) * s.head_dim], s.head_dim) * scale;
+            max_score = std::max(max_score, scores[j]);
+          }
+          if (max_score == kNegInf) {
+            write_empty_row(out, s.value_dim, out_lse);
+            continue;
+          }
+          float sum = 0.0f;
+          for (int j = 0; j < s.k_len; ++j) {
+            weights[j] = scores[j] == kNegInf ? 0.0f : std::exp(scores[j] - max_score);
+            sum += weights[j];
+          }
+          std::fill(out, out + s.value_dim, 0.0f);
+          for (int j = 0; j < s.k_len; ++j) {
+            if (weights[j] == 0.0f) continue;  // masked keys must not touch the output
+            const float pj = weights[j] / sum;
+            const float* value = &p.v[at.v(b, g, j)];
+            for (int r = 0; r < s.value_dim; ++r) out[r] += pj * value[r];
+          }
+          if (out_lse) *out_lse = max_score + std::log(sum);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_loop_kernel() { return std::make_unique<LoopKernel>(); }
+
+}  // namespace attest

@@ -1,0 +1,197 @@
+#include "attest/problem.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+namespace attest {
+namespace {
+
+[[noreturn]] void fail(const std::string& field, const std::string& why) {
+  throw ProblemError("invalid problem: " + field + " " + why);
+}
+
+void require_positive(const char* field, int value) {
+  if (value < 1) fail(field, "must be >= 1, got " + std::to_string(value));
+}
+
+// Product of sizes, refusing anything that would overflow a buffer index.
+std::size_t checked_product(const char* field, std::initializer_list<int> dims) {
+  std::size_t total = 1;
+  for (int d : dims) {
+    if (total > kMaxBufferElements / static_cast<std::size_t>(d))
+      fail(field, "would need more than 2^32 elements");
+    total *= static_cast<std::size_t>(d);
+  }
+  if (total > kMaxBufferElements) fail(field, "would need more than 2^32 elements");
+  return total;
+}
+
+void require_size(const char* field, std::size_t actual, std::size_t expected) {
+  if (actual != expected)
+    fail(field, "has " + std::to_string(actual) + " elements, expected " + std::to_string(expected));
+}
+
+void require_representable(const char* field, const std::vector<float>& values, InputPrecision p) {
+  if (p == InputPrecision::kF32) return;
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (!representable(values[i], p))
+      fail(std::string(field) + "[" + std::to_string(i) + "]",
+           std::string("is not exactly representable in ") + to_string(p));
+}
+
+std::uint32_t bits_of(float x) {
+  std::uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+float from_bits(std::uint32_t b) {
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+
+}  // namespace
+
+bool MaskSpec::any() const {
+  return causal || window || !kv_valid.empty() || !q_valid.empty() || !q_segment.empty() ||
+         !explicit_mask.empty();
+}
+
+double Problem::effective_scale() const {
+  return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
+}
+
+long long Problem::effective_q_offset() const {
+  return q_offset ? *q_offset : static_cast<long long>(shape.k_len) - shape.q_len;
+}
+
+std::size_t Problem::q_size() const {
+  return checked_product("shape", {shape.batch, shape.heads, shape.q_len, shape.head_dim});
+}
+std::size_t Problem::k_size() const {
+  return checked_product("shape", {shape.batch, shape.kv_heads, shape.k_len, shape.head_dim});
+}
+std::size_t Problem::v_size() const {
+  return checked_product("shape", {shape.batch, shape.kv_heads, shape.k_len, shape.value_dim});
+}
+std::size_t Problem::o_size() const {
+  return checked_product("shape", {shape.batch, shape.heads, shape.q_len, shape.value_dim});
+}
+std::size_t Problem::lse_size() const {
+  return checked_product("shape", {shape.batch, shape.heads, shape.q_len});
+}
+
+void Problem::validate() const {
+  const Shape& s = shape;
+  require_positive("shape.batch", s.batch);
+  require_positive("shape.heads", s.heads);
+  require_positive("shape.kv_heads", s.kv_heads);
+  require_positive("shape.q_len", s.q_len);
+  require_positive("shape.k_len", s.k_len);
+  require_positive("shape.head_dim", s.head_dim);
+  require_positive("shape.value_dim", s.value_dim);
+  if (s.heads % s.kv_heads != 0)
+    fail("shape.kv_heads", "must divide shape.heads (" + std::to_string(s.heads) + " % " +
+                               std::to_string(s.kv_heads) + " != 0)");
+  checked_product("shape", {s.batch, s.heads, s.q_len, s.head_dim});
+  checked_product("shape", {s.batch, s.heads, s.q_len, s.value_dim});
+  checked_product("shape", {s.batch, s.kv_heads, s.k_len, s.head_dim});
+  checked_product("shape", {s.batch, s.kv_heads, s.k_len, s.value_dim});
+  checked_product("mask.explicit_mask", {s.batch, s.q_len, s.k_len});
+
+  if (scale && !std::isfinite(*scale)) fail("scale", "must be finite");
+  constexpr long long kMaxOffset = 1LL << 40;
+  if (q_offset && (*q_offset > kMaxOffset || *q_offset < -kMaxOffset))
+    fail("q_offset", "must lie within +-2^40");
+
+  const MaskSpec& m = mask;
+  if (m.window && *m.window < 1) fail("mask.window", "must be >= 1, got " + std::to_string(*m.window));
+  if (!m.kv_valid.empty()) {
+    require_size("mask.kv_valid", m.kv_valid.size(), s.batch);
+    for (std::size_t b = 0; b < m.kv_valid.size(); ++b)
+      if (m.kv_valid[b] < 0 || m.kv_valid[b] > s.k_len)
+        fail("mask.kv_valid[" + std::to_string(b) + "]", "must lie in [0, k_len]");
+  }
+  if (!m.q_valid.empty()) {
+    require_size("mask.q_valid", m.q_valid.size(), s.batch);
+    for (std::size_t b = 0; b < m.q_valid.size(); ++b)
+      if (m.q_valid[b] < 0 || m.q_valid[b] > s.q_len)
+        fail("mask.q_valid[" + std::to_string(b) + "]", "must lie in [0, q_len]");
+  }
+  if (m.q_segment.empty() != m.k_segment.empty())
+    fail(m.q_segment.empty() ? "mask.q_segment" : "mask.k_segment",
+         "must be given together with its partner");
+  if (!m.q_segment.empty()) {
+    require_size("mask.q_segment", m.q_segment.size(), static_cast<std::size_t>(s.batch) * s.q_len);
+    require_size("mask.k_segment", m.k_segment.size(), static_cast<std::size_t>(s.batch) * s.k_len);
+  }
+  if (!m.explicit_mask.empty())
+    require_size("mask.explicit_mask", m.explicit_mask.size(),
+                 static_cast<std::size_t>(s.batch) * s.q_len * s.k_len);
+
+  if (rope.enabled) {
+    if (s.head_dim % 2 != 0) fail("rope", "needs an even shape.head_dim");
+    if (!std::isfinite(rope.base) || rope.base <= 1.0) fail("rope.base", "must be finite and > 1");
+  }
+
+  require_size("q", q.size(), q_size());
+  require_size("k", k.size(), k_size());
+  require_size("v", v.size(), v_size());
+  require_representable("q", q, input_precision);
+  require_representable("k", k, input_precision);
+  require_representable("v", v, input_precision);
+}
+
+void Problem::resize_buffers() {
+  const Shape& s = shape;
+  require_positive("shape.batch", s.batch);
+  require_positive("shape.heads", s.heads);
+  require_positive("shape.kv_heads", s.kv_heads);
+  require_positive("shape.q_len", s.q_len);
+  require_positive("shape.k_len", s.k_len);
+  require_positive("shape.head_dim", s.head_dim);
+  require_positive("shape.value_dim", s.value_dim);
+  q.assign(q_size(), 0.0f);
+  k.assign(k_size(), 0.0f);
+  v.assign(v_size(), 0.0f);
+}
+
+const char* to_string(InputPrecision p) {
+  switch (p) {
+    case InputPrecision::kF32: return "f32";
+    case InputPrecision::kBF16: return "bf16";
+    case InputPrecision::kF16: return "f16";
+  }
+  return "?";
+}
+
+const char* to_string(EmptyRowPolicy p) { return p == EmptyRowPolicy::kZero ? "zero" : "nan"; }
+
+float round_to(float x, InputPrecision p) {
+  if (p == InputPrecision::kF32 || !std::isfinite(x)) return x;
+  if (p == InputPrecision::kBF16) {
+    std::uint32_t b = bits_of(x);
+    b += 0x7FFFu + ((b >> 16) & 1u);  // round to nearest even on the dropped 16 bits
+    return from_bits(b & 0xFFFF0000u);
+  }
+  // fp16: 11 significant bits, exponent range [-14, 15], subnormals down to 2^-24.
+  const float kMax = 65504.0f;
+  float ax = std::fabs(x);
+  if (ax >= 65520.0f) return std::copysign(std::numeric_limits<float>::infinity(), x);
+  int exp;
+  std::frexp(ax, &exp);                   // ax = f * 2^exp, f in [0.5, 1)
+  int quantum_exp = std::max(exp - 11, -24);  // spacing of fp16 values near ax
+  float quantum = std::ldexp(1.0f, quantum_exp);
+  float r = std::nearbyint(ax / quantum) * quantum;  // exact: ax/quantum fits in float
+  return std::copysign(std::min(r, kMax), x);
+}
+
+bool representable(float x, InputPrecision p) {
+  if (std::isnan(x)) return true;
+  return round_to(x, p) == x;
+}
+
+}  // namespace attest

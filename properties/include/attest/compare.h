@@ -1,0 +1,30 @@
+// The hard-bound comparison of kernel outputs with the reference (gate 1 of DESIGN.md §4).
+#pragma once
+
+#include <string>
+
+#include "attest/error_bound.h"
+#include "attest/kernel.h"
+#include "attest/reference.h"
+#include "attest/verdict.h"
+
+namespace attest {
+
+// The bound's view of a kernel's declared arithmetic and tiling.
+KernelNumerics numerics_of(const Capabilities& caps);
+
+// "b=0 h=1 row=5" for a row index, "b=0 h=1 row=5 col=2" for an output element index.
+std::string describe_row(const Problem& p, std::size_t row);
+std::string describe_element(const Problem& p, std::size_t element);
+
+struct Comparison {
+  Verdict verdict;
+  double max_abs_error = 0.0;  // over non-empty output elements
+};
+
+// Every non-empty element within its bound, LSE too when the kernel declares it; empty rows
+// exactly as the declared policy says. A NaN reference is a failure, never a pass.
+Comparison compare_with_reference(const Problem& p, const Reference& ref, const Outputs& out,
+                                  const Capabilities& caps, const std::string& property = "matches_reference");
+
+}  // namespace attest

@@ -1,0 +1,26 @@
+// The result of one check: pass or fail with an explanation that locates the failure.
+#pragma once
+
+#include <string>
+
+namespace attest {
+
+struct Verdict {
+  std::string property;
+  bool passed = true;
+  bool applicable = true;    // false: the kernel lacks a capability the property needs
+  double utilisation = 0.0;  // worst |error| / bound seen (0 when the check is exact)
+  std::string detail;        // where and how it failed: batch/head/row/column, expected, got, bound
+
+  static Verdict pass(std::string property, double utilisation = 0.0) {
+    return {std::move(property), true, true, utilisation, {}};
+  }
+  static Verdict fail(std::string property, std::string detail, double utilisation = 0.0) {
+    return {std::move(property), false, true, utilisation, std::move(detail)};
+  }
+  static Verdict not_applicable(std::string property, std::string why) {
+    return {std::move(property), true, false, 0.0, std::move(why)};
+  }
+};
+
+}  // namespace attest

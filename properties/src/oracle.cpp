@@ -1,0 +1,66 @@
+#include "attest/oracle.h"
+
+#include <cstring>
+
+namespace attest {
+namespace {
+
+class Fnv1a {
+ public:
+  void bytes(const void* data, std::size_t n) {
+    const auto* c = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) hash_ = (hash_ ^ c[i]) * 0x100000001b3ULL;
+  }
+  template <typename T>
+  void value(const T& x) { bytes(&x, sizeof x); }
+  template <typename T>
+  void vector(const std::vector<T>& v) {
+    value(v.size());
+    bytes(v.data(), v.size() * sizeof(T));
+  }
+  std::uint64_t get() const { return hash_; }
+
+ private:
+  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+}  // namespace
+
+std::uint64_t fingerprint(const Problem& p) {
+  Fnv1a h;
+  h.value(p.shape);
+  h.value(p.scale.has_value());
+  h.value(p.scale.value_or(0.0));
+  h.value(p.q_offset.has_value());
+  h.value(p.q_offset.value_or(0));
+  h.value(p.mask.causal);
+  h.value(p.mask.window.value_or(0));
+  h.vector(p.mask.kv_valid);
+  h.vector(p.mask.q_valid);
+  h.vector(p.mask.q_segment);
+  h.vector(p.mask.k_segment);
+  h.vector(p.mask.explicit_mask);
+  h.value(p.rope.enabled);
+  h.value(p.rope.base);
+  h.value(p.input_precision);
+  h.vector(p.q);
+  h.vector(p.k);
+  h.vector(p.v);
+  return h.get();
+}
+
+const Reference& Oracle::reference(const Problem& p, bool weights) {
+  const std::uint64_t key = fingerprint(p);
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->key == key && (it->weights || !weights)) {
+      entries_.splice(entries_.begin(), entries_, it);
+      return entries_.front().ref;
+    }
+  }
+  ++computations_;
+  entries_.push_front({key, weights, compute_reference(p, {.weights = weights})});
+  if (entries_.size() > capacity_) entries_.pop_back();
+  return entries_.front().ref;
+}
+
+}  // namespace attest

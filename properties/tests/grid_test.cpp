@@ -1,0 +1,47 @@
+// Every built-in kernel against the reference, through the hard bound, over the grid.
+#include <gtest/gtest.h>
+
+#include "attest/cases.h"
+#include "attest/compare.h"
+#include "attest/kernel.h"
+#include "attest/oracle.h"
+
+namespace attest {
+namespace {
+
+class Grid : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Grid, EveryKernelWithinHardBound) {
+  static Oracle oracle(1);
+  const NamedProblem& c = [&]() -> const NamedProblem& {
+    static const std::vector<NamedProblem> grid = grid_problems();
+    for (const NamedProblem& g : grid)
+      if (g.name == GetParam()) return g;
+    throw std::logic_error("no grid case " + GetParam());
+  }();
+  const Reference& ref = oracle.reference(c.problem);
+  ASSERT_TRUE(ref.finite());
+  for (const KernelEntry& entry : kernel_registry()) {
+    const auto kernel = entry.make();
+    const Comparison cmp = compare_with_reference(c.problem, ref, run_forward(*kernel, c.problem), kernel->capabilities());
+    EXPECT_TRUE(cmp.verdict.passed) << entry.name << ": " << cmp.verdict.detail;
+    EXPECT_LT(cmp.verdict.utilisation, 0.5) << entry.name << " uses too much of its bound";
+  }
+}
+
+std::vector<std::string> grid_names() {
+  std::vector<std::string> names;
+  for (const NamedProblem& c : grid_problems()) names.push_back(c.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, Grid, ::testing::ValuesIn(grid_names()),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace attest

@@ -1,0 +1,31 @@
+// The hard error bound of DESIGN.md §4: a rigorous first-order bound on a kernel's error,
+// per output element, from its declared arithmetic. Never a false alarm on a correct kernel.
+#pragma once
+
+#include <cstddef>
+
+#include "attest/problem.h"
+#include "attest/reference.h"
+
+namespace attest {
+
+// What the bound needs to know about the kernel's arithmetic.
+struct KernelNumerics {
+  double unit_roundoff = 0x1p-24;     // u of the accumulation precision
+  double exp_error = 0x1p-23;         // u_e, relative error of one exp (about 2u for glibc)
+  double underflow_quantum = 0x1p-149;  // spacing of the smallest subnormals
+  int key_tile = 0;                   // keys per online-softmax tile; 0 = a single pass
+  double weight_rounding = 0.0;       // u_P when P is rounded below the accumulation precision
+
+  static KernelNumerics f32(int key_tile);
+};
+
+// gamma(n) = n u / (1 - n u); infinity once n u >= 1.
+double gamma_n(double n, double u);
+
+// Bound on |o_kernel - o_exact| for output element `element` ([B][H][Tq][Dv] index).
+double output_bound(const Problem& p, const Reference& ref, std::size_t element, const KernelNumerics& k);
+// Bound on |lse_kernel - lse_exact| for row `row` ([B][H][Tq] index).
+double lse_bound(const Problem& p, const Reference& ref, std::size_t row, const KernelNumerics& k);
+
+}  // namespace attest

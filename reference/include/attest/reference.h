@@ -1,0 +1,47 @@
+// The independent high-precision reference (DESIGN.md §4). Shares no code with the kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attest/problem.h"
+
+namespace attest {
+
+// Exact attention for one problem, rounded to double, with what the error bound needs.
+struct Reference {
+  int working_bits = 0;  // precision the reference computed in
+
+  // Per output element [B][H][Tq][Dv].
+  std::vector<double> o;
+  std::vector<double> spread;          // S_r = sum_j p_j |v_jr|
+  std::vector<double> spread_cond;     // sum_j p_j |v_jr| A_j
+  std::vector<double> spread_logit;    // sum_j p_j |v_jr| |s_j - m|
+  std::vector<double> max_abs_value;   // max over visible j of |v_jr|
+
+  // Per row [B][H][Tq].
+  std::vector<double> lse;             // -inf for an empty row
+  std::vector<std::uint8_t> empty;     // 1 when the row sees no key
+  std::vector<int> visible_keys;       // number of visible keys
+  std::vector<double> cond_max;        // A_max = max_j A_j
+  std::vector<double> mean_cond;       // sum_j p_j A_j
+  std::vector<double> logit_spread;    // R = sum_j p_j |s_j - m|
+
+  // Weights [B][H][Tq][Tk] (only when asked for).
+  std::vector<double> weights;
+
+  bool finite() const;  // no NaN anywhere in o or lse (a NaN is a reference failure)
+};
+
+struct ReferenceOptions {
+  bool weights = false;
+};
+
+// mpfr_float with 136 bits (correctly rounded exp and log): the oracle used everywhere.
+Reference compute_reference(const Problem& p, ReferenceOptions options = {});
+// The same algorithm at 216 bits, to cross-check the oracle.
+Reference compute_reference_high(const Problem& p, ReferenceOptions options = {});
+// The same algorithm in long double: for cross-checks of fast paths only, not an oracle.
+Reference compute_reference_long_double(const Problem& p, ReferenceOptions options = {});
+
+}  // namespace attest

@@ -1,0 +1,184 @@
+// Exact attention, templated on the scalar. Written without any kernel helper: the mask
+// is built by clearing keys term by term, RoPE as a complex rotation in the scalar type.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attest/reference.h"
+
+namespace attest::reference_detail {
+
+// Which keys of batch b query row i may see: start with all, clear what each term forbids.
+inline void visible_keys_of_row(const Problem& p, int b, int i, std::vector<char>& allowed) {
+  const int tq = p.shape.q_len, tk = p.shape.k_len;
+  const long long offset = p.q_offset.has_value() ? *p.q_offset : static_cast<long long>(tk) - tq;
+  const long long pos = offset + i;
+  allowed.assign(tk, 1);
+  const MaskSpec& m = p.mask;
+  if (!m.q_valid.empty() && !(i < m.q_valid[b])) allowed.assign(tk, 0);
+  for (int j = 0; j < tk; ++j) {
+    if (m.causal && static_cast<long long>(j) > pos) allowed[j] = 0;
+    if (m.window.has_value() && pos - j >= *m.window) allowed[j] = 0;
+    if (!m.kv_valid.empty() && !(j < m.kv_valid[b])) allowed[j] = 0;
+    if (!m.q_segment.empty() && m.q_segment[b * tq + i] != m.k_segment[b * tk + j]) allowed[j] = 0;
+    if (!m.explicit_mask.empty() && m.explicit_mask[(static_cast<std::size_t>(b) * tq + i) * tk + j] == 0)
+      allowed[j] = 0;
+  }
+}
+
+template <typename Real>
+struct Rotated {
+  std::vector<Real> re, im;  // pair m of a vector as the complex number re[m] + i im[m]
+};
+
+// A vector as Dk/2 complex pairs, rotated by pos * base^(-2m/Dk) when RoPE is on.
+template <typename Real>
+Rotated<Real> as_complex(const float* x, int dk, long long pos, const Rope& rope) {
+  Rotated<Real> r;
+  const int pairs = (dk + 1) / 2;
+  r.re.resize(pairs);
+  r.im.resize(pairs);
+  for (int m = 0; m < pairs; ++m) {
+    Real a = x[2 * m];
+    Real b = 2 * m + 1 < dk ? Real(x[2 * m + 1]) : Real(0);
+    if (rope.enabled) {
+      using std::cos, std::pow, std::sin;
+      Real angle = Real(pos) * pow(Real(rope.base), Real(-2 * m) / Real(dk));
+      Real c = cos(angle), s = sin(angle);
+      r.re[m] = a * c - b * s;
+      r.im[m] = a * s + b * c;
+    } else {
+      r.re[m] = a;
+      r.im[m] = b;
+    }
+  }
+  return r;
+}
+
+template <typename Real>
+Reference compute(const Problem& p, ReferenceOptions options, int bits) {
+  p.validate();
+  const Shape& s = p.shape;
+  const int tq = s.q_len, tk = s.k_len, dk = s.head_dim, dv = s.value_dim;
+  const int group = s.heads / s.kv_heads;
+  using std::sqrt;
+  const Real scale = p.scale.has_value() ? Real(*p.scale) : Real(1) / sqrt(Real(dk));
+  const long long offset = p.q_offset.has_value() ? *p.q_offset : static_cast<long long>(tk) - tq;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+
+  Reference ref;
+  ref.working_bits = bits;
+  const std::size_t rows = std::size_t(s.batch) * s.heads * tq;
+  ref.o.assign(rows * dv, nan);
+  ref.spread.assign(rows * dv, 0.0);
+  ref.spread_cond.assign(rows * dv, 0.0);
+  ref.spread_logit.assign(rows * dv, 0.0);
+  ref.max_abs_value.assign(rows * dv, 0.0);
+  ref.lse.assign(rows, nan);
+  ref.empty.assign(rows, 0);
+  ref.visible_keys.assign(rows, 0);
+  ref.cond_max.assign(rows, 0.0);
+  ref.mean_cond.assign(rows, 0.0);
+  ref.logit_spread.assign(rows, 0.0);
+  if (options.weights) ref.weights.assign(rows * tk, 0.0);
+
+  std::vector<char> allowed;
+  std::vector<Real> logit(tk), weight(tk), numerator(dv);
+  std::vector<double> cond(tk);
+  std::vector<Rotated<Real>> keys(tk);
+
+  for (int b = 0; b < s.batch; ++b) {
+    for (int hk = 0; hk < s.kv_heads; ++hk) {
+      const float* kbase = &p.k[(std::size_t(b) * s.kv_heads + hk) * tk * dk];
+      const float* vbase = &p.v[(std::size_t(b) * s.kv_heads + hk) * tk * dv];
+      bool keys_ready = false;
+      for (int h = hk * group; h < (hk + 1) * group; ++h) {
+        for (int i = 0; i < tq; ++i) {
+          const std::size_t row = (std::size_t(b) * s.heads + h) * tq + i;
+          visible_keys_of_row(p, b, i, allowed);
+          int count = 0;
+          for (char a : allowed) count += a;
+          ref.visible_keys[row] = count;
+          if (count == 0) {
+            ref.empty[row] = 1;
+            ref.lse[row] = -std::numeric_limits<double>::infinity();
+            for (int r = 0; r < dv; ++r) ref.o[row * dv + r] = 0.0;
+            continue;
+          }
+          if (!keys_ready) {  // keys are rotated once per kv head, only if some row needs them
+            for (int j = 0; j < tk; ++j) keys[j] = as_complex<Real>(kbase + std::size_t(j) * dk, dk, j, p.rope);
+            keys_ready = true;
+          }
+          const float* qrow = &p.q[row * dk];
+          const Rotated<Real> query = as_complex<Real>(qrow, dk, offset + i, p.rope);
+
+          // Logits s_j = scale * <q, k_j> and condition numbers A_j = |scale| * sum |q||k|
+          // (with RoPE, pairwise (|q0|+|q1|)(|k0|+|k1|), which bounds the rotated products).
+          Real max_logit = 0;
+          bool have_max = false;
+          for (int j = 0; j < tk; ++j) {
+            if (!allowed[j]) continue;
+            Real acc = 0;
+            for (std::size_t m = 0; m < query.re.size(); ++m)
+              acc += query.re[m] * keys[j].re[m] + query.im[m] * keys[j].im[m];
+            logit[j] = acc * scale;
+            if (!have_max || logit[j] > max_logit) max_logit = logit[j];
+            have_max = true;
+            double a = 0;
+            const float* krow = kbase + std::size_t(j) * dk;
+            if (p.rope.enabled) {
+              for (int m = 0; m + 1 < dk; m += 2)
+                a += (std::fabs(double(qrow[m])) + std::fabs(double(qrow[m + 1]))) *
+                     (std::fabs(double(krow[m])) + std::fabs(double(krow[m + 1])));
+            } else {
+              for (int m = 0; m < dk; ++m) a += std::fabs(double(qrow[m]) * double(krow[m]));
+            }
+            cond[j] = a * std::fabs(static_cast<double>(scale));
+          }
+
+          Real total = 0;
+          for (int j = 0; j < tk; ++j) {
+            if (!allowed[j]) continue;
+            using std::exp;
+            weight[j] = exp(logit[j] - max_logit);
+            total += weight[j];
+          }
+          for (int r = 0; r < dv; ++r) numerator[r] = 0;
+          double mean_cond = 0, spread_logit = 0, cond_max = 0;
+          for (int j = 0; j < tk; ++j) {
+            if (!allowed[j]) continue;
+            weight[j] /= total;
+            const double pj = static_cast<double>(weight[j]);
+            using std::abs;
+            const double dist = static_cast<double>(abs(logit[j] - max_logit));
+            mean_cond += pj * cond[j];
+            spread_logit += pj * dist;
+            cond_max = std::max(cond_max, cond[j]);
+            if (options.weights) ref.weights[row * tk + j] = pj;
+            const float* vrow = vbase + std::size_t(j) * dv;
+            for (int r = 0; r < dv; ++r) {
+              numerator[r] += weight[j] * Real(vrow[r]);
+              const double av = std::fabs(double(vrow[r]));
+              const std::size_t e = row * dv + r;
+              ref.spread[e] += pj * av;
+              ref.spread_cond[e] += pj * av * cond[j];
+              ref.spread_logit[e] += pj * av * dist;
+              ref.max_abs_value[e] = std::max(ref.max_abs_value[e], av);
+            }
+          }
+          for (int r = 0; r < dv; ++r) ref.o[row * dv + r] = static_cast<double>(numerator[r]);
+          using std::log;
+          ref.lse[row] = static_cast<double>(max_logit + log(total));
+          ref.cond_max[row] = cond_max;
+          ref.mean_cond[row] = mean_cond;
+          ref.logit_spread[row] = spread_logit;
+        }
+      }
+    }
+  }
+  return ref;
+}
+
+}  // namespace attest::reference_detail

@@ -1,0 +1,109 @@
+#include <cmath>
+#include <gtest/gtest.h>
+#include <random>
+
+#include "attest/error_bound.h"
+#include "attest/reference.h"
+
+namespace attest {
+namespace {
+
+Problem random_problem(std::uint64_t seed, int tq, int tk, int dk, double magnitude, bool rope) {
+  Problem p;
+  p.shape = {.batch = 1, .heads = 2, .kv_heads = 1, .q_len = tq, .k_len = tk, .head_dim = dk, .value_dim = 3};
+  p.mask.causal = true;
+  p.rope.enabled = rope;
+  p.resize_buffers();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (auto* b : {&p.q, &p.k, &p.v})
+    for (float& x : *b) x = static_cast<float>(normal(rng) * magnitude);
+  return p;
+}
+
+// The 136-bit oracle agrees with the same algorithm at 216 bits far below any float bound.
+TEST(Reference, AgreesWithMpfr216Bits) {
+  int cases = 0;
+  for (std::uint64_t seed = 1; seed <= 6; ++seed)
+    for (double magnitude : {1e-3, 1.0, 20.0})
+      for (bool rope : {false, true}) {
+        const Problem p = random_problem(seed, 5, 9, 4, magnitude, rope);
+        const Reference lo = compute_reference(p), hi = compute_reference_high(p);
+        ASSERT_GE(lo.working_bits, 113);
+        ASSERT_GE(hi.working_bits, 200);
+        for (std::size_t e = 0; e < lo.o.size(); ++e)
+          EXPECT_LE(std::fabs(lo.o[e] - hi.o[e]), 0x1p-50 * (lo.spread[e] + 1e-300)) << e;
+        for (std::size_t r = 0; r < lo.lse.size(); ++r)
+          EXPECT_LE(std::fabs(lo.lse[r] - hi.lse[r]), 0x1p-50 * (std::fabs(hi.lse[r]) + 1)) << r;
+        ++cases;
+      }
+  EXPECT_EQ(cases, 36);
+}
+
+// long double (64-bit significand) is close to the oracle: a sanity check of the template.
+TEST(Reference, LongDoubleInstantiationIsClose) {
+  const Problem p = random_problem(7, 6, 11, 8, 1.0, true);
+  const Reference exact = compute_reference(p), ld = compute_reference_long_double(p);
+  for (std::size_t e = 0; e < exact.o.size(); ++e) EXPECT_NEAR(exact.o[e], ld.o[e], 1e-15);
+}
+
+TEST(Reference, NanInputsAreAReferenceFailure) {
+  Problem p = random_problem(3, 2, 2, 2, 1.0, false);
+  p.mask.causal = false;
+  p.v[0] = std::nanf("");
+  EXPECT_FALSE(compute_reference(p).finite());
+}
+
+TEST(Reference, MaskedNanIsNeverRead) {
+  Problem p = random_problem(3, 2, 4, 2, 1.0, false);
+  p.mask.kv_valid = {2};
+  for (int j = 2; j < 4; ++j) p.k[j * 2] = p.v[j * 3] = std::nanf("");
+  EXPECT_TRUE(compute_reference(p).finite());
+}
+
+// Mean entropy (nats) of the attention rows of a random unit-variance problem of width dk.
+double mean_row_entropy(int dk, bool scaled) {
+  Problem p;
+  p.shape = {.batch = 1, .heads = 4, .kv_heads = 4, .q_len = 16, .k_len = 64, .head_dim = dk, .value_dim = 1};
+  if (!scaled) p.scale = 1.0;
+  p.resize_buffers();
+  std::mt19937_64 rng(42);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (auto* b : {&p.q, &p.k, &p.v})
+    for (float& x : *b) x = static_cast<float>(normal(rng));
+  const Reference ref = compute_reference(p, {.weights = true});
+  double total = 0;
+  for (double w : ref.weights)
+    if (w > 0) total -= w * std::log(w);
+  return total / ref.lse.size();
+}
+
+TEST(Reference, ScaleKeepsRowEntropyStableAcrossWidth) {
+  const double unscaled_narrow = mean_row_entropy(8, false), unscaled_wide = mean_row_entropy(128, false);
+  const double scaled_narrow = mean_row_entropy(8, true), scaled_wide = mean_row_entropy(128, true);
+  RecordProperty("entropy_unscaled_8", std::to_string(unscaled_narrow));
+  RecordProperty("entropy_unscaled_128", std::to_string(unscaled_wide));
+  // Without 1/sqrt(Dk), 16x wider vectors make logits 4x larger: rows collapse towards one-hot.
+  EXPECT_LT(unscaled_wide, 0.4 * unscaled_narrow) << unscaled_narrow << " -> " << unscaled_wide;
+  EXPECT_LT(unscaled_wide, 1.0);
+  // With it, the entropy stays within 20%.
+  EXPECT_NEAR(scaled_wide / scaled_narrow, 1.0, 0.2) << scaled_narrow << " -> " << scaled_wide;
+}
+
+TEST(ErrorBound, GammaAndScaling) {
+  EXPECT_DOUBLE_EQ(gamma_n(0, 0x1p-24), 0.0);
+  EXPECT_NEAR(gamma_n(10, 0x1p-24), 10 * 0x1p-24, 1e-12);
+  EXPECT_GT(gamma_n(10, 0x1p-24), 10 * 0x1p-24);
+  EXPECT_TRUE(std::isinf(gamma_n(1 << 24, 0x1p-24)));
+  const Problem p = random_problem(5, 4, 8, 4, 1.0, false);
+  const Reference ref = compute_reference(p);
+  const double f32 = output_bound(p, ref, 5, KernelNumerics::f32(0));
+  KernelNumerics bf16 = KernelNumerics::f32(0);
+  bf16.unit_roundoff = 0x1p-8;
+  bf16.exp_error = 0x1p-7;
+  EXPECT_GT(output_bound(p, ref, 5, bf16), 1000 * f32);  // the bound follows the precision
+  EXPECT_GT(output_bound(p, ref, 5, KernelNumerics::f32(1)), f32);  // and the tile count
+}
+
+}  // namespace
+}  // namespace attest

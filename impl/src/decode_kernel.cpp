@@ -2,6 +2,7 @@
 // keys to the cache, then attends every query through the same page-wise online softmax.
 #include <vector>
 
+#include "attest/faults.h"
 #include "attest/kernels.h"
 #include "kernel_support.h"
 #include "paged_kv_cache.h"
@@ -15,12 +16,14 @@ using namespace kernels;
 // at a time. `visible(j)` applies the per-key mask terms.
 template <typename Visible>
 void attend_row(const PagedKvCache& cache, int b, int g, const float* q, int dk, int dv, float scale,
-                KeyRange range, Visible visible, std::vector<float>& page_scores, float* out, float* out_lse) {
+                KeyRange range, Visible visible, std::vector<float>& page_scores, float* out, float* out_lse,
+                const KernelFaults& faults) {
   float row_max = kNegInf, row_sum = 0.0f;
   std::fill(out, out + dv, 0.0f);
   const int page = cache.page_size();
   for (int j0 = (range.lo / page) * page; j0 < range.hi; j0 += page) {
-    const int first = std::max(j0, range.lo), last = std::min(j0 + page, range.hi);
+    const int first = std::max(j0, range.lo);
+    const int last = std::min(j0 + page - (faults.decode_page_off_by_one ? 1 : 0), range.hi);
     float page_max = kNegInf;
     for (int j = first; j < last; ++j) {
       float& sc = page_scores[j - j0];
@@ -52,8 +55,8 @@ void attend_row(const PagedKvCache& cache, int b, int g, const float* q, int dk,
 
 class PagedDecodeSession final : public DecodeSession {
  public:
-  PagedDecodeSession(const DecodeConfig& c, int page_size)
-      : c_(c), cache_(c.batch, c.kv_heads, c.head_dim, c.value_dim, page_size), page_scores_(page_size),
+  PagedDecodeSession(const DecodeConfig& c, int page_size, const KernelFaults& faults)
+      : c_(c), faults_(faults), cache_(c.batch, c.kv_heads, c.head_dim, c.value_dim, page_size), page_scores_(page_size),
         query_(c.head_dim) {}
 
   void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v,
@@ -86,11 +89,11 @@ class PagedDecodeSession final : public DecodeSession {
           const std::size_t row = (std::size_t(b) * c_.heads + h) * n + t;
           const long long pos = start + t;
           std::copy_n(&q[row * dk], dk, query_.begin());
-          if (c_.rope.enabled) rope_rotate(query_.data(), c_.head_dim, pos, c_.rope.base);
-          KeyRange range{0, static_cast<int>(pos + 1)};
+          if (c_.rope.enabled) rope_rotate(query_.data(), c_.head_dim, faults_.rope_query_at_zero ? t : pos, c_.rope.base);
+          KeyRange range{0, static_cast<int>(pos + (faults_.decode_skips_self ? 0 : 1))};
           if (c_.window) range.lo = static_cast<int>(std::max<long long>(0, pos - *c_.window + 1));
-          attend_row(cache_, b, h / group, query_.data(), c_.head_dim, c_.value_dim, scale, range,
-                     [](int) { return true; }, page_scores_, &o[row * dv], lse.empty() ? nullptr : &lse[row]);
+          attend_row(cache_, b, faults_.gqa_modulo ? h % c_.kv_heads : h / group, query_.data(), c_.head_dim, c_.value_dim, scale, range,
+                     [](int) { return true; }, page_scores_, &o[row * dv], lse.empty() ? nullptr : &lse[row], faults_);
         }
       }
     }
@@ -101,6 +104,7 @@ class PagedDecodeSession final : public DecodeSession {
 
  private:
   DecodeConfig c_;
+  KernelFaults faults_;
   PagedKvCache cache_;
   std::vector<float> page_scores_;
   std::vector<float> query_;
@@ -109,10 +113,11 @@ class PagedDecodeSession final : public DecodeSession {
 
 class DecodeKernel final : public Kernel {
  public:
-  explicit DecodeKernel(int page_size) : page_size_(page_size) {
+  DecodeKernel(int page_size, KernelFaults faults, std::string name)
+      : page_size_(page_size), faults_(faults), name_(std::move(name)) {
     if (page_size < 1) throw std::invalid_argument("decode kernel: page_size must be >= 1");
   }
-  std::string name() const override { return "decode"; }
+  std::string name() const override { return name_; }
   Capabilities capabilities() const override {
     Capabilities c;
     c.decode = true;
@@ -142,22 +147,30 @@ class DecodeKernel final : public Kernel {
           std::copy_n(&p.q[at.q(b, h, i)], s.head_dim, query.begin());
           if (p.rope.enabled) rope_rotate(query.data(), s.head_dim, mask.position(i), p.rope.base);
           auto visible = [&](int j) { return !mask.elementwise() || mask.elementwise_visible(b, i, j); };
-          attend_row(cache, b, p.kv_head_of(h), query.data(), s.head_dim, s.value_dim, scale, mask.range(b, i),
-                     visible, page_scores, &o[at.o(b, h, i)], lse.empty() ? nullptr : &lse[at.lse(b, h, i)]);
+          attend_row(cache, b, faults_.gqa_modulo ? h % s.kv_heads : p.kv_head_of(h), query.data(), s.head_dim, s.value_dim, scale, mask.range(b, i),
+                     visible, page_scores, &o[at.o(b, h, i)], lse.empty() ? nullptr : &lse[at.lse(b, h, i)], faults_);
         }
   }
 
   std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override {
     config.validate();
-    return std::make_unique<PagedDecodeSession>(config, page_size_);
+    return std::make_unique<PagedDecodeSession>(config, page_size_, faults_);
   }
 
  private:
   int page_size_;
+  KernelFaults faults_;
+  std::string name_;
 };
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_decode_kernel(int page_size) { return std::make_unique<DecodeKernel>(page_size); }
+std::unique_ptr<Kernel> make_decode_kernel(int page_size) {
+  return std::make_unique<DecodeKernel>(page_size, KernelFaults{}, "decode");
+}
+
+std::unique_ptr<Kernel> make_faulty_decode_kernel(int page_size, const KernelFaults& faults, std::string name) {
+  return std::make_unique<DecodeKernel>(page_size, faults, std::move(name));
+}
 
 }  // namespace attest

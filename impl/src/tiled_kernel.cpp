@@ -1,7 +1,9 @@
 // Online softmax over Br x Bc tiles (FlashAttention-2 style): running max and sum per row,
 // deferred normalization, no Tq x Tk buffer. Workspace is O(Br*Bc + Br*Dv + Bc*Dk).
+// The `faults_` switches (all off in the built-in kernel) inject the bugs of impl/mutants/.
 #include <vector>
 
+#include "attest/faults.h"
 #include "attest/kernels.h"
 #include "kernel_support.h"
 
@@ -12,11 +14,12 @@ using namespace kernels;
 
 class TiledKernel final : public Kernel {
  public:
-  explicit TiledKernel(TiledConfig config) : cfg_(config) {
+  TiledKernel(TiledConfig config, KernelFaults faults, std::string name)
+      : cfg_(config), faults_(faults), name_(std::move(name)) {
     if (cfg_.block_q < 1 || cfg_.block_k < 1)
       throw std::invalid_argument("tiled kernel: block_q and block_k must be >= 1");
   }
-  std::string name() const override { return "tiled"; }
+  std::string name() const override { return name_; }
   Capabilities capabilities() const override {
     Capabilities c;
     c.key_tile = cfg_.block_k;
@@ -24,109 +27,178 @@ class TiledKernel final : public Kernel {
   }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    const KernelFaults& f = faults_;
     const Shape& s = p.shape;
     const Layout at{s};
     const MaskView mask(p);
-    const float scale = static_cast<float>(p.effective_scale());
+    const float scale = kernel_scale(p);
     const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
     std::vector<float> q_tile(std::size_t(br) * dk);
-    std::vector<float> k_tile(std::size_t(bc) * dk);
+    std::vector<float> k_tile(std::size_t(bc + 1) * dk);
     std::vector<float> s_tile(std::size_t(br) * bc);
+    std::vector<unsigned char> visible(std::size_t(br) * bc);
     std::vector<float> acc(std::size_t(br) * dv);
     std::vector<float> row_max(br), row_sum(br);
-    std::vector<KeyRange> ranges(br);
+    std::vector<KeyRange> tile_ranges(br), key_ranges(br);
 
     for (int b = 0; b < s.batch; ++b) {
       for (int h = 0; h < s.heads; ++h) {
-        const int g = p.kv_head_of(h);
+        const int g = f.gqa_modulo ? h % s.kv_heads : p.kv_head_of(h);
         for (int i0 = 0; i0 < s.q_len; i0 += br) {
           const int rows = std::min(br, s.q_len - i0);
           std::copy_n(&p.q[at.q(b, h, i0)], std::size_t(rows) * dk, q_tile.begin());
-          // Keys any row of this tile may see; key tiles outside it are skipped whole.
+          // Keys any row of this tile may see; key tiles outside them are skipped whole.
           int lo = s.k_len, hi = 0;
           for (int r = 0; r < rows; ++r) {
-            ranges[r] = mask.range(b, i0 + r);
-            if (ranges[r].empty()) continue;
-            lo = std::min(lo, ranges[r].lo);
-            hi = std::max(hi, ranges[r].hi);
-            if (p.rope.enabled) rope_rotate(&q_tile[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
+            tile_ranges[r] = row_range(p, mask, b, i0 + r, /*for_tile_skip=*/true);
+            key_ranges[r] = row_range(p, mask, b, i0 + r, false);
+            if (tile_ranges[r].empty()) continue;
+            lo = std::min(lo, tile_ranges[r].lo);
+            hi = std::max(hi, tile_ranges[r].hi);
+            const long long qpos = f.rope_query_at_zero ? i0 + r : mask.position(i0 + r);
+            if (p.rope.enabled) rope_rotate(&q_tile[std::size_t(r) * dk], dk, qpos, p.rope.base);
           }
-          std::fill(row_max.begin(), row_max.end(), kNegInf);
+          std::fill(row_max.begin(), row_max.end(), f.initial_max);
           std::fill(row_sum.begin(), row_sum.end(), 0.0f);
           std::fill(acc.begin(), acc.end(), 0.0f);
+          if (f.mask_after_softmax) lo = 0, hi = s.k_len;
 
           for (int j0 = (lo / bc) * bc; j0 < hi; j0 += bc) {
-            const int cols = std::min(bc, s.k_len - j0);
-            if (!score_tile(p, mask, b, g, i0, rows, j0, cols, scale, ranges, q_tile, k_tile, s_tile)) continue;
-            for (int r = 0; r < rows; ++r) {
-              float* srow = &s_tile[std::size_t(r) * bc];
-              float tile_max = kNegInf;
-              for (int c = 0; c < cols; ++c) tile_max = std::max(tile_max, srow[c]);
-              if (tile_max == kNegInf) continue;
-              const float new_max = std::max(row_max[r], tile_max);
-              const float rescale = std::exp(row_max[r] - new_max);  // exp(-inf) = 0 on the first tile
-              float* arow = &acc[std::size_t(r) * dv];
-              for (int c = 0; c < dv; ++c) arow[c] *= rescale;
-              float tile_sum = 0.0f;
-              for (int c = 0; c < cols; ++c) {
-                if (srow[c] == kNegInf) continue;  // masked: never touch its value row
-                const float pc = std::exp(srow[c] - new_max);
-                tile_sum += pc;
-                const float* value = &p.v[at.v(b, g, j0 + c)];
-                for (int d = 0; d < dv; ++d) arow[d] += pc * value[d];
-              }
-              row_sum[r] = row_sum[r] * rescale + tile_sum;
-              row_max[r] = new_max;
-            }
+            int cols = std::min(bc, s.k_len - j0);
+            if (f.drop_partial_tile && cols < bc) continue;
+            if (f.read_past_keys && j0 + cols == s.k_len) ++cols;
+            if (!score_tile(p, mask, b, g, i0, rows, j0, cols, scale, key_ranges, q_tile, k_tile, s_tile, visible))
+              continue;
+            for (int r = 0; r < rows; ++r) online_update(p, b, g, r, j0, cols, s_tile, visible, row_max, row_sum, acc);
           }
 
           for (int r = 0; r < rows; ++r) {
             float* out = &o[at.o(b, h, i0 + r)];
             float* out_lse = lse.empty() ? nullptr : &lse[at.lse(b, h, i0 + r)];
-            if (row_max[r] == kNegInf) {
+            if (row_max[r] == kNegInf && !f.empty_row_nan) {
               write_empty_row(out, dv, out_lse);
               continue;
             }
             const float* arow = &acc[std::size_t(r) * dv];
-            for (int d = 0; d < dv; ++d) out[d] = arow[d] / row_sum[r];
-            if (out_lse) *out_lse = row_max[r] + std::log(row_sum[r]);
+            for (int d = 0; d < dv; ++d) {
+              const float value = arow[d] / row_sum[r];
+              out[d] = f.accumulate_into_output ? out[d] + value : value;
+            }
+            if (out_lse) *out_lse = (f.lse_without_max ? 0.0f : row_max[r]) + std::log(row_sum[r]);
           }
         }
       }
     }
+    if (f.write_past_output) o.data()[o.size()] = 0.0f;
   }
 
  private:
-  // Fills s_tile with masked, scaled scores; returns false when every entry is masked.
-  static bool score_tile(const Problem& p, const MaskView& mask, int b, int g, int i0, int rows, int j0,
-                         int cols, float scale, const std::vector<KeyRange>& ranges,
-                         const std::vector<float>& q_tile, std::vector<float>& k_tile,
-                         std::vector<float>& s_tile) {
-    const Shape& s = p.shape;
-    const Layout at{s};
-    const int dk = s.head_dim, bc = static_cast<int>(s_tile.size() / ranges.size());
-    std::copy_n(&p.k[at.k(b, g, j0)], std::size_t(cols) * dk, k_tile.begin());
+  float kernel_scale(const Problem& p) const {
+    double scale = p.effective_scale();
+    if (!p.scale && faults_.scale_inverse_dk) scale = 1.0 / p.shape.head_dim;
+    if (!p.scale && faults_.scale_from_dv) scale = 1.0 / std::sqrt(double(p.shape.value_dim));
+    const float f = static_cast<float>(scale);
+    return faults_.scale_to_bf16 ? round_to(f, InputPrecision::kBF16) : f;
+  }
+
+  // The keys row i may see by the range-shaped terms, or (for_tile_skip) the keys whose
+  // tiles are visited. Both equal mask.range() unless a mask fault is switched on.
+  KeyRange row_range(const Problem& p, const MaskView& mask, int b, int i, bool for_tile_skip) const {
+    const KernelFaults& f = faults_;
+    const bool faulty = f.causal_sees_next || f.causal_excludes_self || f.causal_top_left || f.causal_tile_only ||
+                        f.ignore_key_padding || f.window_one_wider || f.batch0_padding_for_all;
+    if (!faulty) return mask.range(b, i);
+    const MaskSpec& m = p.mask;
+    if (!m.q_valid.empty() && i >= m.q_valid[b]) return {0, 0};
+    const long long pos = f.causal_top_left ? i : mask.position(i);
+    long long lo = 0, hi = p.shape.k_len;
+    if (m.causal && !(f.causal_tile_only && !for_tile_skip))
+      hi = std::min(hi, pos + 1 + (f.causal_sees_next ? 1 : 0) - (f.causal_excludes_self ? 1 : 0));
+    if (m.window) lo = std::max(lo, pos - *m.window + 1 - (f.window_one_wider ? 1 : 0));
+    if (!m.kv_valid.empty() && !f.ignore_key_padding)
+      hi = std::min<long long>(hi, m.kv_valid[f.batch0_padding_for_all ? 0 : b]);
+    if (hi <= lo) return {0, 0};
+    return {static_cast<int>(lo), static_cast<int>(hi)};
+  }
+
+  // Fills s_tile with scaled scores and `visible` with the mask; false when all are masked.
+  bool score_tile(const Problem& p, const MaskView& mask, int b, int g, int i0, int rows, int j0, int cols,
+                  float scale, const std::vector<KeyRange>& ranges, const std::vector<float>& q_tile,
+                  std::vector<float>& k_tile, std::vector<float>& s_tile, std::vector<unsigned char>& visible) const {
+    const KernelFaults& f = faults_;
+    const Layout at{p.shape};
+    const int dk = p.shape.head_dim, bc = cfg_.block_k;
+    std::copy_n(p.k.data() + at.k(b, g, j0), std::size_t(cols) * dk, k_tile.begin());
     if (p.rope.enabled)
       for (int c = 0; c < cols; ++c) rope_rotate(&k_tile[std::size_t(c) * dk], dk, j0 + c, p.rope.base);
+    const bool raw_scores_of_masked = f.max_over_masked || f.mask_after_softmax;
     bool any = false;
     for (int r = 0; r < rows; ++r) {
-      float* srow = &s_tile[std::size_t(r) * bc];
       for (int c = 0; c < cols; ++c) {
         const int j = j0 + c;
-        const bool visible = j >= ranges[r].lo && j < ranges[r].hi &&
-                             (!mask.elementwise() || mask.elementwise_visible(b, i0 + r, j));
-        srow[c] = visible ? dot(&q_tile[std::size_t(r) * dk], &k_tile[std::size_t(c) * dk], dk) * scale : kNegInf;
-        any = any || visible;
+        const bool in_range = (j >= ranges[r].lo && j < ranges[r].hi) || (f.read_past_keys && j == p.shape.k_len &&
+                                                                           ranges[r].hi == p.shape.k_len);
+        const bool vis = in_range && (!mask.elementwise() || j >= p.shape.k_len || mask.elementwise_visible(b, i0 + r, j));
+        const std::size_t t = std::size_t(r) * bc + c;
+        visible[t] = vis;
+        s_tile[t] = vis || raw_scores_of_masked ? dot(&q_tile[std::size_t(r) * dk], &k_tile[std::size_t(c) * dk], dk) * scale
+                                                : f.masked_sentinel;
+        if (!vis && f.masked_sentinel != kNegInf) visible[t] = 1;  // a finite sentinel takes part like any score
+        any = any || visible[t];
       }
     }
-    return any;
+    return any || f.mask_after_softmax;
+  }
+
+  // One row's online-softmax step over one key tile.
+  void online_update(const Problem& p, int b, int g, int r, int j0, int cols, const std::vector<float>& s_tile,
+                     const std::vector<unsigned char>& visible, std::vector<float>& row_max,
+                     std::vector<float>& row_sum, std::vector<float>& acc) const {
+    const KernelFaults& f = faults_;
+    const Layout at{p.shape};
+    const int dv = p.shape.value_dim, bc = cfg_.block_k;
+    const float* srow = &s_tile[std::size_t(r) * bc];
+    const unsigned char* vrow = &visible[std::size_t(r) * bc];
+    float tile_max = kNegInf;
+    for (int c = 0; c < cols; ++c)
+      if (vrow[c] || f.max_over_masked || f.mask_after_softmax) tile_max = std::max(tile_max, srow[c]);
+    if (tile_max == kNegInf) return;
+    const float new_max = f.no_max_subtraction ? 0.0f : std::max(row_max[r], tile_max);
+    const float rescale = f.no_max_subtraction ? 1.0f : std::exp(row_max[r] - new_max);
+    float* arow = &acc[std::size_t(r) * dv];
+    if (!f.no_rescale)
+      for (int d = 0; d < dv; ++d) arow[d] *= rescale;
+    float tile_sum = 0.0f;
+    for (int c = 0; c < cols; ++c) {
+      const bool counted = vrow[c] || f.mask_after_softmax;
+      if (!counted && !f.masked_value_times_zero) continue;  // masked: never touch its value row
+      float pc = counted ? std::exp(srow[c] - new_max) : 0.0f;
+      tile_sum += pc;
+      if (!vrow[c] && f.mask_after_softmax) continue;  // zeroed after softmax: in the sum, not the output
+      if (f.weights_to_fp16) pc = round_to(pc, InputPrecision::kF16);
+      const float* value = p.v.data() + at.v(b, g, j0 + c);
+      for (int d = 0; d < dv; ++d) {
+        arow[d] += pc * value[d];
+        if (f.fp16_accumulator) arow[d] = round_to(arow[d], InputPrecision::kF16);
+      }
+    }
+    row_sum[r] = row_sum[r] * rescale + tile_sum;
+    row_max[r] = new_max;
   }
 
   TiledConfig cfg_;
+  KernelFaults faults_;
+  std::string name_;
 };
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config) { return std::make_unique<TiledKernel>(config); }
+std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config) {
+  return std::make_unique<TiledKernel>(config, KernelFaults{}, "tiled");
+}
+
+std::unique_ptr<Kernel> make_faulty_tiled_kernel(TiledConfig config, const KernelFaults& faults, std::string name) {
+  return std::make_unique<TiledKernel>(config, faults, std::move(name));
+}
 
 }  // namespace attest

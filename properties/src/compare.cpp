@@ -93,4 +93,31 @@ Comparison compare_with_reference(const Problem& p, const Reference& ref, const 
   return result;
 }
 
+Verdict compare_runs(const Problem& p, const Reference& ref, const Outputs& expected, const Outputs& got,
+                     const Capabilities& caps, const std::string& property, const std::string& label, double factor,
+                     int extra_key_tiles) {
+  KernelNumerics numerics = numerics_of(caps);
+  numerics.extra_tiles = extra_key_tiles;  // the other run may have had more tiles
+  const int dv = p.shape.value_dim;
+  const bool nan_policy = caps.empty_rows == EmptyRowPolicy::kNan;
+  Worst worst;
+  for (std::size_t row = 0; row < ref.lse.size(); ++row) {
+    for (int c = 0; c < dv; ++c) {
+      const std::size_t e = row * dv + c;
+      if (ref.empty[row]) {
+        if (!(nan_policy ? std::isnan(got.o[e]) : got.o[e] == 0.0))
+          worst.fail(fmt::format("{} {}: empty row gives {:.9g}", label, describe_element(p, e), got.o[e]));
+        continue;
+      }
+      worst.add(std::fabs(double(got.o[e]) - expected.o[e]), factor * output_bound(p, ref, e, numerics),
+                label + " " + describe_element(p, e), expected.o[e], got.o[e]);
+    }
+    if (ref.empty[row] || !caps.lse || got.lse.empty() || expected.lse.empty()) continue;
+    worst.add(std::fabs(double(got.lse[row]) - expected.lse[row]), factor * lse_bound(p, ref, row, numerics),
+              label + " " + describe_row(p, row) + " (LSE)", expected.lse[row], got.lse[row]);
+  }
+  return worst.failure().empty() ? Verdict::pass(property, worst.utilisation())
+                                 : Verdict::fail(property, worst.failure(), worst.utilisation());
+}
+
 }  // namespace attest

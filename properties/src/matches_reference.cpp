@@ -1,11 +1,12 @@
 #include "attest/compare.h"
+#include "attest/harness.h"
 #include "attest/properties.h"
 
 namespace attest {
 
 Verdict matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const Reference& ref = oracle.reference(p);
-  return compare_with_reference(p, ref, run_forward(kernel, p), kernel.capabilities()).verdict;
+  return compare_with_reference(p, ref, run_guarded(kernel, p), kernel.capabilities()).verdict;
 }
 
 }  // namespace attest

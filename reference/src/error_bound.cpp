@@ -1,13 +1,17 @@
-// Derivation (first order, then made rigorous by exp(x) - 1 >= x):
-//   each computed weight e_j = exp(s_j - m) carries a relative error
-//     eps_j = c_s A_j + 2u |s_j - m| + (K + 1) u_e   (2u: the subtraction, and the
-//     rescale subtractions of an online softmax, which telescope to at most |s_j - m|)
-//   with c_s = gamma(d + 2) for the dot product, the scale multiply and the rounded scale
-//   (gamma(d + 8) with RoPE: two float rotations of 3 roundings each), K key tiles each
-//   adding one rescale exp. Numerator and denominator sums add gamma(T + K + 1) each, the
-//   division 2u. With o = N / Z and |o_r| <= S_r:
-//     |do_r| <= sum_j p_j |v_jr| eps_j + S_r sum_j p_j eps_j + S_r (2 gamma(T+K+1) + 2u + 2 u_P)
-//   plus an absolute term for weights and products that underflow.
+// Derivation. Each computed weight is e_j = exp(s_j - m + eta_j) with an exponent error
+//   delta_j = c_s A_j + 2u |s_j - m| + (K + 1) u_e
+// c_s = gamma(d + 2) for the dot product, the scale multiply and the rounded scale
+// (gamma(d + 8) with RoPE: two float rotations of 3 roundings each); 2u for the subtraction
+// and the rescale subtractions of an online softmax (they telescope to at most |s_j - m|);
+// K key tiles each adding one rescale exp. Numerator and denominator sums add gamma(T+K+1).
+//
+// Small regime (delta_max <= 1/4): o = N / Z perturbed by factors f_j in [e^-d_j, e^d_j] gives
+//   |do_r| <= e^{2 delta_max} [sum_j p_j |v_jr| delta_j + S_r sum_j p_j delta_j] + S_r (2 gamma + 2u + 2u_P)
+// closed with expm1 over the relative sum. Large regime: any positive weights keep o inside the
+// hull [min_j v_jr, max_j v_jr], so the distance to the hull's far end bounds the error, plus
+// rounding. LSE: logsumexp is 1-Lipschitz in the max norm, so |dLSE| <= delta_max always; in the
+// small regime the first-order sum_j p_j delta_j is used when smaller. An absolute term covers
+// weights and products that underflow.
 #include "attest/error_bound.h"
 
 #include <cmath>
@@ -16,18 +20,23 @@
 namespace attest {
 namespace {
 
+constexpr double kSmallRegime = 0.25;
+
 struct Coefficients {
-  double score;  // c_s
+  double score;    // c_s
   double per_key;  // (K + 1) u_e
-  double sums;  // gamma(T + K + 1)
+  double sums;     // gamma(T + K + 1)
+  double delta_max;
   int tiles;
 };
 
 Coefficients coefficients(const Problem& p, const Reference& ref, std::size_t row, const KernelNumerics& k) {
   const double u = k.unit_roundoff;
   const int d = p.shape.head_dim + (p.rope.enabled ? 8 : 2);
-  const int tiles = k.key_tile > 0 ? (p.shape.k_len + k.key_tile - 1) / k.key_tile : 1;
-  return {gamma_n(d, u), (tiles + 1) * k.exp_error, gamma_n(ref.visible_keys[row] + tiles + 1, u), tiles};
+  const int tiles = (k.key_tile > 0 ? (p.shape.k_len + k.key_tile - 1) / k.key_tile : 1) + k.extra_tiles;
+  Coefficients c{gamma_n(d, u), (tiles + 1) * k.exp_error, gamma_n(ref.visible_keys[row] + tiles + 1, u), 0, tiles};
+  c.delta_max = c.score * ref.cond_max[row] + 2 * u * ref.logit_range[row] + c.per_key;
+  return c;
 }
 
 // The reference's own error: 136+ bits of working precision, then one rounding to double.
@@ -53,24 +62,31 @@ double output_bound(const Problem& p, const Reference& ref, std::size_t element,
   if (ref.empty[row]) return 0.0;  // empty rows are checked exactly against the policy
   const Coefficients c = coefficients(p, ref, row, k);
   const double u = k.unit_roundoff;
-  const double s = ref.spread[element];
-  // Relative parts first; exp(x) - 1 covers the products of (1 + delta) factors exactly.
+  const double s = ref.spread[element], o = ref.o[element], vmax = ref.max_abs_value[element];
+  const double underflow = 4.0 * (ref.visible_keys[row] + c.tiles + 2) * k.underflow_quantum * (vmax + 1.0);
+  const double rounding = (2 * c.sums + 2 * u + 2 * k.weight_rounding) * vmax;
+  const double hull = std::max(ref.value_max[element] - o, o - ref.value_min[element]) + rounding;
+  if (!(c.delta_max <= kSmallRegime)) return hull + underflow + reference_error(ref, vmax);
   const double own = s > 0 ? (c.score * ref.spread_cond[element] + 2 * u * ref.spread_logit[element]) / s : 0.0;
   const double shared = c.score * ref.mean_cond[row] + 2 * u * ref.logit_spread[row];
-  const double relative = own + shared + 2 * c.per_key + 2 * c.sums + 2 * u + 2 * k.weight_rounding;
-  const double underflow = 4.0 * (ref.visible_keys[row] + c.tiles + 2) * k.underflow_quantum *
-                           (ref.max_abs_value[element] + 1.0);
-  return std::expm1(relative) * s + underflow + reference_error(ref, s);
+  const double relative = std::exp(2 * c.delta_max) * (own + shared + 2 * c.per_key) + 2 * c.sums + 2 * u +
+                          2 * k.weight_rounding;
+  return std::min(std::expm1(relative) * s, hull) + underflow + reference_error(ref, s);
 }
 
 double lse_bound(const Problem& p, const Reference& ref, std::size_t row, const KernelNumerics& k) {
   if (ref.empty[row]) return 0.0;
   const Coefficients c = coefficients(p, ref, row, k);
   const double u = k.unit_roundoff;
-  // log(Z (1 + eta)) = log Z + log1p(eta); then m + log Z and the log itself round.
-  const double eta = std::expm1(c.score * ref.mean_cond[row] + 2 * u * ref.logit_spread[row] + c.per_key + c.sums);
+  double exponent = c.delta_max;  // Lipschitz: valid in every regime
+  if (c.delta_max <= kSmallRegime) {
+    const double first_order = std::exp(2 * c.delta_max) *
+                               (c.score * ref.mean_cond[row] + 2 * u * ref.logit_spread[row] + c.per_key);
+    exponent = std::min(exponent, first_order);
+  }
   const double magnitude = std::fabs(ref.lse[row]);
-  return -std::log1p(-std::min(eta, 0.999999)) + 2 * u * (magnitude + 1.0) + 2 * k.exp_error +
+  // Sum errors enter as log(1 + gamma); then m + log Z and the log itself round.
+  return exponent - std::log1p(-std::min(c.sums, 0.5)) + 2 * u * (magnitude + 1.0) + 2 * k.exp_error +
          reference_error(ref, magnitude + 1.0);
 }
 

@@ -76,13 +76,17 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
   ref.spread_cond.assign(rows * dv, 0.0);
   ref.spread_logit.assign(rows * dv, 0.0);
   ref.max_abs_value.assign(rows * dv, 0.0);
+  ref.value_min.assign(rows * dv, std::numeric_limits<double>::infinity());
+  ref.value_max.assign(rows * dv, -std::numeric_limits<double>::infinity());
   ref.lse.assign(rows, nan);
   ref.empty.assign(rows, 0);
   ref.visible_keys.assign(rows, 0);
   ref.cond_max.assign(rows, 0.0);
   ref.mean_cond.assign(rows, 0.0);
   ref.logit_spread.assign(rows, 0.0);
+  ref.logit_range.assign(rows, 0.0);
   if (options.weights) ref.weights.assign(rows * tk, 0.0);
+  if (options.weights) ref.visible.assign(rows * tk, 0);
 
   std::vector<char> allowed;
   std::vector<Real> logit(tk), weight(tk), numerator(dv);
@@ -98,6 +102,7 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
         for (int i = 0; i < tq; ++i) {
           const std::size_t row = (std::size_t(b) * s.heads + h) * tq + i;
           visible_keys_of_row(p, b, i, allowed);
+          if (options.weights) std::copy(allowed.begin(), allowed.end(), ref.visible.begin() + row * tk);
           int count = 0;
           for (char a : allowed) count += a;
           ref.visible_keys[row] = count;
@@ -146,7 +151,7 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
             total += weight[j];
           }
           for (int r = 0; r < dv; ++r) numerator[r] = 0;
-          double mean_cond = 0, spread_logit = 0, cond_max = 0;
+          double mean_cond = 0, spread_logit = 0, cond_max = 0, logit_range = 0;
           for (int j = 0; j < tk; ++j) {
             if (!allowed[j]) continue;
             weight[j] /= total;
@@ -156,6 +161,7 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
             mean_cond += pj * cond[j];
             spread_logit += pj * dist;
             cond_max = std::max(cond_max, cond[j]);
+            logit_range = std::max(logit_range, dist);
             if (options.weights) ref.weights[row * tk + j] = pj;
             const float* vrow = vbase + std::size_t(j) * dv;
             for (int r = 0; r < dv; ++r) {
@@ -166,6 +172,8 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
               ref.spread_cond[e] += pj * av * cond[j];
               ref.spread_logit[e] += pj * av * dist;
               ref.max_abs_value[e] = std::max(ref.max_abs_value[e], av);
+              ref.value_min[e] = std::min<double>(ref.value_min[e], vrow[r]);
+              ref.value_max[e] = std::max<double>(ref.value_max[e], vrow[r]);
             }
           }
           for (int r = 0; r < dv; ++r) ref.o[row * dv + r] = static_cast<double>(numerator[r]);
@@ -174,6 +182,7 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
           ref.cond_max[row] = cond_max;
           ref.mean_cond[row] = mean_cond;
           ref.logit_spread[row] = spread_logit;
+          ref.logit_range[row] = logit_range;
         }
       }
     }

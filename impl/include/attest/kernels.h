@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "attest/faults.h"
 #include "attest/kernel.h"
 
 namespace attest {
@@ -16,5 +17,9 @@ std::unique_ptr<Kernel> make_loop_kernel();
 std::unique_ptr<Kernel> make_blocked_kernel(int block_q = 32);
 std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config = {});
 std::unique_ptr<Kernel> make_decode_kernel(int page_size = 16);
+
+// The same kernels with mutation switches on (for impl/mutants/ only).
+std::unique_ptr<Kernel> make_faulty_tiled_kernel(TiledConfig config, const KernelFaults& faults, std::string name);
+std::unique_ptr<Kernel> make_faulty_decode_kernel(int page_size, const KernelFaults& faults, std::string name);
 
 }  // namespace attest

@@ -27,4 +27,11 @@ struct Comparison {
 Comparison compare_with_reference(const Problem& p, const Reference& ref, const Outputs& out,
                                   const Capabilities& caps, const std::string& property = "matches_reference");
 
+// Two runs of a kernel that exact arithmetic says are equal (a permuted, sliced or shifted
+// problem mapped back): each non-empty element within `factor` x its bound of the other,
+// empty rows exactly per policy in `got`. `ref` is the reference of the problem `p`.
+Verdict compare_runs(const Problem& p, const Reference& ref, const Outputs& expected, const Outputs& got,
+                     const Capabilities& caps, const std::string& property, const std::string& label,
+                     double factor = 2.0, int extra_key_tiles = 0);
+
 }  // namespace attest

@@ -16,5 +16,50 @@ using PropertyCheck = std::function<Verdict(const Problem&, const Kernel&, Oracl
 
 // O and LSE within the hard bound; empty rows exactly per the declared policy.
 Verdict matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Gate 2: error no worse than a calibrated factor times the loop kernel's on the same inputs.
+Verdict precision_gate(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Probe V = 1: every non-empty row outputs 1.
+Verdict rows_sum_to_one(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Probe V = one-hot per key: the output row is the weight row; masked keys exactly 0.
+Verdict zero_masked_weight(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Masked K/V rows poisoned with NaN, +-inf, +-1e30: non-empty rows unchanged.
+Verdict masked_inputs_have_no_influence(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Without positions: permuting queries permutes outputs; permuting keys with values changes nothing.
+Verdict permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Rows made empty follow the declared policy and change no other row.
+Verdict empty_row_policy(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Token-by-token and random-chunk decode equal one-shot prefill.
+Verdict decode_matches_prefill(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Each output lies within [min, max] of the visible values.
+Verdict output_in_convex_hull(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// GQA equals MHA with K/V heads repeated.
+Verdict gqa_matches_repeated_heads(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Each (batch, head) computed alone equals the batched result.
+Verdict slices_are_independent(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// With RoPE, shifting every position by a constant changes nothing.
+Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Logits swept up to 1e37: finite outputs wherever the reference is finite.
+Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Two runs agree bitwise; outputs fully written; nothing outside them touched.
+Verdict deterministic_and_in_bounds(const Problem& p, const Kernel& kernel, Oracle& oracle);
+
+// What a property needs from the problems it is given (the generators honour it).
+struct ProblemNeeds {
+  bool position_free = false;  // no RoPE, causal, window or padding
+  bool rope = false;
+  bool gqa = false;  // Hkv < H
+  int max_keys = 0;  // 0 = no limit beyond the generator's
+};
+
+struct PropertyInfo {
+  std::string name;
+  std::string summary;
+  PropertyCheck check;
+  std::function<bool(const Capabilities&)> applies;  // the kernel declares what it needs
+  ProblemNeeds needs;
+};
+
+const std::vector<PropertyInfo>& property_catalogue();
+const PropertyInfo& find_property(const std::string& name);  // throws std::invalid_argument
 
 }  // namespace attest

@@ -16,6 +16,7 @@ struct KernelNumerics {
   double underflow_quantum = 0x1p-149;  // spacing of the smallest subnormals
   int key_tile = 0;                   // keys per online-softmax tile; 0 = a single pass
   double weight_rounding = 0.0;       // u_P when P is rounded below the accumulation precision
+  int extra_tiles = 0;                // key tiles beyond those of the problem's own Tk
 
   static KernelNumerics f32(int key_tile);
 };

@@ -18,6 +18,8 @@ struct Reference {
   std::vector<double> spread_cond;     // sum_j p_j |v_jr| A_j
   std::vector<double> spread_logit;    // sum_j p_j |v_jr| |s_j - m|
   std::vector<double> max_abs_value;   // max over visible j of |v_jr|
+  std::vector<double> value_min;       // min over visible j of v_jr (the convex hull)
+  std::vector<double> value_max;       // max over visible j of v_jr
 
   // Per row [B][H][Tq].
   std::vector<double> lse;             // -inf for an empty row
@@ -26,9 +28,11 @@ struct Reference {
   std::vector<double> cond_max;        // A_max = max_j A_j
   std::vector<double> mean_cond;       // sum_j p_j A_j
   std::vector<double> logit_spread;    // R = sum_j p_j |s_j - m|
+  std::vector<double> logit_range;     // max over visible j of |s_j - m|
 
-  // Weights [B][H][Tq][Tk] (only when asked for).
+  // Weights and the mask [B][H][Tq][Tk] (only when asked for).
   std::vector<double> weights;
+  std::vector<std::uint8_t> visible;
 
   bool finite() const;  // no NaN anywhere in o or lse (a NaN is a reference failure)
 };

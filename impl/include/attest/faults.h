@@ -1,0 +1,48 @@
+// Mutation switches: each field, when set, turns a correct kernel into a realistic broken one.
+// The built-in kernels run with every switch off; impl/mutants/ sets one switch per mutant.
+// (Mutation schemata: one compiled kernel serves the correct version and all its mutants.)
+#pragma once
+
+#include <limits>
+
+namespace attest {
+
+struct KernelFaults {
+  // Masking
+  bool causal_sees_next = false;      // causal off by one: one future key visible
+  bool causal_excludes_self = false;  // causal off by one: the diagonal key masked
+  bool causal_top_left = false;       // ignores q_offset: top-left alignment when Tq < Tk
+  bool causal_tile_only = false;      // causal used only to skip tiles; the diagonal tile leaks
+  bool ignore_key_padding = false;
+  bool window_one_wider = false;
+  bool batch0_padding_for_all = false;  // kv_valid[0] used for every batch
+  bool mask_after_softmax = false;      // masked keys zeroed after normalization
+  // Online softmax
+  bool drop_partial_tile = false;  // the last, partial key tile is skipped
+  bool no_rescale = false;         // accumulator not rescaled when the running max grows
+  bool no_max_subtraction = false;  // exp(s) instead of exp(s - m): overflows
+  float masked_sentinel = -std::numeric_limits<float>::infinity();  // e.g. -1e4 instead of -inf
+  float initial_max = -std::numeric_limits<float>::infinity();      // running max starts here
+  bool max_over_masked = false;  // running max taken over masked logits too
+  // Heads, values, rows
+  bool gqa_modulo = false;               // kv head h % Hkv instead of h / (H / Hkv)
+  bool masked_value_times_zero = false;  // masked V rows multiplied by weight 0 (0 * NaN)
+  bool empty_row_nan = false;            // empty rows divide 0 by 0
+  bool lse_without_max = false;          // LSE = log(sum) without the max term
+  // Decode
+  bool decode_skips_self = false;      // a new token does not attend to itself
+  bool decode_page_off_by_one = false;  // the last key of each page is skipped
+  bool rope_query_at_zero = false;     // queries rotated at 0 + i, ignoring their position
+  // Memory
+  bool accumulate_into_output = false;  // reads O before writing it
+  bool read_past_keys = false;          // reads one key row past Tk
+  bool write_past_output = false;       // writes one float past O
+  // Precision
+  bool weights_to_fp16 = false;  // P rounded to fp16 before P.V
+  bool fp16_accumulator = false;  // P.V accumulated in fp16
+  bool scale_to_bf16 = false;     // the scale rounded to bf16
+  bool scale_inverse_dk = false;  // 1/Dk instead of 1/sqrt(Dk)
+  bool scale_from_dv = false;     // 1/sqrt(Dv) instead of 1/sqrt(Dk)
+};
+
+}  // namespace attest

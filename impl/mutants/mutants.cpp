@@ -1,0 +1,89 @@
+#include "mutants.h"
+
+#include <stdexcept>
+
+#include "attest/kernels.h"
+
+namespace attest {
+namespace {
+
+// A tiled (32x32 tiles, like the built-in) or decode (16-token pages) kernel with one fault.
+MutantEntry tiled(std::string name, std::string bug, std::string property, KernelFaults faults) {
+  return {name, std::move(bug), std::move(property),
+          [=] { return make_faulty_tiled_kernel({32, 32}, faults, "mutant:" + name); }};
+}
+MutantEntry decode(std::string name, std::string bug, std::string property, KernelFaults faults) {
+  return {name, std::move(bug), std::move(property),
+          [=] { return make_faulty_decode_kernel(16, faults, "mutant:" + name); }};
+}
+
+}  // namespace
+
+const std::vector<MutantEntry>& mutant_registry() {
+  static const std::vector<MutantEntry> registry = {
+      tiled("causal_sees_next", "causal off by one: one future key visible", "masked_inputs_have_no_influence",
+            {.causal_sees_next = true}),
+      tiled("causal_excludes_self", "causal off by one: a query does not see its own key", "matches_reference",
+            {.causal_excludes_self = true}),
+      tiled("causal_top_left", "top-left causal alignment instead of bottom-right when Tq < Tk", "matches_reference",
+            {.causal_top_left = true}),
+      tiled("causal_tile_only", "causal applied per tile only: the diagonal tile leaks the future",
+            "zero_masked_weight", {.causal_tile_only = true}),
+      tiled("drop_partial_tile", "the last partial key tile is dropped", "matches_reference",
+            {.drop_partial_tile = true}),
+      tiled("no_rescale", "accumulator not rescaled when the running max grows", "rows_sum_to_one",
+            {.no_rescale = true}),
+      tiled("no_max_subtraction", "exp without max subtraction overflows", "overflow_safe",
+            {.no_max_subtraction = true}),
+      tiled("sentinel_masked_1e4", "finite sentinel -1e4 instead of -inf for masked logits", "empty_row_policy",
+            {.masked_sentinel = -1e4f}),
+      tiled("sentinel_masked_5e4", "finite sentinel -5e4 instead of -inf for masked logits",
+            "masked_inputs_have_no_influence", {.masked_sentinel = -5e4f}),
+      tiled("sentinel_initial_max", "running max starts at a finite -1e4 instead of -inf", "overflow_safe",
+            {.initial_max = -1e4f}),
+      tiled("max_over_masked", "running max taken over masked logits", "masked_inputs_have_no_influence",
+            {.max_over_masked = true}),
+      tiled("mask_after_softmax", "mask applied after softmax: masked keys stay in the denominator",
+            "rows_sum_to_one", {.mask_after_softmax = true}),
+      tiled("ignore_key_padding", "key padding ignored", "zero_masked_weight", {.ignore_key_padding = true}),
+      tiled("window_one_wider", "sliding window one key too wide", "zero_masked_weight", {.window_one_wider = true}),
+      tiled("gqa_modulo", "GQA maps query head h to kv head h % Hkv", "gqa_matches_repeated_heads",
+            {.gqa_modulo = true}),
+      tiled("batch0_padding", "batch 0's key padding used for every batch", "slices_are_independent",
+            {.batch0_padding_for_all = true}),
+      tiled("empty_row_nan", "an empty row divides 0 by 0 while declaring the zero policy", "empty_row_policy",
+            {.empty_row_nan = true}),
+      tiled("masked_value_times_zero", "masked V rows multiplied by weight 0: 0 * NaN leaks",
+            "masked_inputs_have_no_influence", {.masked_value_times_zero = true}),
+      tiled("lse_without_max", "LSE returned without the max term", "matches_reference", {.lse_without_max = true}),
+      tiled("rope_query_at_zero", "queries rotated at their index, ignoring q_offset", "rope_relative_position",
+            {.rope_query_at_zero = true}),
+      tiled("accumulate_into_output", "output buffer read before it is written", "deterministic_and_in_bounds",
+            {.accumulate_into_output = true}),
+      tiled("read_past_keys", "one key row read past Tk", "matches_reference", {.read_past_keys = true}),
+      tiled("write_past_output", "one float written past O", "deterministic_and_in_bounds",
+            {.write_past_output = true}),
+      tiled("weights_fp16", "P rounded to fp16 before P.V", "precision_gate", {.weights_to_fp16 = true}),
+      tiled("accumulator_fp16", "P.V accumulated in fp16", "precision_gate", {.fp16_accumulator = true}),
+      tiled("scale_bf16", "the scale rounded to bf16", "precision_gate", {.scale_to_bf16 = true}),
+      tiled("scale_inverse_dk", "scale 1/Dk instead of 1/sqrt(Dk)", "matches_reference", {.scale_inverse_dk = true}),
+      tiled("scale_from_dv", "scale 1/sqrt(Dv) instead of 1/sqrt(Dk)", "matches_reference", {.scale_from_dv = true}),
+      decode("decode_skips_self", "decode: the new token does not attend to itself", "decode_matches_prefill",
+             {.decode_skips_self = true}),
+      decode("decode_page_off_by_one", "decode: the last key of every page is skipped", "decode_matches_prefill",
+             {.decode_page_off_by_one = true}),
+      decode("decode_rope_at_zero", "decode: new queries rotated from position 0, not the cache length",
+             "decode_matches_prefill", {.rope_query_at_zero = true}),
+      decode("decode_gqa_modulo", "decode: GQA maps query head h to kv head h % Hkv", "gqa_matches_repeated_heads",
+             {.gqa_modulo = true}),
+  };
+  return registry;
+}
+
+const MutantEntry& find_mutant(const std::string& name) {
+  for (const MutantEntry& m : mutant_registry())
+    if (m.name == name || "mutant:" + m.name == name) return m;
+  throw std::invalid_argument("unknown mutant '" + name + "'");
+}
+
+}  // namespace attest

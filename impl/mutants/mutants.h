@@ -1,0 +1,23 @@
+// Deliberately broken kernels: each is a correct kernel with one realistic bug switched on.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attest/kernel.h"
+
+namespace attest {
+
+struct MutantEntry {
+  std::string name;
+  std::string bug_class;          // one line: what a real kernel got wrong
+  std::string expected_property;  // the property that must catch it
+  std::function<std::unique_ptr<Kernel>()> make;
+};
+
+const std::vector<MutantEntry>& mutant_registry();
+const MutantEntry& find_mutant(const std::string& name);  // throws std::invalid_argument
+
+}  // namespace attest

@@ -1,0 +1,20 @@
+// How the harness runs a kernel: outputs pre-filled with NaN between guard canaries, inputs
+// followed by NaN so a read past a buffer poisons the result instead of passing unseen.
+#pragma once
+
+#include <string>
+
+#include "attest/kernel.h"
+
+namespace attest {
+
+struct GuardedOutputs : Outputs {
+  bool canaries_intact = true;
+  std::string canary_report;  // which guard was overwritten, at which offset
+  bool inputs_intact = true;  // q, k, v bitwise unchanged by the call
+};
+
+// Runs kernel.forward on a copy of p whose input buffers carry NaN tails.
+GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p);
+
+}  // namespace attest

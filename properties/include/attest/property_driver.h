@@ -1,0 +1,46 @@
+// Runs one property on one kernel over generated problems with RapidCheck (with shrinking).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "attest/kernel.h"
+#include "attest/properties.h"
+
+namespace attest {
+
+struct DriveOptions {
+  int cases = 50;
+  std::uint64_t seed = 0;            // 0: derived from the clock (always printed)
+  std::string counterexample_dir = "attest-out/counterexamples";
+  bool shrink = true;
+};
+
+struct DriveResult {
+  std::string property;
+  std::string kernel;
+  bool applicable = true;
+  bool passed = true;
+  int cases = 0;                 // successful cases before the verdict
+  double worst_utilisation = 0;  // over passing cases
+  std::uint64_t seed = 0;
+  std::string message;           // the shrunk failure's explanation
+  std::string reproduce;         // RC_PARAMS value that replays the RapidCheck run
+  std::string counterexample_path;
+  std::optional<Problem> counterexample;  // the shrunk failing problem
+  double seconds = 0;
+};
+
+// Applicability is the kernel's capabilities against the property's needs.
+bool property_applies(const PropertyInfo& property, const Kernel& kernel);
+
+DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, const DriveOptions& options);
+
+// Runs a property on one problem, turning a kernel exception into a failing verdict.
+Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle);
+
+// The number of cases to run: `base` times ATTEST_PROPERTY_SCALE (default 1) from the environment.
+int scaled_cases(int base);
+
+}  // namespace attest

@@ -1,0 +1,102 @@
+// decode_matches_prefill: token-by-token and random-chunk decode against one-shot prefill.
+#include <fmt/format.h>
+#include <random>
+
+#include "attest/compare.h"
+#include "attest/harness.h"
+#include "attest/properties.h"
+#include "problem_edits.h"
+
+namespace attest {
+namespace {
+
+// The causal prefill a decode session reproduces: Tq = Tk, the problem's keys, window and RoPE.
+Problem prefill_of(const Problem& p) {
+  const Shape& s = p.shape;
+  Problem out;
+  out.shape = s;
+  out.shape.q_len = s.k_len;
+  out.scale = p.scale;
+  out.rope = p.rope;
+  out.mask.causal = true;
+  out.mask.window = p.mask.window;
+  out.input_precision = p.input_precision;
+  out.k = p.k;
+  out.v = p.v;
+  for (int bh = 0; bh < s.batch * s.heads; ++bh)
+    for (int t = 0; t < s.k_len; ++t) {
+      const auto row = p.q.begin() + (std::size_t(bh) * s.q_len + t % s.q_len) * s.head_dim;
+      out.q.insert(out.q.end(), row, row + s.head_dim);
+    }
+  return out;
+}
+
+// Rows [t0, t0 + n) of every [outer][T][width] block.
+std::vector<float> rows_of(const std::vector<float>& from, int outer, int total, int t0, int n, int width) {
+  std::vector<float> out;
+  for (int o = 0; o < outer; ++o) {
+    const auto start = from.begin() + (std::size_t(o) * total + t0) * width;
+    out.insert(out.end(), start, start + std::size_t(n) * width);
+  }
+  return out;
+}
+
+Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks) {
+  const Shape& s = prefill.shape;
+  auto session = kernel.open_decode({.batch = s.batch, .heads = s.heads, .kv_heads = s.kv_heads,
+                                     .head_dim = s.head_dim, .value_dim = s.value_dim,
+                                     .scale = prefill.effective_scale(), .window = prefill.mask.window,
+                                     .rope = prefill.rope});
+  const int T = s.k_len;
+  Outputs out;
+  out.o.assign(prefill.o_size(), NAN);
+  out.lse.assign(prefill.lse_size(), NAN);
+  int t0 = 0;
+  for (int n : chunks) {
+    std::vector<float> o(std::size_t(s.batch) * s.heads * n * s.value_dim), lse(std::size_t(s.batch) * s.heads * n);
+    session->step(n, rows_of(prefill.q, s.batch * s.heads, T, t0, n, s.head_dim),
+                  rows_of(prefill.k, s.batch * s.kv_heads, T, t0, n, s.head_dim),
+                  rows_of(prefill.v, s.batch * s.kv_heads, T, t0, n, s.value_dim), o, lse);
+    for (int bh = 0; bh < s.batch * s.heads; ++bh)
+      for (int t = 0; t < n; ++t) {
+        const std::size_t from = std::size_t(bh) * n + t, to = std::size_t(bh) * T + t0 + t;
+        std::copy_n(&o[from * s.value_dim], s.value_dim, &out.o[to * s.value_dim]);
+        out.lse[to] = lse[from];
+      }
+    t0 += n;
+  }
+  return out;
+}
+
+}  // namespace
+
+Verdict decode_matches_prefill(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "decode_matches_prefill";
+  if (!kernel.capabilities().decode) return Verdict::not_applicable(name, "kernel does not declare decode");
+  const Problem prefill = prefill_of(p);
+  const Reference& ref = oracle.reference(prefill);
+  const GuardedOutputs one_shot = run_guarded(kernel, prefill);
+  std::vector<int> by_token(prefill.shape.k_len, 1), chunked;
+  std::mt19937_64 rng(seed_of(p, 5));
+  for (int left = prefill.shape.k_len; left > 0;) {
+    const int n = std::min(left, 1 + int(rng() % 40));
+    chunked.push_back(n);
+    left -= n;
+  }
+  double worst = 0;
+  for (const auto& [label, chunks] : {std::pair{"token-by-token decode", by_token}, std::pair{"chunked decode", chunked}}) {
+    const Outputs decoded = run_decode(kernel, prefill, chunks);
+    Comparison exact = compare_with_reference(prefill, ref, decoded, kernel.capabilities(), name);
+    if (!exact.verdict.passed) {
+      exact.verdict.detail = fmt::format("{} ({} steps) vs exact: {}", label, chunks.size(), exact.verdict.detail);
+      return exact.verdict;
+    }
+    const Verdict v = compare_runs(prefill, ref, one_shot, decoded, kernel.capabilities(), name,
+                                   fmt::format("{} vs one-shot prefill:", label));
+    if (!v.passed) return v;
+    worst = std::max({worst, exact.verdict.utilisation, v.utilisation});
+  }
+  return Verdict::pass(name, worst);
+}
+
+}  // namespace attest

@@ -1,0 +1,77 @@
+#include "attest/harness.h"
+
+#include <cstring>
+#include <fmt/format.h>
+#include <limits>
+
+namespace attest {
+namespace {
+
+constexpr std::size_t kGuard = 64;          // floats of canary on each side of an output
+constexpr std::uint32_t kCanaryBits = 0x7fa5a5a5;  // a NaN payload no kernel computes
+
+float canary() {
+  float c;
+  std::memcpy(&c, &kCanaryBits, sizeof c);
+  return c;
+}
+
+// A buffer of n floats pre-filled with NaN, between two guard regions of canaries.
+class GuardedBuffer {
+ public:
+  explicit GuardedBuffer(std::size_t n) : n_(n), storage_(n + 2 * kGuard, canary()) {
+    std::fill_n(storage_.begin() + kGuard, n, std::numeric_limits<float>::quiet_NaN());
+  }
+  std::span<float> span() { return {storage_.data() + kGuard, n_}; }
+  std::vector<float> contents() const { return {storage_.begin() + kGuard, storage_.begin() + kGuard + n_}; }
+  // Empty when both guards are intact, else where the first overwrite is.
+  std::string damage(const char* name) const {
+    for (std::size_t i = 0; i < kGuard; ++i) {
+      std::uint32_t before, after;
+      std::memcpy(&before, &storage_[kGuard - 1 - i], 4);
+      std::memcpy(&after, &storage_[kGuard + n_ + i], 4);
+      if (after != kCanaryBits) return fmt::format("{} written {} float(s) past its end", name, i + 1);
+      if (before != kCanaryBits) return fmt::format("{} written {} float(s) before its start", name, i + 1);
+    }
+    return {};
+  }
+
+ private:
+  std::size_t n_;
+  std::vector<float> storage_;
+};
+
+// A copy of the buffer whose allocation continues with NaN past its size.
+std::vector<float> with_nan_tail(const std::vector<float>& v) {
+  std::vector<float> out;
+  out.reserve(v.size() + kGuard);
+  out.assign(v.size() + kGuard, std::numeric_limits<float>::quiet_NaN());
+  std::copy(v.begin(), v.end(), out.begin());
+  out.resize(v.size());  // capacity (and the NaN tail) stays
+  return out;
+}
+
+}  // namespace
+
+GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
+  p.validate();
+  Problem copy = p;
+  copy.q = with_nan_tail(p.q);
+  copy.k = with_nan_tail(p.k);
+  copy.v = with_nan_tail(p.v);
+  GuardedBuffer o(p.o_size()), lse(p.lse_size());
+  kernel.forward(copy, o.span(), kernel.capabilities().lse ? lse.span() : std::span<float>());
+  GuardedOutputs out;
+  out.o = o.contents();
+  if (kernel.capabilities().lse) out.lse = lse.contents();
+  out.canary_report = o.damage("O");
+  if (out.canary_report.empty()) out.canary_report = lse.damage("LSE");
+  out.canaries_intact = out.canary_report.empty();
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  out.inputs_intact = same(copy.q, p.q) && same(copy.k, p.k) && same(copy.v, p.v);
+  return out;
+}
+
+}  // namespace attest

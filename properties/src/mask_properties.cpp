@@ -1,0 +1,89 @@
+// Mask leakage and empty rows.
+#include <cmath>
+#include <fmt/format.h>
+#include <limits>
+
+#include "attest/compare.h"
+#include "attest/harness.h"
+#include "attest/properties.h"
+#include "problem_edits.h"
+
+namespace attest {
+namespace {
+
+// NaN, +-inf and +-1e30, cycled over keys: each catches a different way of reading masked rows.
+float poison(int j) {
+  static const float values[] = {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY, 1e30f, -1e30f};
+  return values[j % 5];
+}
+
+// Poisons the K and V rows of every key that no query row of its batch may see; returns how many.
+int poison_unseen_keys(Problem& p, const std::vector<std::uint8_t>& visible) {
+  const Shape& s = p.shape;
+  int poisoned = 0;
+  for (int b = 0; b < s.batch; ++b)
+    for (int j = 0; j < s.k_len; ++j) {
+      bool seen = false;
+      for (int i = 0; i < s.q_len && !seen; ++i) seen = visible[(std::size_t(b) * s.q_len + i) * s.k_len + j];
+      if (seen) continue;
+      ++poisoned;
+      for (int g = 0; g < s.kv_heads; ++g) {
+        const std::size_t kv = (std::size_t(b) * s.kv_heads + g) * s.k_len + j;
+        std::fill_n(&p.k[kv * s.head_dim], s.head_dim, poison(j));
+        std::fill_n(&p.v[kv * s.value_dim], s.value_dim, poison(j + 1));
+      }
+    }
+  p.input_precision = InputPrecision::kF32;  // poison values need not be bf16/fp16
+  return poisoned;
+}
+
+// The clean problem's results must survive poisoning its unseen keys.
+Verdict check_poisoned(const Problem& clean, const Kernel& kernel, Oracle& oracle, const std::string& label) {
+  Problem poisoned = clean;
+  if (poison_unseen_keys(poisoned, visibility_of(clean)) == 0) return Verdict::pass("");
+  const Reference& ref = oracle.reference(clean);
+  Comparison cmp = compare_with_reference(clean, ref, run_guarded(kernel, poisoned), kernel.capabilities(),
+                                          "masked_inputs_have_no_influence");
+  if (!cmp.verdict.passed) cmp.verdict.detail = label + ": " + cmp.verdict.detail;
+  return cmp.verdict;
+}
+
+}  // namespace
+
+Verdict masked_inputs_have_no_influence(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "masked_inputs_have_no_influence";
+  // Keys no row sees, over the whole problem; then single rows, where causal and window masks
+  // leave most keys unseen (first, last and middle rows).
+  Verdict v = check_poisoned(p, kernel, oracle, "keys unseen by every row poisoned");
+  if (!v.passed) return v;
+  double worst = v.utilisation;
+  const int tq = p.shape.q_len;
+  for (int i : {0, tq - 1, tq / 2, tq / 3}) {
+    v = check_poisoned(single_query(p, i), kernel, oracle, fmt::format("row {} alone, its masked keys poisoned", i));
+    if (!v.passed) return v;
+    worst = std::max(worst, v.utilisation);
+  }
+  return Verdict::pass(name, worst);
+}
+
+Verdict empty_row_policy(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "empty_row_policy";
+  const Capabilities caps = kernel.capabilities();
+  // Make more rows empty: drop the last query of every batch (query padding) or, failing
+  // that capability, all keys of the last batch (key padding).
+  Problem variant = p;
+  const Shape& s = p.shape;
+  if (caps.query_padding) {
+    if (variant.mask.q_valid.empty()) variant.mask.q_valid.assign(s.batch, s.q_len);
+    for (int& n : variant.mask.q_valid) n = std::max(0, std::min(n, s.q_len - 1));
+  } else {
+    if (variant.mask.kv_valid.empty()) variant.mask.kv_valid.assign(s.batch, s.k_len);
+    variant.mask.kv_valid.back() = 0;
+  }
+  const Reference& ref = oracle.reference(variant);
+  // Rows empty in the variant follow the policy exactly; the others are unchanged.
+  Comparison cmp = compare_with_reference(variant, ref, run_guarded(kernel, variant), caps, name);
+  return cmp.verdict;
+}
+
+}  // namespace attest

@@ -1,0 +1,46 @@
+// Gate 2 of DESIGN.md §4: the hard bound is 10^3-10^4 x above typical error, so a silent
+// precision downgrade passes it. Compare the kernel's error with the loop kernel's instead.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "attest/harness.h"
+#include "attest/kernels.h"
+#include "attest/precision_gate.h"
+#include "attest/properties.h"
+
+namespace attest {
+namespace {
+
+// Worst |error| / S_r over non-empty elements, in units of u.
+double scaled_error(const Problem& p, const Reference& ref, const Outputs& out, double u) {
+  double worst = 0;
+  for (std::size_t e = 0; e < ref.o.size(); ++e) {
+    if (ref.empty[e / p.shape.value_dim]) continue;
+    const double err = std::fabs(double(out.o[e]) - ref.o[e]) / (ref.spread[e] + 1e-300) / u;
+    worst = std::max(worst, std::isnan(err) ? INFINITY : err);
+  }
+  return worst;
+}
+
+}  // namespace
+
+Verdict precision_gate(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "precision_gate";
+  const Capabilities caps = kernel.capabilities();
+  if (caps.precision != ComputePrecision::kF32) return Verdict::not_applicable(name, "the loop kernel is f32 only");
+  const Reference& ref = oracle.reference(p);
+  if (!ref.finite()) return Verdict::fail(name, "reference failure: NaN in the exact result");
+  const double u = unit_roundoff(caps.precision);
+  const double kernel_error = scaled_error(p, ref, run_guarded(kernel, p), u);
+  const double loop_error = scaled_error(p, ref, run_guarded(*make_loop_kernel(), p), u);
+  const double allowed = kPrecisionGateFactor * std::max(loop_error, kPrecisionGateFloor);
+  const double utilisation = kernel_error / allowed;
+  if (!(kernel_error <= allowed))
+    return Verdict::fail(name, fmt::format("error {:.3g} u (relative to S_r) vs the loop kernel's {:.3g} u: above "
+                                           "{} x max(loop, {} u): a precision downgrade?",
+                                           kernel_error, loop_error, kPrecisionGateFactor, kPrecisionGateFloor),
+                         utilisation);
+  return Verdict::pass(name, utilisation);
+}
+
+}  // namespace attest

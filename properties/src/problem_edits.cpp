@@ -1,0 +1,76 @@
+#include "problem_edits.h"
+
+#include "attest/oracle.h"
+#include "attest/reference.h"
+
+namespace attest {
+
+Problem single_query(const Problem& p, int i) {
+  const Shape& s = p.shape;
+  Problem out = p;
+  out.shape.q_len = 1;
+  out.q_offset = p.query_position(i);
+  out.q.clear();
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h) {
+      const auto row = p.q.begin() + ((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim;
+      out.q.insert(out.q.end(), row, row + s.head_dim);
+    }
+  MaskSpec& m = out.mask;
+  for (int b = 0; b < s.batch; ++b) {
+    if (!m.q_valid.empty()) m.q_valid[b] = i < p.mask.q_valid[b] ? 1 : 0;
+  }
+  if (!m.q_segment.empty()) {
+    m.q_segment.clear();
+    for (int b = 0; b < s.batch; ++b) m.q_segment.push_back(p.mask.q_segment[std::size_t(b) * s.q_len + i]);
+  }
+  if (!m.explicit_mask.empty()) {
+    m.explicit_mask.clear();
+    for (int b = 0; b < s.batch; ++b) {
+      const auto row = p.mask.explicit_mask.begin() + (std::size_t(b) * s.q_len + i) * s.k_len;
+      m.explicit_mask.insert(m.explicit_mask.end(), row, row + s.k_len);
+    }
+  }
+  return out;
+}
+
+Problem single_slice(const Problem& p, int b, int h) {
+  const Shape& s = p.shape;
+  const int g = p.kv_head_of(h);
+  Problem out = p;
+  out.shape.batch = out.shape.heads = out.shape.kv_heads = 1;
+  auto slice = [](const std::vector<float>& from, std::size_t start, std::size_t n) {
+    return std::vector<float>(from.begin() + start, from.begin() + start + n);
+  };
+  out.q = slice(p.q, (std::size_t(b) * s.heads + h) * s.q_len * s.head_dim, std::size_t(s.q_len) * s.head_dim);
+  out.k = slice(p.k, (std::size_t(b) * s.kv_heads + g) * s.k_len * s.head_dim, std::size_t(s.k_len) * s.head_dim);
+  out.v = slice(p.v, (std::size_t(b) * s.kv_heads + g) * s.k_len * s.value_dim, std::size_t(s.k_len) * s.value_dim);
+  MaskSpec& m = out.mask;
+  if (!m.kv_valid.empty()) m.kv_valid = {p.mask.kv_valid[b]};
+  if (!m.q_valid.empty()) m.q_valid = {p.mask.q_valid[b]};
+  if (!m.q_segment.empty()) {
+    m.q_segment.assign(p.mask.q_segment.begin() + std::size_t(b) * s.q_len,
+                       p.mask.q_segment.begin() + std::size_t(b + 1) * s.q_len);
+    m.k_segment.assign(p.mask.k_segment.begin() + std::size_t(b) * s.k_len,
+                       p.mask.k_segment.begin() + std::size_t(b + 1) * s.k_len);
+  }
+  if (!m.explicit_mask.empty())
+    m.explicit_mask.assign(p.mask.explicit_mask.begin() + std::size_t(b) * s.q_len * s.k_len,
+                           p.mask.explicit_mask.begin() + std::size_t(b + 1) * s.q_len * s.k_len);
+  return out;
+}
+
+std::vector<std::uint8_t> visibility_of(const Problem& p) {
+  // One head suffices: the mask is broadcast over heads.
+  Problem one_head = p;
+  one_head.shape.heads = one_head.shape.kv_heads = 1;
+  one_head.shape.head_dim = one_head.shape.value_dim = 1;
+  one_head.rope.enabled = false;
+  one_head.resize_buffers();
+  const Reference ref = compute_reference(one_head, {.weights = true});
+  return ref.visible;  // [B][1][Tq][Tk] = [B][Tq][Tk]
+}
+
+std::uint64_t seed_of(const Problem& p, std::uint64_t salt) { return fingerprint(p) ^ (salt * 0x9e3779b97f4a7c15ULL); }
+
+}  // namespace attest

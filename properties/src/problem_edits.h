@@ -1,0 +1,36 @@
+// Problem transformations the properties build on (probes, slices, poisons, permutations).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attest/problem.h"
+
+namespace attest {
+
+// Same problem with V replaced: value_dim = dv, v[b][g][j][c] = value(j, c).
+template <typename Value>
+Problem with_values(const Problem& p, int dv, Value value) {
+  Problem out = p;
+  out.shape.value_dim = dv;
+  out.v.resize(std::size_t(p.shape.batch) * p.shape.kv_heads * p.shape.k_len * dv);
+  std::size_t e = 0;
+  for (int bg = 0; bg < p.shape.batch * p.shape.kv_heads; ++bg)
+    for (int j = 0; j < p.shape.k_len; ++j)
+      for (int c = 0; c < dv; ++c) out.v[e++] = value(j, c);
+  return out;
+}
+
+// The single-query problem of row i: same keys and masks, q_offset fixed to the row's position.
+Problem single_query(const Problem& p, int i);
+
+// One (batch, head) as a problem of its own: B = H = Hkv = 1.
+Problem single_slice(const Problem& p, int b, int h);
+
+// The explicit mask that equals the problem's whole mask conjunction (from the reference's view).
+std::vector<std::uint8_t> visibility_of(const Problem& p);
+
+// A deterministic generator seeded by the problem, so a property's choices replay.
+std::uint64_t seed_of(const Problem& p, std::uint64_t salt);
+
+}  // namespace attest

@@ -1,0 +1,105 @@
+#include "attest/property_driver.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <rapidcheck.h>
+
+#include "attest/generators.h"
+#include "attest/problem_file.h"
+
+namespace attest {
+
+bool property_applies(const PropertyInfo& property, const Kernel& kernel) {
+  return property.applies(kernel.capabilities());
+}
+
+int scaled_cases(int base) {
+  const char* scale = std::getenv("ATTEST_PROPERTY_SCALE");
+  const double factor = scale ? std::atof(scale) : 1.0;
+  return std::max(1, static_cast<int>(base * (factor > 0 ? factor : 1.0)));
+}
+
+Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  try {
+    return property.check(p, kernel, oracle);
+  } catch (const std::exception& e) {
+    return Verdict::fail(property.name, std::string("the kernel threw: ") + e.what(), INFINITY);
+  }
+}
+
+DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, const DriveOptions& options) {
+  DriveResult result;
+  result.property = property.name;
+  result.kernel = kernel.name();
+  const auto start = std::chrono::steady_clock::now();
+  if (!property_applies(property, kernel)) {
+    result.applicable = false;
+    return result;
+  }
+  result.seed = options.seed ? options.seed
+                             : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  std::string safe_kernel = result.kernel;
+  for (char& c : safe_kernel)
+    if (c == ':' || c == '/') c = '_';
+  const std::string path = fmt::format("{}/{}__{}.json", options.counterexample_dir, property.name, safe_kernel);
+
+  std::filesystem::remove(path);  // a stale counterexample from an earlier run would mislead
+  Oracle oracle(16);
+  auto testable = [&] {
+    const Problem p = build_problem(*gen_spec(property.needs));
+    if (!kernel.capabilities().supports(p)) RC_DISCARD("kernel lacks a feature this problem uses");
+    for (const std::string& label : labels_of(p)) RC_TAG(label);
+    const Verdict v = check_safely(property, p, kernel, oracle);
+    if (!v.applicable) RC_DISCARD(v.detail);
+    if (!v.passed) {
+      // Each failure overwrites the file: when shrinking ends, it holds the smallest one.
+      result.counterexample = p;
+      save_problem_file(path, {p, property.name, result.kernel, v.detail, result.seed});
+      RC_FAIL(v.detail);
+    }
+    result.worst_utilisation = std::max(result.worst_utilisation, v.utilisation);
+  };
+
+  rc::detail::TestParams params;
+  params.seed = result.seed;
+  params.maxSuccess = options.cases;
+  params.maxSize = 100;
+  params.maxDiscardRatio = 20;
+  params.disableShrinking = !options.shrink;
+  rc::detail::TestMetadata metadata;
+  metadata.id = property.name + "/" + result.kernel;
+  metadata.description = metadata.id;
+  const rc::detail::TestResult outcome =
+      rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params);
+
+  using rc::detail::Error;
+  using rc::detail::FailureResult;
+  using rc::detail::GaveUpResult;
+  using rc::detail::SuccessResult;
+  if (outcome.is<SuccessResult>()) {
+    result.cases = outcome.get<SuccessResult>().numSuccess;
+  } else if (outcome.is<FailureResult>()) {
+    const FailureResult* failure = &outcome.get<FailureResult>();
+    result.passed = false;
+    result.cases = failure->numSuccess;
+    result.message = failure->description;
+    result.counterexample_path = path;
+    rc::detail::Configuration config;
+    config.reproduce[metadata.id] = failure->reproduce;
+    result.reproduce = rc::detail::configToMinimalString(config);
+  } else if (outcome.is<GaveUpResult>()) {
+    const GaveUpResult* gave_up = &outcome.get<GaveUpResult>();
+    result.cases = gave_up->numSuccess;
+    result.applicable = result.cases > 0;
+    result.message = "gave up: " + gave_up->description;
+  } else if (outcome.is<Error>()) {
+    result.passed = false;
+    result.message = "RapidCheck error: " + outcome.get<Error>().description;
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace attest

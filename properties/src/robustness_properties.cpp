@@ -1,0 +1,101 @@
+// Overflow safety, determinism and memory discipline.
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+
+#include "attest/compare.h"
+#include "attest/harness.h"
+#include "attest/properties.h"
+
+namespace attest {
+namespace {
+
+// Largest |<q, k>| over all query/key pairs, in double (float products are exact there). With
+// RoPE the rotated products are bounded pairwise by (|q0| + |q1|)(|k0| + |k1|) instead.
+double max_abs_dot(const Problem& p) {
+  const Shape& s = p.shape;
+  double best = 0;
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h)
+      for (int i = 0; i < s.q_len; ++i)
+        for (int j = 0; j < s.k_len; ++j) {
+          const float* q = &p.q[((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim];
+          const float* k = &p.k[((std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len + j) * s.head_dim];
+          double dot = 0;
+          if (p.rope.enabled) {
+            for (int c = 0; c + 1 < s.head_dim; c += 2)
+              dot += (std::fabs(q[c]) + std::fabs(q[c + 1])) * (std::fabs(double(k[c])) + std::fabs(k[c + 1]));
+          } else {
+            for (int c = 0; c < s.head_dim; ++c) dot += double(q[c]) * double(k[c]);
+          }
+          best = std::max(best, std::fabs(dot));
+        }
+  return best;
+}
+
+}  // namespace
+
+Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "overflow_safe";
+  const double dot = max_abs_dot(p);
+  if (!(dot > 0) || !std::isfinite(dot)) return Verdict::not_applicable(name, "all scores are zero");
+  double worst = 0;
+  // Largest logit magnitude, both signs: a negative scale makes rows whose logits are all negative.
+  for (double target : {1e2, -1e4, 1e8, -1e16, 1e37}) {
+    // Reach the target through the scale, and through Q where the scale alone would leave
+    // float range (a float kernel must be able to hold its scale).
+    Problem scaled = p;
+    const double wanted = target / dot;
+    const double scale = std::copysign(std::min(std::fabs(wanted), 1e30), wanted);
+    scaled.scale = scale;
+    if (scale != wanted) {
+      const double boost = wanted / scale;
+      for (float& x : scaled.q) x = static_cast<float>(x * boost);
+      scaled.input_precision = InputPrecision::kF32;
+    }
+    const Reference& ref = oracle.reference(scaled);
+    const GuardedOutputs out = run_guarded(kernel, scaled);
+    for (std::size_t row = 0; row < ref.lse.size(); ++row) {
+      if (ref.empty[row]) continue;
+      for (int c = 0; c < p.shape.value_dim; ++c) {
+        const std::size_t e = row * p.shape.value_dim + c;
+        if (std::isfinite(ref.o[e]) && !std::isfinite(out.o[e]))
+          return Verdict::fail(name, fmt::format("logits up to {:.0e}: {}: output {} where the exact value is {:.9g}",
+                                                 target, describe_element(p, e), out.o[e], ref.o[e]), INFINITY);
+      }
+      if (!out.lse.empty() && std::isfinite(ref.lse[row]) && !std::isfinite(out.lse[row]))
+        return Verdict::fail(name, fmt::format("logits up to {:.0e}: {}: LSE {} where the exact value is {:.9g}",
+                                               target, describe_row(p, row), out.lse[row], ref.lse[row]), INFINITY);
+    }
+    Comparison cmp = compare_with_reference(scaled, ref, out, kernel.capabilities(), name);
+    if (!cmp.verdict.passed) {
+      cmp.verdict.detail = fmt::format("logits up to {:.0e}: {}", target, cmp.verdict.detail);
+      return cmp.verdict;
+    }
+    worst = std::max(worst, cmp.verdict.utilisation);
+  }
+  return Verdict::pass(name, worst);
+}
+
+Verdict deterministic_and_in_bounds(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "deterministic_and_in_bounds";
+  const Reference& ref = oracle.reference(p);
+  const GuardedOutputs first = run_guarded(kernel, p), second = run_guarded(kernel, p);
+  for (const GuardedOutputs* run : {&first, &second}) {
+    if (!run->canaries_intact) return Verdict::fail(name, "guard canary overwritten: " + run->canary_report, INFINITY);
+    if (!run->inputs_intact) return Verdict::fail(name, "the kernel changed its input buffers", INFINITY);
+  }
+  // Outputs start as NaN: a non-empty row still holding NaN was never (properly) written.
+  for (std::size_t e = 0; e < first.o.size(); ++e)
+    if (!ref.empty[e / p.shape.value_dim] && std::isnan(first.o[e]) && !std::isnan(ref.o[e]))
+      return Verdict::fail(name, fmt::format("{}: output is NaN (unwritten, or read before written)",
+                                             describe_element(p, e)), INFINITY);
+  auto bits_equal = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  if (!bits_equal(first.o, second.o) || !bits_equal(first.lse, second.lse))
+    return Verdict::fail(name, "two runs on the same inputs differ bitwise", INFINITY);
+  return Verdict::pass(name);
+}
+
+}  // namespace attest

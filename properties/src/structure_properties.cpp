@@ -1,0 +1,161 @@
+// Symmetries of exact attention: permutation, GQA as repeated heads, independent slices, RoPE shifts.
+#include <algorithm>
+#include <fmt/format.h>
+#include <numeric>
+#include <random>
+
+#include "attest/compare.h"
+#include "attest/harness.h"
+#include "attest/properties.h"
+#include "problem_edits.h"
+
+namespace attest {
+namespace {
+
+std::vector<int> shuffled(int n, std::uint64_t seed) {
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+  return order;
+}
+
+// Rows [outer][n][width] of `from`, reordered: row r of each block comes from row order[r].
+template <typename T>
+std::vector<T> permute_rows(const std::vector<T>& from, int outer, const std::vector<int>& order, int width) {
+  std::vector<T> out(from.size());
+  const std::size_t n = order.size();
+  for (int o = 0; o < outer; ++o)
+    for (std::size_t r = 0; r < n; ++r)
+      std::copy_n(from.begin() + ((o * n + order[r]) * width), width, out.begin() + ((o * n + r) * width));
+  return out;
+}
+
+}  // namespace
+
+Verdict permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "permutation_equivariance";
+  const MaskSpec& m = p.mask;
+  if (p.rope.enabled || m.causal || m.window || !m.kv_valid.empty() || !m.q_valid.empty())
+    return Verdict::not_applicable(name, "needs a problem without positions (no RoPE, causal, window, padding)");
+  const Shape& s = p.shape;
+  const std::vector<int> qs = shuffled(s.q_len, seed_of(p, 1)), ks = shuffled(s.k_len, seed_of(p, 2));
+  Problem permuted = p;
+  permuted.q = permute_rows(p.q, s.batch * s.heads, qs, s.head_dim);
+  permuted.k = permute_rows(p.k, s.batch * s.kv_heads, ks, s.head_dim);
+  permuted.v = permute_rows(p.v, s.batch * s.kv_heads, ks, s.value_dim);
+  if (!m.q_segment.empty()) {
+    permuted.mask.q_segment = permute_rows(m.q_segment, s.batch, qs, 1);
+    permuted.mask.k_segment = permute_rows(m.k_segment, s.batch, ks, 1);
+  }
+  if (!m.explicit_mask.empty()) {
+    // Rows follow the queries, then columns follow the keys.
+    std::vector<std::uint8_t> rows = permute_rows(m.explicit_mask, s.batch, qs, s.k_len);
+    permuted.mask.explicit_mask = permute_rows(rows, s.batch * s.q_len, ks, 1);
+  }
+  const Reference& ref = oracle.reference(p);
+  const GuardedOutputs original = run_guarded(kernel, p);
+  GuardedOutputs got = run_guarded(kernel, permuted);
+  // Map the permuted outputs back to the original row order.
+  Outputs back;
+  back.o.resize(got.o.size());
+  back.lse.resize(got.lse.size());
+  for (int bh = 0; bh < s.batch * s.heads; ++bh)
+    for (int r = 0; r < s.q_len; ++r) {
+      const std::size_t from = std::size_t(bh) * s.q_len + r, to = std::size_t(bh) * s.q_len + qs[r];
+      std::copy_n(&got.o[from * s.value_dim], s.value_dim, &back.o[to * s.value_dim]);
+      if (!got.lse.empty()) back.lse[to] = got.lse[from];
+    }
+  return compare_runs(p, ref, original, back, kernel.capabilities(), name, "permuted rows mapped back:");
+}
+
+Verdict gqa_matches_repeated_heads(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "gqa_matches_repeated_heads";
+  const Shape& s = p.shape;
+  if (s.kv_heads == s.heads) return Verdict::not_applicable(name, "needs Hkv < H");
+  Problem mha = p;
+  mha.shape.kv_heads = s.heads;
+  mha.k.clear();
+  mha.v.clear();
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h) {
+      const std::size_t g = std::size_t(b) * s.kv_heads + p.kv_head_of(h);
+      mha.k.insert(mha.k.end(), p.k.begin() + g * s.k_len * s.head_dim, p.k.begin() + (g + 1) * s.k_len * s.head_dim);
+      mha.v.insert(mha.v.end(), p.v.begin() + g * s.k_len * s.value_dim, p.v.begin() + (g + 1) * s.k_len * s.value_dim);
+    }
+  const Reference& ref = oracle.reference(p);
+  return compare_runs(p, ref, run_guarded(kernel, mha), run_guarded(kernel, p), kernel.capabilities(), name,
+                      fmt::format("GQA {}:{} vs repeated heads:", s.heads, s.kv_heads));
+}
+
+Verdict slices_are_independent(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "slices_are_independent";
+  const Shape& s = p.shape;
+  if (s.batch * s.heads == 1) return Verdict::not_applicable(name, "needs more than one (batch, head)");
+  const Reference& ref = oracle.reference(p);
+  const GuardedOutputs whole = run_guarded(kernel, p);
+  std::mt19937_64 rng(seed_of(p, 3));
+  const std::pair<int, int> picks[] = {{0, 0}, {s.batch - 1, s.heads - 1}, {int(rng() % s.batch), int(rng() % s.heads)}};
+  double worst = 0;
+  for (auto [b, h] : picks) {
+    const GuardedOutputs alone = run_guarded(kernel, single_slice(p, b, h));
+    // Compare the slice's rows only: build outputs equal to `whole` except the slice.
+    Outputs spliced = whole;
+    const std::size_t row0 = (std::size_t(b) * s.heads + h) * s.q_len;
+    std::copy(alone.o.begin(), alone.o.end(), spliced.o.begin() + row0 * s.value_dim);
+    if (!alone.lse.empty()) std::copy(alone.lse.begin(), alone.lse.end(), spliced.lse.begin() + row0);
+    const Verdict v = compare_runs(p, ref, whole, spliced, kernel.capabilities(), name,
+                                   fmt::format("slice (b={}, h={}) alone vs batched:", b, h));
+    if (!v.passed) return v;
+    worst = std::max(worst, v.utilisation);
+  }
+  return Verdict::pass(name, worst);
+}
+
+Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "rope_relative_position";
+  if (!p.rope.enabled) return Verdict::not_applicable(name, "needs RoPE");
+  const Shape& s = p.shape;
+  // Prepend `shift` keys that an explicit mask hides: every real key and query moves by shift.
+  const int shift = 1 + static_cast<int>(seed_of(p, 4) % 200);
+  Problem moved = p;
+  moved.shape.k_len = s.k_len + shift;
+  moved.q_offset = p.effective_q_offset() + shift;
+  auto prepend = [&](const std::vector<float>& from, int width) {
+    std::vector<float> out;
+    for (int bg = 0; bg < s.batch * s.kv_heads; ++bg) {
+      out.insert(out.end(), std::size_t(shift) * width, 0.5f);
+      out.insert(out.end(), from.begin() + std::size_t(bg) * s.k_len * width,
+                 from.begin() + std::size_t(bg + 1) * s.k_len * width);
+    }
+    return out;
+  };
+  moved.k = prepend(p.k, s.head_dim);
+  moved.v = prepend(p.v, s.value_dim);
+  MaskSpec& m = moved.mask;
+  for (int& n : m.kv_valid) n += shift;
+  if (!m.k_segment.empty()) {
+    std::vector<int> seg;
+    for (int b = 0; b < s.batch; ++b) {
+      seg.insert(seg.end(), shift, -1);
+      seg.insert(seg.end(), p.mask.k_segment.begin() + std::size_t(b) * s.k_len,
+                 p.mask.k_segment.begin() + std::size_t(b + 1) * s.k_len);
+    }
+    m.k_segment = seg;
+  }
+  std::vector<std::uint8_t> mask;
+  for (int b = 0; b < s.batch; ++b)
+    for (int i = 0; i < s.q_len; ++i) {
+      mask.insert(mask.end(), shift, 0);
+      for (int j = 0; j < s.k_len; ++j)
+        mask.push_back(p.mask.explicit_mask.empty() ? 1 : p.mask.explicit_mask[(std::size_t(b) * s.q_len + i) * s.k_len + j]);
+    }
+  m.explicit_mask = mask;
+  const Reference& ref = oracle.reference(p);
+  // The shifted run has more key tiles: the bound counts them.
+  const int tile = kernel.capabilities().key_tile;
+  const int extra_tiles = tile > 0 ? shift / tile + 1 : 0;
+  return compare_runs(p, ref, run_guarded(kernel, p), run_guarded(kernel, moved), kernel.capabilities(), name,
+                      fmt::format("positions shifted by {}:", shift), 2.0, extra_tiles);
+}
+
+}  // namespace attest

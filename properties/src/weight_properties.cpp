@@ -1,0 +1,83 @@
+// Weight properties through black-box probes, so they hold for kernels that never form P.
+#include <cmath>
+#include <fmt/format.h>
+
+#include "attest/compare.h"
+#include "attest/harness.h"
+#include "attest/properties.h"
+#include "problem_edits.h"
+
+namespace attest {
+
+Verdict rows_sum_to_one(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "rows_sum_to_one";
+  const Problem probe = with_values(p, 1, [](int, int) { return 1.0f; });
+  const Reference& ref = oracle.reference(probe);
+  const GuardedOutputs out = run_guarded(kernel, probe);
+  const KernelNumerics numerics = numerics_of(kernel.capabilities());
+  double worst = 0;
+  for (std::size_t row = 0; row < ref.lse.size(); ++row) {
+    if (ref.empty[row]) continue;
+    const double error = std::fabs(double(out.o[row]) - 1.0), bound = output_bound(probe, ref, row, numerics);
+    if (!(error <= bound))
+      return Verdict::fail(name, fmt::format("{}: weights sum to {:.9g}, not 1 (bound {:.3g})",
+                                             describe_row(p, row), out.o[row], bound), error / bound);
+    worst = std::max(worst, error / bound);
+  }
+  return Verdict::pass(name, worst);
+}
+
+Verdict zero_masked_weight(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "zero_masked_weight";
+  const int tk = p.shape.k_len;
+  if (tk > 256) return Verdict::not_applicable(name, "probe V = I needs Tk <= 256");
+  const Problem probe = with_values(p, tk, [](int j, int c) { return j == c ? 1.0f : 0.0f; });
+  const Reference& ref = oracle.reference(probe, /*weights=*/true);
+  const GuardedOutputs out = run_guarded(kernel, probe);
+  for (std::size_t row = 0; row < ref.lse.size(); ++row) {
+    if (ref.empty[row]) continue;
+    for (int j = 0; j < tk; ++j) {
+      const float weight = out.o[row * tk + j];
+      if (!ref.visible[row * tk + j] && weight != 0.0f)
+        return Verdict::fail(name, fmt::format("{}: masked key {} gets weight {:.9g} (must be exactly 0)",
+                                               describe_row(p, row), j, weight), INFINITY);
+    }
+  }
+  // The visible weights themselves, under the hard bound (the probe's output row is P).
+  return compare_with_reference(probe, ref, out, kernel.capabilities(), name).verdict;
+}
+
+Verdict output_in_convex_hull(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "output_in_convex_hull";
+  const Reference& ref = oracle.reference(p, /*weights=*/true);
+  if (!ref.finite()) return Verdict::fail(name, "reference failure: NaN in the exact result");
+  const GuardedOutputs out = run_guarded(kernel, p);
+  const KernelNumerics numerics = numerics_of(kernel.capabilities());
+  const Shape& s = p.shape;
+  double worst = 0;
+  for (std::size_t row = 0; row < ref.lse.size(); ++row) {
+    if (ref.empty[row]) continue;
+    const int b = static_cast<int>(row / (std::size_t(s.heads) * s.q_len));
+    const int h = static_cast<int>((row / s.q_len) % s.heads);
+    const float* values = &p.v[(std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len * s.value_dim];
+    for (int c = 0; c < s.value_dim; ++c) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (int j = 0; j < s.k_len; ++j)
+        if (ref.visible[row * s.k_len + j]) {
+          lo = std::min<double>(lo, values[std::size_t(j) * s.value_dim + c]);
+          hi = std::max<double>(hi, values[std::size_t(j) * s.value_dim + c]);
+        }
+      const std::size_t e = row * s.value_dim + c;
+      const double got = out.o[e], slack = output_bound(p, ref, e, numerics);
+      const double outside = std::max(lo - got, got - hi);
+      if (!(outside <= slack))
+        return Verdict::fail(name, fmt::format("{}: output {:.9g} outside the visible values [{:.9g}, {:.9g}]",
+                                               describe_element(p, e), got, lo, hi),
+                             slack > 0 ? outside / slack : INFINITY);
+      if (outside > 0) worst = std::max(worst, outside / slack);
+    }
+  }
+  return Verdict::pass(name, worst);
+}
+
+}  // namespace attest

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <iostream>
 
+#include "attest/property_driver.h"
+
 namespace attest {
 
-std::vector<CheckPlan> core_plans() {
+std::vector<CheckPlan> deterministic_plans() {
   return {
       {"deterministic", "golden", golden_problems(), matches_reference},
       {"deterministic", "grid", grid_problems(), matches_reference},
@@ -18,7 +20,12 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
   const auto start = std::chrono::steady_clock::now();
   for (const NamedProblem& c : plan.problems) {
     if (!kernel.capabilities().supports(c.problem)) continue;
-    const Verdict v = plan.property(c.problem, kernel, oracle);
+    Verdict v;
+    try {
+      v = plan.property(c.problem, kernel, oracle);
+    } catch (const std::exception& e) {
+      v = Verdict::fail(plan.check, std::string("the kernel threw: ") + e.what(), INFINITY);
+    }
     if (!v.applicable) continue;
     ++r.cases;
     r.worst_utilisation = std::max(r.worst_utilisation, v.utilisation);
@@ -26,10 +33,46 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
   }
   r.applicable = r.cases > 0;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (options.verbose_progress)
-    std::cerr << fmt::format("[{}] {} {}/{}: {} cases, {:.2f} s\n", kernel.name(), plan.stage, plan.check,
+  if (options.progress)
+    std::cerr << fmt::format("[{}] {} {}: {} ({} cases, {:.2f} s)\n", kernel.name(), plan.stage, plan.check,
                              r.passed() ? "pass" : "FAIL", r.cases, r.seconds);
   return r;
+}
+
+std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyOptions& options) {
+  std::vector<CheckResult> results;
+  for (const PropertyInfo& property : property_catalogue()) {
+    DriveOptions drive;
+    drive.cases = options.property_cases;
+    drive.seed = options.seed;
+    drive.counterexample_dir = options.out_dir + "/counterexamples";
+    const DriveResult d = drive_property(property, kernel, drive);
+    CheckResult r{kernel.name(), "property", property.name};
+    r.applicable = d.applicable;
+    r.cases = d.cases + (d.passed ? 0 : 1);
+    r.failures = d.passed ? 0 : 1;
+    r.worst_utilisation = d.worst_utilisation;
+    r.first_failure = d.message;
+    r.counterexample_path = d.counterexample_path;
+    r.reproduce = d.reproduce;
+    r.seed = d.seed;
+    r.seconds = d.seconds;
+    if (options.progress)
+      std::cerr << fmt::format("[{}] property {}: {} ({} cases, seed {}, {:.2f} s)\n", kernel.name(), property.name,
+                               !d.applicable ? "n/a" : d.passed ? "pass" : "FAIL", r.cases, d.seed, d.seconds);
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options) {
+  std::vector<CheckResult> results;
+  for (const CheckPlan& plan : deterministic_plans()) results.push_back(run_plan(plan, kernel, oracle, options));
+  if (options.property_cases > 0) {
+    std::vector<CheckResult> properties = run_property_stage(kernel, options);
+    results.insert(results.end(), properties.begin(), properties.end());
+  }
+  return results;
 }
 
 std::string format_table(const std::vector<CheckResult>& results) {
@@ -40,9 +83,14 @@ std::string format_table(const std::vector<CheckResult>& results) {
     out += fmt::format("{:<10} {:<14} {:<32} {:>7} {:>8} {:>12.3g}\n", r.kernel, r.stage, r.check, r.cases, verdict,
                        r.worst_utilisation);
   }
-  for (const CheckResult& r : results)
-    if (!r.passed()) out += fmt::format("\nFAIL {} {}: {} of {} cases; first: {}\n", r.kernel, r.check, r.failures,
-                                        r.cases, r.first_failure);
+  for (const CheckResult& r : results) {
+    if (r.passed()) continue;
+    out += fmt::format("\nFAIL {} {}: {} of {} cases; first: {}\n", r.kernel, r.check, r.failures, r.cases,
+                       r.first_failure);
+    if (!r.counterexample_path.empty())
+      out += fmt::format("  counterexample: {}  (attest replay {})\n  seed {}; RapidCheck: RC_PARAMS=\"{}\"\n",
+                         r.counterexample_path, r.counterexample_path, r.seed, r.reproduce);
+  }
   return out;
 }
 

@@ -1,11 +1,13 @@
 // `attest certify`: runs stages of checks on a kernel and collects one row per check.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "attest/cases.h"
 #include "attest/kernel.h"
+#include "attest/oracle.h"
 #include "attest/properties.h"
 
 namespace attest {
@@ -20,15 +22,21 @@ struct CheckResult {
   bool applicable = true;
   double worst_utilisation = 0.0;
   std::string first_failure;  // "case name: explanation"
+  std::string counterexample_path;
+  std::string reproduce;
+  std::uint64_t seed = 0;
   double seconds = 0.0;
   bool passed() const { return failures == 0; }
 };
 
 struct CertifyOptions {
-  bool verbose_progress = true;  // progress lines on stderr
+  int property_cases = 100;  // per property; 0 skips the property stage
+  std::uint64_t seed = 0;    // 0: from the clock; always printed
+  std::string out_dir = "attest-out";
+  bool progress = true;      // progress lines on stderr
 };
 
-// A named list of problems checked by one property.
+// Named problems checked by one property (the deterministic stage).
 struct CheckPlan {
   std::string stage;
   std::string check;
@@ -36,9 +44,14 @@ struct CheckPlan {
   PropertyCheck property;
 };
 
-std::vector<CheckPlan> core_plans();
-
+std::vector<CheckPlan> deterministic_plans();
 CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle, const CertifyOptions& options);
+
+// Every applicable property of the catalogue over generated problems.
+std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyOptions& options);
+
+// All stages for one kernel.
+std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options);
 
 // The human table: kernel x check, verdict, cases, worst error as a fraction of the bound.
 std::string format_table(const std::vector<CheckResult>& results);

@@ -1,22 +1,40 @@
 #include "attest/generators.h"
 
 #include <cmath>
+#include <functional>
 #include <random>
 
 namespace attest {
 namespace {
 
+// Every generator below maps shrinkable integers (RapidCheck shrinks them towards 0) to biased
+// values, so that shrinking always moves towards the smallest, simplest choice.
+
 // Lengths biased to where kernels break: tiny, tile (32) and page (16) sizes +-1, and anything.
 rc::Gen<int> gen_length() {
-  return rc::gen::weightedOneOf<int>({
-      {4, rc::gen::inRange(1, 9)},
-      {3, rc::gen::element(15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65)},
-      {2, rc::gen::inRange(1, 72)},
+  static const int kEdges[] = {15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65};
+  return rc::gen::map(rc::gen::pair(rc::gen::inRange(0, 9), rc::gen::inRange(0, 720)), [](std::pair<int, int> kv) {
+    const auto [kind, value] = kv;
+    if (kind < 4) return 1 + value % 9;
+    if (kind < 7) return kEdges[value % 12];
+    return 1 + value % 72;
   });
 }
 
 rc::Gen<int> gen_width() {
-  return rc::gen::weightedOneOf<int>({{3, rc::gen::inRange(1, 9)}, {1, rc::gen::element(16, 32)}});
+  return rc::gen::map(rc::gen::pair(rc::gen::inRange(0, 4), rc::gen::inRange(0, 72)), [](std::pair<int, int> kv) {
+    return kv.first < 3 ? 1 + kv.second % 9 : (kv.second % 2 ? 32 : 16);
+  });
+}
+
+// True with probability in_ten / 10; shrinks to false.
+rc::Gen<bool> sometimes(int in_ten) {
+  return rc::gen::map(rc::gen::inRange(0, 10), [=](int x) { return x >= 10 - in_ten; });
+}
+
+// `zero_weight` times in `total` 0; otherwise a value of `rest` (index from 0); shrinks to 0.
+rc::Gen<int> mostly_zero(int zero_weight, int total, std::function<int(int)> rest) {
+  return rc::gen::map(rc::gen::inRange(0, total), [=](int x) { return x < zero_weight ? 0 : rest(x - zero_weight); });
 }
 
 std::vector<int> segment_ids(int len, std::mt19937_64& rng) {
@@ -85,11 +103,11 @@ rc::Gen<ProblemSpec> gen_spec(const ProblemNeeds& needs) {
   using rc::gen::inRange;
   using rc::gen::just;
   using rc::gen::set;
-  const bool position_free = needs.position_free;
-  // Heads: with needs.gqa only configurations with Hkv < H.
-  const rc::Gen<int> head_config = needs.gqa ? rc::gen::element(2, 3, 4, 5, 7) : inRange(0, 8);
+  const bool free = needs.position_free;
+  static const int kGqaConfigs[] = {2, 3, 4, 5, 7};  // indices of kHeadConfigs with Hkv < H
+  const rc::Gen<int> head_config =
+      needs.gqa ? rc::gen::map(inRange(0, 5), [](int i) { return kGqaConfigs[i]; }) : inRange(0, 8);
   const rc::Gen<bool> off = just(false);
-  auto sometimes = [](int in_ten) { return rc::gen::map(inRange(0, 10), [=](int x) { return x < in_ten; }); };
   const rc::Gen<int> k_len = needs.max_keys > 0
                                  ? rc::gen::map(gen_length(), [=](int t) { return std::min(t, needs.max_keys); })
                                  : gen_length();
@@ -100,21 +118,21 @@ rc::Gen<ProblemSpec> gen_spec(const ProblemNeeds& needs) {
       set(&ProblemSpec::k_len, k_len),
       set(&ProblemSpec::head_dim, gen_width()),
       set(&ProblemSpec::value_dim, gen_width()),
-      set(&ProblemSpec::causal, position_free ? off : sometimes(5)),
-      set(&ProblemSpec::window, position_free ? just(0) : rc::gen::weightedOneOf<int>({{3, just(0)}, {1, inRange(1, 40)}})),
-      set(&ProblemSpec::q_offset_mode, rc::gen::weightedOneOf<int>({{6, just(0)}, {2, just(1)}, {1, just(2)}})),
+      set(&ProblemSpec::causal, free ? off : sometimes(5)),
+      set(&ProblemSpec::window, free ? just(0) : mostly_zero(120, 160, [](int x) { return 1 + x; })),
+      set(&ProblemSpec::q_offset_mode, mostly_zero(6, 9, [](int x) { return x < 2 ? 1 : 2; })),
       set(&ProblemSpec::q_offset_value, inRange(-8, 80)),
-      set(&ProblemSpec::key_padding, position_free ? off : sometimes(3)),
-      set(&ProblemSpec::query_padding, position_free ? off : sometimes(2)),
+      set(&ProblemSpec::key_padding, free ? off : sometimes(3)),
+      set(&ProblemSpec::query_padding, free ? off : sometimes(2)),
       set(&ProblemSpec::segments, sometimes(2)),
       set(&ProblemSpec::explicit_mask, sometimes(2)),
       set(&ProblemSpec::explicit_density, inRange(0, 3)),
-      set(&ProblemSpec::rope, needs.rope ? just(true) : position_free ? off : sometimes(2)),
-      set(&ProblemSpec::input_precision, rc::gen::weightedOneOf<int>({{6, just(0)}, {1, just(1)}, {1, just(2)}})),
-      set(&ProblemSpec::logit_exponent,
-          rc::gen::weightedOneOf<int>({{6, inRange(-1, 2)}, {2, inRange(-3, 4)}, {1, inRange(4, 31)}})),
-      set(&ProblemSpec::value_exponent, rc::gen::weightedOneOf<int>({{8, just(0)}, {1, inRange(-30, 31)}})),
-      set(&ProblemSpec::scale_mode, rc::gen::weightedOneOf<int>({{6, just(0)}, {1, inRange(1, 5)}})),
+      set(&ProblemSpec::rope, needs.rope ? just(true) : free ? off : sometimes(2)),
+      set(&ProblemSpec::input_precision, mostly_zero(6, 8, [](int x) { return 1 + x; })),
+      // Logits mostly near 1, sometimes 1e-3 to 1e4, sometimes up to 1e30.
+      set(&ProblemSpec::logit_exponent, mostly_zero(40, 90, [](int x) { return x < 30 ? x % 8 - 3 : 4 + x % 27; })),
+      set(&ProblemSpec::value_exponent, mostly_zero(80, 90, [](int x) { return -30 + 6 * x; })),
+      set(&ProblemSpec::scale_mode, mostly_zero(30, 34, [](int x) { return 1 + x; })),
       set(&ProblemSpec::mask_seed, rc::gen::arbitrary<std::uint64_t>()),
       set(&ProblemSpec::data_seed, rc::gen::arbitrary<std::uint64_t>()));
 }

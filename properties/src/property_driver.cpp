@@ -56,6 +56,7 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
     if (!v.passed) {
       // Each failure overwrites the file: when shrinking ends, it holds the smallest one.
       result.counterexample = p;
+      result.message = v.detail;
       save_problem_file(path, {p, property.name, result.kernel, v.detail, result.seed});
       RC_FAIL(v.detail);
     }
@@ -84,7 +85,6 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
     const FailureResult* failure = &outcome.get<FailureResult>();
     result.passed = false;
     result.cases = failure->numSuccess;
-    result.message = failure->description;
     result.counterexample_path = path;
     rc::detail::Configuration config;
     config.reproduce[metadata.id] = failure->reproduce;

@@ -1,0 +1,21 @@
+# Certify a broken kernel: it must fail (exit 1) and leave a counterexample that
+# `attest replay` re-runs to a failing verdict (exit 1).
+file(REMOVE_RECURSE ${OUT})
+execute_process(COMMAND ${ATTEST} certify --kernel mutant:no_rescale --budget 200 --seed 7 --out ${OUT}
+                RESULT_VARIABLE certify_rc OUTPUT_VARIABLE certify_out ERROR_QUIET)
+message("${certify_out}")
+if(NOT certify_rc EQUAL 1)
+  message(FATAL_ERROR "certify on a mutant exited ${certify_rc}, expected 1")
+endif()
+file(GLOB saved ${OUT}/counterexamples/*.json)
+list(LENGTH saved n)
+if(n EQUAL 0)
+  message(FATAL_ERROR "no counterexample saved")
+endif()
+foreach(f IN LISTS saved)
+  execute_process(COMMAND ${ATTEST} replay ${f} RESULT_VARIABLE replay_rc OUTPUT_VARIABLE replay_out)
+  message("${replay_out}")
+  if(NOT replay_rc EQUAL 1)
+    message(FATAL_ERROR "replay of ${f} exited ${replay_rc}, expected 1 (the same failing verdict)")
+  endif()
+endforeach()

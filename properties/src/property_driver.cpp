@@ -80,7 +80,10 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
   using rc::detail::GaveUpResult;
   using rc::detail::SuccessResult;
   if (outcome.is<SuccessResult>()) {
-    result.cases = outcome.get<SuccessResult>().numSuccess;
+    const SuccessResult& success = outcome.get<SuccessResult>();
+    result.cases = success.numSuccess;
+    for (const auto& [tags, count] : success.distribution)
+      for (const std::string& tag : tags) result.label_counts[tag] += count;
   } else if (outcome.is<FailureResult>()) {
     const FailureResult* failure = &outcome.get<FailureResult>();
     result.passed = false;

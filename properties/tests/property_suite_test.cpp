@@ -27,7 +27,9 @@ TEST_P(PropertySuite, HoldsOnGeneratedProblems) {
   const char* seed = std::getenv("ATTEST_SEED");
   options.seed = seed ? std::strtoull(seed, nullptr, 10) : 0;
   const DriveResult r = drive_property(property, *kernel, options);
-  std::cout << "seed " << r.seed << ": " << r.cases << " cases, worst utilisation " << r.worst_utilisation << "\n";
+  std::cout << "seed " << r.seed << ": " << r.cases << " cases, worst utilisation " << r.worst_utilisation << "\nlabels:";
+  for (const auto& [label, count] : r.label_counts) std::cout << " " << label << "=" << count;
+  std::cout << "\n";
   EXPECT_TRUE(r.passed) << r.message << "\nreproduce: RC_PARAMS=\"" << r.reproduce << "\" or ATTEST_SEED=" << r.seed
                         << "\ncounterexample: " << r.counterexample_path;
   EXPECT_GT(r.cases, 0) << r.message;

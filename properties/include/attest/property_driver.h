@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,7 @@ struct DriveResult {
   std::string reproduce;         // RC_PARAMS value that replays the RapidCheck run
   std::string counterexample_path;
   std::optional<Problem> counterexample;  // the shrunk failing problem
+  std::map<std::string, int> label_counts;  // how many passing cases carried each label
   double seconds = 0;
 };
 

@@ -4,14 +4,41 @@
 #include <fmt/format.h>
 #include <iostream>
 
+#include "attest/problem_file.h"
 #include "attest/property_driver.h"
 
 namespace attest {
 
+double elapsed_seconds() {
+  static const auto start = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+namespace {
+
+// A failing deterministic case is saved like a property counterexample, so it replays too.
+std::string save_case(const CheckPlan& plan, const NamedProblem& c, const Kernel& kernel, const Verdict& v,
+                      const CertifyOptions& options) {
+  std::string safe = kernel.name();
+  for (char& ch : safe)
+    if (ch == ':' || ch == '/' || ch == ' ') ch = '_';
+  const std::string path = fmt::format("{}/counterexamples/{}_{}__{}.json", options.out_dir, plan.check, c.name, safe);
+  try {
+    const std::string source = options.kernel_source.empty() ? kernel.name() : options.kernel_source;
+    save_problem_file(path, {c.problem, plan.property, source, options.isolated, v.detail, 0});
+  } catch (const std::exception& e) {
+    std::cerr << "attest: cannot save counterexample: " << e.what() << "\n";
+    return {};
+  }
+  return path;
+}
+
+}  // namespace
+
 std::vector<CheckPlan> deterministic_plans() {
   return {
-      {"deterministic", "golden", golden_problems(), matches_reference},
-      {"deterministic", "grid", grid_problems(), matches_reference},
+      {"deterministic", "golden", golden_problems(), "matches_reference"},
+      {"deterministic", "grid", grid_problems(), "matches_reference"},
   };
 }
 
@@ -20,22 +47,27 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
   const auto start = std::chrono::steady_clock::now();
   for (const NamedProblem& c : plan.problems) {
     if (!kernel.capabilities().supports(c.problem)) continue;
-    Verdict v;
-    try {
-      v = plan.property(c.problem, kernel, oracle);
-    } catch (const std::exception& e) {
-      v = Verdict::fail(plan.check, std::string("the kernel threw: ") + e.what(), INFINITY);
-    }
+    const Verdict v = check_safely(find_property(plan.property), c.problem, kernel, oracle);
     if (!v.applicable) continue;
     ++r.cases;
     r.worst_utilisation = std::max(r.worst_utilisation, v.utilisation);
-    if (!v.passed && r.failures++ == 0) r.first_failure = c.name + ": " + v.detail;
+    PathStats& path = r.paths[kernel.last_path()];
+    ++path.cases;
+    path.worst_utilisation = std::max(path.worst_utilisation, v.utilisation);
+    if (!v.passed && r.failures++ == 0) {
+      r.first_failure = c.name + ": " + v.detail;
+      r.counterexample_path = save_case(plan, c, kernel, v, options);
+    }
+    if (v.isolation_failure) {
+      r.first_failure += " (check stopped: the kernel crashed or hung)";
+      break;
+    }
   }
   r.applicable = r.cases > 0;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.progress)
-    std::cerr << fmt::format("[{}] {} {}: {} ({} cases, {:.2f} s)\n", kernel.name(), plan.stage, plan.check,
-                             r.passed() ? "pass" : "FAIL", r.cases, r.seconds);
+    std::cerr << fmt::format("[{:7.1f}s] {} {} {}: {} ({} cases, {:.2f} s)\n", elapsed_seconds(), kernel.name(),
+                             plan.stage, plan.check, r.passed() ? "pass" : "FAIL", r.cases, r.seconds);
   return r;
 }
 
@@ -46,20 +78,24 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     drive.cases = options.property_cases;
     drive.seed = options.seed;
     drive.counterexample_dir = options.out_dir + "/counterexamples";
+    drive.kernel_source = options.kernel_source;
+    drive.isolated = options.isolated;
     const DriveResult d = drive_property(property, kernel, drive);
     CheckResult r{kernel.name(), "property", property.name};
     r.applicable = d.applicable;
     r.cases = d.cases + (d.passed ? 0 : 1);
     r.failures = d.passed ? 0 : 1;
-    r.worst_utilisation = d.worst_utilisation;
+    r.worst_utilisation = d.passed ? d.worst_utilisation : std::max(d.worst_utilisation, d.failure_utilisation);
     r.first_failure = d.message;
     r.counterexample_path = d.counterexample_path;
     r.reproduce = d.reproduce;
     r.seed = d.seed;
     r.seconds = d.seconds;
+    r.paths = d.paths;
     if (options.progress)
-      std::cerr << fmt::format("[{}] property {}: {} ({} cases, seed {}, {:.2f} s)\n", kernel.name(), property.name,
-                               !d.applicable ? "n/a" : d.passed ? "pass" : "FAIL", r.cases, d.seed, d.seconds);
+      std::cerr << fmt::format("[{:7.1f}s] {} property {}: {} ({} cases, seed {}, {:.2f} s)\n", elapsed_seconds(),
+                               kernel.name(), property.name, !d.applicable ? "n/a" : d.passed ? "PASS" : "FAIL",
+                               r.cases, d.seed, d.seconds);
     results.push_back(std::move(r));
   }
   return results;

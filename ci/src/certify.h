@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "attest/kernel.h"
 #include "attest/oracle.h"
 #include "attest/properties.h"
+#include "attest/property_driver.h"
 
 namespace attest {
 
@@ -26,6 +28,7 @@ struct CheckResult {
   std::string reproduce;
   std::uint64_t seed = 0;
   double seconds = 0.0;
+  std::map<std::string, PathStats> paths;  // per internal path the kernel reported
   bool passed() const { return failures == 0; }
 };
 
@@ -34,14 +37,19 @@ struct CertifyOptions {
   std::uint64_t seed = 0;    // 0: from the clock; always printed
   std::string out_dir = "attest-out";
   bool progress = true;      // progress lines on stderr
+  std::string kernel_source; // how the kernel was named (recorded in counterexamples for replay)
+  bool isolated = false;
 };
+
+// Seconds since the certification started, for progress lines.
+double elapsed_seconds();
 
 // Named problems checked by one property (the deterministic stage).
 struct CheckPlan {
   std::string stage;
   std::string check;
   std::vector<NamedProblem> problems;
-  PropertyCheck property;
+  std::string property;  // catalogue name
 };
 
 std::vector<CheckPlan> deterministic_plans();

@@ -1,14 +1,32 @@
 #include "kernel_lookup.h"
 
+#include <filesystem>
+
 #include "mutants.h"
+#include "process_kernel.h"
 
 namespace attest {
 
-std::unique_ptr<Kernel> resolve_kernel(const std::string& name) {
+std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOptions& options) {
   const std::string builtin = "builtin:", mutant = "mutant:";
-  if (name.rfind(mutant, 0) == 0) return find_mutant(name.substr(mutant.size())).make();
-  if (name.rfind(builtin, 0) == 0) return make_kernel(name.substr(builtin.size()));
+  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".so");
+  if (is_path) {
+    if (!std::filesystem::exists(name)) throw KernelLoadError("no such file: " + name);
+    return std::make_unique<ProcessKernel>(
+        ProcessKernel::Options{kernel_host_argv({"--plugin", name}), options.timeout_seconds, name});
+  }
+  if (options.isolate)
+    return std::make_unique<ProcessKernel>(
+        ProcessKernel::Options{kernel_host_argv({"--builtin", name}), options.timeout_seconds, name});
+  if (name.starts_with(mutant)) return find_mutant(name.substr(mutant.size())).make();
+  if (name.starts_with(builtin)) return make_kernel(name.substr(builtin.size()));
   return make_kernel(name);
+}
+
+std::unique_ptr<Kernel> command_kernel(const std::string& command, const LoadOptions& options) {
+  // Through the shell, so the command may carry quoted arguments; exec keeps one process.
+  return std::make_unique<ProcessKernel>(
+      ProcessKernel::Options{{"/bin/sh", "-c", "exec " + command}, options.timeout_seconds, command});
 }
 
 }  // namespace attest

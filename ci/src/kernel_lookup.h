@@ -1,5 +1,8 @@
-// Resolves a kernel name given on the command line: "NAME" or "builtin:NAME" for the
-// registry, "mutant:NAME" for a deliberately broken kernel.
+// Resolves the kernel named on the command line:
+//   NAME, builtin:NAME   a built-in kernel (in this process, or isolated with `isolate`)
+//   mutant:NAME          a deliberately broken kernel from impl/mutants/
+//   PATH.so (or a path)  a plugin through the C ABI, always in a child process
+// and `--kernel-cmd "PROGRAM ARGS"`: a separate program speaking the process protocol.
 #pragma once
 
 #include <memory>
@@ -9,6 +12,12 @@
 
 namespace attest {
 
-std::unique_ptr<Kernel> resolve_kernel(const std::string& name);  // throws std::invalid_argument
+struct LoadOptions {
+  bool isolate = false;           // run built-in kernels and mutants in a child process too
+  double timeout_seconds = 30.0;  // per call, for kernels in a child process
+};
+
+std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOptions& options = {});
+std::unique_ptr<Kernel> command_kernel(const std::string& command, const LoadOptions& options = {});
 
 }  // namespace attest

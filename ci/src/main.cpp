@@ -2,14 +2,19 @@
 // 2 usage, load or input error.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <fmt/format.h>
 #include <iostream>
 
 #include "attest/problem_file.h"
 #include "attest/property_driver.h"
 #include "calibrate.h"
+#include "certificate.h"
+#include "kernel_host.h"
 #include "certify.h"
 #include "kernel_lookup.h"
+#include "process_kernel.h"
 
 namespace {
 
@@ -31,31 +36,66 @@ int budget_cases(const std::string& budget) {
   throw CLI::ValidationError("--budget", "must be quick, default, thorough or a case count, got '" + budget + "'");
 }
 
-int certify(const std::vector<std::string>& kernel_names, CertifyOptions options) {
-  std::vector<std::unique_ptr<Kernel>> kernels;
-  for (const std::string& name : kernel_names) kernels.push_back(resolve_kernel(name));
+struct CertifyRequest {
+  std::vector<std::string> kernels;
+  std::vector<std::string> commands;
+  CertifyOptions options;
+  LoadOptions load;
+  std::string json_path, junit_path, baseline_path;
+  double baseline_factor = 2.0;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+int certify(CertifyRequest request) {
+  CertifyOptions& options = request.options;
+  std::vector<std::pair<std::string, std::unique_ptr<Kernel>>> kernels;
+  for (const std::string& name : request.kernels) kernels.emplace_back(name, resolve_kernel(name, request.load));
+  for (const std::string& cmd : request.commands) kernels.emplace_back("cmd:" + cmd, command_kernel(cmd, request.load));
   if (kernels.empty())
-    for (const KernelEntry& e : kernel_registry()) kernels.push_back(e.make());
+    for (const KernelEntry& e : kernel_registry()) kernels.emplace_back("builtin:" + e.name, resolve_kernel(e.name, request.load));
   options.seed = seed_or_clock(options.seed);
   std::cerr << fmt::format("attest certify: seed {}, {} cases per property\n", options.seed, options.property_cases);
 
   Oracle oracle(1024);  // every deterministic case's reference is computed once for all kernels
-  std::vector<CheckResult> results;
-  for (const auto& kernel : kernels) {
-    std::vector<CheckResult> r = certify_kernel(*kernel, oracle, options);
-    results.insert(results.end(), r.begin(), r.end());
+  CertificateInfo info{options.seed, options.property_cases, {}};
+  std::vector<CheckResult> rows;
+  for (const auto& [source, kernel] : kernels) {
+    options.kernel_source = source;
+    options.isolated = request.load.isolate || dynamic_cast<const ProcessKernel*>(kernel.get()) != nullptr;
+    KernelReport report{source, kernel->name(), kernel->capabilities(), certify_kernel(*kernel, oracle, options)};
+    rows.insert(rows.end(), report.checks.begin(), report.checks.end());
+    info.kernels.push_back(std::move(report));
   }
-  std::cout << format_table(results);
-  for (const CheckResult& r : results)
-    if (!r.passed()) return 1;
-  return 0;
+  std::cout << format_table(rows);
+  if (!request.json_path.empty()) write_file(request.json_path, certificate_json(info) + "\n");
+  if (!request.junit_path.empty()) write_file(request.junit_path, certificate_junit(info));
+  bool ok = true;
+  for (const KernelReport& k : info.kernels) ok = ok && k.passed();
+  if (!request.baseline_path.empty()) {
+    std::ifstream in(request.baseline_path);
+    if (!in) throw std::invalid_argument("cannot read baseline " + request.baseline_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::vector<std::string> worse = regressions(text.str(), info, request.baseline_factor);
+    for (const std::string& reason : worse) std::cout << "REGRESSION " << reason << "\n";
+    if (worse.empty()) std::cout << "baseline " << request.baseline_path << ": no regression\n";
+    ok = ok && worse.empty();
+  }
+  std::cout << (ok ? "CERTIFIED\n" : "NOT CERTIFIED\n");
+  return ok ? 0 : 1;
 }
 
-int replay(const std::string& path, const std::string& kernel_override) {
+int replay(const std::string& path, const std::string& kernel_override, LoadOptions load) {
   const ProblemFile file = load_problem_file(path);
-  const std::string kernel_name = kernel_override.empty() ? file.kernel : kernel_override;
-  if (kernel_name.empty()) throw std::invalid_argument(path + " names no kernel; pass --kernel");
-  const auto kernel = resolve_kernel(kernel_name);
+  const std::string source = kernel_override.empty() ? file.kernel : kernel_override;
+  if (source.empty()) throw std::invalid_argument(path + " names no kernel; pass --kernel");
+  load.isolate = load.isolate || file.isolated;
+  const auto kernel = source.starts_with("cmd:") ? command_kernel(source.substr(4), load) : resolve_kernel(source, load);
   const PropertyInfo& property = find_property(file.property);
   Oracle oracle;
   const Shape& s = file.problem.shape;
@@ -79,19 +119,36 @@ int main(int argc, char** argv) {
   CLI::App app{"attest: certify attention kernels against exact attention"};
   app.require_subcommand(1);
 
-  std::vector<std::string> kernels;
-  CertifyOptions certify_options;
+  CertifyRequest request;
   std::string budget = "default";
   CLI::App* cert = app.add_subcommand("certify", "run golden, grid and property checks; print the certificate table");
-  cert->add_option("--kernel", kernels, "kernel: NAME or builtin:NAME or mutant:NAME (repeatable; default: all built-in)");
+  cert->add_option("--kernel", request.kernels,
+                   "NAME, builtin:NAME, mutant:NAME or a plugin PATH.so (repeatable; default: all built-in)");
+  cert->add_option("--kernel-cmd", request.commands, "a program speaking the process protocol (repeatable)");
   cert->add_option("--budget", budget, "cases per property: quick (10), default (100), thorough (1000) or a number");
-  cert->add_option("--seed", certify_options.seed, "RapidCheck seed (default: from the clock, printed)");
-  cert->add_option("--out", certify_options.out_dir, "directory for counterexamples")->capture_default_str();
+  cert->add_option("--seed", request.options.seed, "RapidCheck seed (default: from the clock, printed)");
+  cert->add_option("--out", request.options.out_dir, "directory for counterexamples")->capture_default_str();
+  cert->add_option("--json", request.json_path, "write the certificate as JSON (ci/schema/certificate.schema.json)");
+  cert->add_option("--junit", request.junit_path, "write the results as JUnit XML");
+  cert->add_option("--baseline", request.baseline_path, "fail when worse than this earlier JSON certificate");
+  cert->add_option("--baseline-factor", request.baseline_factor, "allowed growth of worst err/bound")
+      ->capture_default_str();
+  cert->add_option("--timeout", request.load.timeout_seconds, "seconds per call for kernels in a child process")
+      ->capture_default_str();
+  cert->add_flag("--isolate", request.load.isolate, "run built-in kernels in a child process as well");
+
+  std::string host_plugin, host_builtin;
+  CLI::App* host = app.add_subcommand("kernel-host", "serve a plugin or built-in kernel over the process protocol");
+  host->add_option("--plugin", host_plugin, "shared library exporting attest_kernel_entry");
+  host->add_option("--builtin", host_builtin, "built-in kernel or mutant name");
 
   std::string replay_path, replay_kernel;
   CLI::App* rep = app.add_subcommand("replay", "re-run a saved counterexample and print its verdict");
   rep->add_option("file", replay_path, "problem file written by a failing check")->required();
   rep->add_option("--kernel", replay_kernel, "kernel to run instead of the one recorded in the file");
+  LoadOptions replay_load;
+  rep->add_flag("--isolate", replay_load.isolate, "run the kernel in a child process (implied when it was isolated)");
+  rep->add_option("--timeout", replay_load.timeout_seconds, "seconds per call in a child process");
 
   int calibrate_cases = 10000;
   std::uint64_t calibrate_seed = 0;
@@ -108,10 +165,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (*cert) {
-      certify_options.property_cases = budget_cases(budget);
-      return certify(kernels, certify_options);
+      request.options.property_cases = budget_cases(budget);
+      return certify(std::move(request));
     }
-    if (*rep) return replay(replay_path, replay_kernel);
+    if (*host) return host_plugin.empty() ? serve_builtin(host_builtin) : serve_plugin(host_plugin);
+    if (*rep) return replay(replay_path, replay_kernel, replay_load);
     if (*cal) return calibrate(calibrate_cases, seed_or_clock(calibrate_seed), calibrate_kernel) == 0 ? 0 : 1;
   } catch (const CLI::ValidationError& e) {
     std::cerr << "attest: " << e.what() << "\n";

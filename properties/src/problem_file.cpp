@@ -67,7 +67,7 @@ std::string to_json(const ProblemFile& file) {
   if (p.scale) problem["scale"] = *p.scale;
   if (p.q_offset) problem["q_offset"] = *p.q_offset;
   json doc = {{"format", "attest-problem"}, {"version", kProblemFileVersion}, {"property", file.property},
-              {"kernel", file.kernel},       {"verdict", file.verdict},         {"seed", file.seed},
+              {"kernel", file.kernel},       {"isolated", file.isolated},   {"verdict", file.verdict},         {"seed", file.seed},
               {"problem", problem}};
   return doc.dump(1);
 }
@@ -88,6 +88,7 @@ ProblemFile from_json(const std::string& text) {
   ProblemFile file;
   file.property = doc.value("property", "");
   file.kernel = doc.value("kernel", "");
+  file.isolated = doc.value("isolated", false);
   file.verdict = doc.value("verdict", "");
   file.seed = doc.value("seed", std::uint64_t{0});
   const json pj = field<json>(doc, "problem");

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <rapidcheck.h>
+#include <rapidcheck/detail/TestListenerAdapter.h>
 
 #include "attest/generators.h"
 #include "attest/problem_file.h"
@@ -24,6 +25,12 @@ int scaled_cases(int base) {
 Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle) {
   try {
     return property.check(p, kernel, oracle);
+  } catch (const KernelLoadError&) {
+    throw;  // not a verdict: the kernel cannot be certified at all
+  } catch (const KernelFailure& e) {
+    Verdict v = Verdict::fail(property.name, std::string("kernel failure: ") + e.what(), INFINITY);
+    v.isolation_failure = e.isolating();
+    return v;
   } catch (const std::exception& e) {
     return Verdict::fail(property.name, std::string("the kernel threw: ") + e.what(), INFINITY);
   }
@@ -47,17 +54,25 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
 
   std::filesystem::remove(path);  // a stale counterexample from an earlier run would mislead
   Oracle oracle(16);
+  bool isolated = false;  // after a crash or hang, stop: shrinking would re-run it hundreds of times
   auto testable = [&] {
     const Problem p = build_problem(*gen_spec(property.needs));
+    if (isolated) RC_DISCARD("the kernel crashed or hung earlier in this run");
     if (!kernel.capabilities().supports(p)) RC_DISCARD("kernel lacks a feature this problem uses");
     for (const std::string& label : labels_of(p)) RC_TAG(label);
     const Verdict v = check_safely(property, p, kernel, oracle);
     if (!v.applicable) RC_DISCARD(v.detail);
+    PathStats& stats = result.paths[kernel.last_path()];
+    ++stats.cases;
+    stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
     if (!v.passed) {
+      isolated = isolated || v.isolation_failure;
+      result.failure_utilisation = v.utilisation;
       // Each failure overwrites the file: when shrinking ends, it holds the smallest one.
       result.counterexample = p;
       result.message = v.detail;
-      save_problem_file(path, {p, property.name, result.kernel, v.detail, result.seed});
+      const std::string source = options.kernel_source.empty() ? result.kernel : options.kernel_source;
+      save_problem_file(path, {p, property.name, source, options.isolated, v.detail, result.seed});
       RC_FAIL(v.detail);
     }
     result.worst_utilisation = std::max(result.worst_utilisation, v.utilisation);
@@ -72,8 +87,9 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
   rc::detail::TestMetadata metadata;
   metadata.id = property.name + "/" + result.kernel;
   metadata.description = metadata.id;
+  rc::detail::TestListenerAdapter quiet;  // results are reported by attest, not at program exit
   const rc::detail::TestResult outcome =
-      rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params);
+      rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params, quiet);
 
   using rc::detail::Error;
   using rc::detail::FailureResult;

@@ -5,12 +5,33 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "attest/problem.h"
 
 namespace attest {
+
+// A kernel misbehaved on one call (crashed, hung, wrote outside its outputs, returned an
+// error status): a failing verdict for that case, never a crash of the harness.
+class KernelFailure : public std::runtime_error {
+ public:
+  enum class Kind { kCrash, kHang, kFault, kStatus };
+  KernelFailure(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  Kind kind() const { return kind_; }
+  // A crash or hang makes further cases of the same check pointless (and slow).
+  bool isolating() const { return kind_ == Kind::kCrash || kind_ == Kind::kHang; }
+
+ private:
+  Kind kind_;
+};
+
+// A kernel could not be loaded or spoke the protocol wrongly: a usage/load error (exit 2).
+class KernelLoadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // The arithmetic a kernel computes in; sets its unit roundoff in the error bound.
 enum class ComputePrecision { kF32, kBF16, kF16 };

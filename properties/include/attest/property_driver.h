@@ -16,6 +16,14 @@ struct DriveOptions {
   std::uint64_t seed = 0;            // 0: derived from the clock (always printed)
   std::string counterexample_dir = "attest-out/counterexamples";
   bool shrink = true;
+  std::string kernel_source;  // recorded in counterexamples so replay can load it (default: its name)
+  bool isolated = false;
+};
+
+// Cases and worst utilisation per internal path a kernel reported (Kernel::last_path).
+struct PathStats {
+  long cases = 0;
+  double worst_utilisation = 0;
 };
 
 struct DriveResult {
@@ -25,12 +33,14 @@ struct DriveResult {
   bool passed = true;
   int cases = 0;                 // successful cases before the verdict
   double worst_utilisation = 0;  // over passing cases
+  double failure_utilisation = 0;  // of the (shrunk) failing case
   std::uint64_t seed = 0;
   std::string message;           // the shrunk failure's explanation
   std::string reproduce;         // RC_PARAMS value that replays the RapidCheck run
   std::string counterexample_path;
   std::optional<Problem> counterexample;  // the shrunk failing problem
   std::map<std::string, int> label_counts;  // how many passing cases carried each label
+  std::map<std::string, PathStats> paths;
   double seconds = 0;
 };
 

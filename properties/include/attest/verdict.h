@@ -11,15 +11,16 @@ struct Verdict {
   bool applicable = true;    // false: the kernel lacks a capability the property needs
   double utilisation = 0.0;  // worst |error| / bound seen (0 when the check is exact)
   std::string detail;        // where and how it failed: batch/head/row/column, expected, got, bound
+  bool isolation_failure = false;  // the kernel crashed or hung: stop this check
 
   static Verdict pass(std::string property, double utilisation = 0.0) {
-    return {std::move(property), true, true, utilisation, {}};
+    return {std::move(property), true, true, utilisation, {}, false};
   }
   static Verdict fail(std::string property, std::string detail, double utilisation = 0.0) {
-    return {std::move(property), false, true, utilisation, std::move(detail)};
+    return {std::move(property), false, true, utilisation, std::move(detail), false};
   }
   static Verdict not_applicable(std::string property, std::string why) {
-    return {std::move(property), true, false, 0.0, std::move(why)};
+    return {std::move(property), true, false, 0.0, std::move(why), false};
   }
 };
 

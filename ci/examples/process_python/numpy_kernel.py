@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""An attention kernel in numpy served over the attest process protocol (impl/PROTOCOL.md).
+
+Certify it with:  attest certify --kernel-cmd "python3 ci/examples/process_python/numpy_kernel.py"
+Scores and weighted sums run in float32; exp and log in float64, rounded to float32.
+"""
+import struct
+import sys
+
+import numpy as np
+
+MAGIC = 0x54535441
+HELLO, DESCRIPTOR, FORWARD, FORWARD_RESULT, BYE, ERROR = 1, 2, 3, 4, 11, 12
+CAPS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8)
+
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.at = data, 0
+
+    def take(self, fmt):
+        values = struct.unpack_from("<" + fmt, self.data, self.at)
+        self.at += struct.calcsize("<" + fmt)
+        return values
+
+    def array(self, dtype):
+        (count,) = self.take("Q")
+        item = np.dtype(dtype).itemsize
+        out = np.frombuffer(self.data, dtype=dtype, count=count, offset=self.at).copy()
+        self.at += count * item
+        return out
+
+
+def read_frame(stream):
+    header = stream.read(16)
+    if len(header) < 16:
+        return None, None
+    magic, kind, size = struct.unpack("<IIQ", header)
+    if magic != MAGIC:
+        raise ValueError("bad magic")
+    return kind, stream.read(size)
+
+
+def write_frame(stream, kind, payload):
+    stream.write(struct.pack("<IIQ", MAGIC, kind, len(payload)) + payload)
+    stream.flush()
+
+
+def string(s):
+    data = s.encode()
+    return struct.pack("<I", len(data)) + data
+
+
+def array(values):
+    values = np.ascontiguousarray(values, dtype="<f4")
+    return struct.pack("<Q", values.size) + values.tobytes()
+
+
+def rotate(x, positions, base):
+    """Rotate interleaved pairs (2m, 2m+1) of x[..., t, :] by positions[t] * base^(-2m/d)."""
+    d = x.shape[-1]
+    theta = base ** (-2.0 * np.arange(d // 2) / d)
+    angle = positions[:, None].astype(np.float64) * theta[None, :]
+    c, s = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
+    a, b = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = a * c - b * s
+    out[..., 1::2] = a * s + b * c
+    return out
+
+
+def attention(r):
+    B, H, Hkv, Tq, Tk, Dk, Dv = r.take("7i")
+    scale, q_offset, causal, window, rope, rope_base = r.take("dqiiid")
+    kv_valid, q_valid = r.array("<i4"), r.array("<i4")
+    q_segment, k_segment = r.array("<i4"), r.array("<i4")
+    explicit = r.array("u1")
+    q = r.array("<f4").reshape(B, H, Tq, Dk)
+    k = r.array("<f4").reshape(B, Hkv, Tk, Dk)
+    v = r.array("<f4").reshape(B, Hkv, Tk, Dv)
+
+    qpos, kpos = q_offset + np.arange(Tq), np.arange(Tk)
+    if rope:
+        q, k = rotate(q, qpos, rope_base), rotate(k, kpos, rope_base)
+    group = H // Hkv
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)  # query head h reads kv head h // group
+
+    mask = np.ones((B, Tq, Tk), dtype=bool)
+    if causal:
+        mask &= kpos[None, None, :] <= qpos[None, :, None]
+    if window:
+        mask &= (qpos[None, :, None] - kpos[None, None, :]) < window
+    if kv_valid.size:
+        mask &= kpos[None, None, :] < kv_valid[:, None, None]
+    if q_valid.size:
+        mask &= np.arange(Tq)[None, :, None] < q_valid[:, None, None]
+    if q_segment.size:
+        mask &= q_segment.reshape(B, Tq, 1) == k_segment.reshape(B, 1, Tk)
+    if explicit.size:
+        mask &= explicit.reshape(B, Tq, Tk) != 0
+    mask = np.broadcast_to(mask[:, None, :, :], (B, H, Tq, Tk))
+
+    scores = np.matmul(q, k.transpose(0, 1, 3, 2)) * np.float32(scale)
+    scores = np.where(mask, scores, -np.inf).astype(np.float32)
+    empty = ~mask.any(axis=-1)
+    row_max = np.where(empty, 0.0, scores.max(axis=-1, initial=-np.inf, where=mask))
+    weights = np.where(mask, np.exp((scores - row_max[..., None]).astype(np.float64)), 0.0).astype(np.float32)
+    total = weights.sum(axis=-1, dtype=np.float32)
+    safe_total = np.where(empty, np.float32(1), total)
+    # A matmul multiplies every V row, masked or not: 0 * NaN would leak a masked row's poison.
+    # Zero the V rows no query of the slice may see.
+    v = np.where(mask.any(axis=2)[..., None], v, np.float32(0))
+    o = np.matmul(weights / safe_total[..., None], v).astype(np.float32)
+    o[empty] = 0.0
+    lse = np.where(empty, -np.inf, row_max + np.log(safe_total.astype(np.float64))).astype(np.float32)
+    return o, lse
+
+
+def main():
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        kind, payload = read_frame(stdin)
+        if kind is None or kind == BYE:
+            return 0
+        if kind == HELLO:
+            descriptor = struct.pack("<I", 1) + string("example-numpy") + struct.pack("<Iiii", CAPS, 0, 0, 0)
+            write_frame(stdout, DESCRIPTOR, descriptor)
+        elif kind == FORWARD:
+            o, lse = attention(Reader(payload))
+            result = struct.pack("<i", 0) + string("") + string("numpy") + string("") + array(o) + array(lse)
+            write_frame(stdout, FORWARD_RESULT, result)
+        else:
+            write_frame(stdout, ERROR, string("unsupported message %d" % kind))
+            return 2
+
+
+if __name__ == "__main__":
+    with np.errstate(all="ignore"):
+        sys.exit(main())

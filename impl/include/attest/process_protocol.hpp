@@ -1,0 +1,262 @@
+// attest process protocol, version 1 (header-only, C++17): how a separate program serves a
+// kernel to attest over its stdin/stdout. Documented in impl/PROTOCOL.md.
+//
+// Every message is a frame: u32 magic "ATST" (0x54535441), u32 type, u64 payload bytes, payload.
+// All integers and floats little-endian. Strings: u32 length + bytes. Arrays: u64 count +
+// elements. attest speaks first (HELLO); the kernel answers every request with one frame.
+#pragma once
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "attest/attest_abi.h"
+
+namespace attest::protocol {
+
+inline constexpr std::uint32_t kMagic = 0x54535441u;  // bytes 'A' 'T' 'S' 'T'
+inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 34;  // 16 GiB: refuse anything larger
+
+enum class Type : std::uint32_t {
+  kHello = 1,          // attest -> kernel: u32 protocol version
+  kDescriptor = 2,     // kernel -> attest: u32 abi, str name, u32 caps, i32 empty_rows, i32 precision, i32 key_tile
+  kForward = 3,        // attest -> kernel: a problem (see write_problem)
+  kForwardResult = 4,  // kernel -> attest: i32 status, str error, str path, str fault, f32[] o, f32[] lse
+  kDecodeOpen = 5,     // attest -> kernel: decode config
+  kDecodeOpened = 6,   // kernel -> attest: i32 status, str error, u64 session
+  kDecodeStep = 7,     // attest -> kernel: u64 session, i32 n, f32[] q, f32[] k, f32[] v
+  kDecodeResult = 8,   // kernel -> attest: i32 status, str error, f32[] o, f32[] lse
+  kDecodeClose = 9,    // attest -> kernel: u64 session
+  kClosed = 10,        // kernel -> attest: empty
+  kBye = 11,           // attest -> kernel: empty; the kernel exits 0
+  kError = 12,         // kernel -> attest: str message; the kernel cannot serve (load error)
+};
+
+class ProtocolError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Writer {
+ public:
+  Writer& u32(std::uint32_t x) { return raw(&x, 4); }
+  Writer& i32(std::int32_t x) { return raw(&x, 4); }
+  Writer& u64(std::uint64_t x) { return raw(&x, 8); }
+  Writer& i64(std::int64_t x) { return raw(&x, 8); }
+  Writer& f64(double x) { return raw(&x, 8); }
+  Writer& str(const std::string& s) {
+    u32(static_cast<std::uint32_t>(s.size()));
+    return raw(s.data(), s.size());
+  }
+  template <typename T>
+  Writer& array(const T* data, std::uint64_t count) {
+    u64(count);
+    return raw(data, count * sizeof(T));
+  }
+  template <typename T>
+  Writer& array(const std::vector<T>& v) { return array(v.data(), v.size()); }
+  const std::string& bytes() const { return buf_; }
+
+ private:
+  Writer& raw(const void* p, std::size_t n) {
+    buf_.append(static_cast<const char*>(p), n);
+    return *this;
+  }
+  std::string buf_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& payload) : p_(payload.data()), end_(payload.data() + payload.size()) {}
+  std::uint32_t u32() { return pod<std::uint32_t>(); }
+  std::int32_t i32() { return pod<std::int32_t>(); }
+  std::uint64_t u64() { return pod<std::uint64_t>(); }
+  std::int64_t i64() { return pod<std::int64_t>(); }
+  double f64() { return pod<double>(); }
+  std::string str() {
+    const std::uint32_t n = u32();
+    need(n);
+    std::string s(p_, n);
+    p_ += n;
+    return s;
+  }
+  template <typename T>
+  std::vector<T> array() {
+    const std::uint64_t n = u64();
+    if (n > static_cast<std::uint64_t>(end_ - p_) / sizeof(T)) throw ProtocolError("array longer than its message");
+    std::vector<T> v(n);
+    if (n) std::memcpy(v.data(), p_, n * sizeof(T));
+    p_ += n * sizeof(T);
+    return v;
+  }
+  void expect_end() const {
+    if (p_ != end_) throw ProtocolError("message has trailing bytes");
+  }
+
+ private:
+  template <typename T>
+  T pod() {
+    need(sizeof(T));
+    T x;
+    std::memcpy(&x, p_, sizeof(T));
+    p_ += sizeof(T);
+    return x;
+  }
+  void need(std::size_t n) const {
+    if (static_cast<std::size_t>(end_ - p_) < n) throw ProtocolError("message ends early");
+  }
+  const char* p_;
+  const char* end_;
+};
+
+// Blocking helpers for the kernel side (attest's side adds timeouts).
+inline bool read_exact(int fd, void* buf, std::size_t n) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r == 0) return false;
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+inline bool write_exact(int fd, const void* buf, std::size_t n) {
+  const char* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::write(fd, p, n);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+inline std::string frame_header(Type type, std::uint64_t payload_size) {
+  Writer w;
+  w.u32(kMagic).u32(static_cast<std::uint32_t>(type)).u64(payload_size);
+  return w.bytes();
+}
+
+inline bool write_frame(int fd, Type type, const std::string& payload) {
+  const std::string header = frame_header(type, payload.size());
+  return write_exact(fd, header.data(), header.size()) && write_exact(fd, payload.data(), payload.size());
+}
+
+// Parses a 16-byte frame header; throws ProtocolError on a bad magic or size.
+inline std::pair<Type, std::uint64_t> parse_header(const char (&header)[16]) {
+  std::uint32_t magic, type;
+  std::uint64_t size;
+  std::memcpy(&magic, header, 4);
+  std::memcpy(&type, header + 4, 4);
+  std::memcpy(&size, header + 8, 8);
+  if (magic != kMagic) throw ProtocolError("bad frame magic (not the attest protocol?)");
+  if (type < 1 || type > 12) throw ProtocolError("unknown message type " + std::to_string(type));
+  if (size > kMaxPayload) throw ProtocolError("message of " + std::to_string(size) + " bytes is too large");
+  return {static_cast<Type>(type), size};
+}
+
+// Reads one frame (blocking). Returns false on a clean end of input.
+inline bool read_frame(int fd, Type& type, std::string& payload) {
+  char header[16];
+  if (!read_exact(fd, header, sizeof header)) return false;
+  std::uint64_t size;
+  std::tie(type, size) = parse_header(header);
+  payload.resize(size);
+  if (size && !read_exact(fd, payload.data(), size)) throw ProtocolError("input ended inside a message");
+  return true;
+}
+
+// A problem as it travels: the attest_problem fields, then its arrays.
+struct WireProblem {
+  attest_problem header{};
+  std::vector<std::int32_t> kv_valid, q_valid, q_segment, k_segment;
+  std::vector<std::uint8_t> explicit_mask;
+  std::vector<float> q, k, v;
+
+  // The C view; array pointers are NULL where the array is empty.
+  attest_problem view() const {
+    attest_problem p = header;
+    p.kv_valid = kv_valid.empty() ? nullptr : kv_valid.data();
+    p.q_valid = q_valid.empty() ? nullptr : q_valid.data();
+    p.q_segment = q_segment.empty() ? nullptr : q_segment.data();
+    p.k_segment = k_segment.empty() ? nullptr : k_segment.data();
+    p.explicit_mask = explicit_mask.empty() ? nullptr : explicit_mask.data();
+    p.q = q.data();
+    p.k = k.data();
+    p.v = v.data();
+    return p;
+  }
+};
+
+inline void write_problem(Writer& w, const WireProblem& p) {
+  const attest_problem& h = p.header;
+  w.i32(h.batch).i32(h.heads).i32(h.kv_heads).i32(h.q_len).i32(h.k_len).i32(h.head_dim).i32(h.value_dim);
+  w.f64(h.scale).i64(h.q_offset).i32(h.causal).i32(h.window).i32(h.rope).f64(h.rope_base);
+  w.array(p.kv_valid).array(p.q_valid).array(p.q_segment).array(p.k_segment).array(p.explicit_mask);
+  w.array(p.q).array(p.k).array(p.v);
+}
+
+inline WireProblem read_problem(Reader& r) {
+  WireProblem p;
+  attest_problem& h = p.header;
+  h.batch = r.i32(), h.heads = r.i32(), h.kv_heads = r.i32(), h.q_len = r.i32();
+  h.k_len = r.i32(), h.head_dim = r.i32(), h.value_dim = r.i32();
+  h.scale = r.f64(), h.q_offset = r.i64(), h.causal = r.i32(), h.window = r.i32();
+  h.rope = r.i32(), h.rope_base = r.f64();
+  p.kv_valid = r.array<std::int32_t>(), p.q_valid = r.array<std::int32_t>();
+  p.q_segment = r.array<std::int32_t>(), p.k_segment = r.array<std::int32_t>();
+  p.explicit_mask = r.array<std::uint8_t>();
+  p.q = r.array<float>(), p.k = r.array<float>(), p.v = r.array<float>();
+  // Sizes must agree with the shape before a kernel ever sees the arrays.
+  auto product = [](std::initializer_list<std::int64_t> dims) {
+    std::int64_t n = 1;
+    for (std::int64_t d : dims) {
+      if (d < 1 || d > (std::int64_t{1} << 31)) throw ProtocolError("shape field out of range");
+      n *= d;
+      if (n > (std::int64_t{1} << 34)) throw ProtocolError("shape too large");
+    }
+    return static_cast<std::uint64_t>(n);
+  };
+  auto check = [](std::uint64_t actual, std::uint64_t expected, bool optional, const char* what) {
+    if (actual != expected && !(optional && actual == 0))
+      throw ProtocolError(std::string("array ") + what + " does not match the shape");
+  };
+  check(p.q.size(), product({h.batch, h.heads, h.q_len, h.head_dim}), false, "q");
+  check(p.k.size(), product({h.batch, h.kv_heads, h.k_len, h.head_dim}), false, "k");
+  check(p.v.size(), product({h.batch, h.kv_heads, h.k_len, h.value_dim}), false, "v");
+  check(p.kv_valid.size(), product({h.batch}), true, "kv_valid");
+  check(p.q_valid.size(), product({h.batch}), true, "q_valid");
+  check(p.q_segment.size(), product({h.batch, h.q_len}), true, "q_segment");
+  check(p.k_segment.size(), product({h.batch, h.k_len}), true, "k_segment");
+  check(p.explicit_mask.size(), product({h.batch, h.q_len, h.k_len}), true, "explicit_mask");
+  return p;
+}
+
+inline void write_decode_config(Writer& w, const attest_decode_config& c) {
+  w.i32(c.batch).i32(c.heads).i32(c.kv_heads).i32(c.head_dim).i32(c.value_dim).f64(c.scale);
+  w.i32(c.window).i32(c.rope).f64(c.rope_base);
+}
+
+inline attest_decode_config read_decode_config(Reader& r) {
+  attest_decode_config c{};
+  c.batch = r.i32(), c.heads = r.i32(), c.kv_heads = r.i32(), c.head_dim = r.i32(), c.value_dim = r.i32();
+  c.scale = r.f64(), c.window = r.i32(), c.rope = r.i32(), c.rope_base = r.f64();
+  return c;
+}
+
+}  // namespace attest::protocol

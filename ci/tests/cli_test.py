@@ -132,5 +132,23 @@ def case_baseline():
     require(out, "REGRESSION example-c grid: worst err/bound grew from 0.001")
 
 
+def case_gate():
+    gate = os.path.join(SOURCE, "ci/gate.sh")
+    env = dict(os.environ, ATTEST=ATTEST, ATTEST_BUDGET="quick")
+    first = subprocess.run(["bash", gate, "--kernel", plugin("example_attention")], cwd=WORK, env=env,
+                           capture_output=True, text=True, timeout=600)
+    require(first.stdout, "attest gate: certified")
+    baseline = os.path.join(WORK, "baseline.json")
+    os.rename(os.path.join(WORK, "attest-artifacts/certificate.json"), baseline)
+    second = subprocess.run(["bash", gate, "--kernel", plugin("broken_no_write"), baseline], cwd=WORK, env=env,
+                            capture_output=True, text=True, timeout=600)
+    if second.returncode != 1:
+        sys.exit("gate on a regressed kernel exited %d\n%s" % (second.returncode, second.stdout))
+    require(second.stdout, "REGRESSION", "attest gate: NOT certified")
+    for artifact in ("certificate.json", "junit.xml", "counterexamples"):
+        if not os.path.exists(os.path.join(WORK, "attest-artifacts", artifact)):
+            sys.exit("gate did not keep " + artifact)
+
+
 globals()["case_" + CASE]()
 print("ok:", CASE)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Gate a kernel repository's CI on attest. Usage (from the kernel repository):
+#   ATTEST=/path/to/attest ci/gate.sh (--kernel lib.so | --kernel-cmd "PROGRAM") [BASELINE.json] [-- EXTRA]
+# Builds nothing of attest; certifies the kernel with the default budget, writes
+# attest-artifacts/{certificate.json,junit.xml,counterexamples/}, and, given a baseline,
+# fails when a check that passed now fails or worst err/bound grew more than 2x.
+# On a green run the certificate can become the next baseline.
+set -uo pipefail
+
+attest=${ATTEST:-attest}
+kind=${1:?"--kernel PATH.so or --kernel-cmd COMMAND"}
+target=${2:?"the plugin path or the command"}
+baseline=${3:-}
+shift 2
+[ $# -gt 0 ] && shift
+[ "${1:-}" = "--" ] && shift
+
+out=attest-artifacts
+rm -rf "$out" && mkdir -p "$out"
+args=(certify "$kind" "$target" --budget "${ATTEST_BUDGET:-default}" --out "$out"
+      --json "$out/certificate.json" --junit "$out/junit.xml")
+[ -n "$baseline" ] && args+=(--baseline "$baseline")
+"$attest" "${args[@]}" "$@" | tee "$out/certificate.txt"
+status=${PIPESTATUS[0]}
+case $status in
+  0) echo "attest gate: certified; artifacts in $out/" ;;
+  1) echo "attest gate: NOT certified; counterexamples in $out/counterexamples (attest replay FILE)" ;;
+  *) echo "attest gate: could not certify (usage or load error, exit $status)" ;;
+esac
+exit "$status"

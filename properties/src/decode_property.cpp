@@ -71,20 +71,26 @@ Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vect
 }  // namespace
 
 Verdict decode_matches_prefill(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  std::vector<int> by_token(p.shape.k_len, 1), chunked;
+  std::mt19937_64 rng(seed_of(p, 5));
+  for (int left = p.shape.k_len; left > 0;) {
+    const int n = std::min(left, 1 + int(rng() % 40));
+    chunked.push_back(n);
+    left -= n;
+  }
+  return decode_matches_prefill_in_chunks(p, kernel, oracle, {by_token, chunked});
+}
+
+Verdict decode_matches_prefill_in_chunks(const Problem& p, const Kernel& kernel, Oracle& oracle,
+                                         const std::vector<std::vector<int>>& chunkings) {
   const std::string name = "decode_matches_prefill";
   if (!kernel.capabilities().decode) return Verdict::not_applicable(name, "kernel does not declare decode");
   const Problem prefill = prefill_of(p);
   const Reference& ref = oracle.reference(prefill);
   const GuardedOutputs one_shot = run_guarded(kernel, prefill);
-  std::vector<int> by_token(prefill.shape.k_len, 1), chunked;
-  std::mt19937_64 rng(seed_of(p, 5));
-  for (int left = prefill.shape.k_len; left > 0;) {
-    const int n = std::min(left, 1 + int(rng() % 40));
-    chunked.push_back(n);
-    left -= n;
-  }
   double worst = 0;
-  for (const auto& [label, chunks] : {std::pair{"token-by-token decode", by_token}, std::pair{"chunked decode", chunked}}) {
+  for (const std::vector<int>& chunks : chunkings) {
+    const std::string label = chunks.size() == std::size_t(p.shape.k_len) ? "token-by-token decode" : "chunked decode";
     const Outputs decoded = run_decode(kernel, prefill, chunks);
     Comparison exact = compare_with_reference(prefill, ref, decoded, kernel.capabilities(), name);
     if (!exact.verdict.passed) {

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <limits>
 
 #include "attest/compare.h"
 #include "attest/harness.h"
@@ -34,6 +35,28 @@ double max_abs_dot(const Problem& p) {
 }
 
 }  // namespace
+
+bool within_float_range(const Problem& p) {
+  const Shape& s = p.shape;
+  const double limit = std::numeric_limits<float>::max() / 4.0;
+  const double scale = std::max(1.0, std::fabs(p.effective_scale()));
+  double vmax = 0;
+  for (float v : p.v) vmax = std::max<double>(vmax, std::fabs(v));
+  if (!(vmax * s.k_len < limit)) return false;
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h)
+      for (int i = 0; i < s.q_len; ++i)
+        for (int j = 0; j < s.k_len; ++j) {
+          const float* q = &p.q[((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim];
+          const float* k = &p.k[((std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len + j) * s.head_dim];
+          double sum = 0;
+          for (int c = 0; c + (p.rope.enabled ? 1 : 0) < s.head_dim; c += p.rope.enabled ? 2 : 1)
+            sum += p.rope.enabled ? (std::fabs(q[c]) + std::fabs(q[c + 1])) * (std::fabs(double(k[c])) + std::fabs(k[c + 1]))
+                                  : std::fabs(double(q[c]) * k[c]);
+          if (!(sum * scale < limit)) return false;
+        }
+  return true;
+}
 
 Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "overflow_safe";

@@ -43,6 +43,14 @@ Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // Two runs agree bitwise; outputs fully written; nothing outside them touched.
 Verdict deterministic_and_in_bounds(const Problem& p, const Kernel& kernel, Oracle& oracle);
 
+// Whether a float32 kernel can hold every intermediate: sum_k |q_k k_k| (and times the scale)
+// and Tk x max|v| below FLT_MAX / 4. Outside it, inf is not a kernel bug.
+bool within_float_range(const Problem& p);
+
+// Decode in each of the given chunkings (chunk sizes summing to Tk) against one-shot prefill.
+Verdict decode_matches_prefill_in_chunks(const Problem& p, const Kernel& kernel, Oracle& oracle,
+                                         const std::vector<std::vector<int>>& chunkings);
+
 // What a property needs from the problems it is given (the generators honour it).
 struct ProblemNeeds {
   bool position_free = false;  // no RoPE, causal, window or padding

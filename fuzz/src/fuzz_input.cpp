@@ -1,0 +1,199 @@
+#include "fuzz_input.h"
+
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace attest::fuzz {
+namespace {
+
+constexpr std::pair<int, int> kHeadPairs[] = {{1, 1}, {2, 2}, {2, 1}, {4, 2}, {4, 1}, {3, 1}, {4, 4}, {3, 3}};
+
+// Reads the controls in a fixed order; the encoder below writes them in the same order.
+template <typename Source>
+void visit_controls(Source& s, Controls& c, Flavor flavor) {
+  s.integral(c.batch, 1, 2);
+  s.integral(c.head_config, 0, 7);
+  s.integral(c.q_len, 1, kMaxLength);
+  s.integral(c.k_len, 1, kMaxLength);
+  s.integral(c.head_dim, 1, kMaxWidth);
+  s.integral(c.value_dim, 1, kMaxWidth);
+  int flags = c.flags;
+  s.integral(flags, 0, 0xffff);
+  c.flags = static_cast<std::uint16_t>(flags);
+  s.integral(c.window, 1, kMaxLength);
+  s.integral(c.q_offset, -8, 48);
+  s.integral(c.qk_exponent, -40, 18);
+  s.integral(c.v_exponent, -40, 36);
+  s.integral(c.specials, 0, 255);
+  s.integral(c.scale_choice, 0, 7);
+  c.kv_valid.resize(c.batch);
+  c.q_valid.resize(c.batch);
+  for (int b = 0; b < c.batch; ++b) {
+    s.integral(c.kv_valid[b], 0, c.k_len);
+    s.integral(c.q_valid[b], 0, c.q_len);
+  }
+  s.u64(c.segment_bits);
+  s.integral(c.explicit_density, 0, 255);
+  s.u32(c.explicit_seed);
+  if (flavor == Flavor::kDecode) {
+    int count = static_cast<int>(c.chunks.size());
+    s.integral(count, 0, 16);
+    c.chunks.resize(count);
+    for (int& n : c.chunks) s.integral(n, 1, kMaxLength);
+  }
+}
+
+// Reads controls with FuzzedDataProvider (integers come from the end of the input).
+struct ProviderSource {
+  FuzzedDataProvider& fdp;
+  void integral(int& x, int lo, int hi) { x = fdp.ConsumeIntegralInRange<int>(lo, hi); }
+  void u64(std::uint64_t& x) { x = fdp.ConsumeIntegral<std::uint64_t>(); }
+  void u32(std::uint32_t& x) { x = fdp.ConsumeIntegral<std::uint32_t>(); }
+};
+
+// Writes the bytes FuzzedDataProvider will consume, in consumption order (reversed at the end).
+struct EncoderSink {
+  std::vector<std::uint8_t> consumed;  // first consumed first
+  void bytes_for(std::uint64_t offset, std::uint64_t range, int bits) {
+    int n = 0;
+    for (int shift = 0; shift < bits && (range >> shift) > 0; shift += 8) ++n;
+    for (int i = n - 1; i >= 0; --i) consumed.push_back(static_cast<std::uint8_t>(offset >> (8 * i)));
+  }
+  void integral(int& x, int lo, int hi) {
+    bytes_for(static_cast<std::uint64_t>(x - lo), static_cast<std::uint64_t>(hi - lo), 32);
+  }
+  void u64(std::uint64_t& x) { bytes_for(x, std::numeric_limits<std::uint64_t>::max(), 64); }
+  void u32(std::uint32_t& x) { bytes_for(x, std::numeric_limits<std::uint32_t>::max(), 32); }
+};
+
+// The values a special-value slot may take: zeros, subnormals, huge, the float edge.
+float special(std::uint32_t pick) {
+  static const float values[] = {0.0f, -0.0f, 1e-40f, -1e-45f, 1e-30f, 1e30f, -1e30f, 3e38f, -3e38f, 1e19f, 65504.0f};
+  return values[pick % (sizeof values / sizeof values[0])];
+}
+
+// The data bytes as int16 values; past their end, a generator seeded by them keeps going.
+class ValueStream {
+ public:
+  explicit ValueStream(std::vector<std::uint8_t> bytes) : bytes_(std::move(bytes)) {
+    for (std::uint8_t b : bytes_) state_ = state_ * 31 + b;
+  }
+  std::int16_t next() {
+    if (at_ + 1 < bytes_.size()) {
+      const std::int16_t x = static_cast<std::int16_t>(bytes_[at_] | (bytes_[at_ + 1] << 8));
+      at_ += 2;
+      return x;
+    }
+    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<std::int16_t>(state_ >> 48);
+  }
+
+ private:
+  std::vector<std::uint8_t> bytes_;
+  std::size_t at_ = 0;
+  std::uint64_t state_ = 0x9e3779b97f4a7c15ULL;
+};
+
+void fill(std::vector<float>& buffer, ValueStream& values, double magnitude, int specials, std::uint32_t salt,
+          InputPrecision precision) {
+  std::uint32_t h = salt;
+  for (float& x : buffer) {
+    x = static_cast<float>(values.next() / 8192.0 * magnitude);
+    h = h * 2654435761u + 12345u;
+    if (specials && (h >> 24) < static_cast<std::uint32_t>(specials) / 8) x = special(h >> 8);
+    x = round_to(x, precision);
+    if (!std::isfinite(x)) x = 0.0f;  // fp16 rounding of a huge value: keep inputs finite
+  }
+}
+
+}  // namespace
+
+FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor) {
+  FuzzedDataProvider fdp(data, size);
+  Controls c;
+  ProviderSource source{fdp};
+  visit_controls(source, c, flavor);
+  ValueStream values(fdp.ConsumeRemainingBytes<std::uint8_t>());
+
+  FuzzCase out;
+  Problem& p = out.problem;
+  const auto [heads, kv_heads] = kHeadPairs[c.head_config];
+  const bool rope = c.flags & kRope;
+  const int head_dim = rope ? c.head_dim + c.head_dim % 2 : c.head_dim;
+  p.shape = {c.batch, heads, kv_heads, c.q_len, c.k_len, head_dim, c.value_dim};
+  std::uint16_t flags = c.flags;
+  if (flavor == Flavor::kMasks && !(flags & (kCausal | kWindow | kKeyPadding | kQueryPadding | kSegments | kExplicit)))
+    flags |= kCausal | kKeyPadding;  // this target is about masks: never fuzz without one
+  if (flavor == Flavor::kDecode) {
+    p.shape.q_len = c.k_len;  // decode replays a causal prefill of Tk tokens
+    flags = static_cast<std::uint16_t>((flags & (kWindow | kRope)) | kCausal);
+  }
+  MaskSpec& m = p.mask;
+  m.causal = flags & kCausal;
+  if (flags & kWindow) m.window = c.window;
+  if (flags & kOffsetTopLeft) p.q_offset = 0;
+  else if (flags & kOffsetExplicit) p.q_offset = c.q_offset;
+  if (flags & kKeyPadding) m.kv_valid = c.kv_valid;
+  if (flags & kQueryPadding) {
+    m.q_valid = c.q_valid;
+    for (int& n : m.q_valid) n = std::min(n, p.shape.q_len);
+  }
+  if (flags & kSegments) {
+    for (int b = 0; b < c.batch; ++b) {
+      int qid = 0, kid = 0;
+      for (int t = 0; t < p.shape.q_len; ++t) m.q_segment.push_back(qid += (t && (c.segment_bits >> t & 1)));
+      for (int t = 0; t < p.shape.k_len; ++t) m.k_segment.push_back(kid += (t && (c.segment_bits >> (63 - t) & 1)));
+    }
+  }
+  if (flags & kExplicit) {
+    std::uint32_t h = c.explicit_seed;
+    m.explicit_mask.resize(std::size_t(c.batch) * p.shape.q_len * p.shape.k_len);
+    for (auto& x : m.explicit_mask) {
+      h = h * 1103515245u + 12345u;
+      x = (h >> 16 & 0xff) >= static_cast<std::uint32_t>(c.explicit_density);
+    }
+  }
+  p.rope.enabled = rope;
+  p.input_precision = (flags & kF16) ? InputPrecision::kF16 : (flags & kBf16) ? InputPrecision::kBF16 : InputPrecision::kF32;
+
+  const bool wide = flavor == Flavor::kOverflow;
+  const int qk_exp = wide ? c.qk_exponent : std::clamp(c.qk_exponent, -6, 8);
+  const int v_exp = wide ? c.v_exponent : std::clamp(c.v_exponent, -4, 4);
+  const double scales[] = {0, 0, 0, 0, 1.0, 0.01, -0.5, wide ? 1e20 : 4.0};
+  if (scales[c.scale_choice] != 0) p.scale = scales[c.scale_choice];
+  p.resize_buffers();
+  const int specials = wide ? c.specials : 0;
+  fill(p.q, values, std::pow(10.0, qk_exp / 2.0), specials, 1, p.input_precision);
+  fill(p.k, values, std::pow(10.0, qk_exp / 2.0), specials, 2, p.input_precision);
+  fill(p.v, values, std::pow(10.0, v_exp / 2.0), specials, 3, p.input_precision);
+
+  if (flavor == Flavor::kDecode) {  // chunk sizes summing to Tk, the last one taking the rest
+    int left = p.shape.k_len;
+    for (int n : c.chunks) {
+      if (left == 0) break;
+      out.chunks.push_back(std::min(n, left));
+      left -= out.chunks.back();
+    }
+    if (left > 0) out.chunks.push_back(left);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> encode_input(const Controls& controls, const std::vector<std::int16_t>& values,
+                                       Flavor flavor) {
+  Controls c = controls;
+  EncoderSink sink;
+  visit_controls(sink, c, flavor);
+  std::vector<std::uint8_t> out;
+  for (std::int16_t v : values) {
+    out.push_back(static_cast<std::uint8_t>(v & 0xff));
+    out.push_back(static_cast<std::uint8_t>((v >> 8) & 0xff));
+  }
+  out.insert(out.end(), sink.consumed.rbegin(), sink.consumed.rend());
+  return out;
+}
+
+}  // namespace attest::fuzz

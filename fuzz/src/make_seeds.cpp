@@ -1,0 +1,100 @@
+// Writes the seed corpus: small, meaningful inputs per target, each named for what it holds.
+// Usage: fuzz_make_seeds CORPUS_DIR   (writes CORPUS_DIR/<target>/<name>)
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fuzz_input.h"
+
+namespace {
+
+using attest::fuzz::Controls;
+using attest::fuzz::Flavor;
+namespace flag = attest::fuzz;
+
+struct Seed {
+  std::string target;
+  std::string name;
+  Flavor flavor;
+  Controls controls;
+};
+
+Controls shape(int batch, int head_config, int tq, int tk, int dk, int dv, std::uint16_t flags) {
+  Controls c;
+  c.batch = batch, c.head_config = head_config, c.q_len = tq, c.k_len = tk, c.head_dim = dk, c.value_dim = dv;
+  c.flags = flags;
+  c.kv_valid.assign(batch, tk);
+  c.q_valid.assign(batch, tq);
+  c.window = 3;
+  return c;
+}
+
+template <typename F>
+Controls with(Controls c, F edit) {
+  edit(c);
+  return c;
+}
+
+std::vector<Seed> seeds() {
+  const Flavor masks = Flavor::kMasks, over = Flavor::kOverflow, dec = Flavor::kDecode, gen = Flavor::kGeneral;
+  return {
+      {"fuzz_mask_leak", "causal_bottom_right_tq_lt_tk", masks, shape(1, 0, 5, 17, 4, 4, flag::kCausal)},
+      {"fuzz_mask_leak", "causal_top_left", masks, shape(1, 0, 5, 17, 4, 4, flag::kCausal | flag::kOffsetTopLeft)},
+      {"fuzz_mask_leak", "causal_tq_gt_tk_empty_rows", masks, shape(1, 1, 9, 4, 4, 3, flag::kCausal)},
+      {"fuzz_mask_leak", "window_3", masks, shape(1, 0, 12, 12, 4, 4, flag::kWindow | flag::kCausal)},
+      {"fuzz_mask_leak", "key_padding_empty_batch", masks,
+       with(shape(2, 2, 6, 9, 4, 4, flag::kKeyPadding), [](Controls& c) { c.kv_valid = {5, 0}; })},
+      {"fuzz_mask_leak", "query_padding", masks,
+       with(shape(2, 1, 7, 7, 4, 4, flag::kQueryPadding), [](Controls& c) { c.q_valid = {3, 7}; })},
+      {"fuzz_mask_leak", "segments", masks,
+       with(shape(1, 0, 10, 10, 4, 4, flag::kSegments), [](Controls& c) { c.segment_bits = 0x8004'0000'0000'0088ULL; })},
+      {"fuzz_mask_leak", "explicit_sparse", masks,
+       with(shape(1, 0, 8, 8, 4, 4, flag::kExplicit), [](Controls& c) { c.explicit_density = 200; })},
+      {"fuzz_mask_leak", "all_terms_gqa", masks,
+       with(shape(2, 4, 17, 33, 8, 4,
+                  flag::kCausal | flag::kWindow | flag::kKeyPadding | flag::kQueryPadding | flag::kSegments | flag::kExplicit),
+            [](Controls& c) { c.kv_valid = {30, 12}, c.q_valid = {17, 5}, c.window = 9, c.explicit_density = 40; })},
+      {"fuzz_mask_leak", "tile_edge_33_causal", masks, shape(1, 0, 33, 33, 8, 8, flag::kCausal)},
+      {"fuzz_overflow", "logits_1e8", over, with(shape(1, 0, 4, 6, 4, 4, 0), [](Controls& c) { c.qk_exponent = 16; })},
+      {"fuzz_overflow", "logits_1e8_negative_scale", over,
+       with(shape(1, 0, 4, 6, 4, 4, 0), [](Controls& c) { c.qk_exponent = 16, c.scale_choice = 6; })},
+      {"fuzz_overflow", "tiny_1e-20", over, with(shape(1, 0, 4, 6, 4, 4, 0), [](Controls& c) { c.qk_exponent = -40; })},
+      {"fuzz_overflow", "specials", over,
+       with(shape(1, 2, 5, 7, 4, 4, flag::kCausal), [](Controls& c) { c.specials = 200; })},
+      {"fuzz_overflow", "huge_values", over, with(shape(1, 0, 3, 5, 2, 3, 0), [](Controls& c) { c.v_exponent = 36; })},
+      {"fuzz_overflow", "scale_1e20", over, with(shape(1, 0, 3, 5, 2, 2, 0), [](Controls& c) { c.scale_choice = 7, c.qk_exponent = -30; })},
+      {"fuzz_decode", "t17_chunks_1_1_15", dec, with(shape(1, 2, 17, 17, 4, 4, 0), [](Controls& c) { c.chunks = {1, 1, 15}; })},
+      {"fuzz_decode", "t33_pages", dec, with(shape(1, 0, 33, 33, 4, 4, 0), [](Controls& c) { c.chunks = {16, 17}; })},
+      {"fuzz_decode", "t40_window_rope", dec,
+       with(shape(2, 3, 40, 40, 8, 4, flag::kWindow | flag::kRope), [](Controls& c) { c.window = 5, c.chunks = {7, 9, 24}; })},
+      {"fuzz_decode", "t5_token_by_token", dec, with(shape(1, 4, 5, 5, 2, 6, 0), [](Controls& c) { c.chunks = {1, 1, 1, 1, 1}; })},
+      {"fuzz_differential", "worked_example_shape", gen, shape(1, 0, 3, 3, 2, 2, flag::kCausal)},
+      {"fuzz_differential", "tq1_tk1", gen, shape(1, 0, 1, 1, 1, 1, 0)},
+      {"fuzz_differential", "tile_edges_31_33", gen, shape(1, 1, 31, 33, 8, 8, flag::kCausal)},
+      {"fuzz_differential", "tile_edges_33_32", gen, shape(1, 1, 33, 32, 8, 8, 0)},
+      {"fuzz_differential", "gqa_4_to_1_dk_ne_dv", gen, shape(2, 4, 9, 17, 16, 3, flag::kCausal)},
+      {"fuzz_differential", "rope_offset", gen,
+       with(shape(1, 2, 6, 20, 8, 8, flag::kRope | flag::kOffsetExplicit), [](Controls& c) { c.q_offset = 40; })},
+      {"fuzz_differential", "bf16_inputs", gen, shape(1, 1, 8, 8, 8, 8, flag::kBf16)},
+      {"fuzz_differential", "f16_inputs_window", gen, shape(1, 1, 8, 16, 8, 8, flag::kF16 | flag::kWindow)},
+  };
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: fuzz_make_seeds CORPUS_DIR\n");
+    return 2;
+  }
+  for (const Seed& s : seeds()) {
+    const std::filesystem::path dir = std::filesystem::path(argv[1]) / s.target;
+    std::filesystem::create_directories(dir);
+    const std::vector<std::uint8_t> bytes = attest::fuzz::encode_input(s.controls, {}, s.flavor);
+    std::ofstream(dir / s.name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  }
+  std::printf("wrote %zu seeds\n", seeds().size());
+  return 0;
+}

@@ -1,0 +1,6 @@
+// libFuzzer target fuzz_mask_leak (see fuzz/README.md).
+#include "fuzz_targets.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  return attest::fuzz::fuzz_one_input(attest::fuzz::Target::kMaskLeak, data, size);
+}

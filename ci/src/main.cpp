@@ -11,6 +11,7 @@
 #include "attest/property_driver.h"
 #include "calibrate.h"
 #include "certificate.h"
+#include "fuzz_command.h"
 #include "kernel_host.h"
 #include "certify.h"
 #include "kernel_lookup.h"
@@ -137,6 +138,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cert->add_flag("--isolate", request.load.isolate, "run built-in kernels in a child process as well");
 
+  FuzzRequest fuzz;
+  CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");
+  fz->add_option("--target", fuzz.target, "fuzz_mask_leak, fuzz_overflow, fuzz_decode or fuzz_differential")->required();
+  fz->add_option("--seconds", fuzz.seconds, "how long to fuzz")->capture_default_str();
+  fz->add_option("--kernel", fuzz.kernel, "NAME, builtin:NAME or mutant:NAME (default: every built-in kernel)");
+  fz->add_option("--fuzz-build", fuzz.build_dir, "the fuzz preset's build directory (default: build/fuzz)");
+  fz->add_option("--corpus", fuzz.corpus_dir, "seed corpus root (default: corpus/)");
+  fz->add_option("--out", fuzz.out_dir, "work corpus, artifacts and counterexamples")->capture_default_str();
+
   std::string host_plugin, host_builtin;
   CLI::App* host = app.add_subcommand("kernel-host", "serve a plugin or built-in kernel over the process protocol");
   host->add_option("--plugin", host_plugin, "shared library exporting attest_kernel_entry");
@@ -168,6 +178,7 @@ int main(int argc, char** argv) {
       request.options.property_cases = budget_cases(budget);
       return certify(std::move(request));
     }
+    if (*fz) return run_fuzz(fuzz);
     if (*host) return host_plugin.empty() ? serve_builtin(host_builtin) : serve_plugin(host_plugin);
     if (*rep) return replay(replay_path, replay_kernel, replay_load);
     if (*cal) return calibrate(calibrate_cases, seed_or_clock(calibrate_seed), calibrate_kernel) == 0 ? 0 : 1;

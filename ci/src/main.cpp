@@ -12,6 +12,7 @@
 #include "calibrate.h"
 #include "certificate.h"
 #include "fuzz_command.h"
+#include "mutants_command.h"
 #include "kernel_host.h"
 #include "certify.h"
 #include "kernel_lookup.h"
@@ -147,6 +148,17 @@ int main(int argc, char** argv) {
   fz->add_option("--corpus", fuzz.corpus_dir, "seed corpus root (default: corpus/)");
   fz->add_option("--out", fuzz.out_dir, "work corpus, artifacts and counterexamples")->capture_default_str();
 
+  MutantsRequest mutants;
+  std::string mutants_budget = "default";
+  CLI::App* mut = app.add_subcommand("mutants", "certify every mutant kernel; report kills and the mutation score");
+  mut->add_option("--budget", mutants_budget, "cases per property, as for certify")->capture_default_str();
+  mut->add_option("--seed", mutants.seed, "RapidCheck seed (default: from the clock, printed)");
+  mut->add_option("--fuzz-seconds", mutants.fuzz_seconds, "also fuzz each target this long per mutant (fuzz preset)");
+  mut->add_option("--fuzz-build", mutants.fuzz_build, "the fuzz preset's build directory (default: build/fuzz)");
+  mut->add_option("--json", mutants.json_path, "write the report as JSON");
+  mut->add_option("--only", mutants.only, "one mutant by name");
+  mut->add_option("--out", mutants.out_dir, "counterexamples per mutant")->capture_default_str();
+
   std::string host_plugin, host_builtin;
   CLI::App* host = app.add_subcommand("kernel-host", "serve a plugin or built-in kernel over the process protocol");
   host->add_option("--plugin", host_plugin, "shared library exporting attest_kernel_entry");
@@ -179,6 +191,12 @@ int main(int argc, char** argv) {
       return certify(std::move(request));
     }
     if (*fz) return run_fuzz(fuzz);
+    if (*mut) {
+      mutants.property_cases = budget_cases(mutants_budget);
+      mutants.seed = seed_or_clock(mutants.seed);
+      std::cerr << "attest mutants: seed " << mutants.seed << "\n";
+      return run_mutants(mutants);
+    }
     if (*host) return host_plugin.empty() ? serve_builtin(host_builtin) : serve_plugin(host_plugin);
     if (*rep) return replay(replay_path, replay_kernel, replay_load);
     if (*cal) return calibrate(calibrate_cases, seed_or_clock(calibrate_seed), calibrate_kernel) == 0 ? 0 : 1;

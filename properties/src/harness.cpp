@@ -71,6 +71,10 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
   };
   out.inputs_intact = same(copy.q, p.q) && same(copy.k, p.k) && same(copy.v, p.v);
+  // Memory outside the outputs is never the kernel's to write: every property fails on it,
+  // as it does for a kernel in a child process.
+  if (!out.canaries_intact) throw KernelFailure(KernelFailure::Kind::kFault, out.canary_report);
+  if (!out.inputs_intact) throw KernelFailure(KernelFailure::Kind::kFault, "the kernel changed its input buffers");
   return out;
 }
 

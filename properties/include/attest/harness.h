@@ -14,7 +14,8 @@ struct GuardedOutputs : Outputs {
   bool inputs_intact = true;  // q, k, v bitwise unchanged by the call
 };
 
-// Runs kernel.forward on a copy of p whose input buffers carry NaN tails.
+// Runs kernel.forward on a copy of p whose input buffers carry NaN tails. A write outside the
+// outputs or into the inputs throws KernelFailure (kFault).
 GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p);
 
 }  // namespace attest

@@ -1,0 +1,156 @@
+#include "mutants_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "attest/problem_file.h"
+#include "certify.h"
+#include "fuzz_command.h"
+#include "mutants.h"
+
+namespace attest {
+namespace {
+
+struct MutantReport {
+  const MutantEntry* mutant;
+  std::vector<std::string> killed_by;       // failing checks (deterministic and property stages)
+  std::vector<std::string> fuzz_killed_by;  // fuzz targets that found it
+  bool expected_caught = false;
+  long cases_to_first_failure = 0;
+  double seconds_to_first_failure = 0;
+  int shrunk_q_len = 0, shrunk_k_len = 0;  // of the RapidCheck-shrunk counterexample (0: none saved)
+  bool killed() const { return !killed_by.empty() || !fuzz_killed_by.empty(); }
+};
+
+double median(std::vector<int> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2.0;
+}
+
+MutantReport evaluate(const MutantEntry& entry, const MutantsRequest& request, Oracle& oracle) {
+  MutantReport r{&entry};
+  const auto kernel = entry.make();
+  CertifyOptions options;
+  options.property_cases = request.property_cases;
+  options.seed = request.seed;
+  options.out_dir = request.out_dir + "/" + entry.name;
+  options.progress = false;
+  options.kernel_source = "mutant:" + entry.name;
+  std::filesystem::remove_all(options.out_dir);
+  const std::vector<CheckResult> checks = certify_kernel(*kernel, oracle, options);
+  bool first = true;
+  for (const CheckResult& c : checks) {
+    if (first) {
+      // Cases and seconds up to the check that failed first (its passing cases, then the failure).
+      r.cases_to_first_failure += c.passed() ? c.cases : c.cases - c.failures + 1;
+      r.seconds_to_first_failure += c.seconds;
+    }
+    if (c.passed()) continue;
+    r.killed_by.push_back(c.check);
+    if (c.check == entry.expected_property) r.expected_caught = true;
+    // The size that counts is the shrunk one: the expected property's counterexample, else the
+    // first property's (golden and grid cases are fixed, not shrunk).
+    const bool shrunk = c.stage == "property" && !c.counterexample_path.empty();
+    if (shrunk && (r.shrunk_q_len == 0 || c.check == entry.expected_property)) {
+      try {
+        const ProblemFile f = load_problem_file(c.counterexample_path);
+        r.shrunk_q_len = f.problem.shape.q_len;
+        r.shrunk_k_len = f.problem.shape.k_len;
+      } catch (const std::exception&) {
+      }
+    }
+    first = false;
+  }
+  if (request.fuzz_seconds > 0) {
+    for (const char* target : {"fuzz_mask_leak", "fuzz_overflow", "fuzz_decode", "fuzz_differential"}) {
+      FuzzRequest fuzz;
+      fuzz.target = target;
+      fuzz.seconds = request.fuzz_seconds;
+      fuzz.kernel = "mutant:" + entry.name;
+      fuzz.build_dir = request.fuzz_build;
+      fuzz.out_dir = request.out_dir + "/" + entry.name;
+      std::filesystem::remove_all(fuzz.out_dir + "/fuzz/" + target);
+      if (run_fuzz(fuzz) == 1) r.fuzz_killed_by.push_back(target);
+    }
+  }
+  return r;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : ",") + s;
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+int run_mutants(const MutantsRequest& request) {
+  Oracle oracle(1024);
+  std::vector<MutantReport> reports;
+  for (const MutantEntry& m : mutant_registry()) {
+    if (!request.only.empty() && request.only != m.name) continue;
+    reports.push_back(evaluate(m, request, oracle));
+    const MutantReport& r = reports.back();
+    std::cerr << fmt::format("[{}] {}: {} ({} checks)\n", r.mutant->name,
+                             r.killed() ? "killed" : "SURVIVED", joined(r.killed_by), r.killed_by.size());
+  }
+
+  int killed = 0, expected = 0;
+  std::vector<int> q_lens, k_lens;
+  std::string table = fmt::format("{:<26} {:<8} {:>6} {:>8} {:>8}  {:<32} {}\n", "mutant", "verdict", "cases",
+                                  "seconds", "Tq x Tk", "expected property", "caught by");
+  for (const MutantReport& r : reports) {
+    killed += r.killed();
+    expected += r.expected_caught;
+    if (r.shrunk_q_len) q_lens.push_back(r.shrunk_q_len), k_lens.push_back(r.shrunk_k_len);
+    std::vector<std::string> others;
+    for (const std::string& k : r.killed_by)
+      if (k != r.mutant->expected_property) others.push_back(k);
+    table += fmt::format("{:<26} {:<8} {:>6} {:>8.2f} {:>8}  {:<32} {}{}\n", r.mutant->name,
+                         r.killed() ? "killed" : "SURVIVED", r.cases_to_first_failure, r.seconds_to_first_failure,
+                         r.shrunk_q_len ? fmt::format("{}x{}", r.shrunk_q_len, r.shrunk_k_len) : "-",
+                         r.mutant->expected_property + (r.expected_caught ? "" : " (MISSED)"),
+                         joined(others), request.fuzz_seconds > 0 ? "  fuzz: " + joined(r.fuzz_killed_by) : "");
+  }
+  const auto slowest = std::max_element(reports.begin(), reports.end(), [](const auto& a, const auto& b) {
+    return a.seconds_to_first_failure < b.seconds_to_first_failure;
+  });
+  std::vector<double> seconds;
+  for (const MutantReport& r : reports) seconds.push_back(r.seconds_to_first_failure);
+  std::sort(seconds.begin(), seconds.end());
+  const double median_seconds = seconds.empty() ? 0 : seconds[seconds.size() / 2];
+  table += fmt::format(
+      "\nmutation score: {}/{} killed ({:.0f}%), {}/{} by their expected property; median seconds to kill {:.2f}, "
+      "slowest {} ({:.2f} s); median shrunk Tq {}, Tk {}\n",
+      killed, reports.size(), reports.empty() ? 0.0 : 100.0 * killed / reports.size(), expected, reports.size(),
+      median_seconds, slowest == reports.end() ? "-" : slowest->mutant->name,
+      slowest == reports.end() ? 0.0 : slowest->seconds_to_first_failure, median(q_lens), median(k_lens));
+  std::cout << table;
+
+  if (!request.json_path.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const MutantReport& r : reports)
+      rows.push_back({{"mutant", r.mutant->name}, {"bug_class", r.mutant->bug_class},
+                      {"expected_property", r.mutant->expected_property}, {"killed", r.killed()},
+                      {"expected_caught", r.expected_caught}, {"killed_by", r.killed_by},
+                      {"fuzz_killed_by", r.fuzz_killed_by}, {"cases_to_first_failure", r.cases_to_first_failure},
+                      {"seconds_to_first_failure", r.seconds_to_first_failure},
+                      {"shrunk_q_len", r.shrunk_q_len}, {"shrunk_k_len", r.shrunk_k_len}});
+    const nlohmann::json doc = {{"format", "attest-mutants"}, {"version", 1}, {"seed", request.seed},
+                                {"cases_per_property", request.property_cases}, {"killed", killed},
+                                {"total", reports.size()}, {"expected_caught", expected},
+                                {"median_seconds_to_kill", median_seconds},
+                                {"median_shrunk_q_len", median(q_lens)}, {"median_shrunk_k_len", median(k_lens)},
+                                {"mutants", rows}};
+    std::ofstream(request.json_path) << doc.dump(2) << "\n";
+  }
+  return killed == static_cast<int>(reports.size()) && expected == static_cast<int>(reports.size()) ? 0 : 1;
+}
+
+}  // namespace attest

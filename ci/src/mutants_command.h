@@ -1,0 +1,24 @@
+// `attest mutants`: certifies every mutant of impl/mutants/ and reports which checks killed
+// it, how fast, and how small the shrunk counterexample is; the mutation score at the bottom.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attest {
+
+struct MutantsRequest {
+  int property_cases = 100;  // the default certify budget
+  std::uint64_t seed = 0;
+  int fuzz_seconds = 0;      // > 0: also run each fuzz target on each mutant (needs the fuzz preset)
+  std::string fuzz_build;    // the fuzz preset's build directory (default: build/fuzz)
+  std::string out_dir = "attest-out/mutants";
+  std::string json_path;
+  std::string only;          // run one mutant
+};
+
+// Exit code: 0 every mutant killed, and by its expected property; 1 otherwise.
+int run_mutants(const MutantsRequest& request);
+
+}  // namespace attest

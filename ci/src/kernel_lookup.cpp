@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "blas_baseline.h"
 #include "mutants.h"
 #include "process_kernel.h"
 
@@ -19,6 +20,7 @@ std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOption
     return std::make_unique<ProcessKernel>(
         ProcessKernel::Options{kernel_host_argv({"--builtin", name}), options.timeout_seconds, name});
   if (name.starts_with(mutant)) return find_mutant(name.substr(mutant.size())).make();
+  if (name == "baseline:blas") return make_blas_baseline_kernel();
   if (name.starts_with(builtin)) return make_kernel(name.substr(builtin.size()));
   return make_kernel(name);
 }

@@ -1,6 +1,7 @@
 // Resolves the kernel named on the command line:
 //   NAME, builtin:NAME   a built-in kernel (in this process, or isolated with `isolate`)
 //   mutant:NAME          a deliberately broken kernel from impl/mutants/
+//   baseline:blas        the OpenBLAS materialized-attention baseline of `attest bench`
 //   PATH.so (or a path)  a plugin through the C ABI, always in a child process
 // and `--kernel-cmd "PROGRAM ARGS"`: a separate program speaking the process protocol.
 #pragma once

@@ -11,6 +11,7 @@
 #include "attest/property_driver.h"
 #include "calibrate.h"
 #include "certificate.h"
+#include "bench_command.h"
 #include "fuzz_command.h"
 #include "mutants_command.h"
 #include "kernel_host.h"
@@ -159,6 +160,19 @@ int main(int argc, char** argv) {
   mut->add_option("--only", mutants.only, "one mutant by name");
   mut->add_option("--out", mutants.out_dir, "counterexamples per mutant")->capture_default_str();
 
+  BenchRequest bench;
+  CLI::App* ben = app.add_subcommand("bench", "kernel speed and memory by sequence length, with the OpenBLAS baseline");
+  ben->add_option("--kernel", bench.kernels, "kernels (default: every built-in kernel and baseline:blas)");
+  ben->add_option("--lengths", bench.lengths, "sequence lengths")->delimiter(',')->capture_default_str();
+  ben->add_option("--dims", bench.head_dims, "head widths")->delimiter(',')->capture_default_str();
+  ben->add_option("--causal", bench.causal, "0 (no mask), 1 (causal) or both")->delimiter(',')->capture_default_str();
+  ben->add_option("--max-seconds", bench.max_seconds, "skip cells estimated to take longer")->capture_default_str();
+  ben->add_option("--min-time", bench.min_time, "seconds of repetition per cell")->capture_default_str();
+  ben->add_flag("!--no-decode", bench.decode, "skip the decode measurements");
+  ben->add_flag("!--no-prefill", bench.prefill, "skip the prefill measurements");
+  ben->add_option("--json", bench.json_path, "write the rows as JSON");
+  ben->add_option("--svg", bench.svg_path, "plot prefill throughput against T (first width)");
+
   std::string host_plugin, host_builtin;
   CLI::App* host = app.add_subcommand("kernel-host", "serve a plugin or built-in kernel over the process protocol");
   host->add_option("--plugin", host_plugin, "shared library exporting attest_kernel_entry");
@@ -191,6 +205,7 @@ int main(int argc, char** argv) {
       return certify(std::move(request));
     }
     if (*fz) return run_fuzz(fuzz);
+    if (*ben) return run_bench(bench);
     if (*mut) {
       mutants.property_cases = budget_cases(mutants_budget);
       mutants.seed = seed_or_clock(mutants.seed);

@@ -1,13 +1,18 @@
-// Blocks of Br queries against all keys: one block's scores materialized, two-pass softmax.
+// Blocks of Br queries against all keys: one block's Br x Tk scores materialized, then a
+// two-pass softmax (row max, then exponentials and sum) and the weighted values. The score
+// block is built 64 keys at a time with the vectorized loops of simd_ops.h.
 #include <vector>
 
 #include "attest/kernels.h"
 #include "kernel_support.h"
+#include "simd_ops.h"
 
 namespace attest {
 namespace {
 
 using namespace kernels;
+
+constexpr int kChunk = 64;  // keys per vectorized score chunk
 
 class BlockedKernel final : public Kernel {
  public:
@@ -15,69 +20,79 @@ class BlockedKernel final : public Kernel {
     if (block_q < 1) throw std::invalid_argument("blocked kernel: block_q must be >= 1");
   }
   std::string name() const override { return "blocked"; }
-  Capabilities capabilities() const override { return {}; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.exp_ulps = 2.0;  // the polynomial exp of simd_ops
+    return c;
+  }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
     const Shape& s = p.shape;
     const Layout at{s};
     const MaskView mask(p);
     const float scale = static_cast<float>(p.effective_scale());
-    const std::size_t tk = s.k_len, dk = s.head_dim;
-    std::vector<float> keys(tk * dk);
-    std::vector<float> queries(std::size_t(block_q_) * dk);
-    std::vector<float> scores(std::size_t(block_q_) * tk);  // the block's score matrix
+    const int tk = s.k_len, dk = s.head_dim, dv = s.value_dim, br = block_q_;
+    const int chunks = (tk + kChunk - 1) / kChunk, ld = chunks * kChunk;
+    std::vector<float> kt(std::size_t(chunks) * dk * kChunk);  // keys transposed, chunk by chunk
+    std::vector<float> queries(std::size_t(br) * dk), chunk_scores(std::size_t(br) * kChunk);
+    std::vector<float> scores(std::size_t(br) * ld);  // the block's score matrix
+    std::vector<float> ones(br, 1.0f), key(dk), out_rows(std::size_t(br) * dv);
 
-    for (int b = 0; b < s.batch; ++b) {
+    for (int b = 0; b < s.batch; ++b)
       for (int h = 0; h < s.heads; ++h) {
         const int g = p.kv_head_of(h);
-        std::copy_n(&p.k[at.k(b, g, 0)], keys.size(), keys.begin());
-        if (p.rope.enabled)
-          for (std::size_t j = 0; j < tk; ++j) rope_rotate(&keys[j * dk], s.head_dim, j, p.rope.base);
-
-        for (int i0 = 0; i0 < s.q_len; i0 += block_q_) {
-          const int rows = std::min(block_q_, s.q_len - i0);
-          std::copy_n(&p.q[at.q(b, h, i0)], rows * dk, queries.begin());
-          // Pass 0: scores of the whole block.
+        for (int j = 0; j < ld; ++j) {
+          if (j < tk) {
+            std::copy_n(&p.k[at.k(b, g, j)], dk, key.begin());
+            if (p.rope.enabled) rope_rotate(key.data(), dk, j, p.rope.base);
+          } else {
+            std::fill(key.begin(), key.end(), 0.0f);
+          }
+          float* chunk = &kt[std::size_t(j / kChunk) * dk * kChunk];
+          for (int k = 0; k < dk; ++k) chunk[k * kChunk + j % kChunk] = key[k];
+        }
+        for (int i0 = 0; i0 < s.q_len; i0 += br) {
+          const int rows = std::min(br, s.q_len - i0);
+          std::copy_n(&p.q[at.q(b, h, i0)], std::size_t(rows) * dk, queries.begin());
+          if (p.rope.enabled)
+            for (int r = 0; r < rows; ++r) rope_rotate(&queries[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
+          // Pass 0: the block's scores, chunk by chunk, then the mask.
+          for (int c = 0; c < chunks; ++c) {
+            simd::scores(queries.data(), rows, dk, &kt[std::size_t(c) * dk * kChunk], kChunk, scale, chunk_scores.data());
+            for (int r = 0; r < rows; ++r)
+              std::copy_n(&chunk_scores[std::size_t(r) * kChunk], kChunk, &scores[std::size_t(r) * ld + c * kChunk]);
+          }
           for (int r = 0; r < rows; ++r) {
-            float* row = &scores[r * tk];
+            float* row = &scores[std::size_t(r) * ld];
             const KeyRange range = mask.range(b, i0 + r);
-            std::fill(row, row + tk, kNegInf);
-            if (range.empty()) continue;
-            float* q = &queries[r * dk];
-            if (p.rope.enabled) rope_rotate(q, s.head_dim, mask.position(i0 + r), p.rope.base);
-            for (int j = range.lo; j < range.hi; ++j)
-              if (!mask.elementwise() || mask.elementwise_visible(b, i0 + r, j))
-                row[j] = dot(q, &keys[j * dk], s.head_dim) * scale;
+            const int first = range.empty() ? 0 : range.lo, last = range.empty() ? 0 : range.hi;
+            std::fill(row, row + first, kNegInf);
+            std::fill(row + last, row + ld, kNegInf);
+            if (mask.elementwise())
+              for (int j = first; j < last; ++j)
+                if (!mask.elementwise_visible(b, i0 + r, j)) row[j] = kNegInf;
           }
           // Pass 1: row maxima. Pass 2: exponentials and sums, then the weighted values.
+          std::fill_n(out_rows.begin(), std::size_t(rows) * dv, 0.0f);
           for (int r = 0; r < rows; ++r) {
-            float* row = &scores[r * tk];
-            float* out = &o[at.o(b, h, i0 + r)];
+            float* row = &scores[std::size_t(r) * ld];
             float* out_lse = lse.empty() ? nullptr : &lse[at.lse(b, h, i0 + r)];
-            float max_score = kNegInf;
-            for (std::size_t j = 0; j < tk; ++j) max_score = std::max(max_score, row[j]);
+            const float max_score = simd::max_of(row, ld);
             if (max_score == kNegInf) {
-              write_empty_row(out, s.value_dim, out_lse);
+              std::fill(row, row + ld, 0.0f);
+              if (out_lse) *out_lse = kNegInf;
               continue;
             }
-            float sum = 0.0f;
-            for (std::size_t j = 0; j < tk; ++j) {
-              row[j] = row[j] == kNegInf ? 0.0f : std::exp(row[j] - max_score);
-              sum += row[j];
-            }
-            std::fill(out, out + s.value_dim, 0.0f);
-            const float inv_sum = 1.0f / sum;
-            for (std::size_t j = 0; j < tk; ++j) {
-              if (row[j] == 0.0f) continue;
-              const float pj = row[j] * inv_sum;
-              const float* value = &p.v[at.v(b, g, j)];
-              for (int c = 0; c < s.value_dim; ++c) out[c] += pj * value[c];
-            }
+            const float sum = simd::exp_shift_sum(row, ld, max_score);
+            simd::scale(row, ld, 1.0f / sum);
             if (out_lse) *out_lse = max_score + std::log(sum);
           }
+          // Empty rows have all-zero weights, so they come out as the zero policy's O = 0.
+          simd::rescale_accumulate_rows(out_rows.data(), rows, dv, ones.data(), scores.data(), ld, tk,
+                                        &p.v[at.v(b, g, 0)]);
+          std::copy_n(out_rows.begin(), std::size_t(rows) * dv, &o[at.o(b, h, i0)]);
         }
       }
-    }
   }
 
  private:

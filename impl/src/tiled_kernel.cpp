@@ -1,6 +1,7 @@
-// Online softmax over Br x Bc tiles (FlashAttention-2 style): running max and sum per row,
-// deferred normalization, no Tq x Tk buffer. Workspace is O(Br*Bc + Br*Dv + Bc*Dk).
-// The `faults_` switches (all off in the built-in kernel) inject the bugs of impl/mutants/.
+// The tiled kernel's algorithm in plain scalar code: online softmax over Br x Bc tiles,
+// running max and sum per row, deferred normalization, no Tq x Tk buffer. With every switch
+// off it is a correct kernel (tested as "tiled-scalar"); the `faults_` switches inject the bugs
+// of impl/mutants/. The built-in "tiled" is the vectorized tiled_fast_kernel.cpp.
 #include <vector>
 
 #include "attest/faults.h"
@@ -192,10 +193,6 @@ class TiledKernel final : public Kernel {
 };
 
 }  // namespace
-
-std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config) {
-  return std::make_unique<TiledKernel>(config, KernelFaults{}, "tiled");
-}
 
 std::unique_ptr<Kernel> make_faulty_tiled_kernel(TiledConfig config, const KernelFaults& faults, std::string name) {
   return std::make_unique<TiledKernel>(config, faults, std::move(name));

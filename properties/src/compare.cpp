@@ -9,7 +9,7 @@ namespace attest {
 KernelNumerics numerics_of(const Capabilities& caps) {
   KernelNumerics k;
   k.unit_roundoff = unit_roundoff(caps.precision);
-  k.exp_error = 2 * k.unit_roundoff;
+  k.exp_error = 2 * k.unit_roundoff * caps.exp_ulps;  // one ulp is 2u
   k.underflow_quantum = caps.precision == ComputePrecision::kF16 ? std::ldexp(1.0, -24)
                         : caps.precision == ComputePrecision::kBF16 ? std::ldexp(1.0, -133)
                                                                     : std::ldexp(1.0, -149);

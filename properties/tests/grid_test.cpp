@@ -4,6 +4,7 @@
 #include "attest/cases.h"
 #include "attest/compare.h"
 #include "attest/kernel.h"
+#include "attest/kernels.h"
 #include "attest/oracle.h"
 
 namespace attest {
@@ -27,6 +28,10 @@ TEST_P(Grid, EveryKernelWithinHardBound) {
     EXPECT_TRUE(cmp.verdict.passed) << entry.name << ": " << cmp.verdict.detail;
     EXPECT_LT(cmp.verdict.utilisation, 0.5) << entry.name << " uses too much of its bound";
   }
+  // The scalar tiled code that the mutants switch faults into is correct with every switch off.
+  const auto scalar = make_faulty_tiled_kernel({32, 32}, KernelFaults{}, "tiled-scalar");
+  const Comparison cmp = compare_with_reference(c.problem, ref, run_forward(*scalar, c.problem), scalar->capabilities());
+  EXPECT_TRUE(cmp.verdict.passed) << "tiled-scalar: " << cmp.verdict.detail;
 }
 
 std::vector<std::string> grid_names() {

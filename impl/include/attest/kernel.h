@@ -53,6 +53,7 @@ struct Capabilities {
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kZero;
   ComputePrecision precision = ComputePrecision::kF32;
   int key_tile = 0;  // keys per tile of an online softmax; 0 = one pass over all keys
+  double exp_ulps = 1.0;  // worst error of one exp, in units in the last place
   // Whether a problem uses only features this kernel declares.
   bool supports(const Problem& p) const;
 };

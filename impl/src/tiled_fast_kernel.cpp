@@ -1,0 +1,133 @@
+// The built-in tiled kernel: online softmax over Br x Bc tiles (FlashAttention-2 style) with
+// vectorized inner loops (simd_ops.h). Per query tile: the key tile is loaded transposed, a
+// Br x Bc score block computed, masked, and folded into running max, sum and accumulator;
+// normalization is deferred to the end. Workspace O(Br*Bc + Br*Dv + Bc*Dk), never O(Tq*Tk).
+// tiled_kernel.cpp is the same algorithm in plain scalar code, with the mutation switches.
+#include <limits>
+#include <vector>
+
+#include "attest/kernels.h"
+#include "kernel_support.h"
+#include "simd_ops.h"
+
+namespace attest {
+namespace {
+
+using namespace kernels;
+
+class FastTiledKernel final : public Kernel {
+ public:
+  explicit FastTiledKernel(TiledConfig config) : cfg_(config) {
+    if (cfg_.block_q < 1 || cfg_.block_k < 1)
+      throw std::invalid_argument("tiled kernel: block_q and block_k must be >= 1");
+  }
+  std::string name() const override { return "tiled"; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.key_tile = cfg_.block_k;
+    c.exp_ulps = 2.0;  // the polynomial exp of simd_ops
+    return c;
+  }
+
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    const Shape& s = p.shape;
+    const Layout at{s};
+    const MaskView mask(p);
+    const float scale = static_cast<float>(p.effective_scale());
+    const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
+    std::vector<float> q_tile(std::size_t(br) * dk), k_row(dk);
+    std::vector<float> kt(std::size_t(dk) * bc);  // the key tile, transposed
+    std::vector<float> s_tile(std::size_t(br) * bc);
+    std::vector<float> acc(std::size_t(br) * dv), row_max(br), row_sum(br), rescale(br);
+    std::vector<KeyRange> ranges(br);
+
+    for (int b = 0; b < s.batch; ++b)
+      for (int h = 0; h < s.heads; ++h) {
+        const int g = p.kv_head_of(h);
+        for (int i0 = 0; i0 < s.q_len; i0 += br) {
+          const int rows = std::min(br, s.q_len - i0);
+          std::copy_n(&p.q[at.q(b, h, i0)], std::size_t(rows) * dk, q_tile.begin());
+          int lo = s.k_len, hi = 0;
+          for (int r = 0; r < rows; ++r) {
+            ranges[r] = mask.range(b, i0 + r);
+            if (ranges[r].empty()) continue;
+            lo = std::min(lo, ranges[r].lo);
+            hi = std::max(hi, ranges[r].hi);
+            if (p.rope.enabled) rope_rotate(&q_tile[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
+          }
+          std::fill(row_max.begin(), row_max.end(), kNegInf);
+          std::fill(row_sum.begin(), row_sum.end(), 0.0f);
+          std::fill(acc.begin(), acc.end(), 0.0f);
+
+          for (int j0 = (lo / bc) * bc; j0 < hi; j0 += bc) {  // tiles outside [lo, hi) are skipped
+            const int cols = std::min(bc, s.k_len - j0);
+            load_transposed(p, b, g, j0, cols, k_row, kt);
+            simd::scores(q_tile.data(), rows, dk, kt.data(), bc, scale, s_tile.data());
+            for (int r = 0; r < rows; ++r) {
+              float* srow = &s_tile[std::size_t(r) * bc];
+              apply_mask(mask, b, i0 + r, ranges[r], j0, cols, bc, srow);
+              const float tile_max = simd::max_of(srow, bc);
+              if (tile_max == kNegInf) {  // fully masked for this row: weights 0, nothing changes
+                std::fill(srow, srow + bc, 0.0f);
+                rescale[r] = 1.0f;
+                continue;
+              }
+              const float new_max = std::max(row_max[r], tile_max);
+              rescale[r] = std::exp(row_max[r] - new_max);  // 0 on the first visible tile
+              row_sum[r] = row_sum[r] * rescale[r] + simd::exp_shift_sum(srow, cols, new_max);
+              row_max[r] = new_max;
+            }
+            simd::rescale_accumulate_rows(acc.data(), rows, dv, rescale.data(), s_tile.data(), bc, cols,
+                                          &p.v[at.v(b, g, j0)]);
+          }
+
+          for (int r = 0; r < rows; ++r) {
+            float* out = &o[at.o(b, h, i0 + r)];
+            float* out_lse = lse.empty() ? nullptr : &lse[at.lse(b, h, i0 + r)];
+            if (row_max[r] == kNegInf) {
+              write_empty_row(out, dv, out_lse);
+              continue;
+            }
+            std::copy_n(&acc[std::size_t(r) * dv], dv, out);
+            simd::scale(out, dv, 1.0f / row_sum[r]);
+            if (out_lse) *out_lse = row_max[r] + std::log(row_sum[r]);
+          }
+        }
+      }
+  }
+
+ private:
+  // kt[k][c] = K[j0 + c][k] (rotated when RoPE is on), zero for c >= cols.
+  void load_transposed(const Problem& p, int b, int g, int j0, int cols, std::vector<float>& k_row,
+                       std::vector<float>& kt) const {
+    const Layout at{p.shape};
+    const int dk = p.shape.head_dim, bc = cfg_.block_k;
+    for (int c = 0; c < bc; ++c) {
+      if (c < cols) {
+        std::copy_n(&p.k[at.k(b, g, j0 + c)], dk, k_row.begin());
+        if (p.rope.enabled) rope_rotate(k_row.data(), dk, j0 + c, p.rope.base);
+      } else {
+        std::fill(k_row.begin(), k_row.end(), 0.0f);
+      }
+      for (int k = 0; k < dk; ++k) kt[std::size_t(k) * bc + c] = k_row[k];
+    }
+  }
+
+  // -inf outside the row's range, past the last key, and where a per-key term forbids.
+  static void apply_mask(const MaskView& mask, int b, int i, KeyRange range, int j0, int cols, int bc, float* srow) {
+    const int first = std::clamp(range.lo - j0, 0, cols), last = std::clamp(range.hi - j0, first, cols);
+    std::fill(srow, srow + first, kNegInf);
+    std::fill(srow + last, srow + bc, kNegInf);
+    if (mask.elementwise())
+      for (int c = first; c < last; ++c)
+        if (!mask.elementwise_visible(b, i, j0 + c)) srow[c] = kNegInf;
+  }
+
+  TiledConfig cfg_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config) { return std::make_unique<FastTiledKernel>(config); }
+
+}  // namespace attest

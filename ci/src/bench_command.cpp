@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "attest/reference.h"
 #include "blas_baseline.h"
 #include "kernel_lookup.h"
 #include "memory_meter.h"
@@ -159,9 +160,46 @@ std::string svg_plot(const std::vector<Row>& rows, int head_dim) {
   return svg + "</svg>\n";
 }
 
+// Plain attention in double for one head: the yardstick of the reference's cost.
+void double_loop(const Problem& p, std::vector<double>& out) {
+  const int t = p.shape.k_len, d = p.shape.head_dim;
+  const double scale = p.effective_scale();
+  std::vector<double> w(t);
+  out.assign(std::size_t(p.shape.q_len) * d, 0.0);
+  for (int i = 0; i < p.shape.q_len; ++i) {
+    double m = -INFINITY, sum = 0;
+    for (int j = 0; j < t; ++j) {
+      double s = 0;
+      for (int k = 0; k < d; ++k) s += double(p.q[std::size_t(i) * d + k]) * p.k[std::size_t(j) * d + k];
+      w[j] = s * scale;
+      m = std::max(m, w[j]);
+    }
+    for (int j = 0; j < t; ++j) sum += w[j] = std::exp(w[j] - m);
+    for (int j = 0; j < t; ++j)
+      for (int k = 0; k < d; ++k) out[std::size_t(i) * d + k] += w[j] / sum * p.v[std::size_t(j) * d + k];
+  }
+}
+
+int reference_cost(double min_time) {
+  const int t = 512, d = 64;
+  const Problem p = make_problem(t, t, d, false);
+  std::vector<double> sink;
+  const double loop = best_time([&] { double_loop(p, sink); }, min_time);
+  const double fast = best_time([&] { compute_reference_fast(p); }, min_time);
+  const double mpfr = best_time([&] { compute_reference(p); }, min_time);
+  std::cout << fmt::format("reference cost per output row, T = {}, Dk = Dv = {}, one head:\n", t, d);
+  std::cout << fmt::format("  {:<40} {:9.3f} us {:7.1f}x\n", "double loop", loop / t * 1e6, 1.0);
+  std::cout << fmt::format("  {:<40} {:9.3f} us {:7.1f}x\n", "double-double, 100+ bits (the oracle)", fast / t * 1e6,
+                           fast / loop);
+  std::cout << fmt::format("  {:<40} {:9.3f} us {:7.1f}x\n", "MPFR 136 bits (the cross-check)", mpfr / t * 1e6,
+                           mpfr / loop);
+  return 0;
+}
+
 }  // namespace
 
 int run_bench(const BenchRequest& request) {
+  if (request.reference) return reference_cost(request.min_time);
   set_blas_threads(1);
   std::vector<std::string> names = request.kernels;
   if (names.empty()) {

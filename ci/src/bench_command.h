@@ -13,6 +13,7 @@ struct BenchRequest {
   std::vector<int> causal = {0, 1};
   bool prefill = true;
   bool decode = true;
+  bool reference = false;     // instead: the reference's cost per output row against a double loop
   double max_seconds = 2.0;   // skip a cell whose estimate exceeds this (the loop kernel at 16k)
   double min_time = 0.2;      // repeat a measurement until this much time was spent
   std::string json_path;

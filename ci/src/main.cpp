@@ -170,6 +170,7 @@ int main(int argc, char** argv) {
   ben->add_option("--min-time", bench.min_time, "seconds of repetition per cell")->capture_default_str();
   ben->add_flag("!--no-decode", bench.decode, "skip the decode measurements");
   ben->add_flag("!--no-prefill", bench.prefill, "skip the prefill measurements");
+  ben->add_flag("--reference", bench.reference, "measure the reference's cost per row against a double loop");
   ben->add_option("--json", bench.json_path, "write the rows as JSON");
   ben->add_option("--svg", bench.svg_path, "plot prefill throughput against T (first width)");
 

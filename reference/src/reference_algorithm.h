@@ -28,6 +28,12 @@ inline void visible_keys_of_row(const Problem& p, int b, int i, std::vector<char
   }
 }
 
+// acc += a * b; a scalar type may provide a faster fused form (found by argument lookup).
+template <typename Real>
+void accumulate_product(Real& acc, const Real& a, const Real& b) {
+  acc += a * b;
+}
+
 template <typename Real>
 struct Rotated {
   std::vector<Real> re, im;  // pair m of a vector as the complex number re[m] + i im[m]
@@ -72,6 +78,8 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
   ref.working_bits = bits;
   const std::size_t rows = std::size_t(s.batch) * s.heads * tq;
   ref.o.assign(rows * dv, nan);
+  ref.o_residual.assign(rows * dv, 0.0);
+  ref.lse_residual.assign(rows, 0.0);
   ref.spread.assign(rows * dv, 0.0);
   ref.spread_cond.assign(rows * dv, 0.0);
   ref.spread_logit.assign(rows * dv, 0.0);
@@ -126,8 +134,10 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
           for (int j = 0; j < tk; ++j) {
             if (!allowed[j]) continue;
             Real acc = 0;
-            for (std::size_t m = 0; m < query.re.size(); ++m)
-              acc += query.re[m] * keys[j].re[m] + query.im[m] * keys[j].im[m];
+            for (std::size_t m = 0; m < query.re.size(); ++m) {
+              accumulate_product(acc, query.re[m], keys[j].re[m]);
+              accumulate_product(acc, query.im[m], keys[j].im[m]);
+            }
             logit[j] = acc * scale;
             if (!have_max || logit[j] > max_logit) max_logit = logit[j];
             have_max = true;
@@ -164,21 +174,33 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
             logit_range = std::max(logit_range, dist);
             if (options.weights) ref.weights[row * tk + j] = pj;
             const float* vrow = vbase + std::size_t(j) * dv;
+            for (int r = 0; r < dv; ++r) accumulate_product(numerator[r], weight[j], Real(vrow[r]));
+            // The bound's bookkeeping, in double, in plain loops the compiler vectorizes.
+            const double pc = pj * cond[j], pd = pj * dist;
+            double* spread = &ref.spread[row * dv];
+            double* spread_cond = &ref.spread_cond[row * dv];
+            double* spread_logit = &ref.spread_logit[row * dv];
+            double* vmax_abs = &ref.max_abs_value[row * dv];
+            double* vmin = &ref.value_min[row * dv];
+            double* vmax = &ref.value_max[row * dv];
             for (int r = 0; r < dv; ++r) {
-              numerator[r] += weight[j] * Real(vrow[r]);
-              const double av = std::fabs(double(vrow[r]));
-              const std::size_t e = row * dv + r;
-              ref.spread[e] += pj * av;
-              ref.spread_cond[e] += pj * av * cond[j];
-              ref.spread_logit[e] += pj * av * dist;
-              ref.max_abs_value[e] = std::max(ref.max_abs_value[e], av);
-              ref.value_min[e] = std::min<double>(ref.value_min[e], vrow[r]);
-              ref.value_max[e] = std::max<double>(ref.value_max[e], vrow[r]);
+              const double v = vrow[r], av = std::fabs(v);
+              spread[r] += pj * av;
+              spread_cond[r] += pc * av;
+              spread_logit[r] += pd * av;
+              vmax_abs[r] = vmax_abs[r] > av ? vmax_abs[r] : av;
+              vmin[r] = vmin[r] < v ? vmin[r] : v;
+              vmax[r] = vmax[r] > v ? vmax[r] : v;
             }
           }
-          for (int r = 0; r < dv; ++r) ref.o[row * dv + r] = static_cast<double>(numerator[r]);
+          for (int r = 0; r < dv; ++r) {
+            ref.o[row * dv + r] = static_cast<double>(numerator[r]);
+            ref.o_residual[row * dv + r] = static_cast<double>(numerator[r] - Real(ref.o[row * dv + r]));
+          }
           using std::log;
-          ref.lse[row] = static_cast<double>(max_logit + log(total));
+          const Real lse = max_logit + log(total);
+          ref.lse[row] = static_cast<double>(lse);
+          ref.lse_residual[row] = static_cast<double>(lse - Real(ref.lse[row]));
           ref.cond_max[row] = cond_max;
           ref.mean_cond[row] = mean_cond;
           ref.logit_spread[row] = spread_logit;

@@ -40,6 +40,42 @@ TEST(Reference, AgreesWithMpfr216Bits) {
   EXPECT_EQ(cases, 36);
 }
 
+// The double-double fast path keeps at least 100 correct bits (relative to S_r and |LSE| + 1)
+// against MPFR at 216 bits, across magnitudes from 1e-3 to logits of 1e30 and with RoPE.
+TEST(Reference, FastPathHasAtLeast100CorrectBits) {
+  int cases = 0;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed)
+    for (double magnitude : {1e-3, 1.0, 30.0, 1e15})
+      for (bool rope : {false, true}) {
+        Problem p = random_problem(seed, 7, 13, 6, magnitude, rope);
+        p.mask.window = 5;
+        const Reference fast = compute_reference_fast(p, {.weights = true}), high = compute_reference_high(p);
+        ASSERT_TRUE(fast.finite());
+        EXPECT_EQ(fast.working_bits, 100);
+        // Value + residual carries the extra bits beyond double.
+        auto diff = [](double a, double a_low, double b, double b_low) { return std::fabs((a - b) + (a_low - b_low)); };
+        for (std::size_t e = 0; e < fast.o.size(); ++e)
+          EXPECT_LE(diff(fast.o[e], fast.o_residual[e], high.o[e], high.o_residual[e]), 0x1p-100 * high.spread[e])
+              << "element " << e << " magnitude " << magnitude;
+        for (std::size_t r = 0; r < fast.lse.size(); ++r)
+          EXPECT_LE(diff(fast.lse[r], fast.lse_residual[r], high.lse[r], high.lse_residual[r]),
+                    0x1p-100 * (std::fabs(high.lse[r]) + 1));
+        ++cases;
+      }
+  EXPECT_EQ(cases, 40);
+}
+
+// The 100-bit check can fail: long double (64 significant bits) does not pass it.
+TEST(Reference, HundredBitCheckRejectsLongDouble) {
+  const Problem p = random_problem(2, 7, 13, 6, 1.0, false);
+  const Reference ld = compute_reference_long_double(p), high = compute_reference_high(p);
+  double worst = 0;
+  for (std::size_t e = 0; e < ld.o.size(); ++e)
+    worst = std::max(worst, std::fabs((ld.o[e] - high.o[e]) + (ld.o_residual[e] - high.o_residual[e])) / high.spread[e]);
+  EXPECT_GT(worst, 0x1p-100);
+  EXPECT_LT(worst, 0x1p-55);
+}
+
 // long double (64-bit significand) is close to the oracle: a sanity check of the template.
 TEST(Reference, LongDoubleInstantiationIsClose) {
   const Problem p = random_problem(7, 6, 11, 8, 1.0, true);

@@ -1,0 +1,135 @@
+// Double-double arithmetic: a value is hi + lo with |lo| <= ulp(hi)/2, about 106 significant
+// bits, from error-free transformations (TwoSum, and TwoProd via fma). The fast reference
+// instantiates the reference algorithm with it; MPFR cross-checks it in tests.
+// Algorithms after Hida, Li and Bailey's QD library; exp by argument reduction and Taylor.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+namespace attest::reference_detail {
+
+class DoubleDouble {
+ public:
+  constexpr DoubleDouble() = default;
+  constexpr DoubleDouble(double x) : hi_(x) {}  // NOLINT: implicit like a built-in float type
+  constexpr DoubleDouble(float x) : hi_(x) {}   // NOLINT
+  constexpr DoubleDouble(int x) : hi_(x) {}     // NOLINT
+  constexpr DoubleDouble(long long x) : hi_(static_cast<double>(x)), lo_(static_cast<double>(x - static_cast<long long>(static_cast<double>(x)))) {}  // NOLINT
+  static DoubleDouble from_parts(double hi, double lo) {
+    DoubleDouble d;
+    d.hi_ = hi;
+    d.lo_ = lo;
+    return d;
+  }
+  explicit operator double() const { return hi_ + lo_; }
+  double hi() const { return hi_; }
+  double lo() const { return lo_; }
+
+  friend DoubleDouble operator+(DoubleDouble a, DoubleDouble b) {
+    // Accurate addition: both the high and the low parts' rounding errors are kept.
+    double s, e, t, f;
+    two_sum(a.hi_, b.hi_, s, e);
+    two_sum(a.lo_, b.lo_, t, f);
+    e += t;
+    quick_two_sum(s, e, s, e);
+    e += f;
+    quick_two_sum(s, e, s, e);
+    return from_parts(s, e);
+  }
+  friend DoubleDouble operator-(DoubleDouble a) { return from_parts(-a.hi_, -a.lo_); }
+  friend DoubleDouble operator-(DoubleDouble a, DoubleDouble b) { return a + (-b); }
+  friend DoubleDouble operator*(DoubleDouble a, DoubleDouble b) {
+    const double p = a.hi_ * b.hi_;
+    double e = std::fma(a.hi_, b.hi_, -p);
+    e += a.hi_ * b.lo_ + a.lo_ * b.hi_;
+    double s;
+    quick_two_sum(p, e, s, e);
+    return from_parts(s, e);
+  }
+  friend DoubleDouble operator/(DoubleDouble a, DoubleDouble b) {
+    // Long division: three quotient digits.
+    const double q1 = a.hi_ / b.hi_;
+    DoubleDouble r = a - b * DoubleDouble(q1);
+    const double q2 = r.hi_ / b.hi_;
+    r = r - b * DoubleDouble(q2);
+    const double q3 = r.hi_ / b.hi_;
+    double s, e;
+    quick_two_sum(q1, q2, s, e);
+    return DoubleDouble::from_parts(s, e) + DoubleDouble(q3);
+  }
+  DoubleDouble& operator+=(DoubleDouble b) { return *this = *this + b; }
+  DoubleDouble& operator-=(DoubleDouble b) { return *this = *this - b; }
+  DoubleDouble& operator*=(DoubleDouble b) { return *this = *this * b; }
+  DoubleDouble& operator/=(DoubleDouble b) { return *this = *this / b; }
+
+  // acc += a * b with one renormalization (the reference's dot products and weighted sums).
+  friend void accumulate_product(DoubleDouble& acc, DoubleDouble a, DoubleDouble b) {
+    const double p = a.hi_ * b.hi_;
+    const double e = std::fma(a.hi_, b.hi_, -p) + (a.hi_ * b.lo_ + a.lo_ * b.hi_);
+    double s, t;
+    two_sum(acc.hi_, p, s, t);
+    t += acc.lo_ + e;
+    quick_two_sum(s, t, acc.hi_, acc.lo_);
+  }
+
+  friend bool operator<(DoubleDouble a, DoubleDouble b) { return a.hi_ < b.hi_ || (a.hi_ == b.hi_ && a.lo_ < b.lo_); }
+  friend bool operator>(DoubleDouble a, DoubleDouble b) { return b < a; }
+  friend bool operator<=(DoubleDouble a, DoubleDouble b) { return !(b < a); }
+  friend bool operator>=(DoubleDouble a, DoubleDouble b) { return !(a < b); }
+  friend bool operator==(DoubleDouble a, DoubleDouble b) { return a.hi_ == b.hi_ && a.lo_ == b.lo_; }
+
+  friend DoubleDouble abs(DoubleDouble a) { return a.hi_ < 0 ? -a : a; }
+  friend DoubleDouble ldexp(DoubleDouble a, int e) { return from_parts(std::ldexp(a.hi_, e), std::ldexp(a.lo_, e)); }
+
+  friend DoubleDouble sqrt(DoubleDouble a) {
+    if (!(a.hi_ > 0)) return DoubleDouble(std::sqrt(a.hi_));
+    const double y = std::sqrt(a.hi_);  // one Newton step doubles the bits
+    return DoubleDouble(y) + (a - DoubleDouble(y) * DoubleDouble(y)) / DoubleDouble(2 * y);
+  }
+
+  friend DoubleDouble exp(DoubleDouble a) {
+    if (std::isnan(a.hi_)) return a;
+    if (a.hi_ > 709.0) return DoubleDouble(std::numeric_limits<double>::infinity());
+    if (a.hi_ < -708.0) return DoubleDouble(0.0);  // below 2^-1021: invisible next to any weight >= 1
+    static const DoubleDouble ln2 = from_parts(6.931471805599452862e-01, 2.319046813846299558e-17);
+    const double k = std::floor(a.hi_ / ln2.hi_ + 0.5);
+    // r = (a - k ln2) / 512, then e^r - 1 by Taylor, squared back nine times: e^(2r) - 1 = s (s + 2).
+    DoubleDouble r = ldexp(a - ln2 * DoubleDouble(k), -9);
+    DoubleDouble s = r, term = r;
+    for (int i = 2; i <= 12; ++i) {
+      term = term * r / DoubleDouble(i);
+      s += term;
+      if (std::fabs(term.hi_) < 1e-36) break;
+    }
+    for (int i = 0; i < 9; ++i) s = s * (s + DoubleDouble(2.0));
+    return ldexp(s + DoubleDouble(1.0), static_cast<int>(k));
+  }
+
+  friend DoubleDouble log(DoubleDouble a) {
+    if (!(a.hi_ > 0)) return DoubleDouble(std::log(a.hi_));
+    const DoubleDouble y(std::log(a.hi_));  // Newton: y + a e^-y - 1
+    return y + a * exp(-y) - DoubleDouble(1.0);
+  }
+
+ private:
+  static void two_sum(double a, double b, double& s, double& e) {
+    s = a + b;
+    const double bb = s - a;
+    e = (a - (s - bb)) + (b - bb);
+  }
+  static void quick_two_sum(double a, double b, double& s, double& e) {
+    s = a + b;
+    e = b - (s - a);
+  }
+
+  double hi_ = 0.0;
+  double lo_ = 0.0;
+};
+
+// RoPE needs these on the double-double type; they run through MPFR (reference.cpp).
+DoubleDouble cos(DoubleDouble a);
+DoubleDouble sin(DoubleDouble a);
+DoubleDouble pow(DoubleDouble a, DoubleDouble b);
+
+}  // namespace attest::reference_detail

@@ -3,9 +3,12 @@
 #include <chrono>
 #include <fmt/format.h>
 #include <iostream>
+#include <random>
 
 #include "attest/problem_file.h"
 #include "attest/property_driver.h"
+#include "fuzz_input.h"
+#include "fuzz_targets.h"
 
 namespace attest {
 
@@ -101,12 +104,69 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
   return results;
 }
 
+std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptions& options) {
+  std::vector<CheckResult> results;
+  Oracle oracle(4);
+  for (fuzz::Target target : {fuzz::Target::kMaskLeak, fuzz::Target::kOverflow, fuzz::Target::kDecode,
+                               fuzz::Target::kDifferential}) {
+    CheckResult r{kernel.name(), "fuzz", fuzz::target_name(target)};
+    r.seed = options.seed;
+    if (target == fuzz::Target::kDecode && !kernel.capabilities().decode) {
+      r.applicable = false;  // nothing to fuzz: the kernel declares no decode
+      results.push_back(std::move(r));
+      continue;
+    }
+    std::mt19937_64 rng(options.seed ^ static_cast<std::uint64_t>(target));
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::uint8_t> input;
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < options.fuzz_seconds) {
+      input.resize(rng() % 512);
+      for (auto& byte : input) byte = static_cast<std::uint8_t>(rng());
+      std::optional<fuzz::Violation> v;
+      try {
+        v = fuzz::run_target_on(target, input.data(), input.size(), kernel, oracle);
+      } catch (const KernelLoadError&) {
+        throw;
+      } catch (const std::exception& e) {
+        // A crash, hang or fault of an isolated kernel: fail, and keep the decoded problem.
+        const fuzz::FuzzCase c = fuzz::decode_input(input.data(), input.size(), fuzz::Flavor::kGeneral);
+        v = fuzz::Violation{kernel.name(), Verdict::fail("deterministic_and_in_bounds", e.what(), INFINITY), c.problem};
+      }
+      ++r.cases;
+      if (!v) continue;
+      r.failures = 1;
+      r.first_failure = v->verdict.property + ": " + v->verdict.detail;
+      r.worst_utilisation = v->verdict.utilisation;
+      const std::string path = fmt::format("{}/counterexamples/{}__{}.json", options.out_dir, r.check, kernel.name());
+      try {
+        save_problem_file(path, {v->problem, v->verdict.property,
+                                 options.kernel_source.empty() ? kernel.name() : options.kernel_source,
+                                 options.isolated, v->verdict.detail, options.seed});
+        r.counterexample_path = path;
+      } catch (const std::exception&) {
+      }
+      break;
+    }
+    r.applicable = r.cases > 0;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (options.progress)
+      std::cerr << fmt::format("[{:7.1f}s] {} fuzz {}: {} ({} inputs, {:.1f} s)\n", elapsed_seconds(), kernel.name(),
+                               r.check, r.passed() ? "pass" : "FAIL", r.cases, r.seconds);
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
 std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options) {
   std::vector<CheckResult> results;
   for (const CheckPlan& plan : deterministic_plans()) results.push_back(run_plan(plan, kernel, oracle, options));
   if (options.property_cases > 0) {
     std::vector<CheckResult> properties = run_property_stage(kernel, options);
     results.insert(results.end(), properties.begin(), properties.end());
+  }
+  if (options.fuzz_seconds > 0) {
+    std::vector<CheckResult> fuzzed = run_fuzz_stage(kernel, options);
+    results.insert(results.end(), fuzzed.begin(), fuzzed.end());
   }
   return results;
 }

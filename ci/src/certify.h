@@ -34,6 +34,7 @@ struct CheckResult {
 
 struct CertifyOptions {
   int property_cases = 100;  // per property; 0 skips the property stage
+  double fuzz_seconds = 0;   // per fuzz target; 0 skips the fuzz stage
   std::uint64_t seed = 0;    // 0: from the clock; always printed
   std::string out_dir = "attest-out";
   bool progress = true;      // progress lines on stderr
@@ -57,6 +58,10 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
 
 // Every applicable property of the catalogue over generated problems.
 std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyOptions& options);
+
+// Random inputs through the fuzz targets' decoder and properties, in this process (so plugins
+// and process kernels are fuzzed too); no coverage guidance, that is `attest fuzz`'s job.
+std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptions& options);
 
 // All stages for one kernel.
 std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options);

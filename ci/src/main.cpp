@@ -139,6 +139,8 @@ int main(int argc, char** argv) {
   cert->add_option("--timeout", request.load.timeout_seconds, "seconds per call for kernels in a child process")
       ->capture_default_str();
   cert->add_flag("--isolate", request.load.isolate, "run built-in kernels in a child process as well");
+  cert->add_option("--fuzz-seconds", request.options.fuzz_seconds,
+                   "a short fuzz stage: random inputs through each fuzz target for this long (default 0: off)");
 
   FuzzRequest fuzz;
   CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");

@@ -132,6 +132,14 @@ def case_baseline():
     require(out, "REGRESSION example-c grid: worst err/bound grew from 0.001")
 
 
+def case_fuzz_stage():
+    # The optional fuzz stage runs on a plugin (in a child process) and finds a mutant's leak.
+    out = certify("--kernel", plugin("example_attention"), "--budget", "0", "--fuzz-seconds", "2", expect=0)
+    require(out, "fuzz_differential", "CERTIFIED")
+    out = certify("--kernel", "mutant:masked_value_times_zero", "--budget", "0", "--fuzz-seconds", "10", expect=1)
+    require(out, "FAIL mutant:masked_value_times_zero fuzz_mask_leak")
+
+
 def case_gate():
     gate = os.path.join(SOURCE, "ci/gate.sh")
     env = dict(os.environ, ATTEST=ATTEST, ATTEST_BUDGET="quick")

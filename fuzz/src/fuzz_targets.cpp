@@ -81,15 +81,20 @@ std::optional<Target> target_from_name(const std::string& name) {
   return std::nullopt;
 }
 
+std::optional<Violation> run_target_on(Target target, const std::uint8_t* data, std::size_t size,
+                                       const Kernel& kernel, Oracle& oracle) {
+  const FuzzCase c = decode_input(data, size, flavor_of(target));
+  if (!kernel.capabilities().supports(c.problem)) return std::nullopt;
+  if (target == Target::kDecode && !kernel.capabilities().decode) return std::nullopt;
+  for (const Verdict& v : check(target, c, kernel, oracle))
+    if (v.applicable && !v.passed) return Violation{kernel.name(), v, c.problem};
+  return std::nullopt;
+}
+
 std::optional<Violation> run_target(Target target, const std::uint8_t* data, std::size_t size) {
   static Oracle oracle(4);
-  const FuzzCase c = decode_input(data, size, flavor_of(target));
-  for (const auto& kernel : kernels()) {
-    if (!kernel->capabilities().supports(c.problem)) continue;
-    if (target == Target::kDecode && !kernel->capabilities().decode) continue;
-    for (const Verdict& v : check(target, c, *kernel, oracle))
-      if (v.applicable && !v.passed) return Violation{kernel->name(), v, c.problem};
-  }
+  for (const auto& kernel : kernels())
+    if (auto v = run_target_on(target, data, size, *kernel, oracle)) return v;
   return std::nullopt;
 }
 

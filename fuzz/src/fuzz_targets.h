@@ -8,6 +8,8 @@
 #include <optional>
 #include <string>
 
+#include "attest/kernel.h"
+#include "attest/oracle.h"
 #include "attest/problem.h"
 #include "attest/verdict.h"
 
@@ -26,6 +28,10 @@ struct Violation {
 
 // Runs the target on one input; the first violation, or nothing.
 std::optional<Violation> run_target(Target target, const std::uint8_t* data, std::size_t size);
+
+// The same for one given kernel (attest certify's fuzz stage; external kernels too).
+std::optional<Violation> run_target_on(Target target, const std::uint8_t* data, std::size_t size,
+                                       const Kernel& kernel, Oracle& oracle);
 
 // libFuzzer's entry: prints the violation (kernel, property, explanation) and aborts.
 int fuzz_one_input(Target target, const std::uint8_t* data, std::size_t size);

@@ -47,6 +47,18 @@ std::string describe_exit(int status) {
   return "stopped";
 }
 
+// Waits up to polls x 2 ms for the child to exit, then kills it; returns its wait status.
+int reap(pid_t pid, int polls) {
+  int status = 0;
+  for (int i = 0; i < polls; ++i) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    ::usleep(2000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
 }  // namespace
 
 std::vector<std::string> kernel_host_argv(const std::vector<std::string>& args) {
@@ -127,12 +139,7 @@ void ProcessKernel::stop() const {
   protocol::write_frame(to_child_, Type::kBye, "");
   ::close(to_child_);
   ::close(from_child_);
-  int status = 0;
-  for (int i = 0; i < 50 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i) ::usleep(2000);
-  if (::waitpid(pid_, &status, WNOHANG) == 0) {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &status, 0);
-  }
+  reap(pid_, 50);
   pid_ = -1;
   to_child_ = from_child_ = -1;
 }
@@ -140,13 +147,7 @@ void ProcessKernel::stop() const {
 void ProcessKernel::child_died(const std::string& during) const {
   ::close(to_child_);
   ::close(from_child_);
-  int status = 0;
-  // It closed its end; give it a moment to finish dying before forcing it.
-  for (int i = 0; i < 500 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i) ::usleep(2000);
-  if (::waitpid(pid_, &status, WNOHANG) == 0) {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &status, 0);
-  }
+  const int status = reap(pid_, 500);  // it closed its end: give it a moment to finish dying
   pid_ = -1;
   throw KernelFailure(KernelFailure::Kind::kCrash,
                       fmt::format("kernel process {} {}", describe_exit(status), during));
@@ -158,11 +159,9 @@ std::string ProcessKernel::read_reply(Type expected) const {
   char header[16];
   auto fail_read = [&](ReadResult r) {
     if (r == ReadResult::kEof) child_died("while answering");
-    ::kill(pid_, SIGKILL);
     ::close(to_child_);
     ::close(from_child_);
-    int status;
-    ::waitpid(pid_, &status, 0);
+    reap(pid_, 0);  // hung: kill it now
     pid_ = -1;
     throw KernelFailure(KernelFailure::Kind::kHang,
                         fmt::format("kernel did not answer within {:g} s (killed)", options_.timeout_seconds));

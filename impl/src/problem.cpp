@@ -16,6 +16,16 @@ void require_positive(const char* field, int value) {
   if (value < 1) fail(field, "must be >= 1, got " + std::to_string(value));
 }
 
+void require_positive_shape(const Shape& s) {
+  require_positive("shape.batch", s.batch);
+  require_positive("shape.heads", s.heads);
+  require_positive("shape.kv_heads", s.kv_heads);
+  require_positive("shape.q_len", s.q_len);
+  require_positive("shape.k_len", s.k_len);
+  require_positive("shape.head_dim", s.head_dim);
+  require_positive("shape.value_dim", s.value_dim);
+}
+
 // Product of sizes, refusing anything that would overflow a buffer index.
 std::size_t checked_product(const char* field, std::initializer_list<int> dims) {
   std::size_t total = 1;
@@ -86,13 +96,7 @@ std::size_t Problem::lse_size() const {
 
 void Problem::validate() const {
   const Shape& s = shape;
-  require_positive("shape.batch", s.batch);
-  require_positive("shape.heads", s.heads);
-  require_positive("shape.kv_heads", s.kv_heads);
-  require_positive("shape.q_len", s.q_len);
-  require_positive("shape.k_len", s.k_len);
-  require_positive("shape.head_dim", s.head_dim);
-  require_positive("shape.value_dim", s.value_dim);
+  require_positive_shape(s);
   if (s.heads % s.kv_heads != 0)
     fail("shape.kv_heads", "must divide shape.heads (" + std::to_string(s.heads) + " % " +
                                std::to_string(s.kv_heads) + " != 0)");
@@ -146,14 +150,7 @@ void Problem::validate() const {
 }
 
 void Problem::resize_buffers() {
-  const Shape& s = shape;
-  require_positive("shape.batch", s.batch);
-  require_positive("shape.heads", s.heads);
-  require_positive("shape.kv_heads", s.kv_heads);
-  require_positive("shape.q_len", s.q_len);
-  require_positive("shape.k_len", s.k_len);
-  require_positive("shape.head_dim", s.head_dim);
-  require_positive("shape.value_dim", s.value_dim);
+  require_positive_shape(shape);
   q.assign(q_size(), 0.0f);
   k.assign(k_size(), 0.0f);
   v.assign(v_size(), 0.0f);

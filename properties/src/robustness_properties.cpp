@@ -11,51 +11,57 @@
 namespace attest {
 namespace {
 
-// Largest |<q, k>| over all query/key pairs, in double (float products are exact there). With
-// RoPE the rotated products are bounded pairwise by (|q0| + |q1|)(|k0| + |k1|) instead.
-double max_abs_dot(const Problem& p) {
+// Calls f(q_row, k_row) for every query row and every key row its head reads.
+template <typename F>
+void for_each_pair(const Problem& p, F f) {
   const Shape& s = p.shape;
-  double best = 0;
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h)
       for (int i = 0; i < s.q_len; ++i)
-        for (int j = 0; j < s.k_len; ++j) {
-          const float* q = &p.q[((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim];
-          const float* k = &p.k[((std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len + j) * s.head_dim];
-          double dot = 0;
-          if (p.rope.enabled) {
-            for (int c = 0; c + 1 < s.head_dim; c += 2)
-              dot += (std::fabs(q[c]) + std::fabs(q[c + 1])) * (std::fabs(double(k[c])) + std::fabs(k[c + 1]));
-          } else {
-            for (int c = 0; c < s.head_dim; ++c) dot += double(q[c]) * double(k[c]);
-          }
-          best = std::max(best, std::fabs(dot));
-        }
+        for (int j = 0; j < s.k_len; ++j)
+          f(&p.q[((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim],
+            &p.k[((std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len + j) * s.head_dim]);
+}
+
+// sum_k |q_k k_k|, or with RoPE the pairwise bound (|q0| + |q1|)(|k0| + |k1|) of the rotated products.
+double abs_product_sum(const Problem& p, const float* q, const float* k) {
+  double sum = 0;
+  if (p.rope.enabled) {
+    for (int c = 0; c + 1 < p.shape.head_dim; c += 2)
+      sum += (std::fabs(q[c]) + std::fabs(q[c + 1])) * (std::fabs(double(k[c])) + std::fabs(k[c + 1]));
+  } else {
+    for (int c = 0; c < p.shape.head_dim; ++c) sum += std::fabs(double(q[c]) * k[c]);
+  }
+  return sum;
+}
+
+// Largest |<q, k>| over all pairs, in double (float products are exact there); with RoPE the
+// rotated products' bound, since rotation can raise a dot product up to it.
+double max_abs_dot(const Problem& p) {
+  double best = 0;
+  for_each_pair(p, [&](const float* q, const float* k) {
+    double dot = 0;
+    if (p.rope.enabled) {
+      dot = abs_product_sum(p, q, k);
+    } else {
+      for (int c = 0; c < p.shape.head_dim; ++c) dot += double(q[c]) * double(k[c]);
+    }
+    best = std::max(best, std::fabs(dot));
+  });
   return best;
 }
 
 }  // namespace
 
 bool within_float_range(const Problem& p) {
-  const Shape& s = p.shape;
   const double limit = std::numeric_limits<float>::max() / 4.0;
   const double scale = std::max(1.0, std::fabs(p.effective_scale()));
   double vmax = 0;
   for (float v : p.v) vmax = std::max<double>(vmax, std::fabs(v));
-  if (!(vmax * s.k_len < limit)) return false;
-  for (int b = 0; b < s.batch; ++b)
-    for (int h = 0; h < s.heads; ++h)
-      for (int i = 0; i < s.q_len; ++i)
-        for (int j = 0; j < s.k_len; ++j) {
-          const float* q = &p.q[((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim];
-          const float* k = &p.k[((std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len + j) * s.head_dim];
-          double sum = 0;
-          for (int c = 0; c + (p.rope.enabled ? 1 : 0) < s.head_dim; c += p.rope.enabled ? 2 : 1)
-            sum += p.rope.enabled ? (std::fabs(q[c]) + std::fabs(q[c + 1])) * (std::fabs(double(k[c])) + std::fabs(k[c + 1]))
-                                  : std::fabs(double(q[c]) * k[c]);
-          if (!(sum * scale < limit)) return false;
-        }
-  return true;
+  if (!(vmax * p.shape.k_len < limit)) return false;
+  bool ok = true;
+  for_each_pair(p, [&](const float* q, const float* k) { ok = ok && abs_product_sum(p, q, k) * scale < limit; });
+  return ok;
 }
 
 Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle) {

@@ -5,7 +5,7 @@ namespace attest {
 
 // A kernel fails when its worst error (in u, relative to S_r) exceeds this factor times the
 // loop kernel's, or times the floor when the loop kernel's error is below it.
-inline constexpr double kPrecisionGateFactor = 16.0;
-inline constexpr double kPrecisionGateFloor = 4.0;
+inline constexpr double kPrecisionGateFactor = 32.0;
+inline constexpr double kPrecisionGateFloor = 8.0;
 
 }  // namespace attest

@@ -50,74 +50,63 @@ class Worst {
   std::string failure_;
 };
 
-}  // namespace
-
-Comparison compare_with_reference(const Problem& p, const Reference& ref, const Outputs& out,
-                                  const Capabilities& caps, const std::string& property) {
-  Comparison result;
-  if (!ref.finite())
-    return {Verdict::fail(property, "reference failure: the exact result is NaN for this problem "
-                                    "(non-finite visible inputs); no comparison is possible"), 0.0};
-  const KernelNumerics numerics = numerics_of(caps);
+// Every element within factor x its bound of `expected` (the reference's values, or another
+// run's), LSE too when declared; empty rows exactly per the policy.
+template <typename Expected>
+Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& expected_o,
+                        const Expected& expected_lse, const Outputs& got, const Capabilities& caps,
+                        const std::string& property, const std::string& label, double factor, int extra_key_tiles) {
+  KernelNumerics numerics = numerics_of(caps);
+  numerics.extra_tiles = extra_key_tiles;  // the other run may have had more tiles
   const int dv = p.shape.value_dim;
   const bool nan_policy = caps.empty_rows == EmptyRowPolicy::kNan;
+  const std::string prefix = label.empty() ? "" : label + " ";
+  Comparison result;
   Worst worst;
   for (std::size_t row = 0; row < ref.lse.size(); ++row) {
     for (int c = 0; c < dv; ++c) {
       const std::size_t e = row * dv + c;
-      const double got = out.o[e];
+      const double value = got.o[e];
       if (ref.empty[row]) {
-        const bool ok = nan_policy ? std::isnan(got) : got == 0.0;
-        if (!ok)
-          worst.fail(fmt::format("{}: empty row must output {} under the {} policy, got {:.9g}",
-                                 describe_element(p, e), nan_policy ? "NaN" : "0", to_string(caps.empty_rows), got));
+        if (!(nan_policy ? std::isnan(value) : value == 0.0))
+          worst.fail(fmt::format("{}{}: empty row must output {} under the {} policy, got {:.9g}", prefix,
+                                 describe_element(p, e), nan_policy ? "NaN" : "0", to_string(caps.empty_rows), value));
         continue;
       }
-      const double error = std::fabs(got - ref.o[e]);
+      const double error = std::fabs(value - double(expected_o[e]));
       result.max_abs_error = std::max(result.max_abs_error, std::isnan(error) ? INFINITY : error);
-      worst.add(error, output_bound(p, ref, e, numerics), describe_element(p, e), ref.o[e], got);
+      worst.add(error, factor * output_bound(p, ref, e, numerics), prefix + describe_element(p, e), expected_o[e], value);
     }
-    if (!caps.lse || out.lse.empty()) continue;
-    const double got = out.lse[row];
+    if (!caps.lse || got.lse.empty() || expected_lse.empty()) continue;
+    const double value = got.lse[row];
     if (ref.empty[row]) {
-      const bool ok = nan_policy ? std::isnan(got) : (std::isinf(got) && got < 0);
-      if (!ok) worst.fail(fmt::format("{}: empty row must have LSE {}, got {:.9g}", describe_row(p, row),
-                                      nan_policy ? "NaN" : "-inf", got));
+      if (!(nan_policy ? std::isnan(value) : (std::isinf(value) && value < 0)))
+        worst.fail(fmt::format("{}{}: empty row must have LSE {}, got {:.9g}", prefix, describe_row(p, row),
+                               nan_policy ? "NaN" : "-inf", value));
       continue;
     }
-    worst.add(std::fabs(got - ref.lse[row]), lse_bound(p, ref, row, numerics), describe_row(p, row) + " (LSE)",
-              ref.lse[row], got);
+    worst.add(std::fabs(value - double(expected_lse[row])), factor * lse_bound(p, ref, row, numerics),
+              prefix + describe_row(p, row) + " (LSE)", expected_lse[row], value);
   }
   result.verdict = worst.failure().empty() ? Verdict::pass(property, worst.utilisation())
                                            : Verdict::fail(property, worst.failure(), worst.utilisation());
   return result;
 }
 
+}  // namespace
+
+Comparison compare_with_reference(const Problem& p, const Reference& ref, const Outputs& out,
+                                  const Capabilities& caps, const std::string& property) {
+  if (!ref.finite())
+    return {Verdict::fail(property, "reference failure: the exact result is NaN for this problem "
+                                    "(non-finite visible inputs); no comparison is possible"), 0.0};
+  return compare_impl(p, ref, ref.o, ref.lse, out, caps, property, "", 1.0, 0);
+}
+
 Verdict compare_runs(const Problem& p, const Reference& ref, const Outputs& expected, const Outputs& got,
                      const Capabilities& caps, const std::string& property, const std::string& label, double factor,
                      int extra_key_tiles) {
-  KernelNumerics numerics = numerics_of(caps);
-  numerics.extra_tiles = extra_key_tiles;  // the other run may have had more tiles
-  const int dv = p.shape.value_dim;
-  const bool nan_policy = caps.empty_rows == EmptyRowPolicy::kNan;
-  Worst worst;
-  for (std::size_t row = 0; row < ref.lse.size(); ++row) {
-    for (int c = 0; c < dv; ++c) {
-      const std::size_t e = row * dv + c;
-      if (ref.empty[row]) {
-        if (!(nan_policy ? std::isnan(got.o[e]) : got.o[e] == 0.0))
-          worst.fail(fmt::format("{} {}: empty row gives {:.9g}", label, describe_element(p, e), got.o[e]));
-        continue;
-      }
-      worst.add(std::fabs(double(got.o[e]) - expected.o[e]), factor * output_bound(p, ref, e, numerics),
-                label + " " + describe_element(p, e), expected.o[e], got.o[e]);
-    }
-    if (ref.empty[row] || !caps.lse || got.lse.empty() || expected.lse.empty()) continue;
-    worst.add(std::fabs(double(got.lse[row]) - expected.lse[row]), factor * lse_bound(p, ref, row, numerics),
-              label + " " + describe_row(p, row) + " (LSE)", expected.lse[row], got.lse[row]);
-  }
-  return worst.failure().empty() ? Verdict::pass(property, worst.utilisation())
-                                 : Verdict::fail(property, worst.failure(), worst.utilisation());
+  return compare_impl(p, ref, expected.o, expected.lse, got, caps, property, label, factor, extra_key_tiles).verdict;
 }
 
 }  // namespace attest

@@ -4,28 +4,18 @@
 
 #include <random>
 
+#include "attest/cases.h"
 #include "attest/kernel.h"
 #include "attest/reference.h"
 
 namespace attest {
 namespace {
 
-Problem problem(int tq, int tk, int d, bool causal) {
-  Problem p;
-  p.shape = {1, 1, 1, tq, tk, d, d};
-  p.mask.causal = causal;
-  p.resize_buffers();
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal;
-  for (auto* b : {&p.q, &p.k, &p.v})
-    for (float& x : *b) x = normal(rng);
-  return p;
-}
 
 // args: sequence length, head width, causal
 void prefill(benchmark::State& state, const std::string& name) {
   const auto kernel = make_kernel(name);
-  const Problem p = problem(int(state.range(0)), int(state.range(0)), int(state.range(1)), state.range(2) != 0);
+  const Problem p = benchmark_problem(int(state.range(0)), int(state.range(0)), int(state.range(1)), state.range(2) != 0);
   std::vector<float> o(p.o_size()), lse(p.lse_size());
   for (auto _ : state) {
     kernel->forward(p, o, lse);
@@ -40,7 +30,7 @@ void decode_step(benchmark::State& state) {
   const auto kernel = make_kernel("decode");
   const int t = int(state.range(0)), d = 64;
   auto session = kernel->open_decode({.batch = 1, .heads = 1, .kv_heads = 1, .head_dim = d, .value_dim = d, .scale = 0.125});
-  const Problem p = problem(t, t, d, true);
+  const Problem p = benchmark_problem(t, t, d, true);
   std::vector<float> o(p.o_size()), lse(p.lse_size());
   session->step(t, p.q, p.k, p.v, o, lse);
   std::vector<float> q(d, 0.1f), k(d, 0.2f), v(d, 0.3f), o1(d), lse1(1);
@@ -48,7 +38,7 @@ void decode_step(benchmark::State& state) {
 }
 
 void reference_fast(benchmark::State& state) {
-  const Problem p = problem(int(state.range(0)), int(state.range(0)), 64, false);
+  const Problem p = benchmark_problem(int(state.range(0)), int(state.range(0)), 64, false);
   for (auto _ : state) benchmark::DoNotOptimize(compute_reference_fast(p));
 }
 

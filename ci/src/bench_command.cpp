@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "attest/cases.h"
 #include "attest/reference.h"
 #include "blas_baseline.h"
 #include "kernel_lookup.h"
@@ -30,17 +31,6 @@ struct Row {
   std::size_t kv_cache = 0;      // decode: bytes of the KV cache
 };
 
-Problem make_problem(int tq, int tk, int d, bool causal) {
-  Problem p;
-  p.shape = {1, 1, 1, tq, tk, d, d};
-  p.mask.causal = causal;
-  p.resize_buffers();
-  std::mt19937 rng(1);
-  std::normal_distribution<float> normal;
-  for (auto* b : {&p.q, &p.k, &p.v})
-    for (float& x : *b) x = normal(rng);
-  return p;
-}
 
 // Best time of repeated calls, at least once and until min_time has been spent.
 template <typename F>
@@ -59,7 +49,7 @@ double best_time(F&& call, double min_time) {
 double flops(int tq, int tk, int d, bool causal) { return 4.0 * tq * tk * d * (causal ? 0.5 : 1.0); }
 
 Row prefill(const Kernel& kernel, int t, int d, bool causal, double min_time) {
-  const Problem p = make_problem(t, t, d, causal);
+  const Problem p = benchmark_problem(t, t, d, causal);
   std::vector<float> o(p.o_size()), lse(p.lse_size());
   memory_meter::start();
   kernel.forward(p, o, lse);
@@ -76,7 +66,7 @@ Row decode_step(const Kernel& kernel, int t, int d, double min_time) {
   if (kernel.capabilities().decode) {
     auto session = kernel.open_decode({.batch = 1, .heads = 1, .kv_heads = 1, .head_dim = d, .value_dim = d,
                                        .scale = 1.0 / std::sqrt(double(d))});
-    const Problem p = make_problem(t, t, d, true);
+    const Problem p = benchmark_problem(t, t, d, true);
     std::vector<float> o(p.o_size()), lse(p.lse_size());
     session->step(t, p.q, p.k, p.v, o, lse);
     // 32 steps right after the prefill: the cache stays within 32 tokens of t. Median step.
@@ -94,7 +84,7 @@ Row decode_step(const Kernel& kernel, int t, int d, double min_time) {
     r.seconds = steps[16];
     (void)min_time;
   } else {
-    const Problem p = make_problem(1, t, d, true);
+    const Problem p = benchmark_problem(1, t, d, true);
     std::vector<float> o(p.o_size()), lse(p.lse_size());
     memory_meter::start();
     r.seconds = best_time([&] { kernel.forward(p, o, lse); }, min_time);
@@ -182,7 +172,7 @@ void double_loop(const Problem& p, std::vector<double>& out) {
 
 int reference_cost(double min_time) {
   const int t = 512, d = 64;
-  const Problem p = make_problem(t, t, d, false);
+  const Problem p = benchmark_problem(t, t, d, false);
   std::vector<double> sink;
   const double loop = best_time([&] { double_loop(p, sink); }, min_time);
   const double fast = best_time([&] { compute_reference_fast(p); }, min_time);

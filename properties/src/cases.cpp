@@ -14,6 +14,15 @@ void fill_random(Problem& p, std::uint64_t seed, double magnitude) {
     for (float& x : *buffer) x = round_to(static_cast<float>(unit(rng) * magnitude), p.input_precision);
 }
 
+Problem benchmark_problem(int q_len, int k_len, int head_dim, bool causal) {
+  Problem p;
+  p.shape = {1, 1, 1, q_len, k_len, head_dim, head_dim};
+  p.mask.causal = causal;
+  p.resize_buffers();
+  fill_random(p, 1);
+  return p;
+}
+
 Problem worked_example() {
   Problem p;
   p.shape = {.batch = 1, .heads = 1, .kv_heads = 1, .q_len = 3, .k_len = 3, .head_dim = 2, .value_dim = 2};

@@ -17,6 +17,9 @@ struct NamedProblem {
 // Fills q, k, v with uniform values of unit variance times magnitude (reproducible by seed).
 void fill_random(Problem& p, std::uint64_t seed, double magnitude = 1.0);
 
+// One batch, one head, Dv = Dk, unit-variance random data: the problem the benchmarks time.
+Problem benchmark_problem(int q_len, int k_len, int head_dim, bool causal);
+
 // Q = K = [[1,0],[0,1],[1,1]], V = [[1,0],[0,2],[3,1]], causal, scale 1/sqrt(2).
 Problem worked_example();
 

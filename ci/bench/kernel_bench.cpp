@@ -2,7 +2,6 @@
 // OpenBLAS baseline, memory and a plot). Run: build/release/ci/bench/kernel_bench
 #include <benchmark/benchmark.h>
 
-#include <random>
 
 #include "attest/cases.h"
 #include "attest/kernel.h"

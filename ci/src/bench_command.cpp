@@ -7,7 +7,6 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "attest/cases.h"

@@ -1,9 +1,9 @@
 #include "simd_ops.h"
 
-#include <bit>
-#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <utility>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(ATTEST_NO_MULTIVERSION)
 #define ATTEST_MULTIVERSION __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -14,155 +14,278 @@
 namespace attest::kernels::simd {
 namespace {
 
-// exp(x) for x <= 0 (the argument of a softmax weight), branch-free so loops vectorize:
-// x = n ln2 + r with |r| <= ln2/2 (Cody-Waite), e^r by a degree-6 polynomial (Cephes expf),
-// times 2^n split in two factors so that subnormal results stay correct.
-[[gnu::always_inline]] inline float exp_nonpositive(float x) {
-  const float clamped = x < -104.0f ? -104.0f : x;
-  const float n = std::nearbyint(clamped * 1.44269504088896341f);
-  float r = clamped - n * 0.693359375f;
+// 16 floats as one value; GCC and clang lower it to whatever each clone has (2 x AVX2, 1 x AVX-512,
+// 4 x SSE), so the register blocking below is written once and stays portable.
+using vec16 = float __attribute__((vector_size(64)));
+
+[[gnu::always_inline]] inline vec16 load16(const float* p) {
+  vec16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+[[gnu::always_inline]] inline void store16(float* p, vec16 v) { std::memcpy(p, &v, sizeof v); }
+
+using vec16i = std::int32_t __attribute__((vector_size(64)));
+
+[[gnu::always_inline]] inline vec16 splat(float a) { return vec16{} + a; }
+
+// Horizontal max and sum by halving, so the reduction is four shuffles, not fifteen scalar steps.
+[[gnu::always_inline]] inline float max_lanes(vec16 v) {
+  vec16 s = __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v = v > s ? v : s;
+  s = __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  v = v > s ? v : s;
+  s = __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  v = v > s ? v : s;
+  s = __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  v = v > s ? v : s;
+  return v[0];
+}
+[[gnu::always_inline]] inline float sum_lanes(vec16 v) {
+  v += __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+  v += __builtin_shufflevector(v, v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+  v += __builtin_shufflevector(v, v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+  v += __builtin_shufflevector(v, v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+  return v[0];
+}
+
+// exp(x) for x <= 0 (the argument of a softmax weight) on 16 lanes, branch-free:
+// x = n ln2 + r with |r| <= ln2/2 (Cody-Waite; n rounded by the 1.5 * 2^23 trick), e^r by a
+// degree-6 polynomial (Cephes expf), times 2^n split in two factors so that subnormal results
+// stay correct; -inf and far below give 0, NaN stays NaN.
+[[gnu::always_inline]] inline vec16 exp_nonpositive16(vec16 x) {
+  const vec16 clamped = x < -104.0f ? splat(-104.0f) : x;
+  const vec16 n = (clamped * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  vec16 r = clamped - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
+  vec16 p = splat(1.9875691500e-4f);
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const std::int32_t ni = static_cast<std::int32_t>(n);
-  const std::int32_t half = ni / 2;
-  const float scale1 = std::bit_cast<float>((half + 127) << 23);
-  const float scale2 = std::bit_cast<float>((ni - half + 127) << 23);
-  const float result = p * scale1 * scale2;
-  return x < -103.9f ? 0.0f : (x == x ? result : x);  // -inf and far below: 0; NaN stays NaN
+  const vec16i ni = __builtin_convertvector(n, vec16i);
+  const vec16i half = ni >> 1;
+  const vec16 result = p * (vec16)((half + 127) << 23) * (vec16)((ni - half + 127) << 23);
+  const vec16 finite = x < -103.9f ? splat(0.0f) : result;
+  return x == x ? finite : x;
 }
 
-// Four rows at a time with their LD scores held in registers across the whole dot product.
-template <int LD>
-[[gnu::always_inline]] inline int scores_blocked(const float* q, int rows, int dk, const float* kt, float scale, float* s) {
-  int r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    float a0[LD] = {}, a1[LD] = {}, a2[LD] = {}, a3[LD] = {};
-    const float* q0 = q + r * dk;
-    for (int k = 0; k < dk; ++k) {
-      const float* krow = kt + k * LD;
-      const float x0 = q0[k], x1 = q0[dk + k], x2 = q0[2 * dk + k], x3 = q0[3 * dk + k];
-      for (int c = 0; c < LD; ++c) {
-        a0[c] += x0 * krow[c];
-        a1[c] += x1 * krow[c];
-        a2[c] += x2 * krow[c];
-        a3[c] += x3 * krow[c];
-      }
-    }
-    for (int c = 0; c < LD; ++c) {
-      s[r * LD + c] = a0[c] * scale;
-      s[(r + 1) * LD + c] = a1[c] * scale;
-      s[(r + 2) * LD + c] = a2[c] * scale;
-      s[(r + 3) * LD + c] = a3[c] * scale;
+// The same function for one value (row tails, rescale factors), so every lane agrees with it.
+[[gnu::always_inline]] inline float exp_nonpositive(float x) { return exp_nonpositive16(splat(x))[0]; }
+
+// One level of the block-swap transpose: for row pairs (a, b = a + S), swaps a's upper S-blocks
+// with b's lower ones. Four levels (S = 8, 4, 2, 1) transpose a 16 x 16 tile in 64 shuffles.
+template <int S, std::size_t... J>
+[[gnu::always_inline]] inline void swap_blocks(vec16& a, vec16& b, std::index_sequence<J...>) {
+  const vec16 lo = __builtin_shufflevector(a, b, ((J & S) ? int(16 + J - S) : int(J))...);
+  const vec16 hi = __builtin_shufflevector(a, b, ((J & S) ? int(16 + J) : int(J + S))...);
+  a = lo;
+  b = hi;
+}
+
+template <int S>
+[[gnu::always_inline]] inline void transpose_level(vec16 (&m)[16]) {
+  for (int i = 0; i < 16; ++i)
+    if (!(i & S)) swap_blocks<S>(m[i], m[i + S], std::make_index_sequence<16>{});
+}
+
+// dst[k * ld_dst + c] = src[c * ld_src + k] for c, k < 16.
+[[gnu::always_inline]] inline void transpose_block(const float* src, int ld_src, float* dst, int ld_dst) {
+  vec16 m[16];
+  for (int i = 0; i < 16; ++i) m[i] = load16(src + i * ld_src);
+  transpose_level<8>(m);
+  transpose_level<4>(m);
+  transpose_level<2>(m);
+  transpose_level<1>(m);
+  for (int i = 0; i < 16; ++i) store16(dst + i * ld_dst, m[i]);
+}
+
+// Scores of R query rows against columns [c0, c0 + 16W) of the transposed key tile, with the
+// R x W accumulators held in registers across the whole dot product.
+template <int R, int W>
+[[gnu::always_inline]] inline void scores_block(const float* q, int dk, const float* kt, int ld, int c0, float scale,
+                                                float* s) {
+  vec16 a[R][W] = {};
+  for (int k = 0; k < dk; ++k) {
+    vec16 key[W];
+    for (int w = 0; w < W; ++w) key[w] = load16(kt + k * ld + c0 + 16 * w);
+    for (int r = 0; r < R; ++r) {
+      const float x = q[r * dk + k];
+      for (int w = 0; w < W; ++w) a[r][w] += x * key[w];
     }
   }
-  return r;
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) store16(s + r * ld + c0 + 16 * w, a[r][w] * scale);
+}
+
+template <int R>
+[[gnu::always_inline]] inline void scores_rows(const float* q, int dk, const float* kt, int ld, float scale, float* s) {
+  int c0 = 0;
+  for (; c0 + 64 <= ld; c0 += 64) scores_block<R, 4>(q, dk, kt, ld, c0, scale, s);
+  for (; c0 + 16 <= ld; c0 += 16) scores_block<R, 1>(q, dk, kt, ld, c0, scale, s);
+  for (; c0 < ld; ++c0)
+    for (int r = 0; r < R; ++r) {
+      float sum = 0.0f;
+      for (int k = 0; k < dk; ++k) sum += q[r * dk + k] * kt[k * ld + c0];
+      s[r * ld + c0] = sum * scale;
+    }
+}
+
+// acc_r[d0, d0 + 16W) = acc_r * rescale[r] + sum_c p_r[c] v[c], for R rows sharing each V load.
+// A key whose weight is 0 in a row never touches that row (its V may hold NaN or inf); kDense
+// says no weight is 0, so the per-key checks drop out of the common unmasked tile.
+template <int R, int W, bool kDense>
+[[gnu::always_inline]] inline void accumulate_block(float* acc, int dv, const float* rescale, const float* p, int ld,
+                                                    int cols, const float* v, int d0) {
+  vec16 a[R][W];
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) a[r][w] = load16(acc + r * dv + d0 + 16 * w) * rescale[r];
+  for (int c = 0; c < cols; ++c) {
+    float x[R];
+    bool all = true, any = false;
+    for (int r = 0; r < R; ++r) {
+      x[r] = p[r * ld + c];
+      if (!kDense) all = all && x[r] != 0.0f, any = any || x[r] != 0.0f;
+    }
+    if (!kDense && !any) continue;
+    vec16 val[W];
+    for (int w = 0; w < W; ++w) val[w] = load16(v + c * dv + d0 + 16 * w);
+    if (kDense || all) {
+      for (int r = 0; r < R; ++r)
+        for (int w = 0; w < W; ++w) a[r][w] += x[r] * val[w];
+    } else {
+      for (int r = 0; r < R; ++r)
+        if (x[r] != 0.0f)
+          for (int w = 0; w < W; ++w) a[r][w] += x[r] * val[w];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int w = 0; w < W; ++w) store16(acc + r * dv + d0 + 16 * w, a[r][w]);
+}
+
+template <int R, int W>
+[[gnu::always_inline]] inline void accumulate_block(bool dense, float* acc, int dv, const float* rescale,
+                                                    const float* p, int ld, int cols, const float* v, int d0) {
+  if (dense)
+    accumulate_block<R, W, true>(acc, dv, rescale, p, ld, cols, v, d0);
+  else
+    accumulate_block<R, W, false>(acc, dv, rescale, p, ld, cols, v, d0);
+}
+
+template <int R>
+[[gnu::always_inline]] inline void accumulate_rows(float* acc, int dv, const float* rescale, const float* p, int ld,
+                                                   int cols, const float* v) {
+  bool has_zero = false;
+  for (int r = 0; r < R; ++r) {
+    vec16i zero_lanes{};
+    int c = 0;
+    for (; c + 16 <= cols; c += 16) zero_lanes |= load16(p + r * ld + c) == 0.0f;
+    for (int l = 0; l < 16; ++l) has_zero |= zero_lanes[l] != 0;
+    for (; c < cols; ++c) has_zero |= p[r * ld + c] == 0.0f;
+  }
+  int d0 = 0;
+  for (; d0 + 64 <= dv; d0 += 64) accumulate_block<R, 4>(!has_zero, acc, dv, rescale, p, ld, cols, v, d0);
+  for (; d0 + 16 <= dv; d0 += 16) accumulate_block<R, 1>(!has_zero, acc, dv, rescale, p, ld, cols, v, d0);
+  if (d0 == dv) return;
+  for (int r = 0; r < R; ++r) {
+    float* row = acc + r * dv;
+    for (int d = d0; d < dv; ++d) row[d] *= rescale[r];
+    for (int c = 0; c < cols; ++c) {
+      const float pc = p[r * ld + c];
+      if (pc == 0.0f) continue;
+      for (int d = d0; d < dv; ++d) row[d] += pc * v[c * dv + d];
+    }
+  }
+}
+
+// The bodies of max_of and exp_shift_sum, inlined into softmax_fold too (a call between
+// multiversioned functions would go through the resolver and could not be inlined).
+[[gnu::always_inline]] inline float max_of_impl(const float* x, int n) {
+  vec16 lanes = splat(-std::numeric_limits<float>::infinity());
+  int c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const vec16 v = load16(x + c);
+    lanes = lanes > v ? lanes : v;
+  }
+  float m = max_lanes(lanes);
+  for (; c < n; ++c) m = m > x[c] ? m : x[c];
+  return m;
+}
+
+[[gnu::always_inline]] inline float exp_shift_sum_impl(float* x, int n, float shift) {
+  vec16 sums{};
+  int c = 0;
+  for (; c + 16 <= n; c += 16) {
+    const vec16 e = exp_nonpositive16(load16(x + c) - shift);
+    store16(x + c, e);
+    sums += e;
+  }
+  float sum = sum_lanes(sums);
+  for (; c < n; ++c) sum += x[c] = exp_nonpositive(x[c] - shift);
+  return sum;
 }
 
 }  // namespace
 
 ATTEST_MULTIVERSION
 void scores(const float* q, int rows, int dk, const float* kt, int ld, float scale, float* s) {
-  int done = 0;
-  if (ld == 32) done = scores_blocked<32>(q, rows, dk, kt, scale, s);
-  if (ld == 64) done = scores_blocked<64>(q, rows, dk, kt, scale, s);
-  for (int r = done; r < rows; ++r) {
-    float* srow = s + r * ld;
-    const float* qrow = q + r * dk;
-    for (int c = 0; c < ld; ++c) srow[c] = 0.0f;
-    for (int k = 0; k < dk; ++k) {
-      const float qk = qrow[k];
-      const float* krow = kt + k * ld;
-      for (int c = 0; c < ld; ++c) srow[c] += qk * krow[c];
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) scores_rows<4>(q + r * dk, dk, kt, ld, scale, s + r * ld);
+  for (; r < rows; ++r) scores_rows<1>(q + r * dk, dk, kt, ld, scale, s + r * ld);
+}
+
+ATTEST_MULTIVERSION
+float max_of(const float* x, int n) { return max_of_impl(x, n); }
+
+ATTEST_MULTIVERSION
+float exp_shift_sum(float* x, int n, float shift) { return exp_shift_sum_impl(x, n, shift); }
+
+ATTEST_MULTIVERSION
+void softmax_fold_rows(float* s, int rows, int ld, int cols, float* row_max, float* row_sum, float* rescale) {
+  for (int r = 0; r < rows; ++r) {
+    float* x = s + r * ld;
+    const float tile_max = max_of_impl(x, cols);
+    if (tile_max == -std::numeric_limits<float>::infinity()) {  // fully masked: weights 0, state unchanged
+      std::memset(x, 0, sizeof(float) * cols);
+      rescale[r] = 1.0f;
+      continue;
     }
-    for (int c = 0; c < ld; ++c) srow[c] *= scale;
+    const float new_max = row_max[r] > tile_max ? row_max[r] : tile_max;
+    rescale[r] = exp_nonpositive(row_max[r] - new_max);  // 0 on the first visible tile
+    row_sum[r] = row_sum[r] * rescale[r] + exp_shift_sum_impl(x, cols, new_max);
+    row_max[r] = new_max;
   }
-}
-
-ATTEST_MULTIVERSION
-float max_of(const float* x, int n) {
-  float lanes[8];
-  for (float& l : lanes) l = -std::numeric_limits<float>::infinity();
-  int c = 0;
-  for (; c + 8 <= n; c += 8)
-    for (int l = 0; l < 8; ++l) lanes[l] = lanes[l] > x[c + l] ? lanes[l] : x[c + l];
-  float m = -std::numeric_limits<float>::infinity();
-  for (float l : lanes) m = m > l ? m : l;
-  for (; c < n; ++c) m = m > x[c] ? m : x[c];
-  return m;
-}
-
-ATTEST_MULTIVERSION
-float exp_shift_sum(float* x, int n, float shift) {
-  for (int c = 0; c < n; ++c) x[c] = exp_nonpositive(x[c] - shift);
-  float lanes[8] = {};
-  int c = 0;
-  for (; c + 8 <= n; c += 8)
-    for (int l = 0; l < 8; ++l) lanes[l] += x[c + l];
-  float sum = 0.0f;
-  for (float l : lanes) sum += l;
-  for (; c < n; ++c) sum += x[c];
-  return sum;
 }
 
 ATTEST_MULTIVERSION
 void rescale_accumulate(float* acc, int dv, float rescale, const float* p, int cols, const float* v) {
-  int d0 = 0;
-  // 32 output columns at a time, held in registers across all keys of the tile.
-  for (; d0 + 32 <= dv; d0 += 32) {
-    float a[32];
-    for (int d = 0; d < 32; ++d) a[d] = acc[d0 + d] * rescale;
-    for (int c = 0; c < cols; ++c) {
-      const float pc = p[c];
-      if (pc == 0.0f) continue;  // masked (or underflowed): never touch its value row
-      const float* vrow = v + c * dv + d0;
-      for (int d = 0; d < 32; ++d) a[d] += pc * vrow[d];
-    }
-    for (int d = 0; d < 32; ++d) acc[d0 + d] = a[d];
-  }
-  if (d0 == dv) return;
-  for (int d = d0; d < dv; ++d) acc[d] *= rescale;
-  for (int c = 0; c < cols; ++c) {
-    const float pc = p[c];
-    if (pc == 0.0f) continue;
-    const float* vrow = v + c * dv;
-    for (int d = d0; d < dv; ++d) acc[d] += pc * vrow[d];
-  }
+  accumulate_rows<1>(acc, dv, &rescale, p, cols, cols, v);
 }
 
 ATTEST_MULTIVERSION
 void rescale_accumulate_rows(float* acc, int rows, int dv, const float* rescale, const float* p, int ld, int cols,
                              const float* v) {
   int r = 0;
-  for (; r + 2 <= rows && dv % 32 == 0; r += 2) {
-    float* acc0 = acc + r * dv;
-    float* acc1 = acc0 + dv;
-    const float* p0 = p + r * ld;
-    const float* p1 = p0 + ld;
-    for (int d0 = 0; d0 < dv; d0 += 32) {
-      float a0[32], a1[32];
-      for (int d = 0; d < 32; ++d) a0[d] = acc0[d0 + d] * rescale[r], a1[d] = acc1[d0 + d] * rescale[r + 1];
-      for (int c = 0; c < cols; ++c) {
-        const float x0 = p0[c], x1 = p1[c];
-        if (x0 == 0.0f && x1 == 0.0f) continue;  // masked for both rows: never touch the value row
-        const float* vrow = v + c * dv + d0;
-        if (x0 != 0.0f && x1 != 0.0f) {
-          for (int d = 0; d < 32; ++d) a0[d] += x0 * vrow[d], a1[d] += x1 * vrow[d];
-        } else if (x0 != 0.0f) {
-          for (int d = 0; d < 32; ++d) a0[d] += x0 * vrow[d];
-        } else {
-          for (int d = 0; d < 32; ++d) a1[d] += x1 * vrow[d];
-        }
-      }
-      for (int d = 0; d < 32; ++d) acc0[d0 + d] = a0[d], acc1[d0 + d] = a1[d];
-    }
+  for (; r + 4 <= rows; r += 4) accumulate_rows<4>(acc + r * dv, dv, rescale + r, p + r * ld, ld, cols, v);
+  for (; r < rows; ++r) accumulate_rows<1>(acc + r * dv, dv, rescale + r, p + r * ld, ld, cols, v);
+}
+
+ATTEST_MULTIVERSION
+void transpose(const float* src, int rows, int cols, float* dst, int ld) {
+  int c0 = 0;
+  for (; c0 + 16 <= rows; c0 += 16) {
+    int k0 = 0;
+    for (; k0 + 16 <= cols; k0 += 16) transpose_block(src + c0 * cols + k0, cols, dst + k0 * ld + c0, ld);
+    for (int k = k0; k < cols; ++k)
+      for (int c = c0; c < c0 + 16; ++c) dst[k * ld + c] = src[c * cols + k];
   }
-  for (; r < rows; ++r) rescale_accumulate(acc + r * dv, dv, rescale[r], p + r * ld, cols, v);
+  for (int k = 0; k < cols; ++k) {
+    float* out = dst + k * ld;
+    for (int c = c0; c < rows; ++c) out[c] = src[c * cols + k];
+    for (int c = rows; c < ld; ++c) out[c] = 0.0f;
+  }
 }
 
 ATTEST_MULTIVERSION

@@ -16,13 +16,24 @@ float max_of(const float* x, int n);
 // exp is a polynomial of at most 2 ulp error (exp_ulps in the kernel's capabilities).
 float exp_shift_sum(float* x, int n, float shift);
 
+// One step of the online softmax for rows r < rows of scores s (stride ld, -inf where masked,
+// columns [0, cols) read): folds each row into its running (row_max[r], row_sum[r]), leaves the
+// weights exp(s - new max) in s (0 where masked; all 0 and the state unchanged when the whole row
+// is masked) and sets rescale[r], the factor the row's accumulator must be scaled by (0 on the
+// first visible tile).
+void softmax_fold_rows(float* s, int rows, int ld, int cols, float* row_max, float* row_sum, float* rescale);
+
 // acc[d] = acc[d] * rescale + sum_c p[c] * v[c * dv + d]   (p[c] = 0 rows are skipped).
 void rescale_accumulate(float* acc, int dv, float rescale, const float* p, int cols, const float* v);
 
 // For every row r < rows: acc_r = acc_r * rescale[r] + sum_c p_r[c] * v[c][:], with p_r the
-// row r of p (stride ld) and acc_r of acc (stride dv). Pairs of rows share each V load.
+// row r of p (stride ld) and acc_r of acc (stride dv). Four rows share each V load.
 void rescale_accumulate_rows(float* acc, int rows, int dv, const float* rescale, const float* p, int ld, int cols,
                              const float* v);
+
+// dst[k * ld + c] = src[c * cols + k] for c < rows, 0 for rows <= c < ld (a tile of rows x cols
+// loaded transposed and zero-padded to ld columns).
+void transpose(const float* src, int rows, int cols, float* dst, int ld);
 
 // x[d] *= a.
 void scale(float* x, int n, float a);

@@ -37,7 +37,7 @@ class FastTiledKernel final : public Kernel {
     const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
     std::vector<float> q_tile(std::size_t(br) * dk), k_row(dk);
     std::vector<float> kt(std::size_t(dk) * bc);  // the key tile, transposed
-    std::vector<float> s_tile(std::size_t(br) * bc);
+    std::vector<float> s_panel(std::size_t(kPanel) * bc);
     std::vector<float> acc(std::size_t(br) * dv), row_max(br), row_sum(br), rescale(br);
     std::vector<KeyRange> ranges(br);
 
@@ -47,38 +47,32 @@ class FastTiledKernel final : public Kernel {
         for (int i0 = 0; i0 < s.q_len; i0 += br) {
           const int rows = std::min(br, s.q_len - i0);
           std::copy_n(&p.q[at.q(b, h, i0)], std::size_t(rows) * dk, q_tile.begin());
-          int lo = s.k_len, hi = 0;
+          KeyRange tile_range{s.k_len, 0};
           for (int r = 0; r < rows; ++r) {
             ranges[r] = mask.range(b, i0 + r);
             if (ranges[r].empty()) continue;
-            lo = std::min(lo, ranges[r].lo);
-            hi = std::max(hi, ranges[r].hi);
+            tile_range = {std::min(tile_range.lo, ranges[r].lo), std::max(tile_range.hi, ranges[r].hi)};
             if (p.rope.enabled) rope_rotate(&q_tile[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
           }
           std::fill(row_max.begin(), row_max.end(), kNegInf);
           std::fill(row_sum.begin(), row_sum.end(), 0.0f);
           std::fill(acc.begin(), acc.end(), 0.0f);
 
-          for (int j0 = (lo / bc) * bc; j0 < hi; j0 += bc) {  // tiles outside [lo, hi) are skipped
+          // The transposed key tile is shared by every panel of the query tile; tiles outside the
+          // query tile's [lo, hi) are skipped, and so are tiles outside a panel's own range.
+          for (int j0 = (tile_range.lo / bc) * bc; j0 < tile_range.hi; j0 += bc) {
             const int cols = std::min(bc, s.k_len - j0);
             load_transposed(p, b, g, j0, cols, k_row, kt);
-            simd::scores(q_tile.data(), rows, dk, kt.data(), bc, scale, s_tile.data());
-            for (int r = 0; r < rows; ++r) {
-              float* srow = &s_tile[std::size_t(r) * bc];
-              apply_mask(mask, b, i0 + r, ranges[r], j0, cols, bc, srow);
-              const float tile_max = simd::max_of(srow, bc);
-              if (tile_max == kNegInf) {  // fully masked for this row: weights 0, nothing changes
-                std::fill(srow, srow + bc, 0.0f);
-                rescale[r] = 1.0f;
-                continue;
-              }
-              const float new_max = std::max(row_max[r], tile_max);
-              rescale[r] = std::exp(row_max[r] - new_max);  // 0 on the first visible tile
-              row_sum[r] = row_sum[r] * rescale[r] + simd::exp_shift_sum(srow, cols, new_max);
-              row_max[r] = new_max;
+            for (int r0 = 0; r0 < rows; r0 += kPanel) {
+              const int panel_rows = std::min(kPanel, rows - r0);
+              if (!panel_overlaps(&ranges[r0], panel_rows, j0, j0 + cols)) continue;
+              simd::scores(&q_tile[std::size_t(r0) * dk], panel_rows, dk, kt.data(), bc, scale, s_panel.data());
+              for (int r = r0; r < r0 + panel_rows; ++r)
+                apply_mask(mask, b, i0 + r, ranges[r], j0, cols, &s_panel[std::size_t(r - r0) * bc]);
+              simd::softmax_fold_rows(s_panel.data(), panel_rows, bc, cols, &row_max[r0], &row_sum[r0], &rescale[r0]);
+              simd::rescale_accumulate_rows(&acc[std::size_t(r0) * dv], panel_rows, dv, &rescale[r0], s_panel.data(),
+                                            bc, cols, &p.v[at.v(b, g, j0)]);
             }
-            simd::rescale_accumulate_rows(acc.data(), rows, dv, rescale.data(), s_tile.data(), bc, cols,
-                                          &p.v[at.v(b, g, j0)]);
           }
 
           for (int r = 0; r < rows; ++r) {
@@ -102,10 +96,14 @@ class FastTiledKernel final : public Kernel {
                        std::vector<float>& kt) const {
     const Layout at{p.shape};
     const int dk = p.shape.head_dim, bc = cfg_.block_k;
+    if (!p.rope.enabled) {
+      simd::transpose(&p.k[at.k(b, g, j0)], cols, dk, kt.data(), bc);
+      return;
+    }
     for (int c = 0; c < bc; ++c) {
       if (c < cols) {
         std::copy_n(&p.k[at.k(b, g, j0 + c)], dk, k_row.begin());
-        if (p.rope.enabled) rope_rotate(k_row.data(), dk, j0 + c, p.rope.base);
+        rope_rotate(k_row.data(), dk, j0 + c, p.rope.base);
       } else {
         std::fill(k_row.begin(), k_row.end(), 0.0f);
       }
@@ -113,11 +111,20 @@ class FastTiledKernel final : public Kernel {
     }
   }
 
-  // -inf outside the row's range, past the last key, and where a per-key term forbids.
-  static void apply_mask(const MaskView& mask, int b, int i, KeyRange range, int j0, int cols, int bc, float* srow) {
+  static constexpr int kPanel = 4;  // query rows per micro-kernel call (simd_ops blocks by four)
+
+  static bool panel_overlaps(const KeyRange* ranges, int rows, int j_lo, int j_hi) {
+    for (int r = 0; r < rows; ++r)
+      if (!ranges[r].empty() && ranges[r].lo < j_hi && ranges[r].hi > j_lo) return true;
+    return false;
+  }
+
+  // -inf outside the row's range and where a per-key term forbids, within [0, cols); scores past
+  // cols are padding and never read.
+  static void apply_mask(const MaskView& mask, int b, int i, KeyRange range, int j0, int cols, float* srow) {
     const int first = std::clamp(range.lo - j0, 0, cols), last = std::clamp(range.hi - j0, first, cols);
     std::fill(srow, srow + first, kNegInf);
-    std::fill(srow + last, srow + bc, kNegInf);
+    std::fill(srow + last, srow + cols, kNegInf);
     if (mask.elementwise())
       for (int c = first; c < last; ++c)
         if (!mask.elementwise_visible(b, i, j0 + c)) srow[c] = kNegInf;

@@ -1,7 +1,7 @@
 // Double-double arithmetic: a value is hi + lo with |lo| <= ulp(hi)/2, about 106 significant
 // bits, from error-free transformations (TwoSum, and TwoProd via fma). The fast reference
 // instantiates the reference algorithm with it; MPFR cross-checks it in tests.
-// Algorithms after Hida, Li and Bailey's QD library; exp by argument reduction and Taylor.
+// Algorithms after Hida, Li and Bailey's QD library; exp by argument reduction, a table and Taylor.
 #pragma once
 
 #include <cmath>
@@ -93,17 +93,15 @@ class DoubleDouble {
     if (a.hi_ > 709.0) return DoubleDouble(std::numeric_limits<double>::infinity());
     if (a.hi_ < -708.0) return DoubleDouble(0.0);  // below 2^-1021: invisible next to any weight >= 1
     static const DoubleDouble ln2 = from_parts(6.931471805599452862e-01, 2.319046813846299558e-17);
-    const double k = std::floor(a.hi_ / ln2.hi_ + 0.5);
-    // r = (a - k ln2) / 512, then e^r - 1 by Taylor, squared back nine times: e^(2r) - 1 = s (s + 2).
-    DoubleDouble r = ldexp(a - ln2 * DoubleDouble(k), -9);
-    DoubleDouble s = r, term = r;
-    for (int i = 2; i <= 12; ++i) {
-      term = term * r / DoubleDouble(i);
-      s += term;
-      if (std::fabs(term.hi_) < 1e-36) break;
-    }
-    for (int i = 0; i < 9; ++i) s = s * (s + DoubleDouble(2.0));
-    return ldexp(s + DoubleDouble(1.0), static_cast<int>(k));
+    // a = k ln2 + j/64 + t with |t| <= 1/128: e^a = 2^k e^(j/64) e^t, e^t by 12 Taylor terms
+    // (t^13/13! < 2^-110), e^(j/64) from a table.
+    const double k = std::nearbyint(a.hi_ / ln2.hi_);
+    const DoubleDouble r = a - ln2 * DoubleDouble(k);
+    const double j = std::nearbyint(r.hi_ * 64.0);
+    const DoubleDouble t = r - DoubleDouble(j / 64.0);
+    const DoubleDouble e = exp_small(t) * exp_of_64ths()[static_cast<int>(j) + kTableHalf];
+    const double scale = std::bit_cast<double>(static_cast<std::uint64_t>(static_cast<int>(k) + 1022) << 52);
+    return from_parts(e.hi_ * scale * 2.0, e.lo_ * scale * 2.0);  // 2^k in two exact steps
   }
 
   friend DoubleDouble log(DoubleDouble a) {
@@ -113,6 +111,48 @@ class DoubleDouble {
   }
 
  private:
+  static constexpr int kTableHalf = 24;  // |j| <= 23 after the ln2 reduction
+
+  // 1/i! for i <= 30, exact to a few units of 2^-106.
+  static const std::array<DoubleDouble, 31>& inverse_factorials() {
+    static const auto table = [] {
+      std::array<DoubleDouble, 31> f{};
+      f[0] = DoubleDouble(1.0);
+      for (int i = 1; i < 31; ++i) f[i] = f[i - 1] / DoubleDouble(i);
+      return f;
+    }();
+    return table;
+  }
+
+  // sum_{i <= terms} x^i / i! by Horner.
+  static DoubleDouble exp_taylor(DoubleDouble x, int terms) {
+    const auto& f = inverse_factorials();
+    DoubleDouble p = f[terms];
+    for (int i = terms - 1; i >= 0; --i) p = p * x + f[i];
+    return p;
+  }
+
+  // e^t for |t| <= 1/128 by 12 terms; those of order >= 7 are below 2^-50 of the sum, so plain
+  // double holds them to 2^-110 and only the first seven need double-double products.
+  static DoubleDouble exp_small(DoubleDouble t) {
+    const auto& f = inverse_factorials();
+    double tail = f[12].hi_;
+    for (int i = 11; i >= 7; --i) tail = tail * t.hi_ + f[i].hi_;
+    DoubleDouble p(tail);
+    for (int i = 6; i >= 0; --i) p = p * t + f[i];
+    return p;
+  }
+
+  // e^(j/64) for |j| < kTableHalf, by 30 Taylor terms (|j/64| < 0.37: the next term < 2^-140).
+  static const std::array<DoubleDouble, 2 * kTableHalf + 1>& exp_of_64ths() {
+    static const auto table = [] {
+      std::array<DoubleDouble, 2 * kTableHalf + 1> e{};
+      for (int j = -kTableHalf; j <= kTableHalf; ++j) e[j + kTableHalf] = exp_taylor(DoubleDouble(j / 64.0), 30);
+      return e;
+    }();
+    return table;
+  }
+
   static void two_sum(double a, double b, double& s, double& e) {
     s = a + b;
     const double bb = s - a;

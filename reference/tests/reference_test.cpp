@@ -143,3 +143,30 @@ TEST(ErrorBound, GammaAndScaling) {
 
 }  // namespace
 }  // namespace attest
+
+namespace attest {
+namespace {
+
+// reference_mask is the visibility the weights report, with every mask term on.
+TEST(Reference, MaskAloneMatchesTheWeightsVisibility) {
+  Problem p = random_problem(4, 5, 9, 2, 1.0, false);
+  p.shape.batch = 2;
+  p.resize_buffers();
+  p.mask.window = 4;
+  p.mask.kv_valid = {8, 6};
+  p.mask.q_valid = {5, 3};
+  p.mask.q_segment = {0, 0, 1, 1, 1, 0, 1, 1, 1, 1};
+  p.mask.k_segment = {0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1};
+  p.mask.explicit_mask.assign(2 * 5 * 9, 1);
+  p.mask.explicit_mask[7] = p.mask.explicit_mask[52] = 0;
+  const Reference ref = compute_reference_fast(p, {.weights = true});
+  const std::vector<std::uint8_t> mask = reference_mask(p);
+  ASSERT_EQ(mask.size(), std::size_t(2 * 5 * 9));
+  for (int b = 0; b < 2; ++b)
+    for (int h = 0; h < p.shape.heads; ++h)
+      for (int ij = 0; ij < 5 * 9; ++ij)
+        EXPECT_EQ(mask[b * 45 + ij], ref.visible[(b * p.shape.heads + h) * 45 + ij]);
+}
+
+}  // namespace
+}  // namespace attest

@@ -60,16 +60,7 @@ Problem single_slice(const Problem& p, int b, int h) {
   return out;
 }
 
-std::vector<std::uint8_t> visibility_of(const Problem& p) {
-  // One head suffices: the mask is broadcast over heads.
-  Problem one_head = p;
-  one_head.shape.heads = one_head.shape.kv_heads = 1;
-  one_head.shape.head_dim = one_head.shape.value_dim = 1;
-  one_head.rope.enabled = false;
-  one_head.resize_buffers();
-  const Reference ref = compute_reference(one_head, {.weights = true});
-  return ref.visible;  // [B][1][Tq][Tk] = [B][Tq][Tk]
-}
+std::vector<std::uint8_t> visibility_of(const Problem& p) { return reference_mask(p); }
 
 std::uint64_t seed_of(const Problem& p, std::uint64_t salt) { return fingerprint(p) ^ (salt * 0x9e3779b97f4a7c15ULL); }
 

@@ -1,7 +1,11 @@
 #include "attest/reference.h"
 
 #include <boost/multiprecision/mpfr.hpp>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <map>
+#include <tuple>
 
 #include "double_double.h"
 #include "reference_algorithm.h"
@@ -28,9 +32,29 @@ reference_detail::DoubleDouble from_mpfr(const Mpfr136& x) {
 
 namespace reference_detail {
 
-DoubleDouble cos(DoubleDouble a) { return from_mpfr(boost::multiprecision::cos(to_mpfr(a))); }
-DoubleDouble sin(DoubleDouble a) { return from_mpfr(boost::multiprecision::sin(to_mpfr(a))); }
-DoubleDouble pow(DoubleDouble a, DoubleDouble b) { return from_mpfr(boost::multiprecision::pow(to_mpfr(a), to_mpfr(b))); }
+// RoPE needs cos, sin and pow of the same few arguments over and over (the same positions and
+// frequencies in every problem); each takes microseconds in MPFR, so results are remembered.
+template <typename F>
+DoubleDouble remembered(char function, DoubleDouble a, DoubleDouble b, F compute) {
+  using Bits = std::uint64_t;  // keyed by bit pattern: exact, and NaN-safe
+  using Key = std::tuple<char, Bits, Bits, Bits, Bits>;
+  thread_local std::map<Key, DoubleDouble> memo;
+  const Key key{function, std::bit_cast<Bits>(a.hi()), std::bit_cast<Bits>(a.lo()), std::bit_cast<Bits>(b.hi()),
+                std::bit_cast<Bits>(b.lo())};
+  if (auto it = memo.find(key); it != memo.end()) return it->second;
+  if (memo.size() >= (1u << 16)) memo.clear();  // bounded: long runs with many angles
+  return memo.emplace(key, compute()).first->second;
+}
+
+DoubleDouble cos(DoubleDouble a) {
+  return remembered('c', a, {}, [&] { return from_mpfr(boost::multiprecision::cos(to_mpfr(a))); });
+}
+DoubleDouble sin(DoubleDouble a) {
+  return remembered('s', a, {}, [&] { return from_mpfr(boost::multiprecision::sin(to_mpfr(a))); });
+}
+DoubleDouble pow(DoubleDouble a, DoubleDouble b) {
+  return remembered('p', a, b, [&] { return from_mpfr(boost::multiprecision::pow(to_mpfr(a), to_mpfr(b))); });
+}
 
 }  // namespace reference_detail
 
@@ -55,6 +79,20 @@ Reference compute_reference_fast(const Problem& p, ReferenceOptions options) {
   // 100 working bits (the bound adds its error as magnitude x 8 x 2^-100) and the tests hold
   // it to 100 correct bits against MPFR.
   return reference_detail::compute<reference_detail::DoubleDouble>(p, options, 100);
+}
+
+std::vector<std::uint8_t> reference_mask(const Problem& p) {
+  p.validate();
+  const Shape& s = p.shape;
+  std::vector<std::uint8_t> mask;
+  mask.reserve(std::size_t(s.batch) * s.q_len * s.k_len);
+  std::vector<char> allowed;
+  for (int b = 0; b < s.batch; ++b)
+    for (int i = 0; i < s.q_len; ++i) {
+      reference_detail::visible_keys_of_row(p, b, i, allowed);
+      mask.insert(mask.end(), allowed.begin(), allowed.end());
+    }
+  return mask;
 }
 
 Reference compute_reference_long_double(const Problem& p, ReferenceOptions options) {

@@ -50,6 +50,9 @@ Reference compute_reference_high(const Problem& p, ReferenceOptions options = {}
 // The same algorithm in double-double (106 bits, at least 100 correct): about 10x faster than
 // MPFR at 136 bits, which cross-checks it in tests.
 Reference compute_reference_fast(const Problem& p, ReferenceOptions options = {});
+// The mask as the reference evaluates it, [B][Tq][Tk] (1 = visible; it is the same for every
+// head): what the weights' `visible` holds, without computing any attention.
+std::vector<std::uint8_t> reference_mask(const Problem& p);
 // The same algorithm in long double: for cross-checks of fast paths only, not an oracle.
 Reference compute_reference_long_double(const Problem& p, ReferenceOptions options = {});
 

@@ -5,11 +5,21 @@
 namespace attest {
 namespace {
 
-class Fnv1a {
+// FNV-1a over 8-byte words (bytes at a time made the hash cost more than a small problem's
+// kernel run), with a fold after each multiply so high input bits reach the low hash bits.
+class WordHash {
  public:
   void bytes(const void* data, std::size_t n) {
     const auto* c = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < n; ++i) hash_ = (hash_ ^ c[i]) * 0x100000001b3ULL;
+    std::size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, c + i, 8);
+      mix(w);
+    }
+    std::uint64_t tail = 0;
+    std::memcpy(&tail, c + i, n - i);
+    mix(tail ^ (std::uint64_t(n - i) << 59));
   }
   template <typename T>
   void value(const T& x) { bytes(&x, sizeof x); }
@@ -21,13 +31,17 @@ class Fnv1a {
   std::uint64_t get() const { return hash_; }
 
  private:
+  void mix(std::uint64_t w) {
+    hash_ = (hash_ ^ w) * 0x100000001b3ULL;
+    hash_ ^= hash_ >> 29;
+  }
   std::uint64_t hash_ = 0xcbf29ce484222325ULL;
 };
 
 }  // namespace
 
 std::uint64_t fingerprint(const Problem& p) {
-  Fnv1a h;
+  WordHash h;
   h.value(p.shape);
   h.value(p.scale.has_value());
   h.value(p.scale.value_or(0.0));

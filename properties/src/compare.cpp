@@ -29,13 +29,15 @@ std::string describe_element(const Problem& p, std::size_t element) {
 
 namespace {
 
-// Tracks the worst utilisation and the first failure.
+// Tracks the worst utilisation and the first failure. `where` describes the element; it is
+// called only for a failure (formatting every passing element cost more than the comparison).
 class Worst {
  public:
-  void add(double error, double bound, const std::string& where, double expected, double got) {
+  template <typename Where>
+  void add(double error, double bound, const Where& where, double expected, double got) {
     const double util = bound > 0 ? error / bound : (error == 0 ? 0.0 : std::numeric_limits<double>::infinity());
     if (!(util <= 1.0) && failure_.empty())
-      failure_ = fmt::format("{}: expected {:.9g}, got {:.9g}, |error| {:.3g} > bound {:.3g}", where, expected,
+      failure_ = fmt::format("{}: expected {:.9g}, got {:.9g}, |error| {:.3g} > bound {:.3g}", where(), expected,
                              got, error, bound);
     if (util > utilisation_ || std::isnan(util)) utilisation_ = std::isnan(util) ? INFINITY : util;
   }
@@ -75,7 +77,8 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
       }
       const double error = std::fabs(value - double(expected_o[e]));
       result.max_abs_error = std::max(result.max_abs_error, std::isnan(error) ? INFINITY : error);
-      worst.add(error, factor * output_bound(p, ref, e, numerics), prefix + describe_element(p, e), expected_o[e], value);
+      worst.add(error, factor * output_bound(p, ref, e, numerics), [&] { return prefix + describe_element(p, e); },
+                expected_o[e], value);
     }
     if (!caps.lse || got.lse.empty() || expected_lse.empty()) continue;
     const double value = got.lse[row];
@@ -86,7 +89,7 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
       continue;
     }
     worst.add(std::fabs(value - double(expected_lse[row])), factor * lse_bound(p, ref, row, numerics),
-              prefix + describe_row(p, row) + " (LSE)", expected_lse[row], value);
+              [&] { return prefix + describe_row(p, row) + " (LSE)"; }, expected_lse[row], value);
   }
   result.verdict = worst.failure().empty() ? Verdict::pass(property, worst.utilisation())
                                            : Verdict::fail(property, worst.failure(), worst.utilisation());

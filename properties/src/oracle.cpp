@@ -18,7 +18,7 @@ class WordHash {
       mix(w);
     }
     std::uint64_t tail = 0;
-    std::memcpy(&tail, c + i, n - i);
+    if (i < n) std::memcpy(&tail, c + i, n - i);  // never memcpy from an empty vector's null data()
     mix(tail ^ (std::uint64_t(n - i) << 59));
   }
   template <typename T>

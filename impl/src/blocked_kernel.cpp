@@ -58,7 +58,8 @@ class BlockedKernel final : public Kernel {
             for (int r = 0; r < rows; ++r) rope_rotate(&queries[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
           // Pass 0: the block's scores, chunk by chunk, then the mask.
           for (int c = 0; c < chunks; ++c) {
-            simd::scores(queries.data(), rows, dk, &kt[std::size_t(c) * dk * kChunk], kChunk, scale, chunk_scores.data());
+            simd::scores(queries.data(), rows, dk, &kt[std::size_t(c) * dk * kChunk], kChunk, kChunk, scale,
+                         chunk_scores.data());
             for (int r = 0; r < rows; ++r)
               std::copy_n(&chunk_scores[std::size_t(r) * kChunk], kChunk, &scores[std::size_t(r) * ld + c * kChunk]);
           }

@@ -121,11 +121,12 @@ template <int R, int W>
 }
 
 template <int R>
-[[gnu::always_inline]] inline void scores_rows(const float* q, int dk, const float* kt, int ld, float scale, float* s) {
+[[gnu::always_inline]] inline void scores_rows(const float* q, int dk, const float* kt, int ld, int width, float scale,
+                                               float* s) {
   int c0 = 0;
-  for (; c0 + 64 <= ld; c0 += 64) scores_block<R, 4>(q, dk, kt, ld, c0, scale, s);
-  for (; c0 + 16 <= ld; c0 += 16) scores_block<R, 1>(q, dk, kt, ld, c0, scale, s);
-  for (; c0 < ld; ++c0)
+  for (; c0 + 64 <= width; c0 += 64) scores_block<R, 4>(q, dk, kt, ld, c0, scale, s);
+  for (; c0 + 16 <= width; c0 += 16) scores_block<R, 1>(q, dk, kt, ld, c0, scale, s);
+  for (; c0 < width; ++c0)
     for (int r = 0; r < R; ++r) {
       float sum = 0.0f;
       for (int k = 0; k < dk; ++k) sum += q[r * dk + k] * kt[k * ld + c0];
@@ -230,10 +231,10 @@ template <int R>
 }  // namespace
 
 ATTEST_MULTIVERSION
-void scores(const float* q, int rows, int dk, const float* kt, int ld, float scale, float* s) {
+void scores(const float* q, int rows, int dk, const float* kt, int ld, int width, float scale, float* s) {
   int r = 0;
-  for (; r + 4 <= rows; r += 4) scores_rows<4>(q + r * dk, dk, kt, ld, scale, s + r * ld);
-  for (; r < rows; ++r) scores_rows<1>(q + r * dk, dk, kt, ld, scale, s + r * ld);
+  for (; r + 4 <= rows; r += 4) scores_rows<4>(q + r * dk, dk, kt, ld, width, scale, s + r * ld);
+  for (; r < rows; ++r) scores_rows<1>(q + r * dk, dk, kt, ld, width, scale, s + r * ld);
 }
 
 ATTEST_MULTIVERSION

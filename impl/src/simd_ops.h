@@ -5,9 +5,10 @@
 
 namespace attest::kernels::simd {
 
-// s[r * ld + c] = scale * sum_k q[r * dk + k] * kt[k * ld + c], for r < rows, c < ld.
-// kt is the key tile transposed (Dk x ld), zero-padded past the real keys.
-void scores(const float* q, int rows, int dk, const float* kt, int ld, float scale, float* s);
+// s[r * ld + c] = scale * sum_k q[r * dk + k] * kt[k * ld + c], for r < rows, c < width <= ld.
+// kt is the key tile transposed (Dk x ld), zero-padded past the real keys; a width rounded up
+// to 16 from the real keys keeps a short tile from paying for the whole ld.
+void scores(const float* q, int rows, int dk, const float* kt, int ld, int width, float scale, float* s);
 
 // Largest of x[0..n).
 float max_of(const float* x, int n);

@@ -54,19 +54,20 @@ class FastTiledKernel final : public Kernel {
             tile_range = {std::min(tile_range.lo, ranges[r].lo), std::max(tile_range.hi, ranges[r].hi)};
             if (p.rope.enabled) rope_rotate(&q_tile[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
           }
-          std::fill(row_max.begin(), row_max.end(), kNegInf);
-          std::fill(row_sum.begin(), row_sum.end(), 0.0f);
-          std::fill(acc.begin(), acc.end(), 0.0f);
+          std::fill_n(row_max.begin(), rows, kNegInf);
+          std::fill_n(row_sum.begin(), rows, 0.0f);
+          std::fill_n(acc.begin(), std::size_t(rows) * dv, 0.0f);
 
           // The transposed key tile is shared by every panel of the query tile; tiles outside the
           // query tile's [lo, hi) are skipped, and so are tiles outside a panel's own range.
           for (int j0 = (tile_range.lo / bc) * bc; j0 < tile_range.hi; j0 += bc) {
             const int cols = std::min(bc, s.k_len - j0);
+            const int width = std::min(bc, (cols + 15) / 16 * 16);  // scores past it are never read
             load_transposed(p, b, g, j0, cols, k_row, kt);
             for (int r0 = 0; r0 < rows; r0 += kPanel) {
               const int panel_rows = std::min(kPanel, rows - r0);
               if (!panel_overlaps(&ranges[r0], panel_rows, j0, j0 + cols)) continue;
-              simd::scores(&q_tile[std::size_t(r0) * dk], panel_rows, dk, kt.data(), bc, scale, s_panel.data());
+              simd::scores(&q_tile[std::size_t(r0) * dk], panel_rows, dk, kt.data(), bc, width, scale, s_panel.data());
               for (int r = r0; r < r0 + panel_rows; ++r)
                 apply_mask(mask, b, i0 + r, ranges[r], j0, cols, &s_panel[std::size_t(r - r0) * bc]);
               simd::softmax_fold_rows(s_panel.data(), panel_rows, bc, cols, &row_max[r0], &row_sum[r0], &rescale[r0]);

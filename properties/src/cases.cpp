@@ -113,10 +113,11 @@ std::vector<NamedProblem> golden_problems() {
 
 std::vector<NamedProblem> grid_problems() {
   std::vector<NamedProblem> out;
-  // (Tq, Tk) around the tile size 32 and the page size 16, both orders, and the 1s.
+  // (Tq, Tk) around the tiles (blocked: 32 rows; tiled: 128 x 64, in panels of 4 rows) and the
+  // page size 16, both orders, and the 1s.
   const std::vector<std::pair<int, int>> lengths = {
       {1, 1}, {1, 17}, {1, 33}, {5, 1}, {15, 15}, {16, 16}, {17, 17}, {31, 31}, {32, 32},
-      {33, 33}, {7, 33}, {33, 7}, {31, 65}, {65, 31}, {33, 64}, {64, 65}};
+      {33, 33}, {7, 33}, {33, 7}, {31, 65}, {65, 31}, {33, 64}, {64, 65}, {129, 63}, {127, 129}};
   const MaskKind kinds[] = {MaskKind::kNone,       MaskKind::kCausal,   MaskKind::kCausalTopLeft,
                             MaskKind::kWindow,     MaskKind::kKeyPadding, MaskKind::kQueryPadding,
                             MaskKind::kSegments,   MaskKind::kExplicit, MaskKind::kAll};

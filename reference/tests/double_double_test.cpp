@@ -6,6 +6,7 @@
 #include <random>
 
 #include "double_double.h"
+#include "reference_algorithm.h"
 
 namespace attest::reference_detail {
 namespace {
@@ -60,6 +61,25 @@ TEST(DoubleDouble, LogHasAtLeast100Bits) {
     worst = std::max(worst, static_cast<double>(abs(to_mpfr(log(a)) - want) / max(Mpfr(1), abs(want))));
   }
   EXPECT_LE(worst, 0x1p-100);
+}
+
+// compute_reference_fast takes an FMA-compiled clone where the CPU has FMA; this test's own
+// instantiation is compiled for baseline x86-64 (fma from the library): both exact, so equal.
+TEST(DoubleDouble, FmaCloneOfTheReferenceIsBitIdentical) {
+  Problem p;
+  p.shape = {.batch = 1, .heads = 2, .kv_heads = 1, .q_len = 9, .k_len = 13, .head_dim = 6, .value_dim = 5};
+  p.mask.causal = true;
+  p.rope.enabled = true;
+  p.resize_buffers();
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (auto* b : {&p.q, &p.k, &p.v})
+    for (float& x : *b) x = normal(rng);
+  const Reference fast = compute_reference_fast(p), plain = compute<DoubleDouble>(p, {}, 100);
+  EXPECT_EQ(fast.o, plain.o);
+  EXPECT_EQ(fast.o_residual, plain.o_residual);
+  EXPECT_EQ(fast.lse, plain.lse);
+  EXPECT_EQ(fast.lse_residual, plain.lse_residual);
 }
 
 }  // namespace

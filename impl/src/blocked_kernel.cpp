@@ -58,7 +58,9 @@ class BlockedKernel final : public Kernel {
             for (int r = 0; r < rows; ++r) rope_rotate(&queries[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
           // Pass 0: the block's scores, chunk by chunk, then the mask.
           for (int c = 0; c < chunks; ++c) {
-            simd::scores(queries.data(), rows, dk, &kt[std::size_t(c) * dk * kChunk], kChunk, kChunk, scale,
+            // Columns past the real keys (rounded to 16) are left unset: the mask below sets them to -inf.
+            const int width = std::min(kChunk, (tk - c * kChunk + 15) / 16 * 16);
+            simd::scores(queries.data(), rows, dk, &kt[std::size_t(c) * dk * kChunk], kChunk, width, scale,
                          chunk_scores.data());
             for (int r = 0; r < rows; ++r)
               std::copy_n(&chunk_scores[std::size_t(r) * kChunk], kChunk, &scores[std::size_t(r) * ld + c * kChunk]);

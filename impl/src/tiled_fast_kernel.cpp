@@ -1,7 +1,8 @@
 // The built-in tiled kernel: online softmax over Br x Bc tiles (FlashAttention-2 style) with
-// vectorized inner loops (simd_ops.h). Per query tile: the key tile is loaded transposed, a
-// Br x Bc score block computed, masked, and folded into running max, sum and accumulator;
-// normalization is deferred to the end. Workspace O(Br*Bc + Br*Dv + Bc*Dk), never O(Tq*Tk).
+// vectorized inner loops (simd_ops.h). Per query tile: each key tile is loaded transposed once,
+// then for each panel of 4 rows a 4 x Bc score block is computed, masked and folded into the
+// rows' running max, sum and accumulator; normalization is deferred to the end. Workspace
+// O(Br*Dk + Br*Dv + Bc*Dk), never O(Tq*Tk).
 // tiled_kernel.cpp is the same algorithm in plain scalar code, with the mutation switches.
 #include <limits>
 #include <vector>

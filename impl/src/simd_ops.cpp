@@ -261,11 +261,6 @@ void softmax_fold_rows(float* s, int rows, int ld, int cols, float* row_max, flo
 }
 
 ATTEST_MULTIVERSION
-void rescale_accumulate(float* acc, int dv, float rescale, const float* p, int cols, const float* v) {
-  accumulate_rows<1>(acc, dv, &rescale, p, cols, cols, v);
-}
-
-ATTEST_MULTIVERSION
 void rescale_accumulate_rows(float* acc, int rows, int dv, const float* rescale, const float* p, int ld, int cols,
                              const float* v) {
   int r = 0;

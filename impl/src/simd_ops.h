@@ -1,6 +1,6 @@
-// Vectorizable building blocks of the fast kernels. Each is a plain loop over contiguous
-// floats that the compiler turns into SIMD code; the library is compiled twice for x86-64
-// (baseline and x86-64-v3: AVX2 + FMA) and picks one at run time (target_clones).
+// Vectorized building blocks of the fast kernels, written once with GCC vector extensions
+// (16-float values); on x86-64 each is cloned for baseline, x86-64-v3 (AVX2 + FMA) and
+// x86-64-v4 (AVX-512), one picked at run time (target_clones).
 #pragma once
 
 namespace attest::kernels::simd {
@@ -24,11 +24,9 @@ float exp_shift_sum(float* x, int n, float shift);
 // first visible tile).
 void softmax_fold_rows(float* s, int rows, int ld, int cols, float* row_max, float* row_sum, float* rescale);
 
-// acc[d] = acc[d] * rescale + sum_c p[c] * v[c * dv + d]   (p[c] = 0 rows are skipped).
-void rescale_accumulate(float* acc, int dv, float rescale, const float* p, int cols, const float* v);
-
 // For every row r < rows: acc_r = acc_r * rescale[r] + sum_c p_r[c] * v[c][:], with p_r the
-// row r of p (stride ld) and acc_r of acc (stride dv). Four rows share each V load.
+// row r of p (stride ld) and acc_r of acc (stride dv). Four rows share each V load; a key
+// whose weight is 0 in a row never touches that row (its V may hold NaN or inf).
 void rescale_accumulate_rows(float* acc, int rows, int dv, const float* rescale, const float* p, int ld, int cols,
                              const float* v);
 

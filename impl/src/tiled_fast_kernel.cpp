@@ -36,7 +36,7 @@ class FastTiledKernel final : public Kernel {
     const MaskView mask(p);
     const float scale = static_cast<float>(p.effective_scale());
     const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
-    std::vector<float> q_tile(std::size_t(br) * dk), k_row(dk);
+    std::vector<float> q_tile(std::size_t(br) * dk), rotated_keys(std::size_t(bc) * dk);
     std::vector<float> kt(std::size_t(dk) * bc);  // the key tile, transposed
     std::vector<float> s_panel(std::size_t(kPanel) * bc);
     std::vector<float> acc(std::size_t(br) * dv), row_max(br), row_sum(br), rescale(br);
@@ -64,7 +64,7 @@ class FastTiledKernel final : public Kernel {
           for (int j0 = (tile_range.lo / bc) * bc; j0 < tile_range.hi; j0 += bc) {
             const int cols = std::min(bc, s.k_len - j0);
             const int width = std::min(bc, (cols + 15) / 16 * 16);  // scores past it are never read
-            load_transposed(p, b, g, j0, cols, k_row, kt);
+            load_transposed(p, b, g, j0, cols, rotated_keys, kt);
             for (int r0 = 0; r0 < rows; r0 += kPanel) {
               const int panel_rows = std::min(kPanel, rows - r0);
               if (!panel_overlaps(&ranges[r0], panel_rows, j0, j0 + cols)) continue;
@@ -94,23 +94,17 @@ class FastTiledKernel final : public Kernel {
 
  private:
   // kt[k][c] = K[j0 + c][k] (rotated when RoPE is on), zero for c >= cols.
-  void load_transposed(const Problem& p, int b, int g, int j0, int cols, std::vector<float>& k_row,
+  void load_transposed(const Problem& p, int b, int g, int j0, int cols, std::vector<float>& rotated_keys,
                        std::vector<float>& kt) const {
     const Layout at{p.shape};
-    const int dk = p.shape.head_dim, bc = cfg_.block_k;
-    if (!p.rope.enabled) {
-      simd::transpose(&p.k[at.k(b, g, j0)], cols, dk, kt.data(), bc);
-      return;
+    const int dk = p.shape.head_dim;
+    const float* keys = &p.k[at.k(b, g, j0)];
+    if (p.rope.enabled) {
+      std::copy_n(keys, std::size_t(cols) * dk, rotated_keys.begin());
+      for (int c = 0; c < cols; ++c) rope_rotate(&rotated_keys[std::size_t(c) * dk], dk, j0 + c, p.rope.base);
+      keys = rotated_keys.data();
     }
-    for (int c = 0; c < bc; ++c) {
-      if (c < cols) {
-        std::copy_n(&p.k[at.k(b, g, j0 + c)], dk, k_row.begin());
-        rope_rotate(k_row.data(), dk, j0 + c, p.rope.base);
-      } else {
-        std::fill(k_row.begin(), k_row.end(), 0.0f);
-      }
-      for (int k = 0; k < dk; ++k) kt[std::size_t(k) * bc + c] = k_row[k];
-    }
+    simd::transpose(keys, cols, dk, kt.data(), cfg_.block_k);
   }
 
   static constexpr int kPanel = 4;  // query rows per micro-kernel call (simd_ops blocks by four)

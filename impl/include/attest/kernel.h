@@ -17,11 +17,13 @@ namespace attest {
 // error status): a failing verdict for that case, never a crash of the harness.
 class KernelFailure : public std::runtime_error {
  public:
-  enum class Kind { kCrash, kHang, kFault, kStatus };
+  // kProtocol: a reply that breaks the protocol mid-run (too large, malformed); kDeadline: the
+  // whole run's time is up.
+  enum class Kind { kCrash, kHang, kFault, kStatus, kProtocol, kDeadline };
   KernelFailure(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
   Kind kind() const { return kind_; }
-  // A crash or hang makes further cases of the same check pointless (and slow).
-  bool isolating() const { return kind_ == Kind::kCrash || kind_ == Kind::kHang; }
+  // A crash, hang or broken protocol makes further cases of the same check pointless (and slow).
+  bool isolating() const { return kind_ != Kind::kFault && kind_ != Kind::kStatus; }
 
  private:
   Kind kind_;

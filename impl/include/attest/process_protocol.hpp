@@ -1,5 +1,6 @@
-// attest process protocol, version 1 (header-only, C++17): how a separate program serves a
-// kernel to attest over its stdin/stdout. Documented in impl/PROTOCOL.md.
+// attest process protocol, version 2 (header-only, C++17): how a separate program serves a
+// kernel to attest over a pair of private file descriptors (ATTEST_PROTOCOL_FDS="IN,OUT"; the
+// program's stdout goes to attest's stderr). Documented in impl/PROTOCOL.md.
 //
 // Every message is a frame: u32 magic "ATST" (0x54535441), u32 type, u64 payload bytes, payload.
 // All integers and floats little-endian. Strings: u32 length + bytes. Arrays: u64 count +
@@ -21,7 +22,7 @@
 namespace attest::protocol {
 
 inline constexpr std::uint32_t kMagic = 0x54535441u;  // bytes 'A' 'T' 'S' 'T'
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;
 inline constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 34;  // 16 GiB: refuse anything larger
 
 enum class Type : std::uint32_t {
@@ -37,7 +38,10 @@ enum class Type : std::uint32_t {
   kClosed = 10,        // kernel -> attest: empty
   kBye = 11,           // attest -> kernel: empty; the kernel exits 0
   kError = 12,         // kernel -> attest: str message; the kernel cannot serve (load error)
+  kFault = 13,         // kernel -> attest: str message; the call touched memory outside its buffers
 };
+
+inline constexpr std::uint32_t kLastType = 13;
 
 class ProtocolError : public std::runtime_error {
  public:
@@ -165,17 +169,21 @@ inline std::pair<Type, std::uint64_t> parse_header(const char (&header)[16]) {
   std::memcpy(&type, header + 4, 4);
   std::memcpy(&size, header + 8, 8);
   if (magic != kMagic) throw ProtocolError("bad frame magic (not the attest protocol?)");
-  if (type < 1 || type > 12) throw ProtocolError("unknown message type " + std::to_string(type));
+  if (type < 1 || type > kLastType) throw ProtocolError("unknown message type " + std::to_string(type));
   if (size > kMaxPayload) throw ProtocolError("message of " + std::to_string(size) + " bytes is too large");
   return {static_cast<Type>(type), size};
 }
 
-// Reads one frame (blocking). Returns false on a clean end of input.
-inline bool read_frame(int fd, Type& type, std::string& payload) {
+// Reads one frame (blocking), refusing a payload larger than max_payload before allocating it.
+// Returns false on a clean end of input.
+inline bool read_frame(int fd, Type& type, std::string& payload, std::uint64_t max_payload = kMaxPayload) {
   char header[16];
   if (!read_exact(fd, header, sizeof header)) return false;
   std::uint64_t size;
   std::tie(type, size) = parse_header(header);
+  if (size > max_payload)
+    throw ProtocolError("message of " + std::to_string(size) + " bytes exceeds the " + std::to_string(max_payload) +
+                        " this exchange allows");
   payload.resize(size);
   if (size && !read_exact(fd, payload.data(), size)) throw ProtocolError("input ended inside a message");
   return true;

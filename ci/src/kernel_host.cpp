@@ -14,7 +14,8 @@ namespace {
 
 // Reports why the kernel cannot be served; attest prints it as a one-line load error.
 int refuse(const std::string& why) {
-  protocol::write_frame(1, protocol::Type::kError, protocol::Writer().str(why).bytes());
+  protocol::write_frame(protocol::detail::protocol_fds().second, protocol::Type::kError,
+                        protocol::Writer().str(why).bytes());
   return 2;
 }
 

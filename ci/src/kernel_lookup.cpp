@@ -14,11 +14,11 @@ std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOption
   if (is_path) {
     if (!std::filesystem::exists(name)) throw KernelLoadError("no such file: " + name);
     return std::make_unique<ProcessKernel>(
-        ProcessKernel::Options{kernel_host_argv({"--plugin", name}), options.timeout_seconds, name});
+        ProcessKernel::Options{kernel_host_argv({"--plugin", name}), options.containment, name, true});
   }
   if (options.isolate)
     return std::make_unique<ProcessKernel>(
-        ProcessKernel::Options{kernel_host_argv({"--builtin", name}), options.timeout_seconds, name});
+        ProcessKernel::Options{kernel_host_argv({"--builtin", name}), options.containment, name, true});
   if (name.starts_with(mutant)) return find_mutant(name.substr(mutant.size())).make();
   if (name == "baseline:blas") return make_blas_baseline_kernel();
   if (name.starts_with(builtin)) return make_kernel(name.substr(builtin.size()));
@@ -28,7 +28,7 @@ std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOption
 std::unique_ptr<Kernel> command_kernel(const std::string& command, const LoadOptions& options) {
   // Through the shell, so the command may carry quoted arguments; exec keeps one process.
   return std::make_unique<ProcessKernel>(
-      ProcessKernel::Options{{"/bin/sh", "-c", "exec " + command}, options.timeout_seconds, command});
+      ProcessKernel::Options{{"/bin/sh", "-c", "exec " + command}, options.containment, command, false});
 }
 
 }  // namespace attest

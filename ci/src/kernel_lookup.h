@@ -10,12 +10,13 @@
 #include <string>
 
 #include "attest/kernel.h"
+#include "process_kernel.h"
 
 namespace attest {
 
 struct LoadOptions {
-  bool isolate = false;           // run built-in kernels and mutants in a child process too
-  double timeout_seconds = 30.0;  // per call, for kernels in a child process
+  bool isolate = false;     // run built-in kernels and mutants in a child process too
+  Containment containment;  // for kernels in a child process
 };
 
 std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOptions& options = {});

@@ -3,14 +3,19 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <fmt/format.h>
 
 #include "abi_adapter.h"
+#include "attest/safe_text.h"
+
+extern char** environ;
 
 namespace attest {
 namespace {
@@ -18,24 +23,58 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using protocol::Type;
 
-enum class ReadResult { kOk, kEof, kTimeout };
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
 
-ReadResult read_with_deadline(int fd, char* buf, std::size_t n, Clock::time_point deadline) {
+enum class ReadResult { kOk, kEof, kTimeout, kDied };
+
+int open_pidfd(pid_t pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+bool has_exited(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+
+// Reads n bytes before the deadline. When the child exits, whatever it wrote is still read, then
+// the wait ends: a descendant holding the pipe open must not turn a crash into a hang.
+ReadResult read_with_deadline(int fd, int pidfd, pid_t pid, char* buf, std::size_t n, Clock::time_point deadline) {
+  bool died = false;
   while (n > 0) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return ReadResult::kTimeout;
-    pollfd pfd{fd, POLLIN, 0};
-    const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1000)));
+    pollfd fds[2] = {{fd, POLLIN, 0}, {pidfd, POLLIN, 0}};
+    const int wait = died ? 0 : static_cast<int>(std::min<long long>(left, pidfd >= 0 ? 1000 : 20));
+    const int ready = ::poll(fds, pidfd >= 0 ? 2 : 1, wait);
     if (ready < 0 && errno != EINTR) return ReadResult::kEof;
-    if (ready <= 0) continue;
-    const ssize_t r = ::read(fd, buf, n);
-    if (r == 0) return ReadResult::kEof;
-    if (r < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return ReadResult::kEof;
+    if (ready > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+      const ssize_t r = ::read(fd, buf, n);
+      if (r == 0) return ReadResult::kEof;
+      if (r < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        return ReadResult::kEof;
+      }
+      buf += r;
+      n -= static_cast<std::size_t>(r);
+      continue;
     }
-    buf += r;
-    n -= static_cast<std::size_t>(r);
+    if (died) return ReadResult::kDied;
+    died = pidfd >= 0 ? (ready > 0 && (fds[1].revents & POLLIN)) : has_exited(pid);
   }
   return ReadResult::kOk;
 }
@@ -47,16 +86,56 @@ std::string describe_exit(int status) {
   return "stopped";
 }
 
-// Waits up to polls x 2 ms for the child to exit, then kills it; returns its wait status.
+// Waits up to polls x 2 ms for the child to exit; then kills its whole process group (a kernel's
+// descendants die with it) and returns the child's wait status.
 int reap(pid_t pid, int polls) {
   int status = 0;
-  for (int i = 0; i < polls; ++i) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-    ::usleep(2000);
+  bool done = false;
+  for (int i = 0; i < polls && !done; ++i) {
+    done = ::waitpid(pid, &status, WNOHANG) == pid;
+    if (!done) ::usleep(2000);
   }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
+  ::kill(-pid, SIGKILL);
+  if (!done) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
   return status;
+}
+
+std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
+
+// The child's environment: ours, plus the protocol's descriptors, plus the memory limit for an
+// AddressSanitizer build of this executable (which cannot run under RLIMIT_DATA).
+std::vector<std::string> child_environment(std::size_t memory_limit, bool self_hosted) {
+  std::vector<std::string> env;
+  std::string asan_options;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    if (entry.starts_with("ATTEST_PROTOCOL_FDS=")) continue;
+    if (entry.starts_with("ASAN_OPTIONS=")) asan_options = entry.substr(13);
+    else env.push_back(entry);
+  }
+  env.push_back("ATTEST_PROTOCOL_FDS=3,4");
+  if (kAddressSanitizer && self_hosted && memory_limit) {
+    const std::size_t mb = std::max<std::size_t>(memory_limit >> 20, 1);
+    asan_options += fmt::format("{}hard_rss_limit_mb={}:malloc_limit_mb={}:allocator_may_return_null=1",
+                                asan_options.empty() ? "" : ":", mb, mb);
+  }
+  if (!asan_options.empty()) env.push_back("ASAN_OPTIONS=" + asan_options);
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Bytes a reply may need: its strings (each capped) and its float arrays.
+std::uint64_t reply_bound(std::size_t strings, std::uint64_t floats) {
+  return 64 + strings * (4 + kMaxKernelString) + 4 * floats;
 }
 
 }  // namespace
@@ -79,24 +158,43 @@ ProcessKernel::ProcessKernel(Options options) : options_(std::move(options)) {
 ProcessKernel::~ProcessKernel() { stop(); }
 
 void ProcessKernel::start() const {
+  const Containment& c = options_.containment;
+  if (c.deadline && Clock::now() >= *c.deadline)
+    throw KernelFailure(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached");
   int to[2], from[2];
   if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0)
     throw KernelLoadError("cannot create pipes: " + std::string(strerror(errno)));
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  std::vector<std::string> argv_strings = options_.argv, env_strings = child_environment(c.memory_limit_bytes, options_.self_hosted);
+  std::vector<char*> argv = pointers(argv_strings), envp = pointers(env_strings);
+  const bool limit_data = c.memory_limit_bytes && !(kAddressSanitizer && options_.self_hosted);
+  const rlimit data_limit{c.memory_limit_bytes, c.memory_limit_bytes};
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw KernelLoadError("cannot fork: " + std::string(strerror(errno)));
   if (pid == 0) {
-    ::dup2(to[0], 0);
-    ::dup2(from[1], 1);
-    std::vector<char*> argv;
-    for (const std::string& a : options_.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
+    ::setpgid(0, 0);                      // one group: killed together, descendants included
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);   // dies with attest, even after kill -9
+    if (::getppid() != parent) ::_exit(127);
+    const int in = ::fcntl(to[0], F_DUPFD, 10), out = ::fcntl(from[1], F_DUPFD, 10);
+    ::dup2(in, 3);
+    ::dup2(out, 4);
+    ::close(in);
+    ::close(out);
+    const int null = ::open("/dev/null", O_RDONLY);
+    ::dup2(null, 0);
+    ::dup2(2, 1);  // a printf in the kernel lands on stderr, never in the protocol
+    if (limit_data) ::setrlimit(RLIMIT_DATA, &data_limit);
+    ::signal(SIGPIPE, SIG_DFL);
+    ::execvpe(argv[0], argv.data(), envp.data());
     ::dprintf(2, "attest: cannot run %s: %s\n", argv[0], strerror(errno));
     ::_exit(127);
   }
+  ::setpgid(pid, pid);  // also from this side: no window in which a kill(-pid) misses
   ::close(to[0]);
   ::close(from[1]);
   pid_ = pid;
+  pidfd_ = open_pidfd(pid);
   to_child_ = to[1];
   from_child_ = from[0];
   ++generation_;
@@ -104,15 +202,17 @@ void ProcessKernel::start() const {
   // Handshake: HELLO, then the descriptor (or an error naming why the kernel cannot serve).
   std::string reply;
   try {
-    reply = call(Type::kHello, protocol::Writer().u32(protocol::kVersion).bytes(), Type::kDescriptor);
+    reply = call(Type::kHello, protocol::Writer().u32(protocol::kVersion).bytes(), Type::kDescriptor, 64 * 1024);
   } catch (const KernelFailure& e) {
     stop();
-    throw KernelLoadError(options_.description + ": " + e.what() + " before describing itself");
+    throw KernelLoadError(options_.description + ": " + e.what() +
+                          " before describing itself (protocol " + std::to_string(protocol::kVersion) +
+                          ": requests and replies travel on the descriptors of ATTEST_PROTOCOL_FDS; impl/PROTOCOL.md)");
   }
   protocol::Reader r(reply);
   try {
     const std::uint32_t abi = r.u32();
-    const std::string name = r.str();
+    const std::string name = safe_text(r.str(), kMaxKernelName);
     const std::uint32_t caps = r.u32();
     const std::int32_t empty = r.i32(), precision = r.i32(), key_tile = r.i32();
     r.expect_end();
@@ -122,7 +222,7 @@ void ProcessKernel::start() const {
     auto* self = const_cast<ProcessKernel*>(this);
     if (self->name_.empty()) {
       self->abi_version_ = abi;
-      self->name_ = name.empty() ? options_.description : name;
+      self->name_ = name.empty() ? safe_text(options_.description, kMaxKernelName) : name;
       self->caps_ = capabilities_from_abi(caps, empty, precision, key_tile);
     }
   } catch (const protocol::ProtocolError& e) {
@@ -140,98 +240,118 @@ void ProcessKernel::stop() const {
   ::close(to_child_);
   ::close(from_child_);
   reap(pid_, 50);
-  pid_ = -1;
-  to_child_ = from_child_ = -1;
+  if (pidfd_ >= 0) ::close(pidfd_);
+  pid_ = pidfd_ = to_child_ = from_child_ = -1;
 }
 
-void ProcessKernel::child_died(const std::string& during) const {
+void ProcessKernel::kill_child() const {
   ::close(to_child_);
   ::close(from_child_);
-  const int status = reap(pid_, 500);  // it closed its end: give it a moment to finish dying
-  pid_ = -1;
-  throw KernelFailure(KernelFailure::Kind::kCrash,
-                      fmt::format("kernel process {} {}", describe_exit(status), during));
+  reap(pid_, 0);
+  if (pidfd_ >= 0) ::close(pidfd_);
+  pid_ = pidfd_ = to_child_ = from_child_ = -1;
 }
 
-std::string ProcessKernel::read_reply(Type expected) const {
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(options_.timeout_seconds));
-  char header[16];
+void ProcessKernel::fail(KernelFailure::Kind kind, const std::string& why) const {
+  kill_child();
+  throw KernelFailure(kind, why);
+}
+
+std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload) const {
+  const Containment& c = options_.containment;
+  const auto per_call = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(c.timeout_seconds));
+  const bool deadline_first = c.deadline && *c.deadline < per_call;
+  const auto deadline = deadline_first ? *c.deadline : per_call;
   auto fail_read = [&](ReadResult r) {
-    if (r == ReadResult::kEof) child_died("while answering");
-    ::close(to_child_);
-    ::close(from_child_);
-    reap(pid_, 0);  // hung: kill it now
-    pid_ = -1;
-    throw KernelFailure(KernelFailure::Kind::kHang,
-                        fmt::format("kernel did not answer within {:g} s (killed)", options_.timeout_seconds));
+    if (r == ReadResult::kEof || r == ReadResult::kDied) {
+      ::close(to_child_);
+      ::close(from_child_);
+      const int status = reap(pid_, 500);  // it closed its end: give it a moment to finish dying
+      if (pidfd_ >= 0) ::close(pidfd_);
+      pid_ = pidfd_ = to_child_ = from_child_ = -1;
+      throw KernelFailure(KernelFailure::Kind::kCrash,
+                          fmt::format("kernel process {} while answering", describe_exit(status)));
+    }
+    if (deadline_first)
+      fail(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached during a call (kernel killed)");
+    fail(KernelFailure::Kind::kHang, fmt::format("kernel did not answer within {} (killed)", seconds_text(c.timeout_seconds)));
   };
-  if (ReadResult r = read_with_deadline(from_child_, header, sizeof header, deadline); r != ReadResult::kOk)
+  char header[16];
+  if (ReadResult r = read_with_deadline(from_child_, pidfd_, pid_, header, sizeof header, deadline); r != ReadResult::kOk)
     fail_read(r);
   Type type;
   std::uint64_t size;
   try {
     std::tie(type, size) = protocol::parse_header(header);
   } catch (const protocol::ProtocolError& e) {
-    stop();
-    throw KernelLoadError(options_.description + ": malformed protocol message: " + e.what());
+    fail(KernelFailure::Kind::kProtocol, std::string("malformed protocol message: ") + e.what());
   }
+  if (size > max_payload)
+    fail(KernelFailure::Kind::kProtocol,
+         fmt::format("protocol violation: a reply announces {} bytes, more than the {} this call can need", size,
+                     max_payload));
   std::string payload(size, '\0');
-  if (ReadResult r = read_with_deadline(from_child_, payload.data(), size, deadline); r != ReadResult::kOk)
+  if (ReadResult r = read_with_deadline(from_child_, pidfd_, pid_, payload.data(), size, deadline); r != ReadResult::kOk)
     fail_read(r);
-  if (type == Type::kError) {
-    std::string message;
+  auto message_of = [&] {
     try {
       protocol::Reader reader(payload);
-      message = reader.str();
+      return safe_text(reader.str(), kMaxKernelMessage);
     } catch (const protocol::ProtocolError&) {
-      message = "(unreadable error message)";
+      return std::string("(unreadable message)");
     }
+  };
+  if (type == Type::kFault) fail(KernelFailure::Kind::kFault, message_of());
+  if (type == Type::kError) {
+    const std::string message = message_of();
     stop();
     // The host names the plugin itself; other kernels get their command as a prefix.
     throw KernelLoadError(message.starts_with(options_.description) ? message : options_.description + ": " + message);
   }
-  if (type != expected) {
-    stop();
-    throw KernelLoadError(fmt::format("{}: malformed protocol message: expected type {}, got {}",
-                                      options_.description, static_cast<int>(expected), static_cast<int>(type)));
-  }
+  if (type != expected)
+    fail(KernelFailure::Kind::kProtocol, fmt::format("malformed protocol message: expected type {}, got {}",
+                                                     static_cast<int>(expected), static_cast<int>(type)));
   return payload;
 }
 
-std::string ProcessKernel::call(Type request, const std::string& payload, Type reply) const {
-  if (pid_ < 0) start();  // restart after a crash or hang
-  if (!protocol::write_frame(to_child_, request, payload)) {
-    // The child may have died and left an explanation (an error frame) or just an exit status.
-    return read_reply(reply);
+std::string ProcessKernel::call(Type request, const std::string& payload, Type reply, std::uint64_t max_reply) const {
+  const Containment& c = options_.containment;
+  if (c.deadline && Clock::now() >= *c.deadline) {
+    if (pid_ >= 0) kill_child();
+    throw KernelFailure(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached");
   }
-  return read_reply(reply);
+  if (pid_ < 0) start();  // restart after a crash or hang
+  // A failed write means the child is gone; the read below reports how it ended.
+  protocol::write_frame(to_child_, request, payload);
+  return read_reply(reply, max_reply);
 }
 
 void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {
   protocol::Writer w;
   protocol::write_problem(w, to_wire(p));
-  const std::string reply = call(Type::kForward, w.bytes(), Type::kForwardResult);
+  const std::string reply =
+      call(Type::kForward, w.bytes(), Type::kForwardResult, reply_bound(3, p.o_size() + p.lse_size()));
   std::int32_t status;
   std::string error, path, fault;
   std::vector<float> out_o, out_lse;
   try {
     protocol::Reader r(reply);
     status = r.i32();
-    error = r.str();
-    path = r.str();
-    fault = r.str();
+    error = safe_text(r.str(), kMaxKernelMessage);
+    path = safe_text(r.str(), kMaxKernelName);
+    fault = safe_text(r.str(), kMaxKernelMessage);
     out_o = r.array<float>();
     out_lse = r.array<float>();
     r.expect_end();
   } catch (const protocol::ProtocolError& e) {
-    throw KernelLoadError(options_.description + ": malformed forward result: " + e.what());
+    fail(KernelFailure::Kind::kProtocol, std::string("malformed forward result: ") + e.what());
   }
   if (!fault.empty()) throw KernelFailure(KernelFailure::Kind::kFault, fault);
   if (status != ATTEST_OK)
     throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("kernel returned status {}: {}", status, error));
   if (out_o.size() != o.size() || (caps_.lse && !lse.empty() && out_lse.size() != lse.size()))
-    throw KernelLoadError(options_.description + ": malformed forward result: output sizes do not match the problem");
+    fail(KernelFailure::Kind::kProtocol, "malformed forward result: output sizes do not match the problem");
   std::copy(out_o.begin(), out_o.end(), o.begin());
   if (caps_.lse && !lse.empty()) std::copy(out_lse.begin(), out_lse.end(), lse.begin());
   last_path_ = path.empty() ? "default" : path;
@@ -241,12 +361,12 @@ namespace {
 
 class ProcessDecodeSession final : public DecodeSession {
  public:
-  ProcessDecodeSession(const ProcessKernel& kernel, std::uint64_t id)
-      : kernel_(kernel), id_(id), generation_(kernel.generation()) {}
+  ProcessDecodeSession(const ProcessKernel& kernel, std::uint64_t id, const DecodeConfig& config)
+      : kernel_(kernel), id_(id), config_(config), generation_(kernel.generation()) {}
   ~ProcessDecodeSession() override {
     if (kernel_.generation() != generation_) return;
     try {
-      kernel_.call(Type::kDecodeClose, protocol::Writer().u64(id_).bytes(), Type::kClosed);
+      kernel_.call(Type::kDecodeClose, protocol::Writer().u64(id_).bytes(), Type::kClosed, 64);
     } catch (const std::exception&) {
       // The session dies with the process; nothing else to release.
     }
@@ -258,15 +378,26 @@ class ProcessDecodeSession final : public DecodeSession {
       throw KernelFailure(KernelFailure::Kind::kCrash, "the kernel process was restarted; its decode session is gone");
     protocol::Writer w;
     w.u64(id_).i32(n).array(q.data(), q.size()).array(k.data(), k.size()).array(v.data(), v.size());
-    const std::string reply = kernel_.call(Type::kDecodeStep, w.bytes(), Type::kDecodeResult);
-    protocol::Reader r(reply);
-    const std::int32_t status = r.i32();
-    const std::string error = r.str();
-    const std::vector<float> out_o = r.array<float>(), out_lse = r.array<float>();
+    const std::uint64_t rows = std::uint64_t(config_.batch) * config_.heads * n;
+    const std::string reply =
+        kernel_.call(Type::kDecodeStep, w.bytes(), Type::kDecodeResult, reply_bound(1, rows * (config_.value_dim + 1)));
+    std::int32_t status;
+    std::string error;
+    std::vector<float> out_o, out_lse;
+    try {
+      protocol::Reader r(reply);
+      status = r.i32();
+      error = safe_text(r.str(), kMaxKernelMessage);
+      out_o = r.array<float>();
+      out_lse = r.array<float>();
+      r.expect_end();
+    } catch (const protocol::ProtocolError& e) {
+      throw KernelFailure(KernelFailure::Kind::kProtocol, std::string("malformed decode result: ") + e.what());
+    }
     if (status != ATTEST_OK)
       throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode step returned status {}: {}", status, error));
     if (out_o.size() != o.size() || out_lse.size() != lse.size())
-      throw KernelLoadError("malformed decode result: output sizes do not match the step");
+      throw KernelFailure(KernelFailure::Kind::kProtocol, "malformed decode result: output sizes do not match the step");
     std::copy(out_o.begin(), out_o.end(), o.begin());
     std::copy(out_lse.begin(), out_lse.end(), lse.begin());
     length_ += n;
@@ -277,6 +408,7 @@ class ProcessDecodeSession final : public DecodeSession {
  private:
   const ProcessKernel& kernel_;
   std::uint64_t id_;
+  DecodeConfig config_;
   std::uint64_t generation_;
   long long length_ = 0;
 };
@@ -289,14 +421,21 @@ std::unique_ptr<DecodeSession> ProcessKernel::open_decode(const DecodeConfig& co
                          config.scale, config.window.value_or(0), config.rope.enabled, config.rope.base};
   protocol::Writer w;
   protocol::write_decode_config(w, c);
-  const std::string reply = call(Type::kDecodeOpen, w.bytes(), Type::kDecodeOpened);
-  protocol::Reader r(reply);
-  const std::int32_t status = r.i32();
-  const std::string error = r.str();
-  const std::uint64_t id = r.u64();
+  const std::string reply = call(Type::kDecodeOpen, w.bytes(), Type::kDecodeOpened, reply_bound(1, 0));
+  std::int32_t status;
+  std::string error;
+  std::uint64_t id;
+  try {
+    protocol::Reader r(reply);
+    status = r.i32();
+    error = safe_text(r.str(), kMaxKernelMessage);
+    id = r.u64();
+  } catch (const protocol::ProtocolError& e) {
+    throw KernelFailure(KernelFailure::Kind::kProtocol, std::string("malformed decode open result: ") + e.what());
+  }
   if (status != ATTEST_OK)
     throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode open returned status {}: {}", status, error));
-  return std::make_unique<ProcessDecodeSession>(*this, id);
+  return std::make_unique<ProcessDecodeSession>(*this, id, config);
 }
 
 }  // namespace attest

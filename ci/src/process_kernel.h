@@ -1,11 +1,16 @@
 // A kernel that runs in a child process and speaks the attest process protocol: a user's
 // program (--kernel-cmd), or `attest kernel-host` around a plugin or a built-in kernel.
-// Crashes, hangs and writes outside the outputs become KernelFailure; the child is restarted
-// for the next call. A kernel that cannot start or speaks the protocol wrongly: KernelLoadError.
+// The child is contained (DESIGN.md §9): its own process group, killed with attest (and all
+// its descendants with it), a memory limit, a per-call timeout and a whole-run deadline; the
+// protocol runs on private descriptors and its stdout goes to stderr. Crashes, hangs, faults
+// and protocol violations become KernelFailure, and the child is restarted for the next call.
+// A kernel that cannot start or describe itself: KernelLoadError.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,12 +19,19 @@
 
 namespace attest {
 
+struct Containment {
+  double timeout_seconds = 30.0;       // per call
+  std::size_t memory_limit_bytes = 0;  // 0: none
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end
+};
+
 class ProcessKernel final : public Kernel {
  public:
   struct Options {
     std::vector<std::string> argv;  // program and arguments
-    double timeout_seconds = 30.0;  // per call
-    std::string description;        // for messages: the command or plugin path
+    Containment containment;
+    std::string description;  // for messages: the command or plugin path
+    bool self_hosted = false;  // the child is this executable (`attest kernel-host`)
   };
   explicit ProcessKernel(Options options);  // starts the child and reads its descriptor
   ~ProcessKernel() override;
@@ -31,21 +43,25 @@ class ProcessKernel final : public Kernel {
   std::string last_path() const override { return last_path_; }
 
   std::uint32_t abi_version() const { return abi_version_; }
-  // One request and its reply; restarts the child first if it died. Used by decode sessions.
-  std::string call(protocol::Type request, const std::string& payload, protocol::Type reply) const;
+  // One request and its reply (at most max_reply payload bytes); restarts the child first if it
+  // died. Used by decode sessions.
+  std::string call(protocol::Type request, const std::string& payload, protocol::Type reply,
+                   std::uint64_t max_reply) const;
   std::uint64_t generation() const { return generation_; }  // increases with every restart
 
  private:
   void start() const;
   void stop() const;
-  [[noreturn]] void child_died(const std::string& during) const;
-  std::string read_reply(protocol::Type expected) const;
+  void kill_child() const;  // the whole process group, then reap
+  [[noreturn]] void fail(KernelFailure::Kind kind, const std::string& why) const;
+  std::string read_reply(protocol::Type expected, std::uint64_t max_payload) const;
 
   Options options_;
   std::string name_;
   Capabilities caps_;
   std::uint32_t abi_version_ = 0;
   mutable pid_t pid_ = -1;
+  mutable int pidfd_ = -1;  // readable when the child exits (so a forked grandchild holding the pipe cannot hide a crash)
   mutable int to_child_ = -1;
   mutable int from_child_ = -1;
   mutable std::uint64_t generation_ = 0;
@@ -54,5 +70,10 @@ class ProcessKernel final : public Kernel {
 
 // The argv that runs `attest kernel-host` with the given arguments (this executable).
 std::vector<std::string> kernel_host_argv(const std::vector<std::string>& args);
+
+// Caps on what a kernel may send back.
+inline constexpr std::size_t kMaxKernelName = 64;
+inline constexpr std::size_t kMaxKernelMessage = 1024;
+inline constexpr std::size_t kMaxKernelString = 64 * 1024;  // any string field as it travels
 
 }  // namespace attest

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""An attention kernel in numpy served over the attest process protocol (impl/PROTOCOL.md).
+"""An attention kernel in numpy served over the attest process protocol, version 2 (impl/PROTOCOL.md).
 
 Certify it with:  attest certify --kernel-cmd "python3 ci/examples/process_python/numpy_kernel.py"
 Scores and weighted sums run in float32; exp and log in float64, rounded to float32.
 """
+import os
 import struct
 import sys
 
@@ -32,13 +33,13 @@ class Reader:
 
 
 def read_frame(stream):
-    header = stream.read(16)
+    header = read_exactly(stream, 16)
     if len(header) < 16:
         return None, None
     magic, kind, size = struct.unpack("<IIQ", header)
     if magic != MAGIC:
         raise ValueError("bad magic")
-    return kind, stream.read(size)
+    return kind, read_exactly(stream, size)
 
 
 def write_frame(stream, kind, payload):
@@ -116,8 +117,27 @@ def attention(r):
     return o, lse
 
 
+def channel():
+    """The protocol's descriptors: ATTEST_PROTOCOL_FDS ("IN,OUT") when attest runs us, else stdin/stdout."""
+    fds = os.environ.get("ATTEST_PROTOCOL_FDS")
+    if fds:
+        fd_in, fd_out = (int(x) for x in fds.split(","))
+        return os.fdopen(fd_in, "rb", buffering=0), os.fdopen(fd_out, "wb")
+    return sys.stdin.buffer, sys.stdout.buffer
+
+
+def read_exactly(stream, n):
+    data = b""
+    while len(data) < n:
+        chunk = stream.read(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def main():
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdin, stdout = channel()
     while True:
         kind, payload = read_frame(stdin)
         if kind is None or kind == BYE:

@@ -30,8 +30,10 @@ class GuardedBuffer {
       std::uint32_t before, after;
       std::memcpy(&before, &storage_[kGuard - 1 - i], 4);
       std::memcpy(&after, &storage_[kGuard + n_ + i], 4);
-      if (after != kCanaryBits) return fmt::format("{} written {} float(s) past its end", name, i + 1);
-      if (before != kCanaryBits) return fmt::format("{} written {} float(s) before its start", name, i + 1);
+      if (after != kCanaryBits)
+        return fmt::format("write outside {} at byte offset {} ({} has {} bytes)", name, 4 * (n_ + i), name, 4 * n_);
+      if (before != kCanaryBits)
+        return fmt::format("write outside {} at byte offset -{} ({} has {} bytes)", name, 4 * (i + 1), name, 4 * n_);
     }
     return {};
   }

@@ -1,5 +1,7 @@
 #include "attest/oracle.h"
 
+#include "attest/problem_fields.h"
+
 #include <cstring>
 
 namespace attest {
@@ -38,28 +40,34 @@ class WordHash {
   std::uint64_t hash_ = 0xcbf29ce484222325ULL;
 };
 
+// Hashes every field the field list names, so a field added there is never missed here.
+struct FieldHasher {
+  WordHash& h;
+  template <typename T>
+  void integer(const char*, const T& x, long long, long long, bool = false) { h.value(x); }
+  template <typename T>
+  void optional_integer(const char*, const std::optional<T>& x, long long, long long) {
+    h.value(x.has_value());
+    h.value(x.value_or(0));
+  }
+  void number(const char*, double x, bool = false) { h.value(x); }
+  void optional_number(const char*, const std::optional<double>& x) {
+    h.value(x.has_value());
+    h.value(x.value_or(0.0));
+  }
+  void boolean(const char*, bool x) { h.value(x); }
+  void precision(const char*, InputPrecision x) { h.value(x); }
+  void integers(const char*, const std::vector<int>& x, long long, long long) { h.vector(x); }
+  void flags(const char*, const std::vector<std::uint8_t>& x) { h.vector(x); }
+  void floats(const char*, const std::vector<float>& x, bool = false) { h.vector(x); }
+};
+
 }  // namespace
 
 std::uint64_t fingerprint(const Problem& p) {
   WordHash h;
-  h.value(p.shape);
-  h.value(p.scale.has_value());
-  h.value(p.scale.value_or(0.0));
-  h.value(p.q_offset.has_value());
-  h.value(p.q_offset.value_or(0));
-  h.value(p.mask.causal);
-  h.value(p.mask.window.value_or(0));
-  h.vector(p.mask.kv_valid);
-  h.vector(p.mask.q_valid);
-  h.vector(p.mask.q_segment);
-  h.vector(p.mask.k_segment);
-  h.vector(p.mask.explicit_mask);
-  h.value(p.rope.enabled);
-  h.value(p.rope.base);
-  h.value(p.input_precision);
-  h.vector(p.q);
-  h.vector(p.k);
-  h.vector(p.v);
+  FieldHasher visitor{h};
+  visit_problem_fields(p, visitor);
   return h.get();
 }
 

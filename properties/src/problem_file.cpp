@@ -2,124 +2,231 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
+#include <fmt/format.h>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <set>
+
+#include "attest/file_io.h"
+#include "attest/problem_fields.h"
+#include "attest/safe_text.h"
 
 namespace attest {
 namespace {
 
 using nlohmann::json;
 
-json float_array(const std::vector<float>& values) {
-  json out = json::array();
-  for (float x : values) {
-    if (std::isnan(x)) out.push_back("nan");
-    else if (std::isinf(x)) out.push_back(x > 0 ? "inf" : "-inf");
-    else out.push_back(x);
-  }
-  return out;
+[[noreturn]] void bad(const std::string& field, const std::string& why) {
+  throw ProblemFileError(fmt::format("field '{}' {}", field, why));
 }
 
-std::vector<float> read_floats(const json& j, const char* field) {
-  if (!j.is_array()) throw ProblemFileError(std::string("problem.") + field + " must be an array");
-  std::vector<float> out;
-  out.reserve(j.size());
-  for (const json& x : j) {
-    if (x.is_number()) out.push_back(x.get<float>());
-    else if (x == "nan") out.push_back(std::numeric_limits<float>::quiet_NaN());
-    else if (x == "inf") out.push_back(std::numeric_limits<float>::infinity());
-    else if (x == "-inf") out.push_back(-std::numeric_limits<float>::infinity());
-    else throw ProblemFileError(std::string("problem.") + field + " holds a value that is not a float: " + x.dump());
-  }
-  return out;
+// The JSON node of a dotted name ("mask.window" -> doc["mask"]["window"]).
+std::vector<std::string> parts_of(const std::string& name) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t dot; (dot = name.find('.', start)) != std::string::npos; start = dot + 1)
+    parts.push_back(name.substr(start, dot - start));
+  parts.push_back(name.substr(start));
+  return parts;
 }
 
-template <typename T>
-T field(const json& j, const char* name) {
-  if (!j.contains(name)) throw ProblemFileError(std::string("missing field '") + name + "'");
-  try {
-    return j.at(name).get<T>();
-  } catch (const json::exception&) {
-    throw ProblemFileError(std::string("field '") + name + "' has the wrong type");
+// A short, printable rendering of a JSON value for an error message.
+std::string preview(const json& j) {
+  return safe_text(j.dump(-1, ' ', false, json::error_handler_t::replace), 40);
+}
+
+json float_value(float x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+// Writes every field under its dotted name.
+struct Writer {
+  json doc = json::object();
+  json& at(const std::string& name) {
+    json* node = &doc;
+    for (const std::string& part : parts_of(name)) node = &(*node)[part];
+    return *node;
   }
+  template <typename T>
+  void integer(const char* name, const T& x, long long, long long, bool = false) { at(name) = x; }
+  template <typename T>
+  void optional_integer(const char* name, const std::optional<T>& x, long long, long long) {
+    if (x) at(name) = *x;
+  }
+  void number(const char* name, double x, bool = false) { at(name) = x; }
+  void optional_number(const char* name, const std::optional<double>& x) {
+    if (x) at(name) = *x;
+  }
+  void boolean(const char* name, bool x) { at(name) = x; }
+  void precision(const char* name, InputPrecision x) { at(name) = to_string(x); }
+  void integers(const char* name, const std::vector<int>& x, long long, long long) { at(name) = x; }
+  void flags(const char* name, const std::vector<std::uint8_t>& x) { at(name) = x; }
+  void floats(const char* name, const std::vector<float>& x, bool = false) {
+    json out = json::array();
+    for (float f : x) out.push_back(float_value(f));
+    at(name) = std::move(out);
+  }
+};
+
+// Reads every field with its exact type and range; a field the list does not know is an error.
+struct Reader {
+  const json& doc;
+  std::set<std::string> seen;
+
+  const json* find(const std::string& name, bool required) {
+    const json* node = &doc;
+    std::string path = "problem";
+    for (const std::string& part : parts_of(name)) {
+      if (!node->is_object()) bad(path, "must be an object");
+      path += "." + part;
+      if (!node->contains(part)) {
+        if (required) bad(path, "is missing");
+        return nullptr;
+      }
+      node = &node->at(part);
+    }
+    seen.insert(name);
+    return node;
+  }
+  static long long checked_integer(const std::string& field, const json& j, long long lo, long long hi) {
+    if (!j.is_number_integer()) bad(field, "must be an integer, got " + preview(j));
+    const bool too_big = j.is_number_unsigned() && j.get<std::uint64_t>() > std::uint64_t(hi);
+    const long long x = too_big ? hi : j.get<long long>();
+    if (too_big || x < lo || x > hi)
+      bad(field, fmt::format("must lie in [{}, {}], got {}", lo, hi, preview(j)));
+    return x;
+  }
+  template <typename T>
+  void integer(const char* name, T& x, long long lo, long long hi, bool required = false) {
+    if (const json* j = find(name, required)) x = static_cast<T>(checked_integer(std::string("problem.") + name, *j, lo, hi));
+  }
+  template <typename T>
+  void optional_integer(const char* name, std::optional<T>& x, long long lo, long long hi) {
+    if (const json* j = find(name, false); j && !j->is_null())
+      x = static_cast<T>(checked_integer(std::string("problem.") + name, *j, lo, hi));
+  }
+  void number(const char* name, double& x, bool required = false) {
+    if (const json* j = find(name, required)) {
+      if (!j->is_number() || !std::isfinite(j->get<double>()))
+        bad(std::string("problem.") + name, "must be a finite number");
+      x = j->get<double>();
+    }
+  }
+  void optional_number(const char* name, std::optional<double>& x) {
+    if (const json* j = find(name, false); j && !j->is_null()) {
+      double value = 0;
+      number(name, value);
+      x = value;
+    }
+  }
+  void boolean(const char* name, bool& x) {
+    if (const json* j = find(name, false)) {
+      if (!j->is_boolean()) bad(std::string("problem.") + name, "must be true or false");
+      x = j->get<bool>();
+    }
+  }
+  void precision(const char* name, InputPrecision& x) {
+    const json* j = find(name, false);
+    if (!j) return;
+    for (InputPrecision p : {InputPrecision::kF32, InputPrecision::kBF16, InputPrecision::kF16})
+      if (*j == to_string(p)) return void(x = p);
+    bad(std::string("problem.") + name, "must be \"f32\", \"bf16\" or \"f16\"");
+  }
+  const json* array(const char* name, bool required) {
+    const json* j = find(name, required);
+    if (j && !j->is_array()) bad(std::string("problem.") + name, "must be an array");
+    return j;
+  }
+  void integers(const char* name, std::vector<int>& x, long long lo, long long hi) {
+    if (const json* j = array(name, false)) {
+      x.clear();
+      for (std::size_t i = 0; i < j->size(); ++i)
+        x.push_back(static_cast<int>(checked_integer(fmt::format("problem.{}[{}]", name, i), (*j)[i], lo, hi)));
+    }
+  }
+  void flags(const char* name, std::vector<std::uint8_t>& x) {
+    if (const json* j = array(name, false)) {
+      x.clear();
+      for (std::size_t i = 0; i < j->size(); ++i)
+        x.push_back(static_cast<std::uint8_t>(checked_integer(fmt::format("problem.{}[{}]", name, i), (*j)[i], 0, 1)));
+    }
+  }
+  void floats(const char* name, std::vector<float>& x, bool required = false) {
+    const json* j = array(name, required);
+    if (!j) return;
+    x.clear();
+    x.reserve(j->size());
+    for (std::size_t i = 0; i < j->size(); ++i) {
+      const json& e = (*j)[i];
+      if (e == "nan") x.push_back(std::numeric_limits<float>::quiet_NaN());
+      else if (e == "inf") x.push_back(std::numeric_limits<float>::infinity());
+      else if (e == "-inf") x.push_back(-std::numeric_limits<float>::infinity());
+      else if (e.is_number() && std::fabs(e.get<double>()) <= std::numeric_limits<float>::max()) x.push_back(e.get<float>());
+      else bad(fmt::format("problem.{}[{}]", name, i), "must be a float (a number in float range, or \"nan\", \"inf\", \"-inf\")");
+    }
+  }
+};
+
+// Every key under `node` that the field list did not consume, as a dotted name.
+void reject_unknown(const json& node, const std::string& prefix, const std::set<std::string>& seen) {
+  for (const auto& [key, value] : node.items()) {
+    const std::string name = prefix.empty() ? key : prefix + "." + key;
+    if (seen.count(name)) continue;
+    if (value.is_object()) reject_unknown(value, name, seen);
+    else bad("problem." + name, "is not a field of a problem");
+  }
+}
+
+std::string text_field(const json& doc, const char* name, std::size_t max_bytes) {
+  if (!doc.contains(name)) return {};
+  if (!doc[name].is_string()) bad(name, "must be a string");
+  return safe_text(doc[name].get<std::string>(), max_bytes);
 }
 
 }  // namespace
 
 std::string to_json(const ProblemFile& file) {
-  const Problem& p = file.problem;
-  json problem = {
-      {"shape", {{"batch", p.shape.batch}, {"heads", p.shape.heads}, {"kv_heads", p.shape.kv_heads},
-                 {"q_len", p.shape.q_len}, {"k_len", p.shape.k_len}, {"head_dim", p.shape.head_dim},
-                 {"value_dim", p.shape.value_dim}}},
-      {"mask", {{"causal", p.mask.causal}, {"kv_valid", p.mask.kv_valid}, {"q_valid", p.mask.q_valid},
-                {"q_segment", p.mask.q_segment}, {"k_segment", p.mask.k_segment},
-                {"explicit_mask", p.mask.explicit_mask}}},
-      {"rope", {{"enabled", p.rope.enabled}, {"base", p.rope.base}}},
-      {"input_precision", to_string(p.input_precision)},
-      {"q", float_array(p.q)},
-      {"k", float_array(p.k)},
-      {"v", float_array(p.v)},
-  };
-  if (p.mask.window) problem["mask"]["window"] = *p.mask.window;
-  if (p.scale) problem["scale"] = *p.scale;
-  if (p.q_offset) problem["q_offset"] = *p.q_offset;
+  Writer w;
+  visit_problem_fields(file.problem, w);
   json doc = {{"format", "attest-problem"}, {"version", kProblemFileVersion}, {"property", file.property},
-              {"kernel", file.kernel},       {"isolated", file.isolated},   {"verdict", file.verdict},         {"seed", file.seed},
-              {"problem", problem}};
-  return doc.dump(1);
+              {"kernel", file.kernel},       {"isolated", file.isolated},   {"verdict", file.verdict},
+              {"seed", file.seed},           {"problem", std::move(w.doc)}};
+  return doc.dump(1, ' ', false, json::error_handler_t::replace);
 }
 
 ProblemFile from_json(const std::string& text) {
   json doc;
   try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw ProblemFileError(std::string("not valid JSON: ") + e.what());
+    doc = parse_json(text, "problem file");
+  } catch (const FileError& e) {
+    throw ProblemFileError(e.what());
   }
-  if (!doc.is_object() || doc.value("format", "") != "attest-problem")
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != "attest-problem")
     throw ProblemFileError("not an attest problem file (format must be \"attest-problem\")");
-  const int version = field<int>(doc, "version");
-  if (version != kProblemFileVersion)
-    throw ProblemFileError("unsupported version " + std::to_string(version) + " (this attest reads version " +
-                           std::to_string(kProblemFileVersion) + ")");
+  if (!doc.contains("version") || !doc["version"].is_number_integer()) bad("version", "must be an integer");
+  if (doc["version"] != kProblemFileVersion)
+    throw ProblemFileError(fmt::format("unsupported version {} (this attest reads version {})",
+                                       preview(doc["version"]), kProblemFileVersion));
   ProblemFile file;
-  file.property = doc.value("property", "");
-  file.kernel = doc.value("kernel", "");
-  file.isolated = doc.value("isolated", false);
-  file.verdict = doc.value("verdict", "");
-  file.seed = doc.value("seed", std::uint64_t{0});
-  const json pj = field<json>(doc, "problem");
-  const json shape = field<json>(pj, "shape");
-  Problem& p = file.problem;
-  p.shape = {field<int>(shape, "batch"), field<int>(shape, "heads"), field<int>(shape, "kv_heads"),
-             field<int>(shape, "q_len"), field<int>(shape, "k_len"), field<int>(shape, "head_dim"),
-             field<int>(shape, "value_dim")};
-  const json mask = field<json>(pj, "mask");
-  p.mask.causal = field<bool>(mask, "causal");
-  if (mask.contains("window")) p.mask.window = field<int>(mask, "window");
-  p.mask.kv_valid = field<std::vector<int>>(mask, "kv_valid");
-  p.mask.q_valid = field<std::vector<int>>(mask, "q_valid");
-  p.mask.q_segment = field<std::vector<int>>(mask, "q_segment");
-  p.mask.k_segment = field<std::vector<int>>(mask, "k_segment");
-  p.mask.explicit_mask = field<std::vector<std::uint8_t>>(mask, "explicit_mask");
-  const json rope = field<json>(pj, "rope");
-  p.rope.enabled = field<bool>(rope, "enabled");
-  p.rope.base = field<double>(rope, "base");
-  const std::string precision = field<std::string>(pj, "input_precision");
-  if (precision == "f32") p.input_precision = InputPrecision::kF32;
-  else if (precision == "bf16") p.input_precision = InputPrecision::kBF16;
-  else if (precision == "f16") p.input_precision = InputPrecision::kF16;
-  else throw ProblemFileError("input_precision must be f32, bf16 or f16, got '" + precision + "'");
-  if (pj.contains("scale")) p.scale = field<double>(pj, "scale");
-  if (pj.contains("q_offset")) p.q_offset = field<long long>(pj, "q_offset");
-  p.q = read_floats(field<json>(pj, "q"), "q");
-  p.k = read_floats(field<json>(pj, "k"), "k");
-  p.v = read_floats(field<json>(pj, "v"), "v");
+  file.property = text_field(doc, "property", 128);
+  file.kernel = text_field(doc, "kernel", 4096);
+  file.verdict = text_field(doc, "verdict", 64 * 1024);
+  if (doc.contains("isolated")) {
+    if (!doc["isolated"].is_boolean()) bad("isolated", "must be true or false");
+    file.isolated = doc["isolated"].get<bool>();
+  }
+  if (doc.contains("seed")) {
+    if (!doc["seed"].is_number_unsigned()) bad("seed", "must be an unsigned integer");
+    file.seed = doc["seed"].get<std::uint64_t>();
+  }
+  if (!doc.contains("problem") || !doc["problem"].is_object()) bad("problem", "must be an object");
+  Reader r{doc["problem"], {}};
+  visit_problem_fields(file.problem, r);
+  reject_unknown(doc["problem"], "", r.seen);
   try {
-    p.validate();
+    file.problem.validate();
   } catch (const ProblemError& e) {
     throw ProblemFileError(e.what());
   }
@@ -129,21 +236,19 @@ ProblemFile from_json(const std::string& text) {
 void save_problem_file(const std::string& path, const ProblemFile& file) {
   const std::filesystem::path target(path);
   if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << to_json(file) << "\n";
-    if (!out) throw ProblemFileError("cannot write " + tmp);
+  try {
+    write_file_atomically(path, to_json(file) + "\n");
+  } catch (const FileError& e) {
+    throw ProblemFileError(e.what());
   }
-  std::filesystem::rename(tmp, target);  // never leave a half-written counterexample
 }
 
 ProblemFile load_problem_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ProblemFileError("cannot open " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return from_json(text.str());
+  try {
+    return from_json(read_file(path));
+  } catch (const FileError& e) {
+    throw ProblemFileError(e.what());
+  }
 }
 
 }  // namespace attest

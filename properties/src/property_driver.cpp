@@ -9,6 +9,7 @@
 
 #include "attest/generators.h"
 #include "attest/problem_file.h"
+#include "attest/safe_text.h"
 
 namespace attest {
 
@@ -47,17 +48,20 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
   }
   result.seed = options.seed ? options.seed
                              : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-  std::string safe_kernel = result.kernel;
-  for (char& c : safe_kernel)
-    if (c == ':' || c == '/') c = '_';
-  const std::string path = fmt::format("{}/{}__{}.json", options.counterexample_dir, property.name, safe_kernel);
+  const std::string path =
+      fmt::format("{}/{}__{}.json", options.counterexample_dir, property.name, file_stem(result.kernel));
 
   std::filesystem::remove(path);  // a stale counterexample from an earlier run would mislead
   Oracle oracle(16);
   bool isolated = false;  // after a crash or hang, stop: shrinking would re-run it hundreds of times
+  bool out_of_time = false;
   auto testable = [&] {
     const Problem p = build_problem(*gen_spec(property.needs));
     if (isolated) RC_DISCARD("the kernel crashed or hung earlier in this run");
+    if (deadline_passed(options.deadline)) {
+      out_of_time = true;
+      RC_DISCARD("the whole-run deadline was reached");
+    }
     if (!kernel.capabilities().supports(p)) RC_DISCARD("kernel lacks a feature this problem uses");
     for (const std::string& label : labels_of(p)) RC_TAG(label);
     const Verdict v = check_safely(property, p, kernel, oracle);
@@ -116,6 +120,11 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
   } else if (outcome.is<Error>()) {
     result.passed = false;
     result.message = "RapidCheck error: " + outcome.get<Error>().description;
+  }
+  if (out_of_time && result.passed) {
+    result.passed = false;
+    result.applicable = true;
+    result.message = fmt::format("the whole-run deadline was reached after {} cases", result.cases);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;

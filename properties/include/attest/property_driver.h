@@ -1,6 +1,7 @@
 // Runs one property on one kernel over generated problems with RapidCheck (with shrinking).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -18,7 +19,13 @@ struct DriveOptions {
   bool shrink = true;
   std::string kernel_source;  // recorded in counterexamples so replay can load it (default: its name)
   bool isolated = false;
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end: stop there
 };
+
+// Whether a run with this deadline must stop now.
+inline bool deadline_passed(const std::optional<std::chrono::steady_clock::time_point>& deadline) {
+  return deadline && std::chrono::steady_clock::now() >= *deadline;
+}
 
 // Cases and worst utilisation per internal path a kernel reported (Kernel::last_path).
 struct PathStats {

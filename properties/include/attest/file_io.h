@@ -1,0 +1,37 @@
+// Reading and writing files attest does not trust or must not lose (DESIGN.md §9): reads are
+// bounded in size, JSON in size and depth; every write goes to a temporary name in the same
+// folder and is renamed over the target, so an interrupted run or a full disk leaves the old
+// file whole.
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+namespace attest {
+
+class FileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline constexpr std::size_t kMaxJsonBytes = std::size_t{1} << 30;
+inline constexpr int kMaxJsonDepth = 64;
+
+// The file's bytes; throws FileError when it cannot be read or is larger than max_bytes.
+std::string read_file(const std::string& path, std::size_t max_bytes = kMaxJsonBytes);
+
+// Parses JSON no deeper than kMaxJsonDepth (checked before parsing: a deep document never
+// reaches the recursive parser). `what` names the document in errors.
+nlohmann::json parse_json(const std::string& text, const std::string& what);
+
+// Writes text to path atomically (temporary file, fsync, rename); throws FileError naming the
+// path and the reason, and then the old file is untouched.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+// Throws FileError unless a file can be created at path (its folder exists and is writable, and
+// path is not a folder). `flag` names the option in the message. Creates nothing.
+void check_writable(const std::string& flag, const std::string& path);
+
+}  // namespace attest

@@ -1,0 +1,125 @@
+#include "attest/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+
+namespace attest {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string reason() { return std::strerror(errno); }
+
+fs::path folder_of(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? fs::path(".") : parent;
+}
+
+// Depth of the deepest array or object, scanning strings correctly; stops early past the limit.
+int json_depth(const std::string& text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+    else if (c == ']' || c == '}') --depth;
+    if (deepest > kMaxJsonDepth) break;
+  }
+  return deepest;
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path, std::size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw FileError(fmt::format("cannot open {}: {}", path, reason()));
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    throw FileError(path + " is a folder, not a file");
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string why = reason();
+      ::close(fd);
+      throw FileError(fmt::format("cannot read {}: {}", path, why));
+    }
+    if (n == 0) break;
+    if (text.size() + static_cast<std::size_t>(n) > max_bytes) {
+      ::close(fd);
+      throw FileError(fmt::format("{} is larger than {} bytes", path, max_bytes));
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+nlohmann::json parse_json(const std::string& text, const std::string& what) {
+  if (text.size() > kMaxJsonBytes) throw FileError(fmt::format("{}: larger than {} bytes", what, kMaxJsonBytes));
+  if (json_depth(text) > kMaxJsonDepth)
+    throw FileError(fmt::format("{}: JSON nested deeper than the limit of {} levels (depth)", what, kMaxJsonDepth));
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw FileError(fmt::format("{}: not valid JSON: {}", what, e.what()));
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  static std::atomic<unsigned> counter{0};
+  const fs::path target(path);
+  const fs::path tmp = folder_of(path) / fmt::format(".{}.tmp.{}.{}", target.filename().string(), ::getpid(), counter++);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw FileError(fmt::format("cannot write {}: {}", path, reason()));
+  auto give_up = [&](const std::string& why) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw FileError(fmt::format("cannot write {}: {} (the old file, if any, is unchanged)", path, why));
+  };
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) give_up(n < 0 ? reason() : "short write");
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) give_up(reason());
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw FileError(fmt::format("cannot write {}: {}", path, reason()));
+  }
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const std::string why = reason();
+    ::unlink(tmp.c_str());
+    throw FileError(fmt::format("cannot write {}: {}", path, why));
+  }
+}
+
+void check_writable(const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw FileError(fmt::format("{} {}: is a folder", flag, path));
+  const fs::path folder = folder_of(path);
+  if (!fs::is_directory(folder, ec)) throw FileError(fmt::format("{} {}: folder {} does not exist", flag, path, folder.string()));
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    throw FileError(fmt::format("{} {}: cannot write in {}: {}", flag, path, folder.string(), reason()));
+}
+
+}  // namespace attest

@@ -16,7 +16,9 @@ shift 2
 [ "${1:-}" = "--" ] && shift
 
 out=attest-artifacts
-rm -rf "$out" && mkdir -p "$out"
+# Only this script's own outputs are cleared: the folder may hold the baseline (attest reads it
+# before writing anything, and writes each file atomically).
+mkdir -p "$out" && rm -rf "$out/counterexamples"
 args=(certify "$kind" "$target" --budget "${ATTEST_BUDGET:-default}" --out "$out"
       --json "$out/certificate.json" --junit "$out/junit.xml")
 [ -n "$baseline" ] && args+=(--baseline "$baseline")

@@ -4,11 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "baseline.h"
+#include "certificate_format.h"
 #include "certify.h"
 
 namespace attest {
-
-inline constexpr int kCertificateVersion = 1;
 
 // One certified kernel: where it came from, what it declared, and its check results.
 struct KernelReport {
@@ -33,6 +33,6 @@ std::string certificate_junit(const CertificateInfo& info);
 // The regression gate: reasons the new certificate is worse than the baseline (empty: not worse).
 // Worse = a check that passed now fails, or a worst utilisation grew beyond `factor` x the old
 // one (utilisations under 0.01 are treated as 0.01, so noise near zero does not count).
-std::vector<std::string> regressions(const std::string& baseline_json, const CertificateInfo& now, double factor);
+std::vector<std::string> regressions(const Baseline& baseline, const CertificateInfo& now, double factor);
 
 }  // namespace attest

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "attest/problem_file.h"
+#include "attest/safe_text.h"
 #include "attest/property_driver.h"
 #include "fuzz_input.h"
 #include "fuzz_targets.h"
@@ -22,10 +23,8 @@ namespace {
 // A failing deterministic case is saved like a property counterexample, so it replays too.
 std::string save_case(const CheckPlan& plan, const NamedProblem& c, const Kernel& kernel, const Verdict& v,
                       const CertifyOptions& options) {
-  std::string safe = kernel.name();
-  for (char& ch : safe)
-    if (ch == ':' || ch == '/' || ch == ' ') ch = '_';
-  const std::string path = fmt::format("{}/counterexamples/{}_{}__{}.json", options.out_dir, plan.check, c.name, safe);
+  const std::string path =
+      fmt::format("{}/counterexamples/{}_{}__{}.json", options.out_dir, plan.check, c.name, file_stem(kernel.name()));
   try {
     const std::string source = options.kernel_source.empty() ? kernel.name() : options.kernel_source;
     save_problem_file(path, {c.problem, plan.property, source, options.isolated, v.detail, 0});
@@ -49,6 +48,11 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
   CheckResult r{kernel.name(), plan.stage, plan.check};
   const auto start = std::chrono::steady_clock::now();
   for (const NamedProblem& c : plan.problems) {
+    if (deadline_passed(options.deadline)) {
+      r.failures += r.failures == 0;
+      r.first_failure = fmt::format("the whole-run deadline was reached after {} cases", r.cases);
+      break;
+    }
     if (!kernel.capabilities().supports(c.problem)) continue;
     const Verdict v = check_safely(find_property(plan.property), c.problem, kernel, oracle);
     if (!v.applicable) continue;
@@ -83,6 +87,7 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     drive.counterexample_dir = options.out_dir + "/counterexamples";
     drive.kernel_source = options.kernel_source;
     drive.isolated = options.isolated;
+    drive.deadline = options.deadline;
     const DriveResult d = drive_property(property, kernel, drive);
     CheckResult r{kernel.name(), "property", property.name};
     r.applicable = d.applicable;
@@ -119,7 +124,8 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
     std::mt19937_64 rng(options.seed ^ static_cast<std::uint64_t>(target));
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::uint8_t> input;
-    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < options.fuzz_seconds) {
+    while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < options.fuzz_seconds &&
+           !deadline_passed(options.deadline)) {
       input.resize(rng() % 512);
       for (auto& byte : input) byte = static_cast<std::uint8_t>(rng());
       std::optional<fuzz::Violation> v;
@@ -137,7 +143,7 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
       r.failures = 1;
       r.first_failure = v->verdict.property + ": " + v->verdict.detail;
       r.worst_utilisation = v->verdict.utilisation;
-      const std::string path = fmt::format("{}/counterexamples/{}__{}.json", options.out_dir, r.check, kernel.name());
+      const std::string path = fmt::format("{}/counterexamples/{}__{}.json", options.out_dir, r.check, file_stem(kernel.name()));
       try {
         save_problem_file(path, {v->problem, v->verdict.property,
                                  options.kernel_source.empty() ? kernel.name() : options.kernel_source,

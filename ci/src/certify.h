@@ -1,7 +1,9 @@
 // `attest certify`: runs stages of checks on a kernel and collects one row per check.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +42,7 @@ struct CertifyOptions {
   bool progress = true;      // progress lines on stderr
   std::string kernel_source; // how the kernel was named (recorded in counterexamples for replay)
   bool isolated = false;
+  std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end
 };
 
 // Seconds since the certification started, for progress lines.

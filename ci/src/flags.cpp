@@ -1,0 +1,82 @@
+#include "flags.h"
+
+#include <charconv>
+#include <cmath>
+#include <fmt/format.h>
+
+namespace attest {
+namespace {
+
+[[noreturn]] void reject(const std::string& flag, const std::string& text, const std::string& want) {
+  throw FlagError(fmt::format("{}: must be {}, got '{}'", flag, want, text.substr(0, 40)));
+}
+
+}  // namespace
+
+double parse_number(const std::string& flag, const std::string& text, double lo, double hi) {
+  double x = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  const std::string want = fmt::format("a number in [{:g}, {:g}]", lo, hi);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(x) || x < lo || x > hi)
+    reject(flag, text, want);
+  return x;
+}
+
+double parse_seconds(const std::string& flag, const std::string& text, double max) {
+  double x = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(x) || !(x > 0) || x > max)
+    reject(flag, text, fmt::format("a number of seconds in (0, {:g}]", max));
+  return x;
+}
+
+long long parse_integer(const std::string& flag, const std::string& text, long long lo, long long hi) {
+  long long x = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || x < lo || x > hi)
+    reject(flag, text, fmt::format("an integer in [{}, {}]", lo, hi));
+  return x;
+}
+
+std::uint64_t parse_seed(const std::string& flag, const std::string& text) {
+  std::uint64_t x = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (text.empty() || text[0] == '-' || ec != std::errc() || end != text.data() + text.size())
+    reject(flag, text, "an unsigned 64-bit integer");
+  return x;
+}
+
+std::size_t parse_bytes(const std::string& flag, const std::string& text) {
+  const std::string want = "a size such as 512M, 8G or 0 (none)";
+  std::string digits = text;
+  int shift = 0;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'K': case 'k': shift = 10; break;
+      case 'M': case 'm': shift = 20; break;
+      case 'G': case 'g': shift = 30; break;
+      case 'T': case 't': shift = 40; break;
+      default: break;
+    }
+    if (shift) digits.pop_back();
+  }
+  std::uint64_t x = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), x);
+  if (digits.empty() || digits[0] == '-' || ec != std::errc() || end != digits.data() + digits.size() ||
+      x > (std::uint64_t{1} << (50 - shift)))
+    reject(flag, text, want);
+  return static_cast<std::size_t>(x << shift);
+}
+
+int parse_budget(const std::string& flag, const std::string& text) {
+  if (text == "quick") return 10;
+  if (text == "default") return 100;
+  if (text == "thorough") return 1000;
+  long long x = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || x < 0 || x > 1'000'000)
+    reject(flag, text, "quick, default, thorough or a case count in [0, 1000000]");
+  return static_cast<int>(x);
+}
+
+}  // namespace attest

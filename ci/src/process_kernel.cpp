@@ -86,6 +86,34 @@ std::string describe_exit(int status) {
   return "stopped";
 }
 
+// Live children's process groups, so that attest killed by SIGINT, SIGTERM or SIGHUP takes
+// them along (after kill -9, PR_SET_PDEATHSIG takes the child; its group's other members are
+// killed whenever attest can still act).
+constexpr int kMaxChildren = 64;
+volatile sig_atomic_t child_groups[kMaxChildren];
+
+void remember_group(pid_t pid, bool live) {
+  for (int i = 0; i < kMaxChildren; ++i)
+    if (live ? child_groups[i] == 0 : child_groups[i] == pid) {
+      child_groups[i] = live ? pid : 0;
+      return;
+    }
+}
+
+void kill_groups_and_die(int sig) {
+  for (int i = 0; i < kMaxChildren; ++i)
+    if (child_groups[i] > 0) ::kill(-child_groups[i], SIGKILL);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void install_exit_handlers() {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::signal(sig, kill_groups_and_die);
+}
+
 // Waits up to polls x 2 ms for the child to exit; then kills its whole process group (a kernel's
 // descendants die with it) and returns the child's wait status.
 int reap(pid_t pid, int polls) {
@@ -100,10 +128,12 @@ int reap(pid_t pid, int polls) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);
   }
+  remember_group(pid, false);
   return status;
 }
 
 std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
+
 
 // The child's environment: ours, plus the protocol's descriptors, plus the memory limit for an
 // AddressSanitizer build of this executable (which cannot run under RLIMIT_DATA).
@@ -191,6 +221,8 @@ void ProcessKernel::start() const {
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also from this side: no window in which a kill(-pid) misses
+  install_exit_handlers();
+  remember_group(pid, true);
   ::close(to[0]);
   ::close(from[1]);
   pid_ = pid;
@@ -211,19 +243,16 @@ void ProcessKernel::start() const {
   }
   protocol::Reader r(reply);
   try {
-    const std::uint32_t abi = r.u32();
-    const std::string name = safe_text(r.str(), kMaxKernelName);
-    const std::uint32_t caps = r.u32();
-    const std::int32_t empty = r.i32(), precision = r.i32(), key_tile = r.i32();
-    r.expect_end();
-    if (abi != ATTEST_ABI_VERSION)
+    const protocol::Descriptor d = protocol::read_descriptor(r);
+    const std::string name = safe_text(d.name, kMaxKernelName);
+    if (d.abi_version != ATTEST_ABI_VERSION)
       throw KernelLoadError(fmt::format("{}: kernel ABI version {}, this attest speaks version {}",
-                                        options_.description, abi, ATTEST_ABI_VERSION));
+                                        options_.description, d.abi_version, ATTEST_ABI_VERSION));
     auto* self = const_cast<ProcessKernel*>(this);
     if (self->name_.empty()) {
-      self->abi_version_ = abi;
+      self->abi_version_ = d.abi_version;
       self->name_ = name.empty() ? safe_text(options_.description, kMaxKernelName) : name;
-      self->caps_ = capabilities_from_abi(caps, empty, precision, key_tile);
+      self->caps_ = capabilities_from_abi(d.capabilities, d.empty_rows, d.precision, d.key_tile);
     }
   } catch (const protocol::ProtocolError& e) {
     stop();
@@ -332,29 +361,22 @@ void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<floa
   protocol::write_problem(w, to_wire(p));
   const std::string reply =
       call(Type::kForward, w.bytes(), Type::kForwardResult, reply_bound(3, p.o_size() + p.lse_size()));
-  std::int32_t status;
-  std::string error, path, fault;
-  std::vector<float> out_o, out_lse;
+  protocol::ForwardResult result;
   try {
     protocol::Reader r(reply);
-    status = r.i32();
-    error = safe_text(r.str(), kMaxKernelMessage);
-    path = safe_text(r.str(), kMaxKernelName);
-    fault = safe_text(r.str(), kMaxKernelMessage);
-    out_o = r.array<float>();
-    out_lse = r.array<float>();
-    r.expect_end();
+    result = protocol::read_forward_result(r);
   } catch (const protocol::ProtocolError& e) {
     fail(KernelFailure::Kind::kProtocol, std::string("malformed forward result: ") + e.what());
   }
-  if (!fault.empty()) throw KernelFailure(KernelFailure::Kind::kFault, fault);
-  if (status != ATTEST_OK)
-    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("kernel returned status {}: {}", status, error));
-  if (out_o.size() != o.size() || (caps_.lse && !lse.empty() && out_lse.size() != lse.size()))
+  if (!result.fault.empty()) throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
+  if (result.status != ATTEST_OK)
+    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("kernel returned status {}: {}", result.status,
+                                                                  safe_text(result.error, kMaxKernelMessage)));
+  if (result.o.size() != o.size() || (caps_.lse && !lse.empty() && result.lse.size() != lse.size()))
     fail(KernelFailure::Kind::kProtocol, "malformed forward result: output sizes do not match the problem");
-  std::copy(out_o.begin(), out_o.end(), o.begin());
-  if (caps_.lse && !lse.empty()) std::copy(out_lse.begin(), out_lse.end(), lse.begin());
-  last_path_ = path.empty() ? "default" : path;
+  std::copy(result.o.begin(), result.o.end(), o.begin());
+  if (caps_.lse && !lse.empty()) std::copy(result.lse.begin(), result.lse.end(), lse.begin());
+  last_path_ = result.path.empty() ? "default" : safe_text(result.path, kMaxKernelName);
 }
 
 namespace {
@@ -381,25 +403,20 @@ class ProcessDecodeSession final : public DecodeSession {
     const std::uint64_t rows = std::uint64_t(config_.batch) * config_.heads * n;
     const std::string reply =
         kernel_.call(Type::kDecodeStep, w.bytes(), Type::kDecodeResult, reply_bound(1, rows * (config_.value_dim + 1)));
-    std::int32_t status;
-    std::string error;
-    std::vector<float> out_o, out_lse;
+    protocol::DecodeResult result;
     try {
       protocol::Reader r(reply);
-      status = r.i32();
-      error = safe_text(r.str(), kMaxKernelMessage);
-      out_o = r.array<float>();
-      out_lse = r.array<float>();
-      r.expect_end();
+      result = protocol::read_decode_result(r);
     } catch (const protocol::ProtocolError& e) {
       throw KernelFailure(KernelFailure::Kind::kProtocol, std::string("malformed decode result: ") + e.what());
     }
-    if (status != ATTEST_OK)
-      throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode step returned status {}: {}", status, error));
-    if (out_o.size() != o.size() || out_lse.size() != lse.size())
+    if (result.status != ATTEST_OK)
+      throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode step returned status {}: {}", result.status,
+                                                                    safe_text(result.error, kMaxKernelMessage)));
+    if (result.o.size() != o.size() || result.lse.size() != lse.size())
       throw KernelFailure(KernelFailure::Kind::kProtocol, "malformed decode result: output sizes do not match the step");
-    std::copy(out_o.begin(), out_o.end(), o.begin());
-    std::copy(out_lse.begin(), out_lse.end(), lse.begin());
+    std::copy(result.o.begin(), result.o.end(), o.begin());
+    std::copy(result.lse.begin(), result.lse.end(), lse.begin());
     length_ += n;
   }
   long long length() const override { return length_; }
@@ -422,20 +439,17 @@ std::unique_ptr<DecodeSession> ProcessKernel::open_decode(const DecodeConfig& co
   protocol::Writer w;
   protocol::write_decode_config(w, c);
   const std::string reply = call(Type::kDecodeOpen, w.bytes(), Type::kDecodeOpened, reply_bound(1, 0));
-  std::int32_t status;
-  std::string error;
-  std::uint64_t id;
+  protocol::DecodeOpened opened;
   try {
     protocol::Reader r(reply);
-    status = r.i32();
-    error = safe_text(r.str(), kMaxKernelMessage);
-    id = r.u64();
+    opened = protocol::read_decode_opened(r);
   } catch (const protocol::ProtocolError& e) {
     throw KernelFailure(KernelFailure::Kind::kProtocol, std::string("malformed decode open result: ") + e.what());
   }
-  if (status != ATTEST_OK)
-    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode open returned status {}: {}", status, error));
-  return std::make_unique<ProcessDecodeSession>(*this, id, config);
+  if (opened.status != ATTEST_OK)
+    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode open returned status {}: {}", opened.status,
+                                                                  safe_text(opened.error, kMaxKernelMessage)));
+  return std::make_unique<ProcessDecodeSession>(*this, opened.session, config);
 }
 
 }  // namespace attest

@@ -267,4 +267,67 @@ inline attest_decode_config read_decode_config(Reader& r) {
   return c;
 }
 
+// The kernel's replies as attest reads them (each throws ProtocolError when malformed).
+struct Descriptor {
+  std::uint32_t abi_version = 0;
+  std::string name;
+  std::uint32_t capabilities = 0;
+  std::int32_t empty_rows = 0, precision = 0, key_tile = 0;
+};
+
+inline Descriptor read_descriptor(Reader& r) {
+  Descriptor d;
+  d.abi_version = r.u32();
+  d.name = r.str();
+  d.capabilities = r.u32();
+  d.empty_rows = r.i32(), d.precision = r.i32(), d.key_tile = r.i32();
+  r.expect_end();
+  return d;
+}
+
+struct ForwardResult {
+  std::int32_t status = 0;
+  std::string error, path, fault;
+  std::vector<float> o, lse;
+};
+
+inline ForwardResult read_forward_result(Reader& r) {
+  ForwardResult f;
+  f.status = r.i32();
+  f.error = r.str(), f.path = r.str(), f.fault = r.str();
+  f.o = r.array<float>(), f.lse = r.array<float>();
+  r.expect_end();
+  return f;
+}
+
+struct DecodeResult {
+  std::int32_t status = 0;
+  std::string error;
+  std::vector<float> o, lse;
+};
+
+inline DecodeResult read_decode_result(Reader& r) {
+  DecodeResult d;
+  d.status = r.i32();
+  d.error = r.str();
+  d.o = r.array<float>(), d.lse = r.array<float>();
+  r.expect_end();
+  return d;
+}
+
+struct DecodeOpened {
+  std::int32_t status = 0;
+  std::string error;
+  std::uint64_t session = 0;
+};
+
+inline DecodeOpened read_decode_opened(Reader& r) {
+  DecodeOpened d;
+  d.status = r.i32();
+  d.error = r.str();
+  d.session = r.u64();
+  r.expect_end();
+  return d;
+}
+
 }  // namespace attest::protocol

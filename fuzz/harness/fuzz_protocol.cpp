@@ -1,0 +1,45 @@
+// libFuzzer target: the process protocol's readers on hostile bytes. The input is a stream of
+// frames as a kernel might send them (and, for FORWARD, as a kernel server reads a request):
+// every frame header is checked against a bound before its payload is allocated, and every
+// payload reader either succeeds or throws ProtocolError.
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "attest/process_protocol.hpp"
+
+namespace protocol = attest::protocol;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  constexpr std::uint64_t kBound = 1 << 20;  // what one call could need in this target
+  std::size_t at = 0;
+  while (size - at >= 16) {
+    char header[16];
+    std::memcpy(header, data + at, 16);
+    at += 16;
+    protocol::Type type;
+    std::uint64_t length;
+    try {
+      std::tie(type, length) = protocol::parse_header(header);
+    } catch (const protocol::ProtocolError&) {
+      return 0;
+    }
+    if (length > kBound || length > size - at) return 0;  // attest refuses it before allocating
+    const std::string payload(reinterpret_cast<const char*>(data + at), length);
+    at += length;
+    protocol::Reader r(payload);
+    try {
+      switch (type) {
+        case protocol::Type::kDescriptor: protocol::read_descriptor(r); break;
+        case protocol::Type::kForwardResult: protocol::read_forward_result(r); break;
+        case protocol::Type::kDecodeResult: protocol::read_decode_result(r); break;
+        case protocol::Type::kDecodeOpened: protocol::read_decode_opened(r); break;
+        case protocol::Type::kForward: protocol::read_problem(r); break;
+        case protocol::Type::kDecodeOpen: protocol::read_decode_config(r); break;
+        default: r.str(); break;
+      }
+    } catch (const protocol::ProtocolError&) {
+    }
+  }
+  return 0;
+}

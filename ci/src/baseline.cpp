@@ -34,19 +34,75 @@ const json& array(const json& object, const std::string& where, const char* key)
   return j;
 }
 
-BaselineCheck check_of(const json& j, const std::string& where) {
+long count(const json& object, const std::string& where, const char* key) {
+  const json& j = member(object, where, key);
+  if (!j.is_number_integer() || j.get<long long>() < 0) bad(where + "." + key, "must be a count");
+  return static_cast<long>(j.get<long long>());
+}
+
+bool flag(const json& object, const std::string& where, const char* key) {
+  const json& j = member(object, where, key);
+  if (!j.is_boolean()) bad(where + "." + key, "must be true or false");
+  return j.get<bool>();
+}
+
+std::vector<std::string> texts(const json& object, const std::string& where, const char* key) {
+  const json& list = array(object, where, key);
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_string()) bad(fmt::format("{}.{}[{}]", where, key, i), "must be a string");
+    out.push_back(safe_text(list[i].get<std::string>(), 256));
+  }
+  return out;
+}
+
+BaselineCheck check_of(const json& j, const std::string& where, int version) {
   BaselineCheck c;
   c.stage = text(j, where, "stage");
   c.check = text(j, where, "check");
   c.verdict = text(j, where, "verdict");
-  if (c.verdict != "pass" && c.verdict != "fail" && c.verdict != "n/a")
-    bad(where + ".verdict", "must be \"pass\", \"fail\" or \"n/a\", got \"" + c.verdict + "\"");
-  const json& cases = member(j, where, "cases");
-  if (!cases.is_number_integer() || cases.get<long long>() < 0) bad(where + ".cases", "must be a count");
-  c.cases = static_cast<long>(cases.get<long long>());
+  const bool known = version == 1 ? (c.verdict == "pass" || c.verdict == "fail" || c.verdict == "n/a")
+                                  : (c.verdict == "pass" || c.verdict == "fail" || c.verdict == "not covered" ||
+                                     c.verdict == "insufficient");
+  if (!known) bad(where + ".verdict", "is not a verdict of a version " + std::to_string(version) + " certificate: \"" + c.verdict + "\"");
+  c.cases = count(j, where, "cases");
+  c.effective = version == 1 ? c.cases : count(j, where, "effective_cases");
   const json& util = member(j, where, "worst_utilisation");
   if (util.is_number()) c.worst_utilisation = util.get<double>();
   else if (!util.is_null()) bad(where + ".worst_utilisation", "must be a number or null");
+  return c;
+}
+
+BaselineClaims claims_of(const json& kernel, const std::string& where) {
+  BaselineClaims c;
+  c.exercised_features = texts(kernel, where, "exercised_features");
+  const std::string d = where + ".descriptor";
+  const json& descriptor = member(kernel, where, "descriptor");
+  c.features = texts(descriptor, d, "features");
+  c.precision = text(descriptor, d, "precision");
+  const json& ulps = member(descriptor, d, "exp_ulps");
+  if (!ulps.is_number()) bad(d + ".exp_ulps", "must be a number");
+  c.exp_ulps = ulps.get<double>();
+  const std::string t = d + ".contract";
+  const json& contract = member(descriptor, d, "contract");
+  const json& dims = array(contract, t, "head_dims");
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (!dims[i].is_number_integer()) bad(fmt::format("{}.head_dims[{}]", t, i), "must be an integer");
+    c.head_dims.push_back(dims[i].get<long long>());
+  }
+  for (const char* name : {"head_dim", "batch", "heads", "q_len", "k_len", "q_offset"}) {
+    const json& r = member(contract, t, name);
+    if (r.is_null()) {
+      c.ranges[name] = std::nullopt;
+      continue;
+    }
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer())
+      bad(t + "." + name, "must be null or [min, max]");
+    c.ranges[name] = std::pair{r[0].get<long long>(), r[1].get<long long>()};
+  }
+  for (const char* name : {"dk_equals_dv", "default_scale_only", "causal_required", "decode_only"})
+    c.restrictions[name] = flag(contract, t, name);
+  c.contract_summary = text(contract, t, "summary");
   return c;
 }
 
@@ -62,11 +118,12 @@ Baseline parse_baseline(const std::string& text_in) {
   if (!doc.is_object() || !doc.contains("format") || doc["format"] != kCertificateFormat)
     throw BaselineError("baseline: not an attest certificate (format must be \"" + std::string(kCertificateFormat) + "\")");
   const json& version = member(doc, "certificate", "version");
-  if (version != kCertificateVersion)
+  if (version != 1 && version != kCertificateVersion)
     throw BaselineError(fmt::format("baseline: certificate version {} (this attest reads version {})",
                                     safe_text(version.dump(-1, ' ', false, json::error_handler_t::replace), 20),
                                     kCertificateVersion));
   Baseline baseline;
+  baseline.version = version.get<int>();
   const json& kernels = array(doc, "certificate", "kernels");
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     const std::string where = fmt::format("kernels[{}]", k);
@@ -74,7 +131,13 @@ Baseline parse_baseline(const std::string& text_in) {
     kernel.name = text(kernels[k], where, "name");
     const json& checks = array(kernels[k], where, "checks");
     for (std::size_t c = 0; c < checks.size(); ++c)
-      kernel.checks.push_back(check_of(checks[c], fmt::format("{}.checks[{}]", where, c)));
+      kernel.checks.push_back(check_of(checks[c], fmt::format("{}.checks[{}]", where, c), baseline.version));
+    const json& paths = array(kernels[k], where, "paths");
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      const std::string at = fmt::format("{}.paths[{}]", where, i);
+      kernel.paths[text(paths[i], at, "path")] = count(paths[i], at, "cases");
+    }
+    if (baseline.version >= 2) kernel.claims = claims_of(kernels[k], where);
     baseline.kernels.push_back(std::move(kernel));
   }
   return baseline;

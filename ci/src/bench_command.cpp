@@ -62,7 +62,7 @@ Row prefill(const Kernel& kernel, int t, int d, bool causal, double min_time) {
 // One new token against a cache of t: the decode kernel's session, or a one-query forward.
 Row decode_step(const Kernel& kernel, int t, int d, double min_time) {
   Row r{kernel.name(), "decode", d, t, true};
-  if (kernel.capabilities().decode) {
+  if (kernel.capabilities().decode()) {
     auto session = kernel.open_decode({.batch = 1, .heads = 1, .kv_heads = 1, .head_dim = d, .value_dim = d,
                                        .scale = 1.0 / std::sqrt(double(d))});
     const Problem p = benchmark_problem(t, t, d, true);

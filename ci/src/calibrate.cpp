@@ -18,14 +18,15 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
   std::cout << fmt::format("seed {}\n{:<10} {:>8} {:>13} {:>18} {:>22}\n", seed, "kernel", "cases", "false alarms",
                            "worst err/bound", "worst error/loop's");
   int alarms_total = 0;
-  const rc::Gen<ProblemSpec> gen = gen_spec();
   for (const std::string& name : names) {
     const auto kernel = resolve_kernel(name);
+    const Capabilities caps = kernel->capabilities();
+    const rc::Gen<ProblemSpec> gen = gen_spec(caps);
     Oracle oracle(2);
     int done = 0, alarms = 0;
     double worst_bound = 0, worst_precision = 0;
     for (int i = 0; done < cases; ++i) {
-      const Problem p = build_problem(gen(rc::Random(seed + i), 100).value());
+      const Problem p = build_problem(gen(rc::Random(seed + i), 100).value(), caps);
       if (!kernel->capabilities().supports(p)) continue;
       ++done;
       for (const Verdict& v : {matches_reference(p, *kernel, oracle), precision_gate(p, *kernel, oracle)}) {

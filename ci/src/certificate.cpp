@@ -11,24 +11,31 @@ namespace {
 
 using nlohmann::json;
 
-const char* verdict_of(const CheckResult& r) { return !r.applicable ? "n/a" : r.passed() ? "pass" : "fail"; }
+const char* verdict_of(const CheckResult& r) { return to_string(r.status()); }
 
 // JSON has no infinity: an unbounded utilisation is written as null.
 json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
+json range_json(const Range& r) { return r.unlimited() ? json(nullptr) : json::array({r.min, r.max}); }
+
+json contract_json(const Contract& c) {
+  return {{"head_dims", c.head_dims},          {"head_dim", range_json(c.head_dim)},
+          {"batch", range_json(c.batch)},      {"heads", range_json(c.heads)},
+          {"q_len", range_json(c.q_len)},      {"k_len", range_json(c.k_len)},
+          {"q_offset", range_json(c.q_offset)}, {"dk_equals_dv", c.dk_equals_dv},
+          {"default_scale_only", c.default_scale_only}, {"causal_required", c.causal_required},
+          {"decode_only", c.decode_only},      {"query_tile", c.query_tile},
+          {"key_tile", c.key_tile},            {"decode_lse_optional", c.decode_lse_optional},
+          {"summary", c.summary()}};
+}
+
 json capabilities_json(const Capabilities& c) {
-  json features = json::array();
-  const std::pair<const char*, bool> all[] = {
-      {"causal", c.causal},   {"window", c.window},         {"key_padding", c.key_padding},
-      {"query_padding", c.query_padding}, {"segments", c.segments}, {"explicit_mask", c.explicit_mask},
-      {"gqa", c.gqa},         {"lse", c.lse},               {"rope", c.rope},
-      {"decode", c.decode}};
-  for (const auto& [name, on] : all)
-    if (on) features.push_back(name);
-  return {{"features", features},
+  return {{"features", c.features.names()},
           {"empty_rows", to_string(c.empty_rows)},
           {"precision", to_string(c.precision)},
-          {"key_tile", c.key_tile}};
+          {"exp_ulps", c.exp_ulps},
+          {"key_tile", c.key_tile()},
+          {"contract", contract_json(c.contract)}};
 }
 
 std::string now_utc() {
@@ -54,12 +61,6 @@ std::string xml_escape(const std::string& s) {
 
 }  // namespace
 
-bool KernelReport::passed() const {
-  for (const CheckResult& r : checks)
-    if (!r.passed()) return false;
-  return true;
-}
-
 std::string certificate_json(const CertificateInfo& info) {
   json kernels = json::array();
   bool all = true;
@@ -71,9 +72,14 @@ std::string certificate_json(const CertificateInfo& info) {
                     {"check", r.check},
                     {"verdict", verdict_of(r)},
                     {"cases", r.cases},
+                    {"effective_cases", r.effective},
+                    {"floor", r.floor},
+                    {"skipped", r.skipped},
                     {"failures", r.failures},
                     {"worst_utilisation", number_or_null(r.worst_utilisation)},
                     {"seconds", r.seconds}};
+      if (!r.not_covered.empty()) check["not_covered"] = r.not_covered;
+      if (!r.feature_cases.empty()) check["feature_cases"] = r.feature_cases;
       if (r.seed) check["seed"] = r.seed;
       if (!r.first_failure.empty()) check["first_failure"] = r.first_failure;
       if (!r.counterexample_path.empty()) check["counterexample"] = r.counterexample_path;
@@ -93,6 +99,10 @@ std::string certificate_json(const CertificateInfo& info) {
                        {"name", k.name},
                        {"descriptor", capabilities_json(k.capabilities)},
                        {"certified", k.passed()},
+                       {"covered_features", k.covered_features()},
+                       {"exercised_features", k.exercised().names()},
+                       {"not_covered_features", (k.undeclared() | k.declared_unexercised()).names()},
+                       {"required_features", k.required.names()},
                        {"checks", checks},
                        {"paths", path_list}});
   }
@@ -113,8 +123,8 @@ std::string certificate_junit(const CertificateInfo& info) {
     long failures = 0, skipped = 0;
     double seconds = 0;
     for (const CheckResult& r : k.checks) {
-      failures += !r.passed();
-      skipped += !r.applicable;
+      failures += r.blocks();
+      skipped += r.status() == CheckStatus::kNotCovered;
       seconds += r.seconds;
     }
     out += fmt::format("  <testsuite name=\"attest.{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
@@ -122,7 +132,9 @@ std::string certificate_junit(const CertificateInfo& info) {
     for (const CheckResult& r : k.checks) {
       out += fmt::format("    <testcase classname=\"attest.{}.{}\" name=\"{}\" time=\"{:.3f}\">", xml_escape(k.name),
                          r.stage, r.check, r.seconds);
-      if (!r.applicable) out += "<skipped/>";
+      if (r.status() == CheckStatus::kNotCovered) out += fmt::format("<skipped message=\"{}\"/>", xml_escape(r.not_covered));
+      if (r.status() == CheckStatus::kInsufficient)
+        out += fmt::format("<failure message=\"insufficient: {} of {} cases exercised it\"/>", r.effective, r.cases);
       if (!r.passed())
         out += fmt::format("<failure message=\"{}\">{}{}</failure>", xml_escape(r.first_failure),
                            xml_escape(r.first_failure),
@@ -134,24 +146,102 @@ std::string certificate_junit(const CertificateInfo& info) {
   return out + "</testsuites>\n";
 }
 
+namespace {
+
+// How a kernel's claims narrowed since the baseline: features, contract, precision.
+void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::vector<std::string>& reasons) {
+  const Capabilities& c = k.capabilities;
+  for (const std::string& f : old.features)
+    if (const auto feature = feature_named(f); feature && !c.declares(*feature))
+      reasons.push_back(fmt::format("{}: no longer declares {}", k.name, f));
+  const FeatureSet exercised = k.exercised();
+  for (const std::string& f : old.exercised_features)
+    if (const auto feature = feature_named(f); feature && c.declares(*feature) && !exercised.contains(*feature))
+      reasons.push_back(fmt::format("{}: {} was covered in the baseline, not now", k.name, f));
+  const double old_u = old.precision == "bf16" ? 0x1p-8 : old.precision == "f16" ? 0x1p-11 : 0x1p-24;
+  if (unit_roundoff(c.precision) > old_u)
+    reasons.push_back(fmt::format("{}: looser precision: {} (was {})", k.name, to_string(c.precision), old.precision));
+  if (c.exp_ulps > old.exp_ulps)
+    reasons.push_back(fmt::format("{}: looser exp: {:g} ulp (was {:g})", k.name, c.exp_ulps, old.exp_ulps));
+  const Contract& t = c.contract;
+  const std::pair<const char*, bool> restrictions[] = {{"dk_equals_dv", t.dk_equals_dv},
+                                                        {"default_scale_only", t.default_scale_only},
+                                                        {"causal_required", t.causal_required},
+                                                        {"decode_only", t.decode_only}};
+  for (auto [name, now_on] : restrictions)
+    if (now_on && !old.restrictions.at(name))
+      reasons.push_back(fmt::format("{}: contract narrowed: {} (the baseline had no such restriction)", k.name, name));
+  for (long long d : old.head_dims)
+    if (!t.accepts_head_dim(static_cast<int>(d)))
+        reasons.push_back(fmt::format("{}: contract narrowed: head width {} no longer accepted", k.name, d));
+  if (old.head_dims.empty() && !t.head_dims.empty())
+    reasons.push_back(fmt::format("{}: contract narrowed to head widths {} (the baseline accepted a range)", k.name,
+                                  t.summary()));
+  const std::pair<const char*, const Range*> ranges[] = {{"head_dim", &t.head_dim}, {"batch", &t.batch},
+                                                         {"heads", &t.heads},       {"q_len", &t.q_len},
+                                                         {"k_len", &t.k_len},       {"q_offset", &t.q_offset}};
+  for (auto [name, now_range] : ranges) {
+    const auto& before = old.ranges.at(name);
+    const bool narrower = before ? (!now_range->unlimited() && (now_range->min > before->first || now_range->max < before->second))
+                                 : !now_range->unlimited();
+    if (narrower)
+      reasons.push_back(fmt::format("{}: contract narrowed: {} (the baseline: {})", k.name, name,
+                                    before ? fmt::format("[{}, {}]", before->first, before->second) : "any"));
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> regressions(const Baseline& baseline, const CertificateInfo& now, double factor) {
   std::vector<std::string> reasons;
-  for (const KernelReport& k : now.kernels) {
-    const BaselineKernel* old_kernel = nullptr;
-    for (const BaselineKernel& ok : baseline.kernels)
-      if (ok.name == k.name) old_kernel = &ok;
-    if (!old_kernel) continue;  // a kernel new to this certificate has nothing to regress from
-    for (const CheckResult& r : k.checks) {
-      for (const BaselineCheck& oc : old_kernel->checks) {
-        if (oc.stage != r.stage || oc.check != r.check) continue;
-        if (oc.verdict == "pass" && !r.passed())
-          reasons.push_back(fmt::format("{} {}: passed in the baseline, fails now: {}", k.name, r.check,
-                                        r.first_failure));
-        const double old_util = oc.worst_utilisation.value_or(INFINITY);
-        if (oc.verdict == "pass" && r.passed() && r.worst_utilisation > factor * std::max(old_util, 0.01))
-          reasons.push_back(fmt::format("{} {}: worst err/bound grew from {:.3g} to {:.3g} (more than {}x)", k.name,
-                                        r.check, old_util, r.worst_utilisation, factor));
+  if (baseline.kernels.size() == 1 && now.kernels.size() == 1 && baseline.kernels[0].name != now.kernels[0].name)
+    reasons.push_back(fmt::format("the baseline certified kernel {}, this run certifies {}", baseline.kernels[0].name,
+                                  now.kernels[0].name));
+  for (const BaselineKernel& old_kernel : baseline.kernels) {
+    const KernelReport* k = nullptr;
+    for (const KernelReport& candidate : now.kernels)
+      if (candidate.name == old_kernel.name) k = &candidate;
+    if (!k) {
+      if (!(baseline.kernels.size() == 1 && now.kernels.size() == 1))
+        reasons.push_back(fmt::format("{}: in the baseline, not in this run", old_kernel.name));
+      continue;
+    }
+    if (old_kernel.claims) claims_regressions(*k, *old_kernel.claims, reasons);
+    std::map<std::string, long> now_paths;
+    for (const CheckResult& r : k->checks)
+      for (const auto& [path, stats] : r.paths) now_paths[path] += stats.cases;
+    for (const auto& [path, cases] : old_kernel.paths)
+      if (cases > 0 && now_paths[path] == 0)
+        reasons.push_back(fmt::format("{}: internal path '{}' had {} cases in the baseline, none now", k->name, path, cases));
+    for (const BaselineCheck& oc : old_kernel.checks) {
+      if (oc.verdict != "pass") continue;
+      const CheckResult* r = nullptr;
+      for (const CheckResult& candidate : k->checks)
+        if (candidate.stage == oc.stage && candidate.check == oc.check) r = &candidate;
+      if (!r) {
+        reasons.push_back(fmt::format("{} {}: passed in the baseline, not run now", k->name, oc.check));
+        continue;
       }
+      switch (r->status()) {
+        case CheckStatus::kFail:
+          reasons.push_back(fmt::format("{} {}: passed in the baseline, fails now: {}", k->name, r->check, r->first_failure));
+          continue;
+        case CheckStatus::kNotCovered:
+          reasons.push_back(fmt::format("{} {}: passed in the baseline, not covered now ({})", k->name, r->check, r->not_covered));
+          continue;
+        case CheckStatus::kInsufficient:
+          reasons.push_back(fmt::format("{} {}: passed in the baseline, insufficient now ({} effective cases)", k->name,
+                                        r->check, r->effective));
+          continue;
+        case CheckStatus::kPass: break;
+      }
+      if (static_cast<double>(r->effective) * factor < static_cast<double>(oc.effective))
+        reasons.push_back(fmt::format("{} {}: {} effective cases, the baseline had {} (fewer by more than {}x)", k->name,
+                                      r->check, r->effective, oc.effective, factor));
+      const double old_util = oc.worst_utilisation.value_or(INFINITY);
+      if (r->worst_utilisation > factor * std::max(old_util, 0.01))
+        reasons.push_back(fmt::format("{} {}: worst err/bound grew from {:.3g} to {:.3g} (more than {}x)", k->name,
+                                      r->check, old_util, r->worst_utilisation, factor));
     }
   }
   return reasons;

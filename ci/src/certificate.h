@@ -16,7 +16,16 @@ struct KernelReport {
   std::string name;
   Capabilities capabilities;
   std::vector<CheckResult> checks;
-  bool passed() const;
+  FeatureSet required;  // --require: features that must be declared and exercised
+
+  // What the run covered: declared features with their effective cases, declared features no
+  // effective case used, features not declared, and features --require names but did not get.
+  std::map<std::string, long> covered_features() const;
+  FeatureSet exercised() const;
+  FeatureSet declared_unexercised() const;
+  FeatureSet undeclared() const;
+  FeatureSet missing_required() const;
+  bool passed() const;  // certified: no check fails or is insufficient, every required feature covered
 };
 
 struct CertificateInfo {
@@ -24,6 +33,11 @@ struct CertificateInfo {
   int property_cases = 0;
   std::vector<KernelReport> kernels;
 };
+
+// The scope a kernel declared, in one line: "f32, empty rows zero, exp 2 ulp; contract: any problem".
+std::string declared_scope(const Capabilities& c);
+// The human report of one kernel: its declaration, a table of checks, failures, the verdict line.
+std::string format_report(const KernelReport& k);
 
 // JSON, schema ci/schema/certificate.schema.json ("attest-certificate", version 1).
 std::string certificate_json(const CertificateInfo& info);

@@ -4,6 +4,6 @@
 namespace attest {
 
 inline constexpr const char* kCertificateFormat = "attest-certificate";
-inline constexpr int kCertificateVersion = 1;
+inline constexpr int kCertificateVersion = 2;  // 2: effective cases, coverage, contract
 
 }  // namespace attest

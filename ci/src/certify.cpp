@@ -5,6 +5,7 @@
 #include <iostream>
 #include <random>
 
+#include "attest/declaration_fit.h"
 #include "attest/problem_file.h"
 #include "attest/safe_text.h"
 #include "attest/property_driver.h"
@@ -37,6 +38,23 @@ std::string save_case(const CheckPlan& plan, const NamedProblem& c, const Kernel
 
 }  // namespace
 
+const char* to_string(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::kPass: return "pass";
+    case CheckStatus::kFail: return "fail";
+    case CheckStatus::kNotCovered: return "not covered";
+    case CheckStatus::kInsufficient: return "insufficient";
+  }
+  return "?";
+}
+
+CheckStatus CheckResult::status() const {
+  if (failures) return CheckStatus::kFail;
+  if (!not_covered.empty()) return CheckStatus::kNotCovered;
+  if (effective < floor) return CheckStatus::kInsufficient;
+  return CheckStatus::kPass;
+}
+
 std::vector<CheckPlan> deterministic_plans() {
   return {
       {"deterministic", "golden", golden_problems(), "matches_reference"},
@@ -47,16 +65,32 @@ std::vector<CheckPlan> deterministic_plans() {
 CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle, const CertifyOptions& options) {
   CheckResult r{kernel.name(), plan.stage, plan.check};
   const auto start = std::chrono::steady_clock::now();
-  for (const NamedProblem& c : plan.problems) {
+  const Capabilities caps = kernel.capabilities();
+  const PropertyInfo& property = find_property(plan.property);
+  r.not_covered = not_covered_because(property, caps);
+  for (const NamedProblem& named : plan.problems) {
+    if (!r.not_covered.empty()) break;
     if (deadline_passed(options.deadline)) {
       r.failures += r.failures == 0;
       r.first_failure = fmt::format("the whole-run deadline was reached after {} cases", r.cases);
       break;
     }
-    if (!kernel.capabilities().supports(c.problem)) continue;
-    const Verdict v = check_safely(find_property(plan.property), c.problem, kernel, oracle);
-    if (!v.applicable) continue;
     ++r.cases;
+    // Each case as the kernel declared it can take it (its features, widths, sizes, causality).
+    std::string why;
+    const std::optional<Problem> fitted = fit_to_declaration(named.problem, caps, &why);
+    if (!fitted) {
+      ++r.skipped["cannot be brought inside the declaration: " + why];
+      continue;
+    }
+    const NamedProblem c{named.name, *fitted};
+    const Verdict v = check_safely(property, c.problem, kernel, oracle);
+    if (!v.applicable || !v.exercised) {
+      ++r.skipped[v.detail];
+      continue;
+    }
+    ++r.effective;
+    for (const std::string& f : features_used_by(c.problem).names()) ++r.feature_cases[f];
     r.worst_utilisation = std::max(r.worst_utilisation, v.utilisation);
     PathStats& path = r.paths[kernel.last_path()];
     ++path.cases;
@@ -70,11 +104,11 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
       break;
     }
   }
-  r.applicable = r.cases > 0;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.progress)
-    std::cerr << fmt::format("[{:7.1f}s] {} {} {}: {} ({} cases, {:.2f} s)\n", elapsed_seconds(), kernel.name(),
-                             plan.stage, plan.check, r.passed() ? "pass" : "FAIL", r.cases, r.seconds);
+    std::cerr << fmt::format("[{:7.1f}s] {} {} {}: {} ({} of {} cases effective, {:.2f} s)\n", elapsed_seconds(),
+                             kernel.name(), plan.stage, plan.check, to_string(r.status()), r.effective, r.cases,
+                             r.seconds);
   return r;
 }
 
@@ -90,8 +124,12 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     drive.deadline = options.deadline;
     const DriveResult d = drive_property(property, kernel, drive);
     CheckResult r{kernel.name(), "property", property.name};
-    r.applicable = d.applicable;
-    r.cases = d.cases + (d.passed ? 0 : 1);
+    r.not_covered = d.not_covered;
+    r.cases = d.asked;
+    r.effective = d.effective;
+    r.floor = d.applicable ? effective_floor(d.asked) : 0;
+    r.skipped = d.skipped;
+    r.feature_cases = d.feature_cases;
     r.failures = d.passed ? 0 : 1;
     r.worst_utilisation = d.passed ? d.worst_utilisation : std::max(d.worst_utilisation, d.failure_utilisation);
     r.first_failure = d.message;
@@ -101,8 +139,8 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     r.seconds = d.seconds;
     r.paths = d.paths;
     if (options.progress)
-      std::cerr << fmt::format("[{:7.1f}s] {} property {}: {} ({} cases, seed {}, {:.2f} s)\n", elapsed_seconds(),
-                               kernel.name(), property.name, !d.applicable ? "n/a" : d.passed ? "PASS" : "FAIL",
+      std::cerr << fmt::format("[{:7.1f}s] {} property {}: {} ({} of {} cases effective, seed {}, {:.2f} s)\n",
+                               elapsed_seconds(), kernel.name(), property.name, to_string(r.status()), r.effective,
                                r.cases, d.seed, d.seconds);
     results.push_back(std::move(r));
   }
@@ -116,8 +154,8 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
                                fuzz::Target::kDifferential}) {
     CheckResult r{kernel.name(), "fuzz", fuzz::target_name(target)};
     r.seed = options.seed;
-    if (target == fuzz::Target::kDecode && !kernel.capabilities().decode) {
-      r.applicable = false;  // nothing to fuzz: the kernel declares no decode
+    if (target == fuzz::Target::kDecode && !kernel.capabilities().decode()) {
+      r.not_covered = "the kernel does not declare decode";
       results.push_back(std::move(r));
       continue;
     }
@@ -153,7 +191,8 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
       }
       break;
     }
-    r.applicable = r.cases > 0;
+    r.effective = r.cases;  // refined with the fuzz targets' own accounting
+    r.floor = std::max(1L, r.cases / 4);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (options.progress)
       std::cerr << fmt::format("[{:7.1f}s] {} fuzz {}: {} ({} inputs, {:.1f} s)\n", elapsed_seconds(), kernel.name(),
@@ -175,25 +214,6 @@ std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, co
     results.insert(results.end(), fuzzed.begin(), fuzzed.end());
   }
   return results;
-}
-
-std::string format_table(const std::vector<CheckResult>& results) {
-  std::string out = fmt::format("{:<10} {:<14} {:<32} {:>7} {:>8} {:>12}\n", "kernel", "stage", "check", "cases",
-                                "verdict", "err/bound");
-  for (const CheckResult& r : results) {
-    const char* verdict = !r.applicable ? "n/a" : r.passed() ? "PASS" : "FAIL";
-    out += fmt::format("{:<10} {:<14} {:<32} {:>7} {:>8} {:>12.3g}\n", r.kernel, r.stage, r.check, r.cases, verdict,
-                       r.worst_utilisation);
-  }
-  for (const CheckResult& r : results) {
-    if (r.passed()) continue;
-    out += fmt::format("\nFAIL {} {}: {} of {} cases; first: {}\n", r.kernel, r.check, r.failures, r.cases,
-                       r.first_failure);
-    if (!r.counterexample_path.empty())
-      out += fmt::format("  counterexample: {}  (attest replay {})\n  seed {}; RapidCheck: RC_PARAMS=\"{}\"\n",
-                         r.counterexample_path, r.counterexample_path, r.seed, r.reproduce);
-  }
-  return out;
 }
 
 }  // namespace attest

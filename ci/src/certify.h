@@ -16,14 +16,24 @@
 
 namespace attest {
 
+// PASS: enough cases exercised it and none failed. NOT COVERED: the kernel's declaration leaves
+// it nothing to check (the reason is kept). INSUFFICIENT: it ran, but fewer cases than its floor
+// exercised anything; not evidence. FAIL: a case failed.
+enum class CheckStatus { kPass, kFail, kNotCovered, kInsufficient };
+const char* to_string(CheckStatus s);  // "pass", "fail", "not covered", "insufficient"
+
 // One line of the certificate: a check run over some cases.
 struct CheckResult {
   std::string kernel;
   std::string stage;
   std::string check;
-  long cases = 0;
+  long cases = 0;      // cases asked for and run (up to and including a failure)
+  long effective = 0;  // of those, cases that exercised the check
+  long floor = 1;      // effective cases needed for evidence
+  SkipCounts skipped;  // cases that were not evidence, by reason
+  std::string not_covered;  // why the declaration leaves nothing to check (status kNotCovered)
+  std::map<std::string, long> feature_cases;  // effective cases per feature they used
   long failures = 0;
-  bool applicable = true;
   double worst_utilisation = 0.0;
   std::string first_failure;  // "case name: explanation"
   std::string counterexample_path;
@@ -32,6 +42,9 @@ struct CheckResult {
   double seconds = 0.0;
   std::map<std::string, PathStats> paths;  // per internal path the kernel reported
   bool passed() const { return failures == 0; }
+  CheckStatus status() const;
+  // Whether it keeps the kernel from being certified (a failure, or too little evidence).
+  bool blocks() const { return status() == CheckStatus::kFail || status() == CheckStatus::kInsufficient; }
 };
 
 struct CertifyOptions {
@@ -69,7 +82,5 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
 // All stages for one kernel.
 std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options);
 
-// The human table: kernel x check, verdict, cases, worst error as a fraction of the bound.
-std::string format_table(const std::vector<CheckResult>& results);
 
 }  // namespace attest

@@ -3,7 +3,7 @@
 #include <filesystem>
 
 #include "blas_baseline.h"
-#include "mutants.h"
+#include "attest/mutants.h"
 #include "process_kernel.h"
 
 namespace attest {

@@ -40,7 +40,19 @@ struct CertifyRequest {
   std::string json_path, junit_path, baseline_path;
   double baseline_factor = 2.0;
   double deadline_seconds = 3600;
+  FeatureSet required;  // --require
 };
+
+// "causal,gqa,lse" -> the features; an unknown name is a usage error naming the known ones.
+FeatureSet parse_features(const std::vector<std::string>& names) {
+  FeatureSet out;
+  for (const std::string& name : names) {
+    const std::optional<Feature> f = feature_named(name);
+    if (!f) throw FlagError("--require: unknown feature '" + name + "' (known: " + FeatureSet::all().joined() + ")");
+    out.insert(*f);
+  }
+  return out;
+}
 
 // Half the machine's memory, at least 1 GiB: a kernel in a child process gets no more.
 std::size_t default_memory_limit() {
@@ -80,15 +92,14 @@ int certify(CertifyRequest request) {
 
   Oracle oracle(1024);  // every deterministic case's reference is computed once for all kernels
   CertificateInfo info{options.seed, options.property_cases, {}};
-  std::vector<CheckResult> rows;
   for (const auto& [source, kernel] : kernels) {
     options.kernel_source = source;
     options.isolated = request.load.isolate || dynamic_cast<const ProcessKernel*>(kernel.get()) != nullptr;
-    KernelReport report{source, kernel->name(), kernel->capabilities(), certify_kernel(*kernel, oracle, options)};
-    rows.insert(rows.end(), report.checks.begin(), report.checks.end());
+    KernelReport report{source, kernel->name(), kernel->capabilities(), certify_kernel(*kernel, oracle, options),
+                        request.required};
+    std::cout << format_report(report) << "\n";
     info.kernels.push_back(std::move(report));
   }
-  std::cout << format_table(rows);
   if (!request.json_path.empty()) write_file_atomically(request.json_path, certificate_json(info) + "\n");
   if (!request.junit_path.empty()) write_file_atomically(request.junit_path, certificate_junit(info));
   bool ok = true;
@@ -184,6 +195,10 @@ int main(int argc, char** argv) {
   cert->add_option("--memory-limit", memory_limit,
                    "memory a kernel in a child process may take, e.g. 4G (default: half of this machine's; 0: none)");
   cert->add_flag("--isolate", request.load.isolate, "run built-in kernels in a child process as well");
+  std::vector<std::string> required;
+  cert->add_option("--require", required,
+                   "features that must be declared and exercised, e.g. causal,gqa,lse (else NOT CERTIFIED)")
+      ->delimiter(',');
   cert->add_option("--fuzz-seconds", fuzz_seconds,
                    "a short fuzz stage: random inputs through each fuzz target for this long (default 0: off)");
 
@@ -262,6 +277,7 @@ int main(int argc, char** argv) {
       request.load.containment.timeout_seconds = parse_seconds("--timeout", timeout, 86400);
       request.load.containment.memory_limit_bytes = memory_of_flag(memory_limit);
       request.deadline_seconds = parse_seconds("--deadline", deadline, 30 * 86400);
+      request.required = parse_features(required);
       return certify(std::move(request));
     }
     if (*fz) {

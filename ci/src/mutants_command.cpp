@@ -11,7 +11,7 @@
 #include "attest/problem_file.h"
 #include "certify.h"
 #include "fuzz_command.h"
-#include "mutants.h"
+#include "attest/mutants.h"
 
 namespace attest {
 namespace {

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "abi_adapter.h"
+#include "attest/abi_adapter.h"
 #include "attest/safe_text.h"
 
 extern char** environ;
@@ -245,14 +245,18 @@ void ProcessKernel::start() const {
   try {
     const protocol::Descriptor d = protocol::read_descriptor(r);
     const std::string name = safe_text(d.name, kMaxKernelName);
-    if (d.abi_version != ATTEST_ABI_VERSION)
-      throw KernelLoadError(fmt::format("{}: kernel ABI version {}, this attest speaks version {}",
-                                        options_.description, d.abi_version, ATTEST_ABI_VERSION));
+    if (d.abi_version != ATTEST_ABI_VERSION_1 && d.abi_version != ATTEST_ABI_VERSION_2)
+      throw KernelLoadError(fmt::format("{}: kernel ABI version {}, this attest speaks versions 1 and 2",
+                                        options_.description, d.abi_version));
     auto* self = const_cast<ProcessKernel*>(this);
     if (self->name_.empty()) {
+      try {
+        self->caps_ = capabilities_from_descriptor(d);
+      } catch (const std::invalid_argument& e) {
+        throw KernelLoadError(options_.description + ": " + e.what());
+      }
       self->abi_version_ = d.abi_version;
       self->name_ = name.empty() ? safe_text(options_.description, kMaxKernelName) : name;
-      self->caps_ = capabilities_from_abi(d.capabilities, d.empty_rows, d.precision, d.key_tile);
     }
   } catch (const protocol::ProtocolError& e) {
     stop();
@@ -357,6 +361,7 @@ std::string ProcessKernel::call(Type request, const std::string& payload, Type r
 }
 
 void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {
+  if (!caps_.forward()) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel is decode-only (no forward)");
   protocol::Writer w;
   protocol::write_problem(w, to_wire(p));
   const std::string reply =
@@ -372,10 +377,10 @@ void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<floa
   if (result.status != ATTEST_OK)
     throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("kernel returned status {}: {}", result.status,
                                                                   safe_text(result.error, kMaxKernelMessage)));
-  if (result.o.size() != o.size() || (caps_.lse && !lse.empty() && result.lse.size() != lse.size()))
+  if (result.o.size() != o.size() * sizeof(float) || (caps_.lse() && !lse.empty() && result.lse.size() != lse.size()))
     fail(KernelFailure::Kind::kProtocol, "malformed forward result: output sizes do not match the problem");
-  std::copy(result.o.begin(), result.o.end(), o.begin());
-  if (caps_.lse && !lse.empty()) std::copy(result.lse.begin(), result.lse.end(), lse.begin());
+  std::memcpy(o.data(), result.o.data(), result.o.size());
+  if (caps_.lse() && !lse.empty()) std::copy(result.lse.begin(), result.lse.end(), lse.begin());
   last_path_ = result.path.empty() ? "default" : safe_text(result.path, kMaxKernelName);
 }
 
@@ -399,7 +404,9 @@ class ProcessDecodeSession final : public DecodeSession {
     if (kernel_.generation() != generation_)
       throw KernelFailure(KernelFailure::Kind::kCrash, "the kernel process was restarted; its decode session is gone");
     protocol::Writer w;
-    w.u64(id_).i32(n).array(q.data(), q.size()).array(k.data(), k.size()).array(v.data(), v.size());
+    auto bytes = [](std::span<const float> x) { return reinterpret_cast<const std::uint8_t*>(x.data()); };
+    w.u64(id_).i32(n).i32(lse.empty() ? 0 : 1);
+    w.array(bytes(q), q.size_bytes()).array(bytes(k), k.size_bytes()).array(bytes(v), v.size_bytes());
     const std::uint64_t rows = std::uint64_t(config_.batch) * config_.heads * n;
     const std::string reply =
         kernel_.call(Type::kDecodeStep, w.bytes(), Type::kDecodeResult, reply_bound(1, rows * (config_.value_dim + 1)));
@@ -413,9 +420,9 @@ class ProcessDecodeSession final : public DecodeSession {
     if (result.status != ATTEST_OK)
       throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode step returned status {}: {}", result.status,
                                                                     safe_text(result.error, kMaxKernelMessage)));
-    if (result.o.size() != o.size() || result.lse.size() != lse.size())
+    if (result.o.size() != o.size_bytes() || result.lse.size() != lse.size())
       throw KernelFailure(KernelFailure::Kind::kProtocol, "malformed decode result: output sizes do not match the step");
-    std::copy(result.o.begin(), result.o.end(), o.begin());
+    std::memcpy(o.data(), result.o.data(), result.o.size());
     std::copy(result.lse.begin(), result.lse.end(), lse.begin());
     length_ += n;
   }
@@ -434,10 +441,8 @@ class ProcessDecodeSession final : public DecodeSession {
 
 std::unique_ptr<DecodeSession> ProcessKernel::open_decode(const DecodeConfig& config) const {
   config.validate();
-  attest_decode_config c{config.batch, config.heads,        config.kv_heads,     config.head_dim, config.value_dim,
-                         config.scale, config.window.value_or(0), config.rope.enabled, config.rope.base};
   protocol::Writer w;
-  protocol::write_decode_config(w, c);
+  protocol::write_decode_config(w, to_wire(config));
   const std::string reply = call(Type::kDecodeOpen, w.bytes(), Type::kDecodeOpened, reply_bound(1, 0));
   protocol::DecodeOpened opened;
   try {

@@ -87,7 +87,7 @@ def case_no_write():
 
 
 def case_abi_version():
-    require(certify("--kernel", plugin("broken_abi_version"), expect=2), "kernel ABI version 2, this attest speaks version 1")
+    require(certify("--kernel", plugin("broken_abi_version"), expect=2), "kernel ABI version 3, this attest speaks versions 1 and 2")
 
 
 def case_missing_plugin():

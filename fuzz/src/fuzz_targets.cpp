@@ -9,7 +9,7 @@
 #include "attest/oracle.h"
 #include "attest/properties.h"
 #include "fuzz_input.h"
-#include "mutants.h"
+#include "attest/mutants.h"
 
 namespace attest::fuzz {
 namespace {
@@ -85,7 +85,7 @@ std::optional<Violation> run_target_on(Target target, const std::uint8_t* data, 
                                        const Kernel& kernel, Oracle& oracle) {
   const FuzzCase c = decode_input(data, size, flavor_of(target));
   if (!kernel.capabilities().supports(c.problem)) return std::nullopt;
-  if (target == Target::kDecode && !kernel.capabilities().decode) return std::nullopt;
+  if (target == Target::kDecode && !kernel.capabilities().decode()) return std::nullopt;
   for (const Verdict& v : check(target, c, kernel, oracle))
     if (v.applicable && !v.passed) return Violation{kernel.name(), v, c.problem};
   return std::nullopt;

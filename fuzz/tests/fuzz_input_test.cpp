@@ -6,7 +6,7 @@
 
 #include "fuzz_input.h"
 #include "fuzz_targets.h"
-#include "mutants.h"
+#include "attest/mutants.h"
 
 namespace attest::fuzz {
 namespace {

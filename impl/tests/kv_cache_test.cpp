@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 #include <random>
 
-#include "attest/kernels.h"
+#include "attest/builtin_kernels.h"
 
 namespace attest {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <new>
 
-#include "attest/kernels.h"
+#include "attest/builtin_kernels.h"
 
 namespace {
 std::atomic<bool> counting{false};

@@ -5,31 +5,30 @@
 namespace attest {
 
 const std::vector<PropertyInfo>& property_catalogue() {
-  auto always = [](const Capabilities&) { return true; };
+  using F = Feature;
   static const std::vector<PropertyInfo> catalogue = {
-      {"matches_reference", "O and LSE within the hard bound", matches_reference, always, {}},
-      {"precision_gate", "error within a calibrated factor of the loop kernel's", precision_gate,
-       [](const Capabilities& c) { return c.precision == ComputePrecision::kF32; }, {}},
-      {"rows_sum_to_one", "probe V = 1 outputs 1", rows_sum_to_one, always, {}},
-      {"zero_masked_weight", "probe V = I: masked keys get weight 0", zero_masked_weight, always, {.max_keys = 256}},
-      {"masked_inputs_have_no_influence", "poisoned masked K/V change nothing", masked_inputs_have_no_influence,
-       always, {}},
-      {"permutation_equivariance", "permuting rows permutes outputs", permutation_equivariance, always,
+      {"matches_reference", "O and LSE within the hard bound", matches_reference, {}, {}},
+      {"precision_gate", "error within a calibrated factor of the loop kernel's", precision_gate, {}, {}},
+      {"rows_sum_to_one", "probe V = 1 outputs 1", rows_sum_to_one, {}, {}},
+      {"zero_masked_weight", "probe V = I: masked keys get weight 0", zero_masked_weight, {},
+       {.masked = true, .max_keys = 256}},
+      {"masked_inputs_have_no_influence", "poisoned masked K, then V, change nothing",
+       masked_inputs_have_no_influence, {}, {.masked = true}},
+      {"permutation_equivariance", "permuting rows permutes outputs", permutation_equivariance, {},
        {.position_free = true}},
-      {"empty_row_policy", "empty rows follow the declared policy", empty_row_policy,
-       [](const Capabilities& c) { return c.query_padding || c.key_padding; }, {}},
-      {"decode_matches_prefill", "decode in any chunking equals prefill", decode_matches_prefill,
-       [](const Capabilities& c) { return c.decode; }, {}},
-      {"output_in_convex_hull", "outputs within [min, max] of visible values", output_in_convex_hull, always, {}},
+      {"empty_row_policy", "empty rows follow the declared policy", empty_row_policy, {}, {}},
+      {"decode_matches_prefill", "decode in any chunking equals prefill", decode_matches_prefill, {F::kDecode},
+       {}, false},
+      {"output_in_convex_hull", "outputs within [min, max] of visible values", output_in_convex_hull, {}, {}},
       {"gqa_matches_repeated_heads", "GQA equals MHA with repeated K/V heads", gqa_matches_repeated_heads,
-       [](const Capabilities& c) { return c.gqa; }, {.gqa = true}},
-      {"slices_are_independent", "each (batch, head) alone equals the batched result", slices_are_independent,
-       always, {}},
+       {F::kGqa}, {.gqa = true}},
+      {"slices_are_independent", "each (batch, head) alone equals the batched result", slices_are_independent, {},
+       {.several_slices = true}},
       {"rope_relative_position", "shifting all positions changes nothing", rope_relative_position,
-       [](const Capabilities& c) { return c.rope && c.explicit_mask; }, {.rope = true}},
-      {"overflow_safe", "logits up to 1e37 give finite outputs", overflow_safe, always, {}},
+       {F::kRope, F::kExplicitMask}, {.rope = true}},
+      {"overflow_safe", "logits up to 1e37 give finite outputs", overflow_safe, {}, {}},
       {"deterministic_and_in_bounds", "bitwise repeatable, outputs written, guards intact",
-       deterministic_and_in_bounds, always, {}},
+       deterministic_and_in_bounds, {}, {}},
   };
   return catalogue;
 }
@@ -38,6 +37,19 @@ const PropertyInfo& find_property(const std::string& name) {
   for (const PropertyInfo& p : property_catalogue())
     if (p.name == name) return p;
   throw std::invalid_argument("unknown property '" + name + "'");
+}
+
+std::string not_covered_because(const PropertyInfo& property, const Capabilities& caps) {
+  const FeatureSet missing = property.required.minus(caps.features);
+  if (!missing.empty()) return "the kernel does not declare " + missing.joined(" or ");
+  if (property.needs_forward && !caps.forward()) return "needs a forward call; the kernel is decode-only";
+  if (property.name == "precision_gate" && caps.precision != ComputePrecision::kF32)
+    return "the precision gate's model kernel computes in f32 only (this kernel declares " +
+           std::string(to_string(caps.precision)) + ")";
+  if (property.name == "empty_row_policy" && !caps.declares(Feature::kQueryPadding) &&
+      !caps.declares(Feature::kKeyPadding))
+    return "makes rows empty through padding; the kernel declares neither key_padding nor query_padding";
+  return cannot_cover(property.needs, caps);
 }
 
 }  // namespace attest

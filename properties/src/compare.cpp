@@ -13,7 +13,7 @@ KernelNumerics numerics_of(const Capabilities& caps) {
   k.underflow_quantum = caps.precision == ComputePrecision::kF16 ? std::ldexp(1.0, -24)
                         : caps.precision == ComputePrecision::kBF16 ? std::ldexp(1.0, -133)
                                                                     : std::ldexp(1.0, -149);
-  k.key_tile = caps.key_tile;
+  k.key_tile = caps.key_tile();
   return k;
 }
 
@@ -80,7 +80,7 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
       worst.add(error, factor * output_bound(p, ref, e, numerics), [&] { return prefix + describe_element(p, e); },
                 expected_o[e], value);
     }
-    if (!caps.lse || got.lse.empty() || expected_lse.empty()) continue;
+    if (!caps.lse() || got.lse.empty() || expected_lse.empty()) continue;
     const double value = got.lse[row];
     if (ref.empty[row]) {
       if (!(nan_policy ? std::isnan(value) : (std::isinf(value) && value < 0)))

@@ -20,6 +20,7 @@ Problem prefill_of(const Problem& p) {
   out.rope = p.rope;
   out.mask.causal = true;
   out.mask.window = p.mask.window;
+  out.mask.chunk = p.mask.chunk;
   out.input_precision = p.input_precision;
   out.k = p.k;
   out.v = p.v;
@@ -46,7 +47,7 @@ Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vect
   auto session = kernel.open_decode({.batch = s.batch, .heads = s.heads, .kv_heads = s.kv_heads,
                                      .head_dim = s.head_dim, .value_dim = s.value_dim,
                                      .scale = prefill.effective_scale(), .window = prefill.mask.window,
-                                     .rope = prefill.rope});
+                                     .chunk = prefill.mask.chunk, .rope = prefill.rope});
   const int T = s.k_len;
   Outputs out;
   out.o.assign(prefill.o_size(), NAN);
@@ -84,7 +85,7 @@ Verdict decode_matches_prefill(const Problem& p, const Kernel& kernel, Oracle& o
 Verdict decode_matches_prefill_in_chunks(const Problem& p, const Kernel& kernel, Oracle& oracle,
                                          const std::vector<std::vector<int>>& chunkings) {
   const std::string name = "decode_matches_prefill";
-  if (!kernel.capabilities().decode) return Verdict::not_applicable(name, "kernel does not declare decode");
+  if (!kernel.capabilities().decode()) return Verdict::not_applicable(name, "kernel does not declare decode");
   const Problem prefill = prefill_of(p);
   const Reference& ref = oracle.reference(prefill);
   const GuardedOutputs one_shot = run_guarded(kernel, prefill);

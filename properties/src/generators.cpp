@@ -1,5 +1,6 @@
 #include "attest/generators.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -13,23 +14,6 @@ namespace {
 
 rc::Gen<int> choice(int lo, int hi) { return rc::gen::resize(100, rc::gen::inRange(lo, hi)); }
 
-// Lengths biased to where kernels break: tiny, tile (32) and page (16) sizes +-1, and anything.
-rc::Gen<int> gen_length() {
-  static const int kEdges[] = {15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65};
-  return rc::gen::map(rc::gen::pair(choice(0, 9), choice(0, 720)), [](std::pair<int, int> kv) {
-    const auto [kind, value] = kv;
-    if (kind < 4) return 1 + value % 9;
-    if (kind < 7) return kEdges[value % 12];
-    return 1 + value % 72;
-  });
-}
-
-rc::Gen<int> gen_width() {
-  return rc::gen::map(rc::gen::pair(choice(0, 4), choice(0, 72)), [](std::pair<int, int> kv) {
-    return kv.first < 3 ? 1 + kv.second % 9 : (kv.second % 2 ? 32 : 16);
-  });
-}
-
 // True with probability in_ten / 10; shrinks to false.
 rc::Gen<bool> sometimes(int in_ten) {
   return rc::gen::map(choice(0, 10), [=](int x) { return x >= 10 - in_ten; });
@@ -38,6 +22,26 @@ rc::Gen<bool> sometimes(int in_ten) {
 // `zero_weight` times in `total` 0; otherwise a value of `rest` (index from 0); shrinks to 0.
 rc::Gen<int> mostly_zero(int zero_weight, int total, std::function<int(int)> rest) {
   return rc::gen::map(choice(0, total), [=](int x) { return x < zero_weight ? 0 : rest(x - zero_weight); });
+}
+
+// Lengths biased to where kernels break: tiny, the kernel's tile (or 32) and the page size 16
+// +-1, and anything up to 72.
+rc::Gen<int> gen_length(int tile) {
+  std::vector<int> edges = {15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65};
+  if (tile > 1) edges.insert(edges.end(), {tile - 1, tile, tile + 1});
+  return rc::gen::map(rc::gen::pair(choice(0, 10), choice(0, 720)), [edges](std::pair<int, int> kv) {
+    const auto [kind, value] = kv;
+    if (kind < 4) return 1 + value % 9;
+    if (kind < 7) return edges[value % edges.size()];
+    if (kind < 9) return 1 + value % 72;
+    return edges[edges.size() - 1 - value % 3];  // the kernel's own tile edges (or 63..65)
+  });
+}
+
+rc::Gen<int> gen_width() {
+  return rc::gen::map(rc::gen::pair(choice(0, 4), choice(0, 72)), [](std::pair<int, int> kv) {
+    return kv.first < 3 ? 1 + kv.second % 9 : (kv.second % 2 ? 32 : 16);
+  });
 }
 
 std::vector<int> segment_ids(int len, std::mt19937_64& rng) {
@@ -50,41 +54,120 @@ std::vector<int> segment_ids(int len, std::mt19937_64& rng) {
   return ids;
 }
 
+// How each problem feature is drawn: how often it is on, its parameter's range, and how it is
+// put into a problem whose shape is set. One row per feature with a `used_by` in the table.
+struct TermGenerator {
+  Feature feature;
+  int in_ten;
+  int param_lo, param_hi;
+  void (*apply)(Problem&, int param, std::mt19937_64& rng);
+};
+
+const std::vector<TermGenerator>& term_generators() {
+  static const std::vector<TermGenerator> table = {
+      {Feature::kCausal, 5, 0, 1, [](Problem& p, int, std::mt19937_64&) { p.mask.causal = true; }},
+      {Feature::kWindow, 2, 1, 40, [](Problem& p, int w, std::mt19937_64&) { p.mask.window = w; }},
+      {Feature::kChunk, 2, 1, 40, [](Problem& p, int c, std::mt19937_64&) { p.mask.chunk = c; }},
+      {Feature::kKeyPadding, 3, 0, 1,
+       [](Problem& p, int, std::mt19937_64& rng) {  // lengths anywhere in [0, Tk]: empty batches too
+         for (int b = 0; b < p.shape.batch; ++b) p.mask.kv_valid.push_back(int(rng() % (p.shape.k_len + 1)));
+       }},
+      {Feature::kQueryPadding, 2, 0, 1,
+       [](Problem& p, int, std::mt19937_64& rng) {
+         for (int b = 0; b < p.shape.batch; ++b) p.mask.q_valid.push_back(int(rng() % (p.shape.q_len + 1)));
+       }},
+      {Feature::kSegments, 2, 0, 1,
+       [](Problem& p, int, std::mt19937_64& rng) {
+         for (int b = 0; b < p.shape.batch; ++b) {
+           const std::vector<int> qs = segment_ids(p.shape.q_len, rng), ks = segment_ids(p.shape.k_len, rng);
+           p.mask.q_segment.insert(p.mask.q_segment.end(), qs.begin(), qs.end());
+           p.mask.k_segment.insert(p.mask.k_segment.end(), ks.begin(), ks.end());
+         }
+       }},
+      {Feature::kExplicitMask, 2, 0, 2,
+       [](Problem& p, int density, std::mt19937_64& rng) {
+         const int keep_percent[] = {90, 50, 10};
+         p.mask.explicit_mask.resize(std::size_t(p.shape.batch) * p.shape.q_len * p.shape.k_len);
+         for (auto& x : p.mask.explicit_mask) x = static_cast<int>(rng() % 100) < keep_percent[density];
+       }},
+      {Feature::kRope, 2, 0, 1, [](Problem& p, int, std::mt19937_64&) { p.rope.enabled = true; }},
+  };
+  return table;
+}
+
+const TermGenerator* generator_of(Feature f) {
+  for (const TermGenerator& g : term_generators())
+    if (g.feature == f) return &g;
+  return nullptr;
+}
+
+// A width the contract accepts, near `wanted` (even when RoPE needs it).
+int fit_width(int wanted, const Contract& c, bool even) {
+  if (!c.head_dims.empty()) {
+    std::vector<int> dims;
+    for (int d : c.head_dims)
+      if (c.head_dim.contains(d) && (!even || d % 2 == 0)) dims.push_back(d);
+    if (dims.empty()) dims = c.head_dims;
+    std::sort(dims.begin(), dims.end());
+    return dims[static_cast<std::size_t>(wanted - 1) % dims.size()];
+  }
+  int d = static_cast<int>(c.head_dim.clamp(wanted));
+  if (even && d % 2 && c.head_dim.contains(d + 1)) ++d;
+  else if (even && d % 2 && c.head_dim.contains(d - 1)) --d;
+  return d;
+}
+
 }  // namespace
 
-Problem build_problem(const ProblemSpec& spec) {
+Problem build_problem(const ProblemSpec& spec, const Capabilities& caps, const ProblemNeeds& needs) {
+  const Contract& c = caps.contract;
   Problem p;
-  const auto [heads, kv_heads] = kHeadConfigs[spec.head_config];
-  const int head_dim = spec.rope ? spec.head_dim + spec.head_dim % 2 : spec.head_dim;
-  p.shape = {spec.batch, heads, kv_heads, spec.q_len, spec.k_len, head_dim, spec.value_dim};
-  p.input_precision = static_cast<InputPrecision>(spec.input_precision);
-  p.rope.enabled = spec.rope;
-  MaskSpec& m = p.mask;
-  m.causal = spec.causal;
-  if (spec.window > 0) m.window = spec.window;
-  if (spec.q_offset_mode == 1) p.q_offset = 0;
-  if (spec.q_offset_mode == 2) p.q_offset = spec.q_offset_value;
+  // Features first (the shape depends on some): declared, chosen, and what the property needs.
+  FeatureSet on;
+  for (const TermGenerator& g : term_generators()) {
+    const FeatureInfo& f = info(g.feature);
+    const bool allowed = caps.declares(g.feature) && !(needs.position_free && f.positional);
+    if (allowed && spec.terms[static_cast<std::size_t>(g.feature)].on) on.insert(g.feature);
+  }
+  if (needs.rope && caps.declares(Feature::kRope)) on.insert(Feature::kRope);
+  if (c.causal_required) on.insert(Feature::kCausal);
+  const FeatureSet masks = caps.features & FeatureSet::of_kind(FeatureKind::kMaskTerm);
+  if (needs.masked && (on & masks).empty() && !masks.empty()) {
+    // Pick a declared mask term from the seed, preferring position-free ones when required.
+    std::vector<Feature> candidates;
+    for (Feature f : masks.members())
+      if (!(needs.position_free && info(f).positional)) candidates.push_back(f);
+    if (!candidates.empty()) on.insert(candidates[spec.mask_seed % candidates.size()]);
+  }
 
+  std::vector<std::pair<int, int>> heads = head_configs(caps, needs);
+  if (heads.empty()) heads.push_back({int(caps.contract.heads.clamp(1)), int(caps.contract.heads.clamp(1))});
+  const auto [h, kv] = heads[static_cast<std::size_t>(spec.head_config) % heads.size()];
+  const int head_dim = fit_width(spec.head_dim, c, on.contains(Feature::kRope));
+  const int value_dim = c.dk_equals_dv ? head_dim : static_cast<int>(c.head_dim.clamp(spec.value_dim));
+  int batch = static_cast<int>(c.batch.clamp(spec.batch));
+  if (needs.several_slices && batch * h == 1) batch = static_cast<int>(c.batch.clamp(2));
+  int k_len = static_cast<int>(c.k_len.clamp(spec.k_len));
+  if (needs.max_keys > 0) k_len = std::min(k_len, needs.max_keys);
+  p.shape = {batch, h, kv, static_cast<int>(c.q_len.clamp(spec.q_len)), k_len, head_dim, value_dim};
+  if (on.contains(Feature::kRope) && head_dim % 2) on.erase(Feature::kRope);  // no even width accepted
+
+  if (!c.causal_required) {
+    if (spec.q_offset_mode == 1) p.q_offset = 0;
+    if (spec.q_offset_mode == 2) p.q_offset = spec.q_offset_value;
+    if (!c.q_offset.unlimited() && !c.q_offset.contains(p.effective_q_offset()))
+      p.q_offset = c.q_offset.clamp(p.effective_q_offset());
+  }
   std::mt19937_64 mask_rng(spec.mask_seed);
-  const int tq = spec.q_len, tk = spec.k_len;
-  for (int b = 0; b < spec.batch; ++b) {
-    // Lengths anywhere in [0, T], zero included: batches without keys make empty rows.
-    if (spec.key_padding) m.kv_valid.push_back(static_cast<int>(mask_rng() % (tk + 1)));
-    if (spec.query_padding) m.q_valid.push_back(static_cast<int>(mask_rng() % (tq + 1)));
-    if (spec.segments) {
-      const std::vector<int> qs = segment_ids(tq, mask_rng), ks = segment_ids(tk, mask_rng);
-      m.q_segment.insert(m.q_segment.end(), qs.begin(), qs.end());
-      m.k_segment.insert(m.k_segment.end(), ks.begin(), ks.end());
+  for (Feature f : on.members())
+    if (const TermGenerator* g = generator_of(f)) {
+      const int param = std::clamp(spec.terms[static_cast<std::size_t>(f)].param, g->param_lo, g->param_hi);
+      g->apply(p, param, mask_rng);
     }
-  }
-  if (spec.explicit_mask) {
-    const int keep_percent[] = {90, 50, 10};
-    m.explicit_mask.resize(std::size_t(spec.batch) * tq * tk);
-    for (auto& x : m.explicit_mask) x = static_cast<int>(mask_rng() % 100) < keep_percent[spec.explicit_density];
-  }
 
   const double scales[] = {0.0, 1.0, 0.05, -0.7, 3.0};
-  if (spec.scale_mode > 0) p.scale = scales[spec.scale_mode];
+  if (spec.scale_mode > 0 && !c.default_scale_only) p.scale = scales[spec.scale_mode];
+  p.input_precision = static_cast<InputPrecision>(spec.input_precision);
 
   p.resize_buffers();
   std::mt19937_64 data_rng(spec.data_seed);
@@ -102,35 +185,26 @@ Problem build_problem(const ProblemSpec& spec) {
   return p;
 }
 
-rc::Gen<ProblemSpec> gen_spec(const ProblemNeeds& needs) {
+rc::Gen<ProblemSpec> gen_spec(const Capabilities& caps, const ProblemNeeds& needs) {
   const auto inRange = choice;
-  using rc::gen::just;
   using rc::gen::set;
-  const bool free = needs.position_free;
-  static const int kGqaConfigs[] = {2, 3, 4, 5, 7};  // indices of kHeadConfigs with Hkv < H
-  const rc::Gen<int> head_config =
-      needs.gqa ? rc::gen::map(inRange(0, 5), [](int i) { return kGqaConfigs[i]; }) : inRange(0, 8);
-  const rc::Gen<bool> off = just(false);
-  const rc::Gen<int> k_len = needs.max_keys > 0
-                                 ? rc::gen::map(gen_length(), [=](int t) { return std::min(t, needs.max_keys); })
-                                 : gen_length();
+  const rc::Gen<std::array<TermChoice, kFeatureCount>> terms =
+      rc::gen::exec([] {
+        std::array<TermChoice, kFeatureCount> out{};
+        for (const TermGenerator& g : term_generators())
+          out[static_cast<std::size_t>(g.feature)] = {*sometimes(g.in_ten), *choice(g.param_lo, g.param_hi + 1)};
+        return out;
+      });
   return rc::gen::build<ProblemSpec>(
       set(&ProblemSpec::batch, inRange(1, 4)),
-      set(&ProblemSpec::head_config, head_config),
-      set(&ProblemSpec::q_len, gen_length()),
-      set(&ProblemSpec::k_len, k_len),
+      set(&ProblemSpec::head_config, inRange(0, 8)),
+      set(&ProblemSpec::q_len, gen_length(caps.contract.query_tile)),
+      set(&ProblemSpec::k_len, gen_length(caps.contract.key_tile)),
       set(&ProblemSpec::head_dim, gen_width()),
       set(&ProblemSpec::value_dim, gen_width()),
-      set(&ProblemSpec::causal, free ? off : sometimes(5)),
-      set(&ProblemSpec::window, free ? just(0) : mostly_zero(120, 160, [](int x) { return 1 + x; })),
+      set(&ProblemSpec::terms, terms),
       set(&ProblemSpec::q_offset_mode, mostly_zero(6, 9, [](int x) { return x < 2 ? 1 : 2; })),
       set(&ProblemSpec::q_offset_value, inRange(-8, 80)),
-      set(&ProblemSpec::key_padding, free ? off : sometimes(3)),
-      set(&ProblemSpec::query_padding, free ? off : sometimes(2)),
-      set(&ProblemSpec::segments, sometimes(2)),
-      set(&ProblemSpec::explicit_mask, sometimes(2)),
-      set(&ProblemSpec::explicit_density, inRange(0, 3)),
-      set(&ProblemSpec::rope, needs.rope ? just(true) : free ? off : sometimes(2)),
       set(&ProblemSpec::input_precision, mostly_zero(6, 8, [](int x) { return 1 + x; })),
       // Logits mostly near 1, sometimes 1e-3 to 1e4, sometimes up to 1e30.
       set(&ProblemSpec::logit_exponent, mostly_zero(40, 90, [](int x) { return x < 30 ? x % 8 - 3 : 4 + x % 27; })),
@@ -141,16 +215,9 @@ rc::Gen<ProblemSpec> gen_spec(const ProblemNeeds& needs) {
 }
 
 std::vector<std::string> labels_of(const Problem& p) {
-  std::vector<std::string> labels;
+  std::vector<std::string> labels = features_used_by(p).names();
   const Shape& s = p.shape;
   labels.push_back(s.q_len < s.k_len ? "tq<tk" : s.q_len > s.k_len ? "tq>tk" : "tq=tk");
-  if (s.kv_heads < s.heads) labels.push_back("gqa");
-  if (p.mask.causal) labels.push_back("causal");
-  if (p.mask.window) labels.push_back("window");
-  if (!p.mask.kv_valid.empty() || !p.mask.q_valid.empty()) labels.push_back("padding");
-  if (!p.mask.q_segment.empty()) labels.push_back("segments");
-  if (!p.mask.explicit_mask.empty()) labels.push_back("explicit");
-  if (p.rope.enabled) labels.push_back("rope");
   if (p.input_precision != InputPrecision::kF32) labels.push_back(to_string(p.input_precision));
   return labels;
 }

@@ -62,10 +62,10 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   copy.k = with_nan_tail(p.k);
   copy.v = with_nan_tail(p.v);
   GuardedBuffer o(p.o_size()), lse(p.lse_size());
-  kernel.forward(copy, o.span(), kernel.capabilities().lse ? lse.span() : std::span<float>());
+  kernel.forward(copy, o.span(), kernel.capabilities().lse() ? lse.span() : std::span<float>());
   GuardedOutputs out;
   out.o = o.contents();
-  if (kernel.capabilities().lse) out.lse = lse.contents();
+  if (kernel.capabilities().lse()) out.lse = lse.contents();
   out.canary_report = o.damage("O");
   if (out.canary_report.empty()) out.canary_report = lse.damage("LSE");
   out.canaries_intact = out.canary_report.empty();

@@ -14,8 +14,10 @@
 namespace attest {
 
 bool property_applies(const PropertyInfo& property, const Kernel& kernel) {
-  return property.applies(kernel.capabilities());
+  return not_covered_because(property, kernel.capabilities()).empty();
 }
+
+long effective_floor(long asked) { return std::max(1L, (asked + 3) / 4); }
 
 int scaled_cases(int base) {
   const char* scale = std::getenv("ATTEST_PROPERTY_SCALE");
@@ -42,7 +44,9 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
   result.property = property.name;
   result.kernel = kernel.name();
   const auto start = std::chrono::steady_clock::now();
-  if (!property_applies(property, kernel)) {
+  const Capabilities caps = kernel.capabilities();
+  result.not_covered = not_covered_because(property, caps);
+  if (!result.not_covered.empty()) {
     result.applicable = false;
     return result;
   }
@@ -55,21 +59,36 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
   Oracle oracle(16);
   bool isolated = false;  // after a crash or hang, stop: shrinking would re-run it hundreds of times
   bool out_of_time = false;
+  bool failed = false;  // after the first failure, runs are RapidCheck's shrinking: not counted
+  const rc::Gen<ProblemSpec> specs = gen_spec(caps, property.needs);
   auto testable = [&] {
-    const Problem p = build_problem(*gen_spec(property.needs));
+    const Problem p = build_problem(*specs, caps, property.needs);
     if (isolated) RC_DISCARD("the kernel crashed or hung earlier in this run");
     if (deadline_passed(options.deadline)) {
       out_of_time = true;
       RC_DISCARD("the whole-run deadline was reached");
     }
-    if (!kernel.capabilities().supports(p)) RC_DISCARD("kernel lacks a feature this problem uses");
+    if (const std::string why = caps.unsupported_because(p); !why.empty()) {
+      if (!failed) ++result.asked, ++result.skipped["the generator could not meet the declaration: " + why];
+      RC_DISCARD(why);
+    }
     for (const std::string& label : labels_of(p)) RC_TAG(label);
     const Verdict v = check_safely(property, p, kernel, oracle);
+    if (!failed) {
+      ++result.asked;
+      if (v.exercised && v.applicable) {
+        ++result.effective;
+        for (const std::string& f : features_used_by(p).names()) ++result.feature_cases[f];
+      } else {
+        ++result.skipped[v.detail.empty() ? "exercised nothing" : v.detail];
+      }
+    }
     if (!v.applicable) RC_DISCARD(v.detail);
     PathStats& stats = result.paths[kernel.last_path()];
     ++stats.cases;
     stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
     if (!v.passed) {
+      failed = true;
       isolated = isolated || v.isolation_failure;
       result.failure_utilisation = v.utilisation;
       // Each failure overwrites the file: when shrinking ends, it holds the smallest one.
@@ -110,6 +129,7 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
     result.cases = failure->numSuccess;
     result.counterexample_path = path;
     rc::detail::Configuration config;
+    config.testParams.seed = result.seed;  // so the printed line names the seed attest printed
     config.reproduce[metadata.id] = failure->reproduce;
     result.reproduce = rc::detail::configToMinimalString(config);
   } else if (outcome.is<GaveUpResult>()) {

@@ -67,7 +67,7 @@ bool within_float_range(const Problem& p) {
 Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "overflow_safe";
   const double dot = max_abs_dot(p);
-  if (!(dot > 0) || !std::isfinite(dot)) return Verdict::not_applicable(name, "all scores are zero");
+  if (!(dot > 0) || !std::isfinite(dot)) return Verdict::vacuous(name, "all scores are zero: nothing to scale");
   double worst = 0;
   // Largest logit magnitude, both signs: a negative scale makes rows whose logits are all negative.
   for (double target : {1e2, -1e4, 1e8, -1e16, 1e37}) {

@@ -35,8 +35,8 @@ std::vector<T> permute_rows(const std::vector<T>& from, int outer, const std::ve
 Verdict permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "permutation_equivariance";
   const MaskSpec& m = p.mask;
-  if (p.rope.enabled || m.causal || m.window || !m.kv_valid.empty() || !m.q_valid.empty())
-    return Verdict::not_applicable(name, "needs a problem without positions (no RoPE, causal, window, padding)");
+  for (Feature f : features_used_by(p).members())
+    if (info(f).positional) return Verdict::vacuous(name, std::string("the problem uses ") + info(f).name + ", which depends on positions");
   const Shape& s = p.shape;
   const std::vector<int> qs = shuffled(s.q_len, seed_of(p, 1)), ks = shuffled(s.k_len, seed_of(p, 2));
   Problem permuted = p;
@@ -71,7 +71,7 @@ Verdict permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle&
 Verdict gqa_matches_repeated_heads(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "gqa_matches_repeated_heads";
   const Shape& s = p.shape;
-  if (s.kv_heads == s.heads) return Verdict::not_applicable(name, "needs Hkv < H");
+  if (s.kv_heads == s.heads) return Verdict::vacuous(name, "H == Hkv: no head is shared");
   Problem mha = p;
   mha.shape.kv_heads = s.heads;
   mha.k.clear();
@@ -90,7 +90,7 @@ Verdict gqa_matches_repeated_heads(const Problem& p, const Kernel& kernel, Oracl
 Verdict slices_are_independent(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "slices_are_independent";
   const Shape& s = p.shape;
-  if (s.batch * s.heads == 1) return Verdict::not_applicable(name, "needs more than one (batch, head)");
+  if (s.batch * s.heads == 1) return Verdict::vacuous(name, "one (batch, head): nothing to slice");
   const Reference& ref = oracle.reference(p);
   const GuardedOutputs whole = run_guarded(kernel, p);
   std::mt19937_64 rng(seed_of(p, 3));
@@ -113,10 +113,12 @@ Verdict slices_are_independent(const Problem& p, const Kernel& kernel, Oracle& o
 
 Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "rope_relative_position";
-  if (!p.rope.enabled) return Verdict::not_applicable(name, "needs RoPE");
+  if (!p.rope.enabled) return Verdict::vacuous(name, "the problem has no RoPE");
   const Shape& s = p.shape;
   // Prepend `shift` keys that an explicit mask hides: every real key and query moves by shift.
-  const int shift = 1 + static_cast<int>(seed_of(p, 4) % 200);
+  // Chunks are fixed in absolute position: only whole chunks keep the mask unchanged.
+  int shift = 1 + static_cast<int>(seed_of(p, 4) % 200);
+  if (p.mask.chunk) shift = (shift + *p.mask.chunk - 1) / *p.mask.chunk * *p.mask.chunk;
   Problem moved = p;
   moved.shape.k_len = s.k_len + shift;
   moved.q_offset = p.effective_q_offset() + shift;
@@ -152,7 +154,7 @@ Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& o
   m.explicit_mask = mask;
   const Reference& ref = oracle.reference(p);
   // The shifted run has more key tiles: the bound counts them.
-  const int tile = kernel.capabilities().key_tile;
+  const int tile = kernel.capabilities().key_tile();
   const int extra_tiles = tile > 0 ? shift / tile + 1 : 0;
   return compare_runs(p, ref, run_guarded(kernel, p), run_guarded(kernel, moved), kernel.capabilities(), name,
                       fmt::format("positions shifted by {}:", shift), 2.0, extra_tiles);

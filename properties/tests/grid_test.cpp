@@ -4,7 +4,7 @@
 #include "attest/cases.h"
 #include "attest/compare.h"
 #include "attest/kernel.h"
-#include "attest/kernels.h"
+#include "attest/builtin_kernels.h"
 #include "attest/oracle.h"
 
 namespace attest {

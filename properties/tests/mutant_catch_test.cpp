@@ -5,7 +5,7 @@
 #include "attest/oracle.h"
 #include "attest/problem_file.h"
 #include "attest/property_driver.h"
-#include "mutants.h"
+#include "attest/mutants.h"
 
 namespace attest {
 namespace {

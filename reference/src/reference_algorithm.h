@@ -10,6 +10,13 @@
 
 namespace attest::reference_detail {
 
+// Which chunk of size c position x belongs to (rounding towards minus infinity).
+inline long long chunk_of(long long x, long long c) {
+  long long q = x / c;
+  if (x % c != 0 && x < 0) --q;
+  return q;
+}
+
 // Which keys of batch b query row i may see: start with all, clear what each term forbids.
 inline void visible_keys_of_row(const Problem& p, int b, int i, std::vector<char>& allowed) {
   const int tq = p.shape.q_len, tk = p.shape.k_len;
@@ -21,6 +28,7 @@ inline void visible_keys_of_row(const Problem& p, int b, int i, std::vector<char
   for (int j = 0; j < tk; ++j) {
     if (m.causal && static_cast<long long>(j) > pos) allowed[j] = 0;
     if (m.window.has_value() && pos - j >= *m.window) allowed[j] = 0;
+    if (m.chunk.has_value() && chunk_of(pos, *m.chunk) != chunk_of(j, *m.chunk)) allowed[j] = 0;
     if (!m.kv_valid.empty() && !(j < m.kv_valid[b])) allowed[j] = 0;
     if (!m.q_segment.empty() && m.q_segment[b * tq + i] != m.k_segment[b * tk + j]) allowed[j] = 0;
     if (!m.explicit_mask.empty() && m.explicit_mask[(static_cast<std::size_t>(b) * tq + i) * tk + j] == 0)

@@ -117,7 +117,7 @@ static const char* error(void* user) {
 
 static const attest_kernel kernel = {
 #ifdef BROKEN_ABI_VERSION
-    .abi_version = ATTEST_ABI_VERSION + 1,
+    .abi_version = ATTEST_ABI_VERSION_2 + 1,
 #else
     .abi_version = ATTEST_ABI_VERSION,
 #endif

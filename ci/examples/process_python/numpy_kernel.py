@@ -12,7 +12,12 @@ import numpy as np
 
 MAGIC = 0x54535441
 HELLO, DESCRIPTOR, FORWARD, FORWARD_RESULT, BYE, ERROR = 1, 2, 3, 4, 11, 12
-CAPS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8)
+CAPS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10)
+F32 = 0
+# The contract (ABI v2): head widths 1..256 and lengths up to 4096 (the scores are materialized);
+# anything else attest never sends.
+HEAD_DIMS = []                       # any width in HEAD_DIM
+HEAD_DIM, BATCH, HEADS, Q_LEN, K_LEN, Q_OFFSET = (1, 256), (0, 0), (0, 0), (1, 4096), (1, 4096), (0, 0)
 
 
 class Reader:
@@ -30,6 +35,10 @@ class Reader:
         out = np.frombuffer(self.data, dtype=dtype, count=count, offset=self.at).copy()
         self.at += count * item
         return out
+
+    def floats(self):
+        """A u8[] of float32 bytes (the storage type this kernel declares)."""
+        return self.array("u1").view("<f4")
 
 
 def read_frame(stream):
@@ -57,6 +66,21 @@ def array(values):
     return struct.pack("<Q", values.size) + values.tobytes()
 
 
+def float_bytes(values):
+    data = np.ascontiguousarray(values, dtype="<f4").tobytes()
+    return struct.pack("<Q", len(data)) + data
+
+
+def descriptor():
+    """DESCRIPTOR, ABI version 2: features, f32 everywhere, the contract."""
+    out = struct.pack("<I", 2) + string("example-numpy") + struct.pack("<Ii", CAPS, 0)
+    out += struct.pack("<7id", F32, F32, F32, F32, F32, F32, F32, 1.0)
+    out += struct.pack("<Q", len(HEAD_DIMS)) + struct.pack("<%di" % len(HEAD_DIMS), *HEAD_DIMS)
+    for lo, hi in (HEAD_DIM, BATCH, HEADS, Q_LEN, K_LEN, Q_OFFSET):
+        out += struct.pack("<qq", lo, hi)
+    return out + struct.pack("<7i", 0, 0, 0, 0, 0, 0, 0)
+
+
 def rotate(x, positions, base):
     """Rotate interleaved pairs (2m, 2m+1) of x[..., t, :] by positions[t] * base^(-2m/d)."""
     d = x.shape[-1]
@@ -72,13 +96,14 @@ def rotate(x, positions, base):
 
 def attention(r):
     B, H, Hkv, Tq, Tk, Dk, Dv = r.take("7i")
-    scale, q_offset, causal, window, rope, rope_base = r.take("dqiiid")
+    scale, q_offset, causal, window, chunk, rope, rope_base = r.take("dqiiiid")
     kv_valid, q_valid = r.array("<i4"), r.array("<i4")
     q_segment, k_segment = r.array("<i4"), r.array("<i4")
     explicit = r.array("u1")
-    q = r.array("<f4").reshape(B, H, Tq, Dk)
-    k = r.array("<f4").reshape(B, Hkv, Tk, Dk)
-    v = r.array("<f4").reshape(B, Hkv, Tk, Dv)
+    r.take("d"), r.array("<f4"), r.array("<f4"), r.take("ii"), r.array("<f4")  # score modifiers: none declared
+    q = r.floats().reshape(B, H, Tq, Dk)
+    k = r.floats().reshape(B, Hkv, Tk, Dk)
+    v = r.floats().reshape(B, Hkv, Tk, Dv)
 
     qpos, kpos = q_offset + np.arange(Tq), np.arange(Tk)
     if rope:
@@ -91,6 +116,8 @@ def attention(r):
         mask &= kpos[None, None, :] <= qpos[None, :, None]
     if window:
         mask &= (qpos[None, :, None] - kpos[None, None, :]) < window
+    if chunk:  # the same chunk of `chunk` positions (floor division, also for negative positions)
+        mask &= (qpos[None, :, None] // chunk) == (kpos[None, None, :] // chunk)
     if kv_valid.size:
         mask &= kpos[None, None, :] < kv_valid[:, None, None]
     if q_valid.size:
@@ -143,11 +170,10 @@ def main():
         if kind is None or kind == BYE:
             return 0
         if kind == HELLO:
-            descriptor = struct.pack("<I", 1) + string("example-numpy") + struct.pack("<Iiii", CAPS, 0, 0, 0)
-            write_frame(stdout, DESCRIPTOR, descriptor)
+            write_frame(stdout, DESCRIPTOR, descriptor())
         elif kind == FORWARD:
             o, lse = attention(Reader(payload))
-            result = struct.pack("<i", 0) + string("") + string("numpy") + string("") + array(o) + array(lse)
+            result = struct.pack("<i", 0) + string("") + string("numpy") + string("") + float_bytes(o) + array(lse)
             write_frame(stdout, FORWARD_RESULT, result)
         else:
             write_frame(stdout, ERROR, string("unsupported message %d" % kind))

@@ -8,6 +8,7 @@
 
 #include "attest/kernel.h"
 #include "attest/oracle.h"
+#include "attest/problem_needs.h"
 #include "attest/verdict.h"
 
 namespace attest {
@@ -51,23 +52,20 @@ bool within_float_range(const Problem& p);
 Verdict decode_matches_prefill_in_chunks(const Problem& p, const Kernel& kernel, Oracle& oracle,
                                          const std::vector<std::vector<int>>& chunkings);
 
-// What a property needs from the problems it is given (the generators honour it).
-struct ProblemNeeds {
-  bool position_free = false;  // no RoPE, causal, window or padding
-  bool rope = false;
-  bool gqa = false;  // Hkv < H
-  int max_keys = 0;  // 0 = no limit beyond the generator's
-};
-
 struct PropertyInfo {
   std::string name;
   std::string summary;
   PropertyCheck check;
-  std::function<bool(const Capabilities&)> applies;  // the kernel declares what it needs
-  ProblemNeeds needs;
+  FeatureSet required;         // features the kernel must declare for the property to mean anything
+  ProblemNeeds needs;          // what its problems must have (the generators aim at it)
+  bool needs_forward = true;   // false: runs through decode only
 };
 
 const std::vector<PropertyInfo>& property_catalogue();
 const PropertyInfo& find_property(const std::string& name);  // throws std::invalid_argument
+
+// Why a kernel's declaration leaves the property nothing to check ("the kernel does not declare
+// decode", "needs problems without positions; the contract requires causal attention"), or empty.
+std::string not_covered_because(const PropertyInfo& property, const Capabilities& caps);
 
 }  // namespace attest

@@ -33,12 +33,20 @@ struct PathStats {
   double worst_utilisation = 0;
 };
 
+// Cases that did not count as evidence, by reason ("nothing masked", "outside the contract: ...").
+using SkipCounts = std::map<std::string, long>;
+
 struct DriveResult {
   std::string property;
   std::string kernel;
-  bool applicable = true;
+  bool applicable = true;        // false: not covered for this kernel (`not_covered` says why)
+  std::string not_covered;
   bool passed = true;
   int cases = 0;                 // successful cases before the verdict
+  long asked = 0;                // problems generated and run (before a failure)
+  long effective = 0;            // of those, cases that exercised the property
+  SkipCounts skipped;            // the others, by reason
+  std::map<std::string, long> feature_cases;  // effective cases per feature they used
   double worst_utilisation = 0;  // over passing cases
   double failure_utilisation = 0;  // of the (shrunk) failing case
   std::uint64_t seed = 0;
@@ -51,8 +59,11 @@ struct DriveResult {
   double seconds = 0;
 };
 
-// Applicability is the kernel's capabilities against the property's needs.
+// Applicability is the kernel's declaration against the property's requirements and needs.
 bool property_applies(const PropertyInfo& property, const Kernel& kernel);
+
+// The fewest effective cases that make `asked` cases evidence: a quarter, and at least one.
+long effective_floor(long asked);
 
 DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, const DriveOptions& options);
 

@@ -8,10 +8,11 @@ namespace attest {
 struct Verdict {
   std::string property;
   bool passed = true;
-  bool applicable = true;    // false: the kernel lacks a capability the property needs
+  bool applicable = true;    // false: the property cannot run on this problem (detail says why)
   double utilisation = 0.0;  // worst |error| / bound seen (0 when the check is exact)
   std::string detail;        // where and how it failed: batch/head/row/column, expected, got, bound
   bool isolation_failure = false;  // the kernel crashed or hung: stop this check
+  bool exercised = true;     // false: it passed vacuously (nothing masked, no GQA, ...); `detail` says why
 
   static Verdict pass(std::string property, double utilisation = 0.0) {
     return {std::move(property), true, true, utilisation, {}, false};
@@ -20,7 +21,11 @@ struct Verdict {
     return {std::move(property), false, true, utilisation, std::move(detail), false};
   }
   static Verdict not_applicable(std::string property, std::string why) {
-    return {std::move(property), true, false, 0.0, std::move(why), false};
+    return {std::move(property), true, false, 0.0, std::move(why), false, false};
+  }
+  // A pass that tested nothing: counted as a case asked for, never as evidence.
+  static Verdict vacuous(std::string property, std::string why) {
+    return {std::move(property), true, true, 0.0, std::move(why), false, false};
   }
 };
 

@@ -15,6 +15,7 @@ struct KernelFaults {
   bool causal_tile_only = false;      // causal used only to skip tiles; the diagonal tile leaks
   bool ignore_key_padding = false;
   bool window_one_wider = false;
+  bool chunk_from_query_index = false;  // chunk of query i taken from i, not its position q_offset + i
   bool batch0_padding_for_all = false;  // kv_valid[0] used for every batch
   bool mask_after_softmax = false;      // masked keys zeroed after normalization
   // Online softmax

@@ -3,7 +3,7 @@
 // block is built 64 keys at a time with the vectorized loops of simd_ops.h.
 #include <vector>
 
-#include "attest/kernels.h"
+#include "attest/builtin_kernels.h"
 #include "kernel_support.h"
 #include "simd_ops.h"
 
@@ -22,6 +22,7 @@ class BlockedKernel final : public Kernel {
   std::string name() const override { return "blocked"; }
   Capabilities capabilities() const override {
     Capabilities c;
+    c.contract.query_tile = block_q_;
     c.exp_ulps = 2.0;  // the polynomial exp of simd_ops
     return c;
   }

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "attest/kernels.h"
+#include "attest/builtin_kernels.h"
 #include "kernel_support.h"
 #include "simd_ops.h"
 
@@ -25,7 +25,8 @@ class FastTiledKernel final : public Kernel {
   std::string name() const override { return "tiled"; }
   Capabilities capabilities() const override {
     Capabilities c;
-    c.key_tile = cfg_.block_k;
+    c.contract.query_tile = cfg_.block_q;
+    c.contract.key_tile = cfg_.block_k;
     c.exp_ulps = 2.0;  // the polynomial exp of simd_ops
     return c;
   }

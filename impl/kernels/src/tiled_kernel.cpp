@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "attest/faults.h"
-#include "attest/kernels.h"
+#include "attest/builtin_kernels.h"
 #include "kernel_support.h"
 
 namespace attest {
@@ -23,7 +23,8 @@ class TiledKernel final : public Kernel {
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
     Capabilities c;
-    c.key_tile = cfg_.block_k;
+    c.contract.query_tile = cfg_.block_q;
+    c.contract.key_tile = cfg_.block_k;
     return c;
   }
 
@@ -107,7 +108,7 @@ class TiledKernel final : public Kernel {
   KeyRange row_range(const Problem& p, const MaskView& mask, int b, int i, bool for_tile_skip) const {
     const KernelFaults& f = faults_;
     const bool faulty = f.causal_sees_next || f.causal_excludes_self || f.causal_top_left || f.causal_tile_only ||
-                        f.ignore_key_padding || f.window_one_wider || f.batch0_padding_for_all;
+                        f.ignore_key_padding || f.window_one_wider || f.batch0_padding_for_all || f.chunk_from_query_index;
     if (!faulty) return mask.range(b, i);
     const MaskSpec& m = p.mask;
     if (!m.q_valid.empty() && i >= m.q_valid[b]) return {0, 0};
@@ -116,6 +117,11 @@ class TiledKernel final : public Kernel {
     if (m.causal && !(f.causal_tile_only && !for_tile_skip))
       hi = std::min(hi, pos + 1 + (f.causal_sees_next ? 1 : 0) - (f.causal_excludes_self ? 1 : 0));
     if (m.window) lo = std::max(lo, pos - *m.window + 1 - (f.window_one_wider ? 1 : 0));
+    if (m.chunk) {
+      const long long start = floor_div(f.chunk_from_query_index ? i : pos, *m.chunk) * *m.chunk;
+      lo = std::max(lo, start);
+      hi = std::min(hi, start + *m.chunk);
+    }
     if (!m.kv_valid.empty() && !f.ignore_key_padding)
       hi = std::min<long long>(hi, m.kv_valid[f.batch0_padding_for_all ? 0 : b]);
     if (hi <= lo) return {0, 0};

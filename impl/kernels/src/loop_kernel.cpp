@@ -1,7 +1,7 @@
 // The textbook kernel: for each query row, all scores, a stable softmax, the weighted sum.
 #include <vector>
 
-#include "attest/kernels.h"
+#include "attest/builtin_kernels.h"
 #include "kernel_support.h"
 
 namespace attest {

@@ -66,7 +66,7 @@ float from_bits(std::uint32_t b) {
 }  // namespace
 
 bool MaskSpec::any() const {
-  return causal || window || !kv_valid.empty() || !q_valid.empty() || !q_segment.empty() ||
+  return causal || window || chunk || !kv_valid.empty() || !q_valid.empty() || !q_segment.empty() ||
          !explicit_mask.empty();
 }
 
@@ -113,6 +113,7 @@ void Problem::validate() const {
 
   const MaskSpec& m = mask;
   if (m.window && *m.window < 1) fail("mask.window", "must be >= 1, got " + std::to_string(*m.window));
+  if (m.chunk && *m.chunk < 1) fail("mask.chunk", "must be >= 1, got " + std::to_string(*m.chunk));
   if (!m.kv_valid.empty()) {
     require_size("mask.kv_valid", m.kv_valid.size(), s.batch);
     for (std::size_t b = 0; b < m.kv_valid.size(); ++b)

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "attest/contract.h"
+#include "attest/features.h"
 #include "attest/problem.h"
 
 namespace attest {
@@ -41,23 +43,24 @@ enum class ComputePrecision { kF32, kBF16, kF16 };
 double unit_roundoff(ComputePrecision p);
 const char* to_string(ComputePrecision p);
 
+// What a kernel declares: the features it supports (features.h), its contract, its empty-row
+// policy and its arithmetic. Built-in kernels declare every feature but decode by default.
 struct Capabilities {
-  bool causal = true;
-  bool window = true;
-  bool key_padding = true;
-  bool query_padding = true;
-  bool segments = true;
-  bool explicit_mask = true;
-  bool gqa = true;
-  bool lse = true;
-  bool rope = true;
-  bool decode = false;
+  FeatureSet features = FeatureSet::all().minus({Feature::kDecode});
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kZero;
   ComputePrecision precision = ComputePrecision::kF32;
-  int key_tile = 0;  // keys per tile of an online softmax; 0 = one pass over all keys
   double exp_ulps = 1.0;  // worst error of one exp, in units in the last place
-  // Whether a problem uses only features this kernel declares.
+  Contract contract;      // which problems it accepts; its tiles
+
+  bool declares(Feature f) const { return features.contains(f); }
+  bool lse() const { return declares(Feature::kLse); }
+  bool decode() const { return declares(Feature::kDecode); }
+  bool forward() const { return !contract.decode_only; }
+  int key_tile() const { return contract.key_tile; }  // keys per online-softmax tile; 0 = one pass
+  // Whether a problem uses only declared features and lies inside the contract.
   bool supports(const Problem& p) const;
+  // Why not (the first undeclared feature or the contract's objection), or empty.
+  std::string unsupported_because(const Problem& p) const;
 };
 
 // Tokens appended to a decode session share one configuration.
@@ -68,7 +71,8 @@ struct DecodeConfig {
   int head_dim = 1;
   int value_dim = 1;
   double scale = 1.0;
-  std::optional<int> window;  // decode is always causal; the window is optional
+  std::optional<int> window;  // decode is always causal; window and chunk are optional
+  std::optional<int> chunk;
   Rope rope;
   void validate() const;  // throws ProblemError naming the field
 };

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "attest/faults.h"
-#include "attest/kernels.h"
+#include "attest/builtin_kernels.h"
 #include "kernel_support.h"
 #include "paged_kv_cache.h"
 
@@ -92,6 +92,7 @@ class PagedDecodeSession final : public DecodeSession {
           if (c_.rope.enabled) rope_rotate(query_.data(), c_.head_dim, faults_.rope_query_at_zero ? t : pos, c_.rope.base);
           KeyRange range{0, static_cast<int>(pos + (faults_.decode_skips_self ? 0 : 1))};
           if (c_.window) range.lo = static_cast<int>(std::max<long long>(0, pos - *c_.window + 1));
+          if (c_.chunk) range.lo = std::max(range.lo, static_cast<int>(floor_div(pos, *c_.chunk) * *c_.chunk));
           attend_row(cache_, b, faults_.gqa_modulo ? h % c_.kv_heads : h / group, query_.data(), c_.head_dim, c_.value_dim, scale, range,
                      [](int) { return true; }, page_scores_, &o[row * dv], lse.empty() ? nullptr : &lse[row], faults_);
         }
@@ -120,8 +121,8 @@ class DecodeKernel final : public Kernel {
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
     Capabilities c;
-    c.decode = true;
-    c.key_tile = page_size_;
+    c.features.insert(Feature::kDecode);
+    c.contract.key_tile = page_size_;
     return c;
   }
 

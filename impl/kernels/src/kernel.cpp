@@ -4,7 +4,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "attest/kernels.h"
+#include "attest/builtin_kernels.h"
 
 namespace attest {
 
@@ -26,13 +26,13 @@ const char* to_string(ComputePrecision p) {
   return "?";
 }
 
-bool Capabilities::supports(const Problem& p) const {
-  const MaskSpec& m = p.mask;
-  return (causal || !m.causal) && (window || !m.window) && (key_padding || m.kv_valid.empty()) &&
-         (query_padding || m.q_valid.empty()) && (segments || m.q_segment.empty()) &&
-         (explicit_mask || m.explicit_mask.empty()) && (gqa || p.shape.heads == p.shape.kv_heads) &&
-         (rope || !p.rope.enabled);
+std::string Capabilities::unsupported_because(const Problem& p) const {
+  const FeatureSet missing = features_used_by(p).minus(features);
+  if (!missing.empty()) return "uses " + missing.joined() + ", which the kernel does not declare";
+  return contract.violation(p);
 }
+
+bool Capabilities::supports(const Problem& p) const { return unsupported_because(p).empty(); }
 
 void DecodeConfig::validate() const {
   auto positive = [](const char* field, int v) {
@@ -45,6 +45,7 @@ void DecodeConfig::validate() const {
   positive("value_dim", value_dim);
   if (heads % kv_heads != 0) throw ProblemError("invalid decode config: kv_heads must divide heads");
   if (window && *window < 1) throw ProblemError("invalid decode config: window must be >= 1");
+  if (chunk && *chunk < 1) throw ProblemError("invalid decode config: chunk must be >= 1");
   if (!std::isfinite(scale)) throw ProblemError("invalid decode config: scale must be finite");
   if (rope.enabled && head_dim % 2 != 0) throw ProblemError("invalid decode config: rope needs an even head_dim");
 }

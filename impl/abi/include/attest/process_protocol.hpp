@@ -27,13 +27,13 @@ inline constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 34;  // 16 GiB:
 
 enum class Type : std::uint32_t {
   kHello = 1,          // attest -> kernel: u32 protocol version
-  kDescriptor = 2,     // kernel -> attest: u32 abi, str name, u32 caps, i32 empty_rows, i32 precision, i32 key_tile
+  kDescriptor = 2,     // kernel -> attest: see write_descriptor
   kForward = 3,        // attest -> kernel: a problem (see write_problem)
-  kForwardResult = 4,  // kernel -> attest: i32 status, str error, str path, str fault, f32[] o, f32[] lse
-  kDecodeOpen = 5,     // attest -> kernel: decode config
+  kForwardResult = 4,  // kernel -> attest: i32 status, str error, str path, str fault, u8[] o, f32[] lse
+  kDecodeOpen = 5,     // attest -> kernel: decode config (see write_decode_config)
   kDecodeOpened = 6,   // kernel -> attest: i32 status, str error, u64 session
-  kDecodeStep = 7,     // attest -> kernel: u64 session, i32 n, f32[] q, f32[] k, f32[] v
-  kDecodeResult = 8,   // kernel -> attest: i32 status, str error, f32[] o, f32[] lse
+  kDecodeStep = 7,     // attest -> kernel: u64 session, i32 n, i32 want_lse, u8[] q, u8[] k, u8[] v
+  kDecodeResult = 8,   // kernel -> attest: i32 status, str error, str path, u8[] o, f32[] lse
   kDecodeClose = 9,    // attest -> kernel: u64 session
   kClosed = 10,        // kernel -> attest: empty
   kBye = 11,           // attest -> kernel: empty; the kernel exits 0
@@ -189,48 +189,105 @@ inline bool read_frame(int fd, Type& type, std::string& payload, std::uint64_t m
   return true;
 }
 
-// A problem as it travels: the attest_problem fields, then its arrays.
+// Bytes per element of a storage type (attest_precision).
+inline std::size_t storage_bytes(std::int32_t precision) { return precision == ATTEST_F32 ? 4 : 2; }
+
+// The kernel's descriptor as it travels (version 2 layout; a version-1 kernel's is mapped to it
+// by its server: f32 storage, an open contract).
+struct Descriptor {
+  std::uint32_t abi_version = 0;  // the kernel's own ABI version, 1 or 2
+  std::string name;
+  std::uint32_t capabilities = 0;
+  std::int32_t empty_rows = 0;
+  attest_precision_spec precision{};
+  std::vector<std::int32_t> head_dims;
+  attest_contract contract{};  // head_dims travel separately
+};
+
+inline void write_range(Writer& w, const attest_range& r) { w.i64(r.min).i64(r.max); }
+inline attest_range read_range(Reader& r) {
+  attest_range x{};
+  x.min = r.i64(), x.max = r.i64();
+  return x;
+}
+
+inline void write_descriptor(Writer& w, const Descriptor& d) {
+  const attest_precision_spec& p = d.precision;
+  const attest_contract& c = d.contract;
+  w.u32(d.abi_version).str(d.name).u32(d.capabilities).i32(d.empty_rows);
+  w.i32(p.q).i32(p.k).i32(p.v).i32(p.o).i32(p.scores).i32(p.p).i32(p.accumulator).f64(p.exp_ulps);
+  w.array(d.head_dims);
+  for (const attest_range* r : {&c.head_dim, &c.batch, &c.heads, &c.q_len, &c.k_len, &c.q_offset}) write_range(w, *r);
+  w.i32(c.dk_equals_dv).i32(c.default_scale_only).i32(c.causal_required).i32(c.decode_only);
+  w.i32(c.query_tile).i32(c.key_tile).i32(c.decode_lse_optional);
+}
+
+inline Descriptor read_descriptor(Reader& r) {
+  Descriptor d;
+  attest_precision_spec& p = d.precision;
+  attest_contract& c = d.contract;
+  d.abi_version = r.u32();
+  d.name = r.str();
+  d.capabilities = r.u32();
+  d.empty_rows = r.i32();
+  p.q = r.i32(), p.k = r.i32(), p.v = r.i32(), p.o = r.i32();
+  p.scores = r.i32(), p.p = r.i32(), p.accumulator = r.i32(), p.exp_ulps = r.f64();
+  d.head_dims = r.array<std::int32_t>();
+  for (attest_range* x : {&c.head_dim, &c.batch, &c.heads, &c.q_len, &c.k_len, &c.q_offset}) *x = read_range(r);
+  c.dk_equals_dv = r.i32(), c.default_scale_only = r.i32(), c.causal_required = r.i32(), c.decode_only = r.i32();
+  c.query_tile = r.i32(), c.key_tile = r.i32(), c.decode_lse_optional = r.i32();
+  r.expect_end();
+  return d;
+}
+
+// A problem as it travels: the attest_problem_v2 fields, then its arrays. q, k and v are bytes
+// in the kernel's storage types.
 struct WireProblem {
-  attest_problem header{};
+  attest_problem_v2 header{};
   std::vector<std::int32_t> kv_valid, q_valid, q_segment, k_segment;
   std::vector<std::uint8_t> explicit_mask;
-  std::vector<float> q, k, v;
+  std::vector<float> alibi_slopes, bias, sinks;
+  std::vector<std::uint8_t> q, k, v;
 
   // The C view; array pointers are NULL where the array is empty.
-  attest_problem view() const {
-    attest_problem p = header;
-    p.kv_valid = kv_valid.empty() ? nullptr : kv_valid.data();
-    p.q_valid = q_valid.empty() ? nullptr : q_valid.data();
-    p.q_segment = q_segment.empty() ? nullptr : q_segment.data();
-    p.k_segment = k_segment.empty() ? nullptr : k_segment.data();
-    p.explicit_mask = explicit_mask.empty() ? nullptr : explicit_mask.data();
-    p.q = q.data();
-    p.k = k.data();
-    p.v = v.data();
+  attest_problem_v2 view() const {
+    attest_problem_v2 p = header;
+    auto or_null = [](const auto& v) { return v.empty() ? nullptr : v.data(); };
+    p.kv_valid = or_null(kv_valid), p.q_valid = or_null(q_valid);
+    p.q_segment = or_null(q_segment), p.k_segment = or_null(k_segment);
+    p.explicit_mask = or_null(explicit_mask);
+    p.alibi_slopes = or_null(alibi_slopes), p.bias = or_null(bias), p.sinks = or_null(sinks);
+    p.q = q.data(), p.k = k.data(), p.v = v.data();
     return p;
   }
 };
 
 inline void write_problem(Writer& w, const WireProblem& p) {
-  const attest_problem& h = p.header;
+  const attest_problem_v2& h = p.header;
   w.i32(h.batch).i32(h.heads).i32(h.kv_heads).i32(h.q_len).i32(h.k_len).i32(h.head_dim).i32(h.value_dim);
-  w.f64(h.scale).i64(h.q_offset).i32(h.causal).i32(h.window).i32(h.rope).f64(h.rope_base);
+  w.f64(h.scale).i64(h.q_offset).i32(h.causal).i32(h.window).i32(h.chunk).i32(h.rope).f64(h.rope_base);
   w.array(p.kv_valid).array(p.q_valid).array(p.q_segment).array(p.k_segment).array(p.explicit_mask);
+  w.f64(h.softcap).array(p.alibi_slopes).array(p.bias).i32(h.bias_per_batch).i32(h.bias_per_head).array(p.sinks);
   w.array(p.q).array(p.k).array(p.v);
 }
 
-inline WireProblem read_problem(Reader& r) {
+// Reads a problem; element sizes of q, k, v are the reader's storage types. Every array must
+// agree with the shape before a kernel ever sees it.
+inline WireProblem read_problem(Reader& r, std::size_t q_bytes = 4, std::size_t k_bytes = 4, std::size_t v_bytes = 4) {
   WireProblem p;
-  attest_problem& h = p.header;
+  attest_problem_v2& h = p.header;
   h.batch = r.i32(), h.heads = r.i32(), h.kv_heads = r.i32(), h.q_len = r.i32();
   h.k_len = r.i32(), h.head_dim = r.i32(), h.value_dim = r.i32();
-  h.scale = r.f64(), h.q_offset = r.i64(), h.causal = r.i32(), h.window = r.i32();
+  h.scale = r.f64(), h.q_offset = r.i64(), h.causal = r.i32(), h.window = r.i32(), h.chunk = r.i32();
   h.rope = r.i32(), h.rope_base = r.f64();
   p.kv_valid = r.array<std::int32_t>(), p.q_valid = r.array<std::int32_t>();
   p.q_segment = r.array<std::int32_t>(), p.k_segment = r.array<std::int32_t>();
   p.explicit_mask = r.array<std::uint8_t>();
-  p.q = r.array<float>(), p.k = r.array<float>(), p.v = r.array<float>();
-  // Sizes must agree with the shape before a kernel ever sees the arrays.
+  h.softcap = r.f64();
+  p.alibi_slopes = r.array<float>(), p.bias = r.array<float>();
+  h.bias_per_batch = r.i32(), h.bias_per_head = r.i32();
+  p.sinks = r.array<float>();
+  p.q = r.array<std::uint8_t>(), p.k = r.array<std::uint8_t>(), p.v = r.array<std::uint8_t>();
   auto product = [](std::initializer_list<std::int64_t> dims) {
     std::int64_t n = 1;
     for (std::int64_t d : dims) {
@@ -244,73 +301,84 @@ inline WireProblem read_problem(Reader& r) {
     if (actual != expected && !(optional && actual == 0))
       throw ProtocolError(std::string("array ") + what + " does not match the shape");
   };
-  check(p.q.size(), product({h.batch, h.heads, h.q_len, h.head_dim}), false, "q");
-  check(p.k.size(), product({h.batch, h.kv_heads, h.k_len, h.head_dim}), false, "k");
-  check(p.v.size(), product({h.batch, h.kv_heads, h.k_len, h.value_dim}), false, "v");
+  check(p.q.size(), product({h.batch, h.heads, h.q_len, h.head_dim}) * q_bytes, false, "q");
+  check(p.k.size(), product({h.batch, h.kv_heads, h.k_len, h.head_dim}) * k_bytes, false, "k");
+  check(p.v.size(), product({h.batch, h.kv_heads, h.k_len, h.value_dim}) * v_bytes, false, "v");
   check(p.kv_valid.size(), product({h.batch}), true, "kv_valid");
   check(p.q_valid.size(), product({h.batch}), true, "q_valid");
   check(p.q_segment.size(), product({h.batch, h.q_len}), true, "q_segment");
   check(p.k_segment.size(), product({h.batch, h.k_len}), true, "k_segment");
   check(p.explicit_mask.size(), product({h.batch, h.q_len, h.k_len}), true, "explicit_mask");
+  check(p.alibi_slopes.size(), product({h.heads}), true, "alibi_slopes");
+  check(p.sinks.size(), product({h.heads}), true, "sinks");
+  const std::uint64_t bias_size = product({h.bias_per_batch ? h.batch : 1, h.bias_per_head ? h.heads : 1, h.q_len, h.k_len});
+  check(p.bias.size(), bias_size, true, "bias");
+  if (p.q_segment.empty() != p.k_segment.empty()) throw ProtocolError("q_segment and k_segment travel together");
   return p;
 }
 
-inline void write_decode_config(Writer& w, const attest_decode_config& c) {
-  w.i32(c.batch).i32(c.heads).i32(c.kv_heads).i32(c.head_dim).i32(c.value_dim).f64(c.scale);
-  w.i32(c.window).i32(c.rope).f64(c.rope_base);
-}
-
-inline attest_decode_config read_decode_config(Reader& r) {
-  attest_decode_config c{};
-  c.batch = r.i32(), c.heads = r.i32(), c.kv_heads = r.i32(), c.head_dim = r.i32(), c.value_dim = r.i32();
-  c.scale = r.f64(), c.window = r.i32(), c.rope = r.i32(), c.rope_base = r.f64();
-  return c;
-}
-
-// The kernel's replies as attest reads them (each throws ProtocolError when malformed).
-struct Descriptor {
-  std::uint32_t abi_version = 0;
-  std::string name;
-  std::uint32_t capabilities = 0;
-  std::int32_t empty_rows = 0, precision = 0, key_tile = 0;
+// A decode session's configuration as it travels.
+struct WireDecodeConfig {
+  attest_decode_config_v2 header{};
+  std::vector<float> alibi_slopes, sinks;
+  attest_decode_config_v2 view() const {
+    attest_decode_config_v2 c = header;
+    c.alibi_slopes = alibi_slopes.empty() ? nullptr : alibi_slopes.data();
+    c.sinks = sinks.empty() ? nullptr : sinks.data();
+    return c;
+  }
 };
 
-inline Descriptor read_descriptor(Reader& r) {
-  Descriptor d;
-  d.abi_version = r.u32();
-  d.name = r.str();
-  d.capabilities = r.u32();
-  d.empty_rows = r.i32(), d.precision = r.i32(), d.key_tile = r.i32();
-  r.expect_end();
+inline void write_decode_config(Writer& w, const WireDecodeConfig& d) {
+  const attest_decode_config_v2& c = d.header;
+  w.i32(c.batch).i32(c.heads).i32(c.kv_heads).i32(c.head_dim).i32(c.value_dim).f64(c.scale);
+  w.i32(c.window).i32(c.chunk).i32(c.rope).f64(c.rope_base).f64(c.softcap).array(d.alibi_slopes).array(d.sinks);
+}
+
+inline WireDecodeConfig read_decode_config(Reader& r) {
+  WireDecodeConfig d;
+  attest_decode_config_v2& c = d.header;
+  c.batch = r.i32(), c.heads = r.i32(), c.kv_heads = r.i32(), c.head_dim = r.i32(), c.value_dim = r.i32();
+  c.scale = r.f64(), c.window = r.i32(), c.chunk = r.i32(), c.rope = r.i32(), c.rope_base = r.f64();
+  c.softcap = r.f64();
+  d.alibi_slopes = r.array<float>(), d.sinks = r.array<float>();
+  for (std::int32_t x : {c.batch, c.heads, c.kv_heads, c.head_dim, c.value_dim})
+    if (x < 1 || x > (1 << 30)) throw ProtocolError("decode configuration field out of range");
+  if ((!d.alibi_slopes.empty() && d.alibi_slopes.size() != std::size_t(c.heads)) ||
+      (!d.sinks.empty() && d.sinks.size() != std::size_t(c.heads)))
+    throw ProtocolError("decode slopes or sinks do not match the heads");
   return d;
 }
 
+// The kernel's replies as attest reads them (each throws ProtocolError when malformed).
 struct ForwardResult {
   std::int32_t status = 0;
   std::string error, path, fault;
-  std::vector<float> o, lse;
+  std::vector<std::uint8_t> o;  // in the O storage type
+  std::vector<float> lse;
 };
 
 inline ForwardResult read_forward_result(Reader& r) {
   ForwardResult f;
   f.status = r.i32();
   f.error = r.str(), f.path = r.str(), f.fault = r.str();
-  f.o = r.array<float>(), f.lse = r.array<float>();
+  f.o = r.array<std::uint8_t>(), f.lse = r.array<float>();
   r.expect_end();
   return f;
 }
 
 struct DecodeResult {
   std::int32_t status = 0;
-  std::string error;
-  std::vector<float> o, lse;
+  std::string error, path;
+  std::vector<std::uint8_t> o;
+  std::vector<float> lse;
 };
 
 inline DecodeResult read_decode_result(Reader& r) {
   DecodeResult d;
   d.status = r.i32();
-  d.error = r.str();
-  d.o = r.array<float>(), d.lse = r.array<float>();
+  d.error = r.str(), d.path = r.str();
+  d.o = r.array<std::uint8_t>(), d.lse = r.array<float>();
   r.expect_end();
   return d;
 }

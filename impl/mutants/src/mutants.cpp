@@ -1,8 +1,8 @@
-#include "mutants.h"
+#include "attest/mutants.h"
 
 #include <stdexcept>
 
-#include "attest/kernels.h"
+#include "attest/builtin_kernels.h"
 
 namespace attest {
 namespace {
@@ -47,6 +47,8 @@ const std::vector<MutantEntry>& mutant_registry() {
             "rows_sum_to_one", {.mask_after_softmax = true}),
       tiled("ignore_key_padding", "key padding ignored", "zero_masked_weight", {.ignore_key_padding = true}),
       tiled("window_one_wider", "sliding window one key too wide", "zero_masked_weight", {.window_one_wider = true}),
+      tiled("chunk_from_query_index", "chunked attention: the query's chunk taken from its index, not its position",
+            "zero_masked_weight", {.chunk_from_query_index = true}),
       tiled("gqa_modulo", "GQA maps query head h to kv head h % Hkv", "gqa_matches_repeated_heads",
             {.gqa_modulo = true}),
       tiled("batch0_padding", "batch 0's key padding used for every batch", "slices_are_independent",

@@ -12,7 +12,10 @@ namespace attest::kernels {
 
 inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Keys [lo, hi) allowed by the range-shaped terms (causal, window, key padding).
+// floor(a / b) for b > 0, also for negative a (a query may sit at a negative position).
+inline long long floor_div(long long a, long long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Keys [lo, hi) allowed by the range-shaped terms (causal, window, chunk, key padding).
 struct KeyRange {
   int lo = 0;
   int hi = 0;
@@ -33,6 +36,11 @@ class MaskView {
     long long pos = position(i);
     if (m.causal) hi = std::min(hi, pos + 1);
     if (m.window) lo = std::max(lo, pos - *m.window + 1);
+    if (m.chunk) {
+      const long long start = floor_div(pos, *m.chunk) * *m.chunk;
+      lo = std::max(lo, start);
+      hi = std::min(hi, start + *m.chunk);
+    }
     if (!m.kv_valid.empty()) hi = std::min<long long>(hi, m.kv_valid[b]);
     if (hi <= lo) return {0, 0};
     return {static_cast<int>(lo), static_cast<int>(hi)};

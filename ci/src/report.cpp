@@ -1,0 +1,116 @@
+// The human side of a certificate: what a kernel declared, the table of checks, the failures
+// and the verdict line naming what was certified and what was not covered.
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "certificate.h"
+
+namespace attest {
+
+std::map<std::string, long> KernelReport::covered_features() const {
+  std::map<std::string, long> out;
+  for (const CheckResult& r : checks)
+    for (const auto& [feature, cases] : r.feature_cases) out[feature] += cases;
+  return out;
+}
+
+FeatureSet KernelReport::exercised() const {
+  FeatureSet s;
+  for (const auto& [name, cases] : covered_features())
+    if (const auto f = feature_named(name); f && cases > 0) s.insert(*f);
+  // LSE and decode are not problem features: covered when a passing check used them.
+  for (const CheckResult& r : checks) {
+    if (r.status() != CheckStatus::kPass) continue;
+    if (capabilities.lse() && capabilities.forward()) s.insert(Feature::kLse);
+    if (r.check == "decode_matches_prefill" || r.check == "fuzz_decode") s.insert(Feature::kDecode);
+  }
+  return s & capabilities.features;
+}
+
+FeatureSet KernelReport::declared_unexercised() const { return capabilities.features.minus(exercised()); }
+FeatureSet KernelReport::undeclared() const { return FeatureSet::all().minus(capabilities.features); }
+FeatureSet KernelReport::missing_required() const { return required.minus(exercised()); }
+
+bool KernelReport::passed() const {
+  for (const CheckResult& r : checks)
+    if (r.blocks()) return false;
+  return missing_required().empty();
+}
+
+std::string declared_scope(const Capabilities& c) {
+  return fmt::format("precision {}, exp {:g} ulp, empty rows {}; contract: {}", to_string(c.precision), c.exp_ulps,
+                     to_string(c.empty_rows), c.contract.summary());
+}
+
+namespace {
+
+std::string verdict_text(const CheckResult& r) {
+  switch (r.status()) {
+    case CheckStatus::kPass: return "PASS";
+    case CheckStatus::kFail: return "FAIL";
+    case CheckStatus::kNotCovered: return "not covered";
+    case CheckStatus::kInsufficient: return "INSUFFICIENT";
+  }
+  return "?";
+}
+
+std::string names_of(const std::vector<const CheckResult*>& checks) {
+  std::string out;
+  for (const CheckResult* r : checks) out += (out.empty() ? "" : ", ") + r->check;
+  return out;
+}
+
+}  // namespace
+
+std::string format_report(const KernelReport& k) {
+  const Capabilities& c = k.capabilities;
+  std::string out = fmt::format("{} ({})\n  declares: {}\n  {}\n", k.name, k.source,
+                                c.features.empty() ? "no features" : c.features.joined(), declared_scope(c));
+  std::size_t width = 6;
+  for (const CheckResult& r : k.checks) width = std::max(width, r.check.size());
+  out += fmt::format("  {:<14} {:<{}} {:>7} {:>9} {:>12} {:>10}\n", "stage", "check", width, "cases", "effective",
+                     "verdict", "err/bound");
+  for (const CheckResult& r : k.checks)
+    out += fmt::format("  {:<14} {:<{}} {:>7} {:>9} {:>12} {:>10.3g}\n", r.stage, r.check, width, r.cases, r.effective,
+                       verdict_text(r), r.worst_utilisation);
+
+  std::vector<const CheckResult*> failed, insufficient, not_covered;
+  for (const CheckResult& r : k.checks) {
+    if (r.status() == CheckStatus::kFail) failed.push_back(&r);
+    if (r.status() == CheckStatus::kInsufficient) insufficient.push_back(&r);
+    if (r.status() == CheckStatus::kNotCovered) not_covered.push_back(&r);
+  }
+  for (const CheckResult* r : failed) {
+    out += fmt::format("\n  FAIL {} {}: {} of {} cases; first: {}\n", k.name, r->check, r->failures, r->cases,
+                       r->first_failure);
+    if (!r->counterexample_path.empty())
+      out += fmt::format("    counterexample: {}  (attest replay {})\n", r->counterexample_path, r->counterexample_path);
+    if (!r->reproduce.empty())
+      out += fmt::format("    seed {}; RapidCheck: RC_PARAMS=\"{}\"\n", r->seed, r->reproduce);
+  }
+  for (const CheckResult* r : insufficient) {
+    std::string reasons;
+    for (const auto& [why, n] : r->skipped) reasons += fmt::format("{}{} x {}", reasons.empty() ? "" : "; ", n, why);
+    out += fmt::format("\n  INSUFFICIENT {}: {} of {} cases exercised it (at least {} needed); the others: {}\n",
+                       r->check, r->effective, r->cases, r->floor, reasons.empty() ? "-" : reasons);
+  }
+  for (const CheckResult* r : not_covered) out += fmt::format("  not covered: {} ({})\n", r->check, r->not_covered);
+
+  const FeatureSet not_covered_features = k.undeclared() | k.declared_unexercised();
+  const std::string scope = k.exercised().empty() ? "nothing" : k.exercised().joined();
+  if (k.passed()) {
+    out += fmt::format("CERTIFIED {} for {}; not covered: {}\n", k.name, scope,
+                       not_covered_features.empty() ? "nothing" : not_covered_features.joined());
+  } else {
+    std::vector<std::string> why;
+    if (!failed.empty()) why.push_back(fmt::format("failed: {}", names_of(failed)));
+    if (!insufficient.empty()) why.push_back(fmt::format("insufficient evidence: {}", names_of(insufficient)));
+    if (!k.missing_required().empty()) why.push_back(fmt::format("required but not covered: {}", k.missing_required().joined()));
+    std::string joined;
+    for (const std::string& w : why) joined += (joined.empty() ? "" : "; ") + w;
+    out += fmt::format("NOT CERTIFIED {}: {}\n", k.name, joined);
+  }
+  return out;
+}
+
+}  // namespace attest

@@ -1,0 +1,51 @@
+// Bridges between attest's C++ kernel interface and the C ABI / wire format (both directions),
+// so that a capability, a contract field or a problem field is mapped in one place.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "attest/attest_abi.h"
+#include "attest/kernel.h"
+#include "attest/process_protocol.hpp"
+
+namespace attest {
+
+// The problem as the C ABI and the protocol carry it (scale and q_offset made explicit, q/k/v
+// as float32 bytes).
+protocol::WireProblem to_wire(const Problem& p);
+protocol::WireDecodeConfig to_wire(const DecodeConfig& c);
+// Back from the C view; validates nothing (Problem::validate does).
+Problem from_wire(const attest_problem_v2& h);
+
+// A descriptor as attest understands it. Throws std::invalid_argument naming the field when it
+// declares what this attest cannot certify yet, or is inconsistent (min > max, a zero tile...).
+Capabilities capabilities_from_descriptor(const protocol::Descriptor& d);
+protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const std::string& name);
+
+// A version-2 C descriptor whose calls run a C++ kernel (so `attest kernel-host` serves built-in
+// kernels and mutants the same way as plugins). The adapter owns the kernel.
+class AbiAdapter {
+ public:
+  explicit AbiAdapter(std::unique_ptr<Kernel> kernel);
+  const attest_kernel_v2* descriptor() const { return &descriptor_; }
+
+ private:
+  static attest_status forward(void* user, const attest_problem_v2* problem, attest_outputs_v2* out);
+  static attest_status decode_open(void* user, const attest_decode_config_v2* config, void** session);
+  static attest_status decode_step(void* user, void* session, std::int32_t n, const void* q, const void* k,
+                                   const void* v, void* o, float* lse, char path[32]);
+  static void decode_close(void* user, void* session);
+  static const char* last_error(void* user);
+
+  std::unique_ptr<Kernel> kernel_;
+  std::map<const void*, DecodeConfig> sessions_;  // each open session's configuration
+  std::string name_;
+  std::string error_;
+  std::vector<std::int32_t> head_dims_;
+  attest_kernel_v2 descriptor_{};
+};
+
+}  // namespace attest

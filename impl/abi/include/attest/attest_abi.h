@@ -1,0 +1,234 @@
+/* attest C ABI: how a shared library presents an attention kernel to attest.
+ *
+ * The library exports one symbol, ATTEST_ENTRY_SYMBOL ("attest_kernel_entry"), returning a
+ * pointer to a static descriptor whose first field is its ABI version:
+ *   - version 2 (attest_kernel_v2, below): the kernel declares its contract (what problems it
+ *     accepts), where it rounds (precision), its tiles, and the features it supports;
+ *   - version 1 (attest_kernel): still loaded as before; it means "any problem of the declared
+ *     features, float32 everywhere".
+ * Every call returns an attest_status; nothing may unwind across this boundary. On a non-OK
+ * status, last_error() returns a message that stays valid until the next call. Layouts are
+ * row-major and contiguous (DESIGN.md §2):
+ *   q [B][H][Tq][Dk], k [B][Hkv][Tk][Dk], v [B][Hkv][Tk][Dv], o [B][H][Tq][Dv], lse [B][H][Tq].
+ * Query i sits at position q_offset + i, key j at j. The mask is the conjunction of every
+ * enabled term; a row that sees no key follows the declared empty-row policy.
+ *
+ * attest sends only problems inside the declared contract and features. ATTEST_UNSUPPORTED on
+ * a problem inside them is a failure (with the problem saved), not a skip. */
+#ifndef ATTEST_ABI_H
+#define ATTEST_ABI_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTEST_ABI_VERSION_1 1u
+#define ATTEST_ABI_VERSION_2 2u
+#define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
+#define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
+
+typedef enum attest_status {
+  ATTEST_OK = 0,
+  ATTEST_INVALID_ARGUMENT = 1, /* the problem is outside what the kernel accepts */
+  ATTEST_UNSUPPORTED = 2,      /* a feature the kernel did not declare */
+  ATTEST_INTERNAL_ERROR = 3
+} attest_status;
+
+/* Capability bits: the features a kernel supports (impl/model/src/features.cpp is the table). */
+#define ATTEST_CAP_CAUSAL (1u << 0)
+#define ATTEST_CAP_WINDOW (1u << 1)
+#define ATTEST_CAP_KEY_PADDING (1u << 2)
+#define ATTEST_CAP_QUERY_PADDING (1u << 3)
+#define ATTEST_CAP_SEGMENTS (1u << 4)
+#define ATTEST_CAP_EXPLICIT_MASK (1u << 5)
+#define ATTEST_CAP_GQA (1u << 6)
+#define ATTEST_CAP_LSE (1u << 7)
+#define ATTEST_CAP_ROPE (1u << 8)
+#define ATTEST_CAP_DECODE (1u << 9)
+/* Version 2: */
+#define ATTEST_CAP_CHUNK (1u << 10)   /* chunked local attention */
+#define ATTEST_CAP_SOFTCAP (1u << 11) /* logit softcap c * tanh(x / c) */
+#define ATTEST_CAP_ALIBI (1u << 12)   /* ALiBi slopes, one per query head */
+#define ATTEST_CAP_BIAS (1u << 13)    /* an additive float bias (-inf masks a key) */
+#define ATTEST_CAP_SINKS (1u << 14)   /* attention sinks: one logit per query head, denominator only */
+
+typedef enum attest_empty_rows { ATTEST_EMPTY_ZERO = 0, ATTEST_EMPTY_NAN = 1 } attest_empty_rows;
+/* Number formats: storage of a buffer, or the precision an operation is carried out in. */
+typedef enum attest_precision { ATTEST_F32 = 0, ATTEST_BF16 = 1, ATTEST_F16 = 2 } attest_precision;
+
+/* ------------------------------------------------------------------------------------------
+ * Version 1 (unchanged; new kernels use version 2 below).
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct attest_problem {
+  int32_t batch, heads, kv_heads, q_len, k_len, head_dim, value_dim;
+  double scale;        /* always explicit (1/sqrt(Dk) when the user left it default) */
+  int64_t q_offset;    /* always explicit (Tk - Tq when the user left it default) */
+  int32_t causal;      /* 0 or 1: key j visible iff j <= q_offset + i */
+  int32_t window;      /* 0 = none, else visible iff q_offset + i - j < window */
+  const int32_t* kv_valid;       /* NULL or [B]: key j visible iff j < kv_valid[b] */
+  const int32_t* q_valid;        /* NULL or [B]: query i sees nothing unless i < q_valid[b] */
+  const int32_t* q_segment;      /* NULL or [B][Tq]; with k_segment [B][Tk]: equal ids only */
+  const int32_t* k_segment;
+  const uint8_t* explicit_mask;  /* NULL or [B][Tq][Tk], nonzero = visible */
+  int32_t rope;        /* 0 or 1: rotate pairs (2m, 2m+1) of q and k by pos * base^(-2m/Dk) */
+  double rope_base;
+  const float* q;
+  const float* k;
+  const float* v;
+} attest_problem;
+
+typedef struct attest_outputs {
+  float* o;    /* [B][H][Tq][Dv], to be fully written */
+  float* lse;  /* [B][H][Tq] natural log, or NULL when not wanted */
+  char path[32]; /* optional: the internal path that served the call, NUL-terminated */
+} attest_outputs;
+
+typedef struct attest_decode_config {
+  int32_t batch, heads, kv_heads, head_dim, value_dim;
+  double scale;
+  int32_t window;  /* 0 = none; decode is always causal */
+  int32_t rope;
+  double rope_base;
+} attest_decode_config;
+
+typedef struct attest_kernel {
+  uint32_t abi_version; /* ATTEST_ABI_VERSION_1 */
+  const char* name;
+  uint32_t capabilities; /* ATTEST_CAP_* bits */
+  int32_t empty_rows;    /* attest_empty_rows */
+  int32_t precision;     /* attest_precision the kernel computes in */
+  int32_t key_tile;      /* keys per online-softmax tile, 0 if none */
+  void* user;            /* passed back to every call */
+
+  attest_status (*forward)(void* user, const attest_problem* problem, attest_outputs* out);
+  /* Decode (only with ATTEST_CAP_DECODE; NULL otherwise). step appends n >= 1 tokens:
+   * q [B][H][n][Dk], k [B][Hkv][n][Dk], v [B][Hkv][n][Dv] -> o [B][H][n][Dv], lse [B][H][n]. */
+  attest_status (*decode_open)(void* user, const attest_decode_config* config, void** session);
+  attest_status (*decode_step)(void* user, void* session, int32_t n, const float* q, const float* k,
+                               const float* v, float* o, float* lse);
+  void (*decode_close)(void* user, void* session);
+  const char* (*last_error)(void* user);
+} attest_kernel;
+
+/* ------------------------------------------------------------------------------------------
+ * Version 2: contract, precision, tiles; room for score modifiers, backward and quantized K/V.
+ * ------------------------------------------------------------------------------------------ */
+
+/* An inclusive range; {0, 0} means "no limit" (any value the problem model allows). */
+typedef struct attest_range {
+  int64_t min, max;
+} attest_range;
+
+/* What the kernel accepts. attest generates only problems inside it, reports the properties
+ * that need problems outside it as "not covered" (with the reason), and treats
+ * ATTEST_UNSUPPORTED on a problem inside it as a failure. */
+typedef struct attest_contract {
+  const int32_t* head_dims;  /* NULL: any head width within head_dim; else the only widths (Dk) */
+  int32_t head_dim_count;
+  attest_range head_dim;     /* Dk (and Dv unless dk_equals_dv says more) */
+  attest_range batch, heads, q_len, k_len;
+  attest_range q_offset;     /* {0, 0}: any */
+  int32_t dk_equals_dv;      /* 1: only Dv == Dk */
+  int32_t default_scale_only;  /* 1: only scale = 1/sqrt(Dk) */
+  int32_t causal_required;   /* 1: only causal problems (bottom-right, q_offset = Tk - Tq) */
+  int32_t decode_only;       /* 1: no forward; certified through decode_open/step only */
+  int32_t query_tile, key_tile;  /* the kernel's tile sizes (0: none): lengths are drawn around
+                                    them, and the error bound counts key tiles */
+  int32_t decode_lse_optional;   /* 1: decode_step accepts lse == NULL */
+  int32_t reserved[8];           /* zero */
+} attest_contract;
+
+/* Where the kernel rounds (DESIGN.md §2). Buffers arrive and leave in their storage types.
+ * Version 2 of attest certifies float32 storage and arithmetic; other values are declared
+ * here already and refused at load time until their support lands. */
+typedef struct attest_precision_spec {
+  int32_t q, k, v, o;     /* storage of each buffer: attest_precision */
+  int32_t scores;         /* precision q.k is accumulated in */
+  int32_t p;              /* P is rounded to this before P.V (ATTEST_F32: not rounded) */
+  int32_t accumulator;    /* precision P.V is accumulated in */
+  double exp_ulps;        /* worst error of one exp, in ulps (0 means 1) */
+  int32_t reserved[4];
+} attest_precision_spec;
+
+typedef struct attest_problem_v2 {
+  int32_t batch, heads, kv_heads, q_len, k_len, head_dim, value_dim;
+  double scale;
+  int64_t q_offset;
+  int32_t causal, window;
+  int32_t chunk;       /* 0 = none, else visible iff floor((q_offset + i) / chunk) == floor(j / chunk) */
+  const int32_t* kv_valid;
+  const int32_t* q_valid;
+  const int32_t* q_segment;
+  const int32_t* k_segment;
+  const uint8_t* explicit_mask;
+  int32_t rope;
+  double rope_base;
+  const void* q;  /* in the declared storage types (float for ATTEST_F32) */
+  const void* k;
+  const void* v;
+  /* Score modifiers (DESIGN.md §2), each absent unless the kernel declares it: with
+   * x = scale * q.k, the logit is softcap(x) + alibi[h] * (j - qpos(i)) + bias[b][h][i][j];
+   * masked keys are excluded after that; a sink joins only the softmax denominator. */
+  double softcap;               /* 0: none, else c > 0 and softcap(x) = c * tanh(x / c) */
+  const float* alibi_slopes;    /* NULL or [H] */
+  const float* bias;            /* NULL or [B or 1][H or 1][Tq][Tk] */
+  int32_t bias_per_batch;       /* 0: one bias for every batch entry (first dimension is 1) */
+  int32_t bias_per_head;        /* 0: one bias for every head (second dimension is 1) */
+  const float* sinks;           /* NULL or [H] */
+  const void* reserved[4];      /* quantized K/V scales later; NULL */
+} attest_problem_v2;
+
+typedef struct attest_outputs_v2 {
+  void* o;     /* [B][H][Tq][Dv] in the declared O storage type, to be fully written */
+  float* lse;  /* [B][H][Tq] natural log, or NULL when not wanted */
+  char path[32];
+} attest_outputs_v2;
+
+typedef struct attest_decode_config_v2 {
+  int32_t batch, heads, kv_heads, head_dim, value_dim;
+  double scale;
+  int32_t window;  /* 0 = none; decode is always causal */
+  int32_t chunk;   /* 0 = none */
+  int32_t rope;
+  double rope_base;
+  double softcap;             /* as in attest_problem_v2 */
+  const float* alibi_slopes;  /* NULL or [H] */
+  const float* sinks;         /* NULL or [H] */
+  const void* reserved[4];
+} attest_decode_config_v2;
+
+typedef struct attest_kernel_v2 {
+  uint32_t abi_version;  /* ATTEST_ABI_VERSION_2 */
+  uint32_t struct_size;  /* sizeof(attest_kernel_v2): room to grow */
+  const char* name;
+  uint32_t capabilities; /* ATTEST_CAP_* bits */
+  int32_t empty_rows;    /* attest_empty_rows */
+  attest_precision_spec precision;
+  attest_contract contract;
+  void* user;
+
+  attest_status (*forward)(void* user, const attest_problem_v2* problem, attest_outputs_v2* out);
+  /* Decode (only with ATTEST_CAP_DECODE). step appends n >= 1 tokens, buffers in the storage
+   * types: q [B][H][n][Dk], k [B][Hkv][n][Dk], v [B][Hkv][n][Dv] -> o [B][H][n][Dv], lse [B][H][n]
+   * (lse may be NULL when the contract says decode_lse_optional). */
+  attest_status (*decode_open)(void* user, const attest_decode_config_v2* config, void** session);
+  attest_status (*decode_step)(void* user, void* session, int32_t n, const void* q, const void* k, const void* v,
+                               void* o, float* lse, char path[32]);
+  void (*decode_close)(void* user, void* session);
+  const char* (*last_error)(void* user);
+  void* backward;      /* reserved: dO -> dQ, dK, dV; NULL */
+  void* reserved[7];   /* NULL */
+} attest_kernel_v2;
+
+/* Returns a pointer to an attest_kernel (version 1) or attest_kernel_v2 (version 2). */
+typedef const void* (*attest_kernel_entry_any_fn)(void);
+typedef const attest_kernel* (*attest_kernel_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTEST_ABI_H */

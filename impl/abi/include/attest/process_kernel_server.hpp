@@ -1,0 +1,371 @@
+// Serves any C-ABI kernel (attest_abi.h) over the process protocol (header-only, Linux).
+// A host program for a CUDA, Triton or any other kernel fills an attest_kernel descriptor and
+// calls attest::protocol::serve(&descriptor). Every input and output the kernel sees lies
+// between guard pages (guarded_memory.hpp), inputs read-only, outputs pre-filled with NaN;
+// a stray read or write faults and is reported to attest as a FAULT naming the buffer.
+#pragma once
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attest/guarded_memory.hpp"
+#include "attest/process_protocol.hpp"
+
+namespace attest::protocol {
+
+namespace detail {
+
+inline constexpr std::size_t kMaxErrorBytes = 4096;  // a kernel's error message, as sent
+
+inline int fault_fd = -1;  // where the fault handler reports
+
+// SIGSEGV/SIGBUS inside a guard: send FAULT naming the buffer, then die of the signal as usual.
+inline void on_fault(int sig, siginfo_t* info, void* context) {
+  char message[256];
+  if (fault_fd >= 0 && guarded::describe_fault(reinterpret_cast<std::uintptr_t>(info->si_addr), context, message)) {
+    const std::uint32_t length = static_cast<std::uint32_t>(std::strlen(message));
+    char frame[16 + 4 + sizeof message];
+    const std::uint32_t magic = kMagic, type = static_cast<std::uint32_t>(Type::kFault);
+    const std::uint64_t size = 4 + length;
+    std::memcpy(frame, &magic, 4);
+    std::memcpy(frame + 4, &type, 4);
+    std::memcpy(frame + 8, &size, 8);
+    std::memcpy(frame + 16, &length, 4);
+    std::memcpy(frame + 20, message, length);
+    write_exact(fault_fd, frame, 20 + length);
+  }
+  ::signal(sig, SIG_DFL);  // returning re-executes the access, which now kills the process
+}
+
+inline void install_fault_handler(int out_fd) {
+  fault_fd = out_fd;
+  static char alternate_stack[1 << 16];  // a kernel that overflows its stack still gets reported
+  stack_t ss{};
+  ss.ss_sp = alternate_stack;
+  ss.ss_size = sizeof alternate_stack;
+  ::sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  ::sigaction(SIGSEGV, &sa, nullptr);
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
+// A copy of `values` in a sealed guarded buffer (nullptr data when empty).
+template <typename T>
+std::unique_ptr<guarded::Buffer> guarded_input(const char* name, const std::vector<T>& values,
+                                               guarded::Placement placement) {
+  auto b = std::make_unique<guarded::Buffer>(name, values.size() * sizeof(T), placement);
+  if (!values.empty()) std::memcpy(b->data(), values.data(), values.size() * sizeof(T));
+  b->seal();
+  return b;
+}
+
+// n floats of NaN in a guarded buffer.
+inline std::unique_ptr<guarded::Buffer> guarded_output(const char* name, std::size_t n, guarded::Placement placement) {
+  auto b = std::make_unique<guarded::Buffer>(name, n * sizeof(float), placement);
+  float* f = static_cast<float*>(b->data());
+  for (std::size_t i = 0; i < n; ++i) f[i] = std::numeric_limits<float>::quiet_NaN();
+  return b;
+}
+
+inline std::vector<float> contents(guarded::Buffer& b) {
+  std::vector<float> out(b.bytes() / sizeof(float));
+  if (!out.empty()) std::memcpy(out.data(), b.data(), b.bytes());
+  return out;
+}
+
+// The first damaged slack among the outputs, or empty.
+inline std::string damage_of(std::initializer_list<const guarded::Buffer*> outputs) {
+  for (const guarded::Buffer* b : outputs)
+    if (std::string d = b->damage(); !d.empty()) return d;
+  return {};
+}
+
+// ATTEST_PROTOCOL_FDS="IN,OUT" when attest started this program; stdin/stdout otherwise.
+inline std::pair<int, int> protocol_fds() {
+  const char* fds = std::getenv("ATTEST_PROTOCOL_FDS");
+  int in = 0, out = 1;
+  if (fds && std::sscanf(fds, "%d,%d", &in, &out) == 2 && in >= 0 && out >= 0) return {in, out};
+  return {0, 1};
+}
+
+}  // namespace detail
+
+// A kernel of either ABI version, presented as version 2: a version-1 descriptor means float32
+// storage and arithmetic in its declared precision, an open contract and its key tile.
+class ServedKernel {
+ public:
+  explicit ServedKernel(const void* descriptor) {
+    const std::uint32_t version = *static_cast<const std::uint32_t*>(descriptor);
+    if (version == ATTEST_ABI_VERSION_2) v2_ = static_cast<const attest_kernel_v2*>(descriptor);
+    else v1_ = static_cast<const attest_kernel*>(descriptor);
+  }
+
+  Descriptor descriptor() const {
+    Descriptor d;
+    if (v2_) {
+      d.abi_version = v2_->abi_version;
+      d.name = v2_->name ? v2_->name : "";
+      d.capabilities = v2_->capabilities;
+      d.empty_rows = v2_->empty_rows;
+      d.precision = v2_->precision;
+      d.contract = v2_->contract;
+      if (v2_->contract.head_dims && v2_->contract.head_dim_count > 0)
+        d.head_dims.assign(v2_->contract.head_dims, v2_->contract.head_dims + std::min(v2_->contract.head_dim_count, 4096));
+      d.contract.head_dims = nullptr;
+      d.contract.head_dim_count = 0;
+      return d;
+    }
+    d.abi_version = v1_->abi_version;
+    d.name = v1_->name ? v1_->name : "";
+    d.capabilities = v1_->capabilities;
+    d.empty_rows = v1_->empty_rows;
+    d.precision = {ATTEST_F32, ATTEST_F32, ATTEST_F32, ATTEST_F32, v1_->precision, ATTEST_F32, v1_->precision, 0.0, {}};
+    d.contract.key_tile = v1_->key_tile;
+    return d;
+  }
+  std::uint32_t capabilities() const { return v2_ ? v2_->capabilities : v1_->capabilities; }
+  std::int32_t storage(char buffer) const {
+    if (!v2_) return ATTEST_F32;
+    const attest_precision_spec& p = v2_->precision;
+    return buffer == 'q' ? p.q : buffer == 'k' ? p.k : buffer == 'v' ? p.v : p.o;
+  }
+  bool decodes() const {
+    return (capabilities() & ATTEST_CAP_DECODE) && (v2_ ? v2_->decode_open && v2_->decode_step : v1_->decode_open && v1_->decode_step);
+  }
+
+  attest_status forward(const attest_problem_v2& p, attest_outputs_v2& out) const {
+    if (v2_) {
+      if (!v2_->forward) return ATTEST_UNSUPPORTED;
+      return v2_->forward(v2_->user, &p, &out);
+    }
+    if (!v1_->forward) return ATTEST_UNSUPPORTED;
+    attest_problem v1{p.batch,     p.heads,     p.kv_heads,  p.q_len,         p.k_len, p.head_dim, p.value_dim,
+                      p.scale,     p.q_offset,  p.causal,    p.window,        p.kv_valid, p.q_valid, p.q_segment,
+                      p.k_segment, p.explicit_mask, p.rope, p.rope_base, static_cast<const float*>(p.q),
+                      static_cast<const float*>(p.k), static_cast<const float*>(p.v)};
+    attest_outputs o1{static_cast<float*>(out.o), out.lse, {}};
+    const attest_status status = v1_->forward(v1_->user, &v1, &o1);
+    std::memcpy(out.path, o1.path, sizeof out.path);
+    return status;
+  }
+  attest_status decode_open(const attest_decode_config_v2& c, void** session) const {
+    if (v2_) return v2_->decode_open(v2_->user, &c, session);
+    const attest_decode_config v1{c.batch, c.heads, c.kv_heads, c.head_dim, c.value_dim, c.scale, c.window, c.rope, c.rope_base};
+    return v1_->decode_open(v1_->user, &v1, session);
+  }
+  attest_status decode_step(void* session, std::int32_t n, const void* q, const void* k, const void* v, void* o,
+                            float* lse, char (&path)[32]) const {
+    if (v2_) return v2_->decode_step(v2_->user, session, n, q, k, v, o, lse, path);
+    return v1_->decode_step(v1_->user, session, n, static_cast<const float*>(q), static_cast<const float*>(k),
+                            static_cast<const float*>(v), static_cast<float*>(o), lse);
+  }
+  void decode_close(void* session) const {
+    if (v2_ && v2_->decode_close) v2_->decode_close(v2_->user, session);
+    if (v1_ && v1_->decode_close) v1_->decode_close(v1_->user, session);
+  }
+  std::string last_error() const {
+    const char* (*f)(void*) = v2_ ? v2_->last_error : v1_->last_error;
+    const char* e = f ? f(v2_ ? v2_->user : v1_->user) : nullptr;
+    return e ? std::string(e, ::strnlen(e, detail::kMaxErrorBytes)) : "";
+  }
+
+ private:
+  const attest_kernel* v1_ = nullptr;
+  const attest_kernel_v2* v2_ = nullptr;
+};
+
+namespace detail {
+
+// NaN in a storage type, as the bytes outputs start from (a value never written stays NaN).
+inline void fill_nan(void* data, std::size_t bytes, std::int32_t precision) {
+  auto* b = static_cast<unsigned char*>(data);
+  if (precision == ATTEST_F32) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (std::size_t i = 0; i + 4 <= bytes; i += 4) std::memcpy(b + i, &nan, 4);
+    return;
+  }
+  const std::uint16_t nan16 = precision == ATTEST_BF16 ? 0x7FC0 : 0x7E00;
+  for (std::size_t i = 0; i + 2 <= bytes; i += 2) std::memcpy(b + i, &nan16, 2);
+}
+
+inline std::unique_ptr<guarded::Buffer> guarded_typed_output(const char* name, std::size_t elements, std::int32_t precision,
+                                                             guarded::Placement placement) {
+  auto b = std::make_unique<guarded::Buffer>(name, elements * storage_bytes(precision), placement);
+  fill_nan(b->data(), b->bytes(), precision);
+  return b;
+}
+
+inline std::vector<std::uint8_t> bytes_of(guarded::Buffer& b) {
+  std::vector<std::uint8_t> out(b.bytes());
+  if (!out.empty()) std::memcpy(out.data(), b.data(), b.bytes());
+  return out;
+}
+
+}  // namespace detail
+
+// Serves a kernel (a version-1 attest_kernel or a version-2 attest_kernel_v2 descriptor) until
+// BYE or end of input. Returns the process exit code.
+inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
+  using guarded::Placement;
+  const ServedKernel kernel(descriptor);
+  struct Session {
+    void* handle;
+    attest_decode_config_v2 config;
+  };
+  std::map<std::uint64_t, Session> sessions;
+  std::uint64_t next_session = 1;
+  std::uint64_t calls = 0;  // alternates the buffers' placement: one call flush at the end, the next at the start
+  detail::install_fault_handler(out_fd);
+  const std::int32_t q_type = kernel.storage('q'), k_type = kernel.storage('k'), v_type = kernel.storage('v'),
+                     o_type = kernel.storage('o');
+  try {
+    Type type;
+    std::string payload;
+    while (read_frame(in_fd, type, payload)) {
+      Reader r(payload);
+      Writer w;
+      const Placement placement = calls++ % 2 ? Placement::kStart : Placement::kEnd;
+      switch (type) {
+        case Type::kHello: {
+          const std::uint32_t version = r.u32();
+          if (version != kVersion) {
+            write_frame(out_fd, Type::kError, Writer().str("protocol version " + std::to_string(version) +
+                                                           " not supported (this kernel speaks " +
+                                                           std::to_string(kVersion) + ")").bytes());
+            return 2;
+          }
+          write_descriptor(w, kernel.descriptor());
+          write_frame(out_fd, Type::kDescriptor, w.bytes());
+          break;
+        }
+        case Type::kForward: {
+          const WireProblem problem = read_problem(r, storage_bytes(q_type), storage_bytes(k_type), storage_bytes(v_type));
+          r.expect_end();
+          const attest_problem_v2& h = problem.header;
+          const std::size_t rows = std::size_t(h.batch) * h.heads * h.q_len;
+          const bool want_lse = kernel.capabilities() & ATTEST_CAP_LSE;
+          auto q = detail::guarded_input("Q", problem.q, placement), k = detail::guarded_input("K", problem.k, placement),
+               v = detail::guarded_input("V", problem.v, placement);
+          auto kv_valid = detail::guarded_input("kv_valid", problem.kv_valid, placement);
+          auto q_valid = detail::guarded_input("q_valid", problem.q_valid, placement);
+          auto q_segment = detail::guarded_input("q_segment", problem.q_segment, placement);
+          auto k_segment = detail::guarded_input("k_segment", problem.k_segment, placement);
+          auto mask = detail::guarded_input("explicit_mask", problem.explicit_mask, placement);
+          auto alibi = detail::guarded_input("alibi_slopes", problem.alibi_slopes, placement);
+          auto bias = detail::guarded_input("bias", problem.bias, placement);
+          auto sinks = detail::guarded_input("sinks", problem.sinks, placement);
+          auto o = detail::guarded_typed_output("O", rows * h.value_dim, o_type, placement);
+          auto lse = detail::guarded_output("LSE", want_lse ? rows : 0, placement);
+          attest_problem_v2 view = h;
+          view.q = q->data(), view.k = k->data(), view.v = v->data();
+          view.kv_valid = static_cast<const std::int32_t*>(kv_valid->data());
+          view.q_valid = static_cast<const std::int32_t*>(q_valid->data());
+          view.q_segment = static_cast<const std::int32_t*>(q_segment->data());
+          view.k_segment = static_cast<const std::int32_t*>(k_segment->data());
+          view.explicit_mask = static_cast<const std::uint8_t*>(mask->data());
+          view.alibi_slopes = static_cast<const float*>(alibi->data());
+          view.bias = static_cast<const float*>(bias->data());
+          view.sinks = static_cast<const float*>(sinks->data());
+          attest_outputs_v2 out{};
+          out.o = o->data();
+          out.lse = want_lse ? static_cast<float*>(lse->data()) : nullptr;
+          const attest_status status = kernel.forward(view, out);
+          out.path[sizeof out.path - 1] = '\0';
+          const std::string fault = detail::damage_of({o.get(), lse.get()});
+          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(out.path).str(fault);
+          w.array(detail::bytes_of(*o));
+          if (want_lse) w.array(detail::contents(*lse));
+          else w.u64(0);
+          write_frame(out_fd, Type::kForwardResult, w.bytes());
+          break;
+        }
+        case Type::kDecodeOpen: {
+          const WireDecodeConfig wire = read_decode_config(r);
+          r.expect_end();
+          void* session = nullptr;
+          attest_status status = ATTEST_UNSUPPORTED;
+          const attest_decode_config_v2 config = wire.view();
+          if (kernel.decodes()) status = kernel.decode_open(config, &session);
+          std::uint64_t id = 0;
+          if (status == ATTEST_OK) sessions[id = next_session++] = {session, wire.header};
+          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).u64(id);
+          write_frame(out_fd, Type::kDecodeOpened, w.bytes());
+          break;
+        }
+        case Type::kDecodeStep: {
+          const std::uint64_t id = r.u64();
+          const std::int32_t n = r.i32(), want_lse = r.i32();
+          const std::vector<std::uint8_t> q = r.array<std::uint8_t>(), k = r.array<std::uint8_t>(),
+                                          v = r.array<std::uint8_t>();
+          r.expect_end();
+          if (!sessions.count(id)) throw ProtocolError("decode step for an unknown session");
+          const Session& s = sessions[id];
+          const attest_decode_config_v2& c = s.config;
+          const std::size_t rows = std::size_t(c.batch) * c.heads * (n > 0 ? n : 0);
+          const std::size_t kv_rows = std::size_t(c.batch) * c.kv_heads * (n > 0 ? n : 0);
+          if (n < 1 || q.size() != rows * c.head_dim * storage_bytes(q_type) ||
+              k.size() != kv_rows * c.head_dim * storage_bytes(k_type) ||
+              v.size() != kv_rows * c.value_dim * storage_bytes(v_type))
+            throw ProtocolError("decode step arrays do not match n and the session's configuration");
+          auto gq = detail::guarded_input("Q", q, placement), gk = detail::guarded_input("K", k, placement),
+               gv = detail::guarded_input("V", v, placement);
+          auto o = detail::guarded_typed_output("O", rows * c.value_dim, o_type, placement);
+          auto lse = detail::guarded_output("LSE", rows, placement);
+          char path[32] = {};
+          const attest_status status = kernel.decode_step(s.handle, n, gq->data(), gk->data(), gv->data(), o->data(),
+                                                          want_lse ? static_cast<float*>(lse->data()) : nullptr, path);
+          path[sizeof path - 1] = '\0';
+          if (const std::string fault = detail::damage_of({o.get(), lse.get()}); !fault.empty()) {
+            write_frame(out_fd, Type::kFault, Writer().str(fault).bytes());
+            return 1;
+          }
+          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(path);
+          w.array(detail::bytes_of(*o)).array(want_lse ? detail::contents(*lse) : std::vector<float>());
+          write_frame(out_fd, Type::kDecodeResult, w.bytes());
+          break;
+        }
+        case Type::kDecodeClose: {
+          const std::uint64_t id = r.u64();
+          if (sessions.count(id)) {
+            kernel.decode_close(sessions[id].handle);
+            sessions.erase(id);
+          }
+          write_frame(out_fd, Type::kClosed, "");
+          break;
+        }
+        case Type::kBye:
+          return 0;
+        default:
+          throw ProtocolError("unexpected message type " + std::to_string(static_cast<std::uint32_t>(type)));
+      }
+    }
+  } catch (const std::exception& e) {
+    write_frame(out_fd, Type::kError, Writer().str(e.what()).bytes());
+    return 2;
+  }
+  return 0;
+}
+
+// Serves on the channel attest named in ATTEST_PROTOCOL_FDS (stdin/stdout when run by hand).
+inline int serve(const attest_kernel_v2* kernel) {
+  const auto [in, out] = detail::protocol_fds();
+  return serve_descriptor(kernel, in, out);
+}
+inline int serve(const attest_kernel* kernel) {
+  const auto [in, out] = detail::protocol_fds();
+  return serve_descriptor(kernel, in, out);
+}
+
+}  // namespace attest::protocol

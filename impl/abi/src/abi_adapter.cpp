@@ -1,0 +1,252 @@
+#include "attest/abi_adapter.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+namespace attest {
+namespace {
+
+// The feature table's ABI bits are the header's (impl/model/src/features.cpp).
+static_assert(ATTEST_CAP_CAUSAL == 1u << 0 && ATTEST_CAP_GQA == 1u << 6 && ATTEST_CAP_CHUNK == 1u << 10);
+
+template <typename T>
+std::vector<std::uint8_t> as_bytes(const std::vector<T>& v) {
+  std::vector<std::uint8_t> out(v.size() * sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+template <typename T>
+std::vector<T> copy_of(const T* data, std::size_t n) {
+  return data ? std::vector<T>(data, data + n) : std::vector<T>();
+}
+
+std::vector<float> floats_of(const void* data, std::size_t n) {
+  std::vector<float> out(n);
+  if (n) std::memcpy(out.data(), data, n * sizeof(float));
+  return out;
+}
+
+attest_range range_of(const Range& r) { return {r.min, r.max}; }
+Range range_of(const attest_range& r) { return {r.min, r.max}; }
+
+ComputePrecision compute_precision(std::int32_t code, const char* field) {
+  switch (code) {
+    case ATTEST_F32: return ComputePrecision::kF32;
+    case ATTEST_BF16: return ComputePrecision::kBF16;
+    case ATTEST_F16: return ComputePrecision::kF16;
+  }
+  throw std::invalid_argument(std::string("descriptor: precision.") + field + " = " + std::to_string(code) +
+                              " is not ATTEST_F32, ATTEST_BF16 or ATTEST_F16");
+}
+
+std::int32_t precision_code(ComputePrecision p) {
+  return p == ComputePrecision::kBF16 ? ATTEST_BF16 : p == ComputePrecision::kF16 ? ATTEST_F16 : ATTEST_F32;
+}
+
+}  // namespace
+
+protocol::WireProblem to_wire(const Problem& p) {
+  protocol::WireProblem w;
+  attest_problem_v2& h = w.header;
+  const Shape& s = p.shape;
+  h.batch = s.batch, h.heads = s.heads, h.kv_heads = s.kv_heads, h.q_len = s.q_len, h.k_len = s.k_len;
+  h.head_dim = s.head_dim, h.value_dim = s.value_dim;
+  h.scale = p.effective_scale();
+  h.q_offset = p.effective_q_offset();
+  h.causal = p.mask.causal;
+  h.window = p.mask.window.value_or(0);
+  h.chunk = p.mask.chunk.value_or(0);
+  h.rope = p.rope.enabled;
+  h.rope_base = p.rope.base;
+  w.kv_valid.assign(p.mask.kv_valid.begin(), p.mask.kv_valid.end());
+  w.q_valid.assign(p.mask.q_valid.begin(), p.mask.q_valid.end());
+  w.q_segment.assign(p.mask.q_segment.begin(), p.mask.q_segment.end());
+  w.k_segment.assign(p.mask.k_segment.begin(), p.mask.k_segment.end());
+  w.explicit_mask = p.mask.explicit_mask;
+  w.q = as_bytes(p.q), w.k = as_bytes(p.k), w.v = as_bytes(p.v);
+  return w;
+}
+
+protocol::WireDecodeConfig to_wire(const DecodeConfig& c) {
+  protocol::WireDecodeConfig w;
+  attest_decode_config_v2& h = w.header;
+  h.batch = c.batch, h.heads = c.heads, h.kv_heads = c.kv_heads, h.head_dim = c.head_dim, h.value_dim = c.value_dim;
+  h.scale = c.scale;
+  h.window = c.window.value_or(0);
+  h.chunk = c.chunk.value_or(0);
+  h.rope = c.rope.enabled;
+  h.rope_base = c.rope.base;
+  return w;
+}
+
+Problem from_wire(const attest_problem_v2& h) {
+  Problem p;
+  p.shape = {h.batch, h.heads, h.kv_heads, h.q_len, h.k_len, h.head_dim, h.value_dim};
+  p.scale = h.scale;
+  p.q_offset = h.q_offset;
+  p.mask.causal = h.causal != 0;
+  if (h.window) p.mask.window = h.window;
+  if (h.chunk) p.mask.chunk = h.chunk;
+  p.rope.enabled = h.rope != 0;
+  p.rope.base = h.rope_base;
+  const std::size_t b = h.batch, tq = h.q_len, tk = h.k_len;
+  p.mask.kv_valid = copy_of(h.kv_valid, b);
+  p.mask.q_valid = copy_of(h.q_valid, b);
+  p.mask.q_segment = copy_of(h.q_segment, b * tq);
+  p.mask.k_segment = copy_of(h.k_segment, b * tk);
+  p.mask.explicit_mask = copy_of(h.explicit_mask, b * tq * tk);
+  p.q = floats_of(h.q, p.q_size());
+  p.k = floats_of(h.k, p.k_size());
+  p.v = floats_of(h.v, p.v_size());
+  return p;
+}
+
+Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
+  auto refuse = [](const std::string& why) { throw std::invalid_argument("descriptor: " + why); };
+  Capabilities c;
+  c.features = FeatureSet::from_abi_bits(d.capabilities);
+  if (c.features.abi_bits() != d.capabilities)
+    refuse("capabilities has bits this attest does not know (0x" + std::to_string(d.capabilities) + ")");
+  c.empty_rows = d.empty_rows == ATTEST_EMPTY_NAN ? EmptyRowPolicy::kNan : EmptyRowPolicy::kZero;
+  const attest_precision_spec& p = d.precision;
+  for (auto [code, field] : {std::pair{p.q, "q"}, {p.k, "k"}, {p.v, "v"}, {p.o, "o"}})
+    if (code != ATTEST_F32)
+      refuse(std::string("precision.") + field + ": only float32 storage can be certified by this version of attest");
+  if (p.p != ATTEST_F32) refuse("precision.p: rounding P before P.V cannot be certified by this version of attest yet");
+  const ComputePrecision scores = compute_precision(p.scores, "scores"), acc = compute_precision(p.accumulator, "accumulator");
+  c.precision = unit_roundoff(scores) >= unit_roundoff(acc) ? scores : acc;  // the coarser one bounds both
+  if (!std::isfinite(p.exp_ulps) || p.exp_ulps < 0 || p.exp_ulps > 1e6) refuse("precision.exp_ulps must be in [0, 1e6]");
+  c.exp_ulps = p.exp_ulps > 0 ? p.exp_ulps : 1.0;
+
+  const attest_contract& k = d.contract;
+  Contract& t = c.contract;
+  for (std::int32_t dim : d.head_dims)
+    if (dim < 1) refuse("contract.head_dims holds " + std::to_string(dim));
+  t.head_dims.assign(d.head_dims.begin(), d.head_dims.end());
+  const std::pair<const attest_range*, Range*> ranges[] = {{&k.head_dim, &t.head_dim}, {&k.batch, &t.batch},
+                                                           {&k.heads, &t.heads},       {&k.q_len, &t.q_len},
+                                                           {&k.k_len, &t.k_len},       {&k.q_offset, &t.q_offset}};
+  for (auto [from, to] : ranges) {
+    *to = range_of(*from);
+    if (!to->unlimited() && to->min > to->max) refuse("contract has a range with min > max");
+  }
+  for (auto [range, name] : {std::pair{&t.head_dim, "head_dim"}, {&t.batch, "batch"}, {&t.heads, "heads"},
+                             {&t.q_len, "q_len"}, {&t.k_len, "k_len"}})
+    if (!range->unlimited() && range->max < 1) refuse(std::string("contract.") + name + " admits no size >= 1");
+  t.dk_equals_dv = k.dk_equals_dv, t.default_scale_only = k.default_scale_only;
+  t.causal_required = k.causal_required, t.decode_only = k.decode_only;
+  if (k.query_tile < 0 || k.key_tile < 0) refuse("contract tiles must be >= 0");
+  t.query_tile = k.query_tile, t.key_tile = k.key_tile;
+  t.decode_lse_optional = k.decode_lse_optional;
+  if (t.decode_only && !c.decode()) refuse("contract.decode_only without ATTEST_CAP_DECODE");
+  if (t.causal_required && !c.declares(Feature::kCausal)) refuse("contract.causal_required without ATTEST_CAP_CAUSAL");
+  return c;
+}
+
+protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const std::string& name) {
+  protocol::Descriptor d;
+  d.abi_version = ATTEST_ABI_VERSION_2;
+  d.name = name;
+  d.capabilities = c.features.abi_bits();
+  d.empty_rows = c.empty_rows == EmptyRowPolicy::kNan ? ATTEST_EMPTY_NAN : ATTEST_EMPTY_ZERO;
+  const std::int32_t compute = precision_code(c.precision);
+  d.precision = {ATTEST_F32, ATTEST_F32, ATTEST_F32, ATTEST_F32, compute, ATTEST_F32, compute, c.exp_ulps, {}};
+  const Contract& t = c.contract;
+  d.head_dims.assign(t.head_dims.begin(), t.head_dims.end());
+  attest_contract& k = d.contract;
+  k.head_dim = range_of(t.head_dim), k.batch = range_of(t.batch), k.heads = range_of(t.heads);
+  k.q_len = range_of(t.q_len), k.k_len = range_of(t.k_len), k.q_offset = range_of(t.q_offset);
+  k.dk_equals_dv = t.dk_equals_dv, k.default_scale_only = t.default_scale_only;
+  k.causal_required = t.causal_required, k.decode_only = t.decode_only;
+  k.query_tile = t.query_tile, k.key_tile = t.key_tile, k.decode_lse_optional = t.decode_lse_optional;
+  return d;
+}
+
+AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kernel)), name_(kernel_->name()) {
+  const Capabilities c = kernel_->capabilities();
+  const protocol::Descriptor d = descriptor_from_capabilities(c, name_);
+  head_dims_ = d.head_dims;
+  descriptor_.abi_version = ATTEST_ABI_VERSION_2;
+  descriptor_.struct_size = sizeof(attest_kernel_v2);
+  descriptor_.name = name_.c_str();
+  descriptor_.capabilities = d.capabilities;
+  descriptor_.empty_rows = d.empty_rows;
+  descriptor_.precision = d.precision;
+  descriptor_.contract = d.contract;
+  descriptor_.contract.head_dims = head_dims_.empty() ? nullptr : head_dims_.data();
+  descriptor_.contract.head_dim_count = static_cast<std::int32_t>(head_dims_.size());
+  descriptor_.user = this;
+  if (c.forward()) descriptor_.forward = &AbiAdapter::forward;
+  if (c.decode()) {
+    descriptor_.decode_open = &AbiAdapter::decode_open;
+    descriptor_.decode_step = &AbiAdapter::decode_step;
+    descriptor_.decode_close = &AbiAdapter::decode_close;
+  }
+  descriptor_.last_error = &AbiAdapter::last_error;
+}
+
+attest_status AbiAdapter::forward(void* user, const attest_problem_v2* problem, attest_outputs_v2* out) {
+  auto* self = static_cast<AbiAdapter*>(user);
+  try {
+    const Problem p = from_wire(*problem);
+    p.validate();
+    self->kernel_->forward(p, std::span<float>(static_cast<float*>(out->o), p.o_size()),
+                           out->lse ? std::span<float>(out->lse, p.lse_size()) : std::span<float>());
+    std::strncpy(out->path, self->kernel_->last_path().c_str(), sizeof out->path - 1);
+    return ATTEST_OK;
+  } catch (const ProblemError& e) {
+    self->error_ = e.what();
+    return ATTEST_INVALID_ARGUMENT;
+  } catch (const std::exception& e) {
+    self->error_ = e.what();
+    return ATTEST_INTERNAL_ERROR;
+  }
+}
+
+attest_status AbiAdapter::decode_open(void* user, const attest_decode_config_v2* c, void** session) {
+  auto* self = static_cast<AbiAdapter*>(user);
+  try {
+    DecodeConfig config{c->batch, c->heads, c->kv_heads, c->head_dim, c->value_dim, c->scale, {}, {}, {}};
+    if (c->window) config.window = c->window;
+    if (c->chunk) config.chunk = c->chunk;
+    config.rope = {c->rope != 0, c->rope_base};
+    *session = self->kernel_->open_decode(config).release();
+    self->sessions_[*session] = config;
+    return ATTEST_OK;
+  } catch (const std::exception& e) {
+    self->error_ = e.what();
+    return ATTEST_INVALID_ARGUMENT;
+  }
+}
+
+attest_status AbiAdapter::decode_step(void* user, void* session, std::int32_t n, const void* q, const void* k,
+                                      const void* v, void* o, float* lse, char path[32]) {
+  auto* self = static_cast<AbiAdapter*>(user);
+  auto* s = static_cast<DecodeSession*>(session);
+  try {
+    // Sizes follow from the session's configuration; the server checked the arrays.
+    const DecodeConfig& c = self->sessions_.at(session);
+    const std::size_t rows = std::size_t(c.batch) * c.heads * n;
+    const std::size_t kv = std::size_t(c.batch) * c.kv_heads * n;
+    std::vector<float> ignored_lse(lse ? 0 : rows);
+    s->step(n, {static_cast<const float*>(q), rows * c.head_dim}, {static_cast<const float*>(k), kv * c.head_dim},
+            {static_cast<const float*>(v), kv * c.value_dim}, {static_cast<float*>(o), rows * c.value_dim},
+            lse ? std::span<float>(lse, rows) : std::span<float>(ignored_lse));
+    std::strncpy(path, "decode", 31);
+    return ATTEST_OK;
+  } catch (const std::exception& e) {
+    self->error_ = e.what();
+    return ATTEST_INVALID_ARGUMENT;
+  }
+}
+
+void AbiAdapter::decode_close(void* user, void* session) {
+  static_cast<AbiAdapter*>(user)->sessions_.erase(session);
+  delete static_cast<DecodeSession*>(session);
+}
+
+const char* AbiAdapter::last_error(void* user) { return static_cast<AbiAdapter*>(user)->error_.c_str(); }
+
+}  // namespace attest

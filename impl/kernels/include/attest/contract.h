@@ -1,0 +1,43 @@
+// A kernel's contract: the problems it accepts (ABI v2's attest_contract). attest generates
+// only problems inside it; UNSUPPORTED on a problem inside it is a failure; a property that
+// needs problems outside it is reported as not covered, with the reason.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attest/problem.h"
+
+namespace attest {
+
+// Inclusive; {0, 0} is no limit.
+struct Range {
+  long long min = 0, max = 0;
+  bool unlimited() const { return min == 0 && max == 0; }
+  bool contains(long long x) const { return unlimited() || (x >= min && x <= max); }
+  long long clamp(long long x) const { return unlimited() ? x : x < min ? min : x > max ? max : x; }
+  bool operator==(const Range&) const = default;
+};
+
+struct Contract {
+  std::vector<int> head_dims;  // empty: any width within head_dim
+  Range head_dim, batch, heads, q_len, k_len, q_offset;
+  bool dk_equals_dv = false;
+  bool default_scale_only = false;
+  bool causal_required = false;  // bottom-right causal only
+  bool decode_only = false;      // no forward
+  int query_tile = 0, key_tile = 0;  // the kernel's tiles (0: none)
+  bool decode_lse_optional = false;
+
+  // Why p lies outside the contract ("Dk = 48 is not one of 64, 128"), or empty when inside.
+  std::string violation(const Problem& p) const;
+  // Whether the head width d (as Dk, and as Dv when dk_equals_dv) is accepted.
+  bool accepts_head_dim(int d) const;
+  // One line for tables and verdicts: "Dk in {64, 128}, Dk == Dv, default scale, causal only".
+  std::string summary() const;
+  // Whether nothing is restricted (a version-1 kernel's contract).
+  bool open() const;
+  bool operator==(const Contract&) const = default;
+};
+
+}  // namespace attest

@@ -1,0 +1,73 @@
+#include "attest/contract.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace attest {
+namespace {
+
+std::string range_text(const char* name, const Range& r) {
+  if (r.unlimited()) return {};
+  if (r.min == r.max) return std::string(name) + " = " + std::to_string(r.min);
+  return std::string(name) + " in [" + std::to_string(r.min) + ", " + std::to_string(r.max) + "]";
+}
+
+std::string list_text(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : ", ") + std::to_string(x);
+  return out;
+}
+
+}  // namespace
+
+bool Contract::accepts_head_dim(int d) const {
+  if (!head_dim.contains(d)) return false;
+  return head_dims.empty() || std::find(head_dims.begin(), head_dims.end(), d) != head_dims.end();
+}
+
+std::string Contract::violation(const Problem& p) const {
+  const Shape& s = p.shape;
+  auto outside = [](const char* what, long long x, const Range& r) {
+    return std::string(what) + " = " + std::to_string(x) + " is outside " + range_text(what, r).substr(std::string(what).size() + 1);
+  };
+  if (!accepts_head_dim(s.head_dim))
+    return "Dk = " + std::to_string(s.head_dim) + " is not accepted (" +
+           (head_dims.empty() ? range_text("Dk", head_dim) : "Dk in {" + list_text(head_dims) + "}") + ")";
+  if (dk_equals_dv && s.value_dim != s.head_dim) return "Dv != Dk (the contract requires Dk == Dv)";
+  if (!dk_equals_dv && !head_dim.contains(s.value_dim)) return outside("Dv", s.value_dim, head_dim);
+  if (!batch.contains(s.batch)) return outside("B", s.batch, batch);
+  if (!heads.contains(s.heads)) return outside("H", s.heads, heads);
+  if (!q_len.contains(s.q_len)) return outside("Tq", s.q_len, q_len);
+  if (!k_len.contains(s.k_len)) return outside("Tk", s.k_len, k_len);
+  if (!q_offset.contains(p.effective_q_offset())) return outside("q_offset", p.effective_q_offset(), q_offset);
+  if (default_scale_only && p.scale && *p.scale != 1.0 / std::sqrt(double(s.head_dim)))
+    return "an explicit scale (the contract allows only 1/sqrt(Dk))";
+  if (causal_required && (!p.mask.causal || p.effective_q_offset() != s.k_len - s.q_len))
+    return "not bottom-right causal (the contract requires causal attention)";
+  return {};
+}
+
+std::string Contract::summary() const {
+  std::vector<std::string> parts;
+  if (!head_dims.empty()) parts.push_back("Dk in {" + list_text(head_dims) + "}");
+  else if (!head_dim.unlimited()) parts.push_back(range_text("Dk", head_dim));
+  if (dk_equals_dv) parts.push_back("Dk == Dv");
+  if (default_scale_only) parts.push_back("default scale");
+  if (causal_required) parts.push_back("causal only");
+  if (decode_only) parts.push_back("decode only");
+  for (auto [name, r] : {std::pair{"B", batch}, {"H", heads}, {"Tq", q_len}, {"Tk", k_len}, {"q_offset", q_offset}})
+    if (!r.unlimited()) parts.push_back(range_text(name, r));
+  if (query_tile || key_tile) parts.push_back("tiles " + std::to_string(query_tile) + "x" + std::to_string(key_tile));
+  std::string out;
+  for (const std::string& part : parts) out += (out.empty() ? "" : ", ") + part;
+  return out.empty() ? "any problem" : out;
+}
+
+bool Contract::open() const {
+  Contract plain;
+  plain.query_tile = query_tile, plain.key_tile = key_tile, plain.decode_lse_optional = decode_lse_optional;
+  return *this == plain;
+}
+
+}  // namespace attest

@@ -1,0 +1,31 @@
+// What a property needs from the problems it is given, and whether a kernel's declaration
+// (features and contract) lets any problem give it. The generators aim at these needs; a
+// property whose needs cannot be met is reported as not covered, with the reason.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attest/kernel.h"
+
+namespace attest {
+
+struct ProblemNeeds {
+  bool position_free = false;   // no positional feature (causal, window, chunk, padding, RoPE)
+  bool rope = false;
+  bool gqa = false;             // Hkv < H
+  bool masked = false;          // at least one mask term
+  bool several_slices = false;  // B * H > 1
+  int max_keys = 0;             // 0 = no limit beyond the generator's
+};
+
+// The (H, Hkv) pairs generated problems use, before the contract filters them.
+const std::vector<std::pair<int, int>>& head_pairs();
+// Those the kernel accepts (GQA only when declared; H within the contract) that meet the needs.
+std::vector<std::pair<int, int>> head_configs(const Capabilities& caps, const ProblemNeeds& needs);
+
+// Why no problem the kernel accepts can give a property what it needs (empty: some can).
+std::string cannot_cover(const ProblemNeeds& needs, const Capabilities& caps);
+
+}  // namespace attest

@@ -1,0 +1,34 @@
+#include "attest/problem_needs.h"
+
+namespace attest {
+
+const std::vector<std::pair<int, int>>& head_pairs() {
+  static const std::vector<std::pair<int, int>> pairs = {{1, 1}, {2, 2}, {2, 1}, {4, 2}, {4, 1}, {3, 1}, {4, 4}, {8, 2}};
+  return pairs;
+}
+
+std::vector<std::pair<int, int>> head_configs(const Capabilities& caps, const ProblemNeeds& needs) {
+  std::vector<std::pair<int, int>> out;
+  for (auto [h, kv] : head_pairs()) {
+    if (kv < h && !caps.declares(Feature::kGqa)) continue;
+    if (needs.gqa && kv == h) continue;
+    if (!caps.contract.heads.contains(h)) continue;
+    out.push_back({h, kv});
+  }
+  return out;
+}
+
+std::string cannot_cover(const ProblemNeeds& needs, const Capabilities& caps) {
+  const FeatureSet masks = caps.features & FeatureSet::of_kind(FeatureKind::kMaskTerm);
+  if (needs.gqa && !caps.declares(Feature::kGqa)) return "needs GQA (Hkv < H); the kernel does not declare gqa";
+  if (head_configs(caps, needs).empty()) return "needs head counts the contract does not allow";
+  if (needs.rope && !caps.declares(Feature::kRope)) return "needs RoPE; the kernel does not declare rope";
+  if (needs.masked && masks.empty()) return "needs masked keys; the kernel declares no mask term";
+  if (needs.position_free && caps.contract.causal_required)
+    return "needs problems without positions (no causal mask); the contract requires causal attention";
+  if (needs.several_slices && caps.contract.batch.max == 1 && caps.contract.heads.max == 1)
+    return "needs more than one (batch, head); the contract allows B = H = 1 only";
+  return {};
+}
+
+}  // namespace attest

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <regex>
 
+#include "attest/oracle.h"
 #include "attest/problem_file.h"
 #include "fuzz_targets.h"
 
@@ -86,7 +87,9 @@ int run_fuzz(const FuzzRequest& request) {
     std::ifstream in(entry.path(), std::ios::binary);
     const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const auto* data = reinterpret_cast<const std::uint8_t*>(bytes.data());
-    const std::optional<fuzz::Violation> v = fuzz::run_target(*target, data, bytes.size());
+    Oracle oracle(32);
+    const std::optional<fuzz::Violation> v =
+        fuzz::run_target(*target, data, bytes.size(), fuzz::kernels_named(request.kernel), oracle);
     std::cout << fmt::format("FAIL {}: input {}\n", request.target, entry.path().string());
     if (!v) {
       std::cout << "  (no property violation when replayed in this process: a sanitizer or timeout finding;"

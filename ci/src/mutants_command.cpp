@@ -157,6 +157,18 @@ int run_mutants(const MutantsRequest& request) {
       killed, reports.size(), reports.empty() ? 0.0 : 100.0 * killed / reports.size(), expected, reports.size(),
       median_seconds, slowest == reports.end() ? "-" : slowest->mutant->name,
       slowest == reports.end() ? 0.0 : slowest->seconds_to_first_failure, median(q_lens), median(k_lens));
+  // The fuzz evidence in one line: mutants with a counted kill, and libFuzzer's findings counted.
+  int fuzz_killed = 0, findings = 0, counted = 0;
+  for (const MutantReport& r : reports) {
+    fuzz_killed += !r.fuzz_killed_by.empty();
+    for (const FuzzResult& f : r.fuzz)
+      for (const FuzzFinding& x : f.outcome.findings) findings += 1, counted += x.counted();
+  }
+  if (request.fuzz_seconds > 0)
+    table += fmt::format(
+        "fuzz ({} s per target): {}/{} mutants killed by a finding that failed again when replayed in a fresh "
+        "process; {} of {} libFuzzer findings counted\n",
+        request.fuzz_seconds, fuzz_killed, reports.size(), counted, findings);
   std::cout << table;
 
   if (!request.json_path.empty()) {
@@ -176,6 +188,8 @@ int run_mutants(const MutantsRequest& request) {
                                 {"total", reports.size()}, {"expected_caught", expected},
                                 {"median_seconds_to_kill", median_seconds},
                                 {"median_shrunk_q_len", median(q_lens)}, {"median_shrunk_k_len", median(k_lens)},
+                                {"fuzz_seconds", request.fuzz_seconds}, {"fuzz_killed", fuzz_killed},
+                                {"fuzz_findings", findings}, {"fuzz_findings_counted", counted},
                                 {"mutants", rows}};
     std::ofstream(request.json_path) << doc.dump(2) << "\n";
   }

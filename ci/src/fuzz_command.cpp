@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
@@ -72,17 +73,31 @@ void replay_in_fresh_process(FuzzFinding& f) {
   if (std::regex_search(output, m, std::regex(R"((^|\n)((FAIL|PASS)[^\n]*))"))) f.replay_verdict = m[2].str();
 }
 
+// The input's first violation with the requested kernels. A kernel that throws here (its
+// guards overwritten, see run_guarded) is recorded as deterministic_and_in_bounds, as certify's
+// fuzz stage does; the replay in a fresh process has the last word.
+std::optional<fuzz::Violation> first_violation(fuzz::Target target, const std::vector<char>& bytes,
+                                               const std::string& kernel_name) {
+  const auto* data = reinterpret_cast<const std::uint8_t*>(bytes.data());
+  Oracle oracle(32);
+  for (const auto& kernel : fuzz::kernels_named(kernel_name)) {
+    try {
+      if (auto v = fuzz::run_target_on(target, data, bytes.size(), *kernel, oracle)) return v;
+    } catch (const std::exception& e) {
+      const Problem p = fuzz::decode_input(data, bytes.size(), fuzz::flavor_of(target)).problem;
+      return fuzz::Violation{kernel->name(), Verdict::fail("deterministic_and_in_bounds", e.what(), INFINITY), p};
+    }
+  }
+  return std::nullopt;
+}
+
 // Decodes one crash input left by libFuzzer with the requested kernels, saves the violated
 // problem and replays it in a fresh process. Timeouts and out-of-memory inputs are only
 // reported: decoding them here could hang or exhaust this process.
 FuzzFinding examine(const fs::path& input, fuzz::Target target, const FuzzRequest& request, const fs::path& work) {
   FuzzFinding f{input.string(), request.kernel};
   if (!input.filename().string().starts_with("crash-")) return f;
-  const std::vector<char> bytes = read_bytes(input);
-  Oracle oracle(32);
-  const std::optional<fuzz::Violation> v =
-      fuzz::run_target(target, reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(),
-                       fuzz::kernels_named(request.kernel), oracle);
+  const std::optional<fuzz::Violation> v = first_violation(target, read_bytes(input), request.kernel);
   if (!v) return f;
   if (f.kernel.empty()) f.kernel = v->kernel;  // every built-in kernel ran: replay the one that failed
   f.problem_path = (work / (input.filename().string() + ".json")).string();

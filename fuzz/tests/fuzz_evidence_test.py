@@ -68,6 +68,12 @@ out = run("fuzz", "--target", "fuzz_mask_leak", "--seconds", "1", "--kernel", "l
           "--out", "two", expect=3)
 require(out, "FINDING fuzz_mask_leak", "not counted")
 
+# A kernel that throws when decoded here (it writes past its output) is not fatal to attest:
+# recorded as deterministic_and_in_bounds, and counted because the replay fails.
+out = run("fuzz", "--target", "fuzz_mask_leak", "--seconds", "1", "--kernel", "mutant:write_past_output",
+          "--fuzz-build", BUILD, "--out", "thrown", expect=1)
+require(out, "deterministic_and_in_bounds on mutant:write_past_output", "counted: the replay fails")
+
 # attest mutants records each target's replay; only the one that failed again counts.
 report = os.path.join(WORK, "mutants.json")
 out = run("mutants", "--only", "causal_sees_next", "--seed", "1", "--fuzz-seconds", "1", "--fuzz-build", BUILD,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI's fuzz stage: build the fuzz preset's targets (clang 14, libFuzzer, ASan+UBSan), then per
 # target: replay its seeds and regressions, fuzz every built-in kernel for ATTEST_FUZZ_SECONDS
-# (default 60), and show that a small mutant is found and its saved input replays.
+# (default 60; any finding fails the stage, counted or not), and show that a small mutant is
+# found and its saved input replays.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${ATTEST_FUZZ_SECONDS:-60}
@@ -27,9 +28,10 @@ for target in fuzz_mask_leak fuzz_overflow fuzz_decode fuzz_differential; do
   status=0
   "$attest" fuzz --target "$target" --seconds 60 --kernel "mutant:${mutant[$target]}" --fuzz-build build/fuzz \
     --out "$out/mutant" || status=$?
+  # Exit 1: a finding that `attest replay --kernel mutant:...` failed again in a fresh process.
   [ "$status" -eq 1 ] || { echo "$target did not find mutant:${mutant[$target]} (exit $status)"; exit 1; }
   crash=$(ls "$out/mutant/fuzz/$target/artifacts/"crash-* | head -1)
-  # The saved input replays to the same failure: in the GCC replay driver and as a problem file.
+  # The raw input fails in the GCC replay driver too, and the problem file with its recorded kernel.
   if ATTEST_FUZZ_KERNEL="mutant:${mutant[$target]}" "build/release/fuzz/${target}_replay" "$crash" 2>/dev/null; then
     echo "$crash did not fail again in the replay driver"; exit 1
   fi

@@ -16,10 +16,16 @@
 namespace attest {
 namespace {
 
+struct FuzzResult {
+  std::string target;
+  FuzzOutcome outcome;
+};
+
 struct MutantReport {
   const MutantEntry* mutant;
   std::vector<std::string> killed_by;       // failing checks (deterministic and property stages)
-  std::vector<std::string> fuzz_killed_by;  // fuzz targets that found it
+  std::vector<FuzzResult> fuzz;             // per fuzz target, with its fresh-process replays
+  std::vector<std::string> fuzz_killed_by;  // fuzz targets whose finding failed again when replayed
   bool expected_caught = false;
   long cases_to_first_failure = 0;
   double seconds_to_first_failure = 0;
@@ -76,7 +82,8 @@ MutantReport evaluate(const MutantEntry& entry, const MutantsRequest& request, O
       fuzz.build_dir = request.fuzz_build;
       fuzz.out_dir = request.out_dir + "/" + entry.name;
       std::filesystem::remove_all(fuzz.out_dir + "/fuzz/" + target);
-      if (run_fuzz(fuzz) == 1) r.fuzz_killed_by.push_back(target);
+      r.fuzz.push_back({target, fuzz_and_replay(fuzz)});
+      if (r.fuzz.back().outcome.status == 1) r.fuzz_killed_by.push_back(target);
     }
   }
   return r;
@@ -86,6 +93,25 @@ std::string joined(const std::vector<std::string>& v) {
   std::string out;
   for (const std::string& s : v) out += (out.empty() ? "" : ",") + s;
   return out.empty() ? "-" : out;
+}
+
+// One fuzz target's evidence: whether libFuzzer found anything and, for the finding that decides
+// (the first counted, else the first), the fresh-process replay: its kernel, the property it
+// ran, its exit code and verdict line.
+nlohmann::json fuzz_json(const FuzzResult& f) {
+  const std::vector<FuzzFinding>& all = f.outcome.findings;
+  auto chosen = std::find_if(all.begin(), all.end(), [](const FuzzFinding& x) { return x.counted(); });
+  if (chosen == all.end()) chosen = all.begin();
+  auto text = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+  nlohmann::json j = {{"target", f.target}, {"status", f.outcome.status},
+                      {"libfuzzer_finding", !all.empty()}, {"findings", all.size()},
+                      {"counted", chosen != all.end() && chosen->counted()}};
+  if (chosen == all.end()) return j;
+  j.update({{"input", chosen->input}, {"problem", text(chosen->problem_path)}, {"kernel", text(chosen->kernel)},
+            {"replay_kernel", text(chosen->replay_kernel)}, {"property", text(chosen->property)},
+            {"replay_exit_code", chosen->replay_exit < 0 ? nlohmann::json() : nlohmann::json(chosen->replay_exit)},
+            {"replay_verdict", text(chosen->replay_verdict)}});
+  return j;
 }
 
 }  // namespace
@@ -131,22 +157,39 @@ int run_mutants(const MutantsRequest& request) {
       killed, reports.size(), reports.empty() ? 0.0 : 100.0 * killed / reports.size(), expected, reports.size(),
       median_seconds, slowest == reports.end() ? "-" : slowest->mutant->name,
       slowest == reports.end() ? 0.0 : slowest->seconds_to_first_failure, median(q_lens), median(k_lens));
+  // The fuzz evidence in one line: mutants with a counted kill, and libFuzzer's findings counted.
+  int fuzz_killed = 0, findings = 0, counted = 0;
+  for (const MutantReport& r : reports) {
+    fuzz_killed += !r.fuzz_killed_by.empty();
+    for (const FuzzResult& f : r.fuzz)
+      for (const FuzzFinding& x : f.outcome.findings) findings += 1, counted += x.counted();
+  }
+  if (request.fuzz_seconds > 0)
+    table += fmt::format(
+        "fuzz ({} s per target): {}/{} mutants killed by a finding that failed again when replayed in a fresh "
+        "process; {} of {} libFuzzer findings counted\n",
+        request.fuzz_seconds, fuzz_killed, reports.size(), counted, findings);
   std::cout << table;
 
   if (!request.json_path.empty()) {
     nlohmann::json rows = nlohmann::json::array();
-    for (const MutantReport& r : reports)
+    for (const MutantReport& r : reports) {
+      nlohmann::json fuzz = nlohmann::json::array();
+      for (const FuzzResult& f : r.fuzz) fuzz.push_back(fuzz_json(f));
       rows.push_back({{"mutant", r.mutant->name}, {"bug_class", r.mutant->bug_class},
                       {"expected_property", r.mutant->expected_property}, {"killed", r.killed()},
                       {"expected_caught", r.expected_caught}, {"killed_by", r.killed_by},
                       {"fuzz_killed_by", r.fuzz_killed_by}, {"cases_to_first_failure", r.cases_to_first_failure},
                       {"seconds_to_first_failure", r.seconds_to_first_failure},
-                      {"shrunk_q_len", r.shrunk_q_len}, {"shrunk_k_len", r.shrunk_k_len}});
-    const nlohmann::json doc = {{"format", "attest-mutants"}, {"version", 1}, {"seed", request.seed},
+                      {"shrunk_q_len", r.shrunk_q_len}, {"shrunk_k_len", r.shrunk_k_len}, {"fuzz", fuzz}});
+    }
+    const nlohmann::json doc = {{"format", "attest-mutants"}, {"version", 2}, {"seed", request.seed},
                                 {"cases_per_property", request.property_cases}, {"killed", killed},
                                 {"total", reports.size()}, {"expected_caught", expected},
                                 {"median_seconds_to_kill", median_seconds},
                                 {"median_shrunk_q_len", median(q_lens)}, {"median_shrunk_k_len", median(k_lens)},
+                                {"fuzz_seconds", request.fuzz_seconds}, {"fuzz_killed", fuzz_killed},
+                                {"fuzz_findings", findings}, {"fuzz_findings_counted", counted},
                                 {"mutants", rows}};
     std::ofstream(request.json_path) << doc.dump(2) << "\n";
   }

@@ -11,7 +11,8 @@ namespace attest {
 struct MutantsRequest {
   int property_cases = 100;  // the default certify budget
   std::uint64_t seed = 0;
-  int fuzz_seconds = 0;      // > 0: also run each fuzz target on each mutant (needs the fuzz preset)
+  int fuzz_seconds = 0;      // > 0: also fuzz each target on each mutant (the fuzz preset); a finding
+                             // kills only once its replay in a fresh process fails
   std::string fuzz_build;    // the fuzz preset's build directory (default: build/fuzz)
   std::string out_dir = "attest-out/mutants";
   std::string json_path;

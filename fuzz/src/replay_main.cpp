@@ -1,5 +1,6 @@
 // Replays inputs through a fuzz target without libFuzzer (the GCC build): every file given,
-// and every file under every directory given. A violation aborts, as under libFuzzer.
+// and every file under every directory given. As under libFuzzer, a violation aborts and the
+// kernels come from ATTEST_FUZZ_KERNEL through LLVMFuzzerInitialize.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -8,10 +9,13 @@
 #include <iterator>
 #include <vector>
 
+// Optional, as in libFuzzer: targets without per-process setup do not define it.
+extern "C" __attribute__((weak)) int LLVMFuzzerInitialize(int* argc, char*** argv);
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
 
 int main(int argc, char** argv) {
   namespace fs = std::filesystem;
+  if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
   long replayed = 0;
   auto replay = [&](const fs::path& file) {
     std::ifstream in(file, std::ios::binary);

@@ -69,32 +69,51 @@ TEST(FuzzInput, AnyBytesGiveABoundedValidProblem) {
   }
 }
 
-// With a broken kernel selected, each target reports a violation on some seed-like input.
+// With a broken kernel given, each target reports a violation on some seed-like input.
 TEST(FuzzTargets, EachTargetCatchesItsMutant) {
   const std::pair<Target, const char*> cases[] = {{Target::kMaskLeak, "mutant:masked_value_times_zero"},
                                                   {Target::kOverflow, "mutant:no_max_subtraction"},
                                                   {Target::kDecode, "mutant:decode_skips_self"},
                                                   {Target::kDifferential, "mutant:drop_partial_tile"}};
+  Oracle oracle(32);
   for (auto [target, mutant] : cases) {
-    setenv("ATTEST_FUZZ_KERNEL", mutant, 1);
     Controls c = sample();
     c.qk_exponent = target == Target::kOverflow ? 12 : 0;
     if (target == Target::kDifferential) c.flags = 0;  // all 33 keys visible: the partial tile matters
     if (target == Target::kDecode) c.chunks = {3, 30};
-    const Flavor flavor = target == Target::kMaskLeak ? Flavor::kMasks
-                          : target == Target::kOverflow ? Flavor::kOverflow
-                          : target == Target::kDecode ? Flavor::kDecode
-                                                      : Flavor::kGeneral;
-    // The kernel list is fixed at first use; run each target in a child to pick up the variable.
-    const std::vector<std::uint8_t> bytes = encode_input(c, {}, flavor);
-    EXPECT_EXIT(
-        {
-          const auto v = run_target(target, bytes.data(), bytes.size());
-          std::exit(v ? 3 : 0);
-        },
-        ::testing::ExitedWithCode(3), "")
-        << target_name(target) << " missed " << mutant;
+    const std::vector<std::uint8_t> bytes = encode_input(c, {}, flavor_of(target));
+    const auto v = run_target(target, bytes.data(), bytes.size(), kernels_named(mutant), oracle);
+    ASSERT_TRUE(v) << target_name(target) << " missed " << mutant;
+    EXPECT_EQ(v->kernel, mutant);
   }
+}
+
+// Two mutants one after the other in one process (as `attest mutants` and `attest fuzz` run
+// them): each run uses the kernel it is given and reports that kernel's own violation. The
+// kernel list was once fixed at first use from ATTEST_FUZZ_KERNEL, so the second run named the
+// first mutant; the variable is set here to a correct kernel to show it is not read.
+TEST(FuzzTargets, TwoMutantsInOneProcessEachGetTheirOwnViolation) {
+  setenv("ATTEST_FUZZ_KERNEL", "loop", 1);
+  Oracle oracle(32);
+  std::vector<Violation> found;
+  for (const char* mutant : {"mutant:causal_sees_next", "mutant:ignore_key_padding"}) {
+    for (Target target : {Target::kMaskLeak, Target::kDifferential}) {
+      const std::vector<std::uint8_t> bytes = encode_input(sample(), {}, flavor_of(target));
+      const auto v = run_target(target, bytes.data(), bytes.size(), kernels_named(mutant), oracle);
+      ASSERT_TRUE(v) << target_name(target) << " missed " << mutant;
+      EXPECT_EQ(v->kernel, mutant) << target_name(target);
+      found.push_back(*v);
+    }
+  }
+  // Their own violations: different explanations, not the first mutant's repeated.
+  EXPECT_NE(found[0].verdict.detail, found[2].verdict.detail);
+  EXPECT_NE(found[1].verdict.detail, found[3].verdict.detail);
+  // And the correct kernel passes the same input.
+  for (Target target : {Target::kMaskLeak, Target::kDifferential}) {
+    const std::vector<std::uint8_t> bytes = encode_input(sample(), {}, flavor_of(target));
+    EXPECT_FALSE(run_target(target, bytes.data(), bytes.size(), kernels_named("loop"), oracle)) << target_name(target);
+  }
+  unsetenv("ATTEST_FUZZ_KERNEL");
 }
 
 }  // namespace

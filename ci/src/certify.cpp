@@ -150,53 +150,60 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
 std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptions& options) {
   std::vector<CheckResult> results;
   Oracle oracle(4);
-  for (fuzz::Target target : {fuzz::Target::kMaskLeak, fuzz::Target::kOverflow, fuzz::Target::kDecode,
-                               fuzz::Target::kDifferential}) {
-    CheckResult r{kernel.name(), "fuzz", fuzz::target_name(target)};
+  const Capabilities caps = kernel.capabilities();
+  for (const fuzz::TargetInfo& target : fuzz::target_table()) {
+    CheckResult r{kernel.name(), "fuzz", target.name};
     r.seed = options.seed;
-    if (target == fuzz::Target::kDecode && !kernel.capabilities().decode()) {
-      r.not_covered = "the kernel does not declare decode";
+    if (const FeatureSet missing = target.required.minus(caps.features); !missing.empty()) {
+      r.not_covered = "the kernel does not declare " + missing.joined();
       results.push_back(std::move(r));
       continue;
     }
-    std::mt19937_64 rng(options.seed ^ static_cast<std::uint64_t>(target));
+    std::mt19937_64 rng(options.seed ^ static_cast<std::uint64_t>(target.target));
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::uint8_t> input;
     while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < options.fuzz_seconds &&
            !deadline_passed(options.deadline)) {
       input.resize(rng() % 512);
       for (auto& byte : input) byte = static_cast<std::uint8_t>(rng());
-      std::optional<fuzz::Violation> v;
+      fuzz::Outcome outcome;
       try {
-        v = fuzz::run_target_on(target, input.data(), input.size(), kernel, oracle);
+        outcome = fuzz::evaluate_target(target.target, input.data(), input.size(), kernel, oracle);
       } catch (const KernelLoadError&) {
         throw;
       } catch (const std::exception& e) {
-        // A crash, hang or fault of an isolated kernel: fail, and keep the decoded problem.
-        const fuzz::FuzzCase c = fuzz::decode_input(input.data(), input.size(), fuzz::Flavor::kGeneral);
-        v = fuzz::Violation{kernel.name(), Verdict::fail("deterministic_and_in_bounds", e.what(), INFINITY), c.problem};
+        // A crash, hang or fault of an isolated kernel: fail, and keep the input as this target decodes it.
+        const fuzz::FuzzCase c = fuzz::decode_input(input.data(), input.size(), target.flavor);
+        outcome.violation = fuzz::Violation{kernel.name(), Verdict::fail("deterministic_and_in_bounds", e.what(), INFINITY),
+                                            fit_to_declaration(c.problem, caps).value_or(c.problem)};
       }
       ++r.cases;
-      if (!v) continue;
+      if (!outcome.violation) {
+        if (outcome.exercised) ++r.effective;
+        else ++r.skipped[outcome.skipped];
+        continue;
+      }
+      ++r.effective;
+      const fuzz::Violation& v = *outcome.violation;
       r.failures = 1;
-      r.first_failure = v->verdict.property + ": " + v->verdict.detail;
-      r.worst_utilisation = v->verdict.utilisation;
-      const std::string path = fmt::format("{}/counterexamples/{}__{}.json", options.out_dir, r.check, file_stem(kernel.name()));
+      r.first_failure = v.verdict.property + ": " + v.verdict.detail;
+      r.worst_utilisation = v.verdict.utilisation;
+      const std::string path =
+          fmt::format("{}/counterexamples/{}__{}.json", options.out_dir, r.check, file_stem(kernel.name()));
       try {
-        save_problem_file(path, {v->problem, v->verdict.property,
+        save_problem_file(path, {v.problem, v.verdict.property,
                                  options.kernel_source.empty() ? kernel.name() : options.kernel_source,
-                                 options.isolated, v->verdict.detail, options.seed});
+                                 options.isolated, v.verdict.detail, options.seed});
         r.counterexample_path = path;
       } catch (const std::exception&) {
       }
       break;
     }
-    r.effective = r.cases;  // refined with the fuzz targets' own accounting
-    r.floor = std::max(1L, r.cases / 4);
+    r.floor = effective_floor(r.cases);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (options.progress)
-      std::cerr << fmt::format("[{:7.1f}s] {} fuzz {}: {} ({} inputs, {:.1f} s)\n", elapsed_seconds(), kernel.name(),
-                               r.check, r.passed() ? "pass" : "FAIL", r.cases, r.seconds);
+      std::cerr << fmt::format("[{:7.1f}s] {} fuzz {}: {} ({} of {} inputs effective, {:.1f} s)\n", elapsed_seconds(),
+                               kernel.name(), r.check, to_string(r.status()), r.effective, r.cases, r.seconds);
     results.push_back(std::move(r));
   }
   return results;

@@ -125,15 +125,17 @@ FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor)
   const int head_dim = rope ? c.head_dim + c.head_dim % 2 : c.head_dim;
   p.shape = {c.batch, heads, kv_heads, c.q_len, c.k_len, head_dim, c.value_dim};
   std::uint16_t flags = c.flags;
-  if (flavor == Flavor::kMasks && !(flags & (kCausal | kWindow | kKeyPadding | kQueryPadding | kSegments | kExplicit)))
+  if (flavor == Flavor::kMasks &&
+      !(flags & (kCausal | kWindow | kChunk | kKeyPadding | kQueryPadding | kSegments | kExplicit)))
     flags |= kCausal | kKeyPadding;  // this target is about masks: never fuzz without one
   if (flavor == Flavor::kDecode) {
     p.shape.q_len = c.k_len;  // decode replays a causal prefill of Tk tokens
-    flags = static_cast<std::uint16_t>((flags & (kWindow | kRope)) | kCausal);
+    flags = static_cast<std::uint16_t>((flags & (kWindow | kChunk | kRope)) | kCausal);
   }
   MaskSpec& m = p.mask;
   m.causal = flags & kCausal;
   if (flags & kWindow) m.window = c.window;
+  if (flags & kChunk) m.chunk = c.window;
   if (flags & kOffsetTopLeft) p.q_offset = 0;
   else if (flags & kOffsetExplicit) p.q_offset = c.q_offset;
   if (flags & kKeyPadding) m.kv_valid = c.kv_valid;

@@ -54,6 +54,8 @@ enum Flag : std::uint16_t {
   kOffsetExplicit = 1 << 8,
   kBf16 = 1 << 9,
   kF16 = 1 << 10,
+  kChunk = 1 << 11,  // chunked local attention; the chunk size is the window control (no new control:
+                     // inputs written before it decode as they did)
 };
 
 struct FuzzCase {

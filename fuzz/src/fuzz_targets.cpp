@@ -1,5 +1,6 @@
 #include "fuzz_targets.h"
 
+#include "attest/declaration_fit.h"
 #include "attest/kernel.h"
 #include "attest/oracle.h"
 #include "attest/properties.h"
@@ -9,50 +10,62 @@
 namespace attest::fuzz {
 namespace {
 
-std::vector<Verdict> check(Target target, const FuzzCase& c, const Kernel& kernel, Oracle& oracle) {
-  const Problem& p = c.problem;
-  switch (target) {
-    case Target::kMaskLeak:
-      return {masked_inputs_have_no_influence(p, kernel, oracle), zero_masked_weight(p, kernel, oracle)};
-    case Target::kOverflow:
-      // Only where a float32 kernel can hold the intermediates and the exact result is finite.
-      if (!within_float_range(p) || !oracle.reference(p).finite()) return {};
-      return {matches_reference(p, kernel, oracle)};
-    case Target::kDecode: {
-      std::vector<int> by_token(p.shape.k_len, 1);
-      return {decode_matches_prefill_in_chunks(p, kernel, oracle, {c.chunks, by_token})};
-    }
-    case Target::kDifferential:
-      return {matches_reference(p, kernel, oracle), precision_gate(p, kernel, oracle)};
+std::vector<Verdict> check_mask_leak(const FuzzCase& c, const Kernel& kernel, Oracle& oracle) {
+  return {masked_inputs_have_no_influence(c.problem, kernel, oracle), zero_masked_weight(c.problem, kernel, oracle)};
+}
+
+std::vector<Verdict> check_overflow(const FuzzCase& c, const Kernel& kernel, Oracle& oracle) {
+  // Only where a float32 kernel can hold the intermediates and the exact result is finite.
+  if (!within_float_range(c.problem) || !oracle.reference(c.problem).finite())
+    return {Verdict::vacuous("matches_reference", "outside what a float32 kernel can hold, or the exact result is not finite")};
+  return {matches_reference(c.problem, kernel, oracle)};
+}
+
+std::vector<Verdict> check_decode(const FuzzCase& c, const Kernel& kernel, Oracle& oracle) {
+  std::vector<int> by_token(c.problem.shape.k_len, 1);
+  return {decode_matches_prefill_in_chunks(c.problem, kernel, oracle, {c.chunks, by_token})};
+}
+
+std::vector<Verdict> check_differential(const FuzzCase& c, const Kernel& kernel, Oracle& oracle) {
+  return {matches_reference(c.problem, kernel, oracle), precision_gate(c.problem, kernel, oracle)};
+}
+
+// Chunk sizes summing to Tk again after the declaration changed Tk.
+std::vector<int> chunks_for(std::vector<int> chunks, int k_len) {
+  std::vector<int> out;
+  int left = k_len;
+  for (int n : chunks) {
+    if (left == 0) break;
+    out.push_back(std::min(n, left));
+    left -= out.back();
   }
-  return {};
+  if (left > 0) out.push_back(left);
+  return out;
 }
 
 }  // namespace
 
-Flavor flavor_of(Target t) {
-  switch (t) {
-    case Target::kMaskLeak: return Flavor::kMasks;
-    case Target::kOverflow: return Flavor::kOverflow;
-    case Target::kDecode: return Flavor::kDecode;
-    case Target::kDifferential: return Flavor::kGeneral;
-  }
-  return Flavor::kGeneral;
+const std::vector<TargetInfo>& target_table() {
+  static const std::vector<TargetInfo> table = {
+      {Target::kMaskLeak, "fuzz_mask_leak", Flavor::kMasks, {}, "masked_value_times_zero",
+       "every mask kind and combination, empty rows, masked K/V poisoned with NaN, +-inf, +-1e30", check_mask_leak},
+      {Target::kOverflow, "fuzz_overflow", Flavor::kOverflow, {}, "no_max_subtraction",
+       "magnitudes 1e-40 to the float edge, specials, scales up to 1e20", check_overflow},
+      {Target::kDecode, "fuzz_decode", Flavor::kDecode, {Feature::kDecode}, "decode_skips_self",
+       "chunked decode across page boundaries", check_decode},
+      {Target::kDifferential, "fuzz_differential", Flavor::kGeneral, {}, "drop_partial_tile",
+       "anything, against the reference and the precision gate", check_differential},
+  };
+  return table;
 }
 
-const char* target_name(Target t) {
-  switch (t) {
-    case Target::kMaskLeak: return "fuzz_mask_leak";
-    case Target::kOverflow: return "fuzz_overflow";
-    case Target::kDecode: return "fuzz_decode";
-    case Target::kDifferential: return "fuzz_differential";
-  }
-  return "?";
-}
+const TargetInfo& info(Target t) { return target_table()[static_cast<std::size_t>(t)]; }
+Flavor flavor_of(Target t) { return info(t).flavor; }
+const char* target_name(Target t) { return info(t).name; }
 
 std::optional<Target> target_from_name(const std::string& name) {
-  for (Target t : {Target::kMaskLeak, Target::kOverflow, Target::kDecode, Target::kDifferential})
-    if (name == target_name(t)) return t;
+  for (const TargetInfo& t : target_table())
+    if (name == t.name) return t.target;
   return std::nullopt;
 }
 
@@ -68,14 +81,36 @@ Kernels kernels_named(const std::string& name) {
   return out;
 }
 
+Outcome evaluate_target(Target target, const std::uint8_t* data, std::size_t size, const Kernel& kernel,
+                        Oracle& oracle) {
+  const TargetInfo& t = info(target);
+  const Capabilities caps = kernel.capabilities();
+  if (const FeatureSet missing = t.required.minus(caps.features); !missing.empty())
+    return {std::nullopt, false, "the kernel does not declare " + missing.joined()};
+  FuzzCase c = decode_input(data, size, t.flavor);
+  // The input as the kernel's declaration can take it (identity for the built-in kernels).
+  std::string why;
+  std::optional<Problem> fitted = fit_to_declaration(c.problem, caps, &why);
+  if (!fitted) return {std::nullopt, false, "outside the declaration: " + why};
+  c.problem = std::move(*fitted);
+  c.chunks = chunks_for(c.chunks, c.problem.shape.k_len);
+  Outcome out;
+  for (const Verdict& v : t.check(c, kernel, oracle)) {
+    if (v.applicable && !v.passed) {
+      out.violation = Violation{kernel.name(), v, c.problem};
+      out.exercised = true;
+      return out;
+    }
+    if (v.applicable && v.exercised) out.exercised = true;
+    else if (out.skipped.empty()) out.skipped = v.detail.empty() ? "exercised nothing" : v.detail;
+  }
+  if (out.exercised) out.skipped.clear();
+  return out;
+}
+
 std::optional<Violation> run_target_on(Target target, const std::uint8_t* data, std::size_t size,
                                        const Kernel& kernel, Oracle& oracle) {
-  const FuzzCase c = decode_input(data, size, flavor_of(target));
-  if (!kernel.capabilities().supports(c.problem)) return std::nullopt;
-  if (target == Target::kDecode && !kernel.capabilities().decode()) return std::nullopt;
-  for (const Verdict& v : check(target, c, kernel, oracle))
-    if (v.applicable && !v.passed) return Violation{kernel.name(), v, c.problem};
-  return std::nullopt;
+  return evaluate_target(target, data, size, kernel, oracle).violation;
 }
 
 std::optional<Violation> run_target(Target target, const std::uint8_t* data, std::size_t size,

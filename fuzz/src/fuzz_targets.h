@@ -21,6 +21,23 @@ namespace attest::fuzz {
 
 enum class Target { kMaskLeak, kOverflow, kDecode, kDifferential };
 
+struct FuzzCase;
+
+// The one table of kernel fuzz targets: `attest certify --fuzz-seconds`, `attest fuzz`, the CI
+// fuzz stage, the OSS-Fuzz build and the tests iterate it (attest's own readers are fuzzed by
+// fuzz/harness/, which fuzzes files, not kernels).
+struct TargetInfo {
+  Target target;
+  const char* name;
+  Flavor flavor;             // how its decoder reads bytes
+  FeatureSet required;       // what the kernel must declare for the target to mean anything
+  const char* mutant;        // a mutant it must find (CI's fuzz stage shows it does)
+  const char* hunts;
+  std::vector<Verdict> (*check)(const FuzzCase& c, const Kernel& kernel, Oracle& oracle);
+};
+
+const std::vector<TargetInfo>& target_table();
+const TargetInfo& info(Target t);
 const char* target_name(Target t);
 std::optional<Target> target_from_name(const std::string& name);
 Flavor flavor_of(Target t);  // how the target's decoder reads bytes
@@ -35,6 +52,17 @@ struct Violation {
   Verdict verdict;
   Problem problem;
 };
+
+// What one input did on one kernel: a violation, or whether anything was exercised at all
+// (an input the kernel's declaration cannot take, or one that left nothing to check, is not
+// evidence; `skipped` says why).
+struct Outcome {
+  std::optional<Violation> violation;
+  bool exercised = false;
+  std::string skipped;
+};
+Outcome evaluate_target(Target target, const std::uint8_t* data, std::size_t size, const Kernel& kernel,
+                        Oracle& oracle);
 
 // Runs the target on one input with each kernel in turn; the first violation, or nothing.
 std::optional<Violation> run_target(Target target, const std::uint8_t* data, std::size_t size,

@@ -73,10 +73,8 @@ Kernels kernels_named(const std::string& name) {
   Kernels out;
   if (name.empty()) {
     for (const KernelEntry& e : kernel_registry()) out.push_back(e.make());
-  } else if (name.starts_with("mutant:")) {
-    out.push_back(find_mutant(name.substr(7)).make());
   } else {
-    out.push_back(make_kernel(name.starts_with("builtin:") ? name.substr(8) : name));
+    out.push_back(make_in_process_kernel(name));
   }
   return out;
 }

@@ -82,6 +82,12 @@ const std::vector<MutantEntry>& mutant_registry() {
   return registry;
 }
 
+std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
+  if (name.starts_with("mutant:")) return find_mutant(name.substr(7)).make();
+  if (name.starts_with("builtin:")) return make_kernel(name.substr(8));
+  return make_kernel(name);
+}
+
 const MutantEntry& find_mutant(const std::string& name) {
   for (const MutantEntry& m : mutant_registry())
     if (m.name == name || "mutant:" + m.name == name) return m;

@@ -1,4 +1,4 @@
-#include "kernel_lookup.h"
+#include "kernel_resolver.h"
 
 #include <filesystem>
 
@@ -9,7 +9,7 @@
 namespace attest {
 
 std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOptions& options) {
-  const std::string builtin = "builtin:", mutant = "mutant:";
+  if (name.starts_with("cmd:")) return command_kernel(name.substr(4), options);
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".so");
   if (is_path) {
     if (!std::filesystem::exists(name)) throw KernelLoadError("no such file: " + name);
@@ -19,10 +19,8 @@ std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOption
   if (options.isolate)
     return std::make_unique<ProcessKernel>(
         ProcessKernel::Options{kernel_host_argv({"--builtin", name}), options.containment, name, true});
-  if (name.starts_with(mutant)) return find_mutant(name.substr(mutant.size())).make();
   if (name == "baseline:blas") return make_blas_baseline_kernel();
-  if (name.starts_with(builtin)) return make_kernel(name.substr(builtin.size()));
-  return make_kernel(name);
+  return make_in_process_kernel(name);
 }
 
 std::unique_ptr<Kernel> command_kernel(const std::string& command, const LoadOptions& options) {

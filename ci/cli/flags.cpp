@@ -1,6 +1,7 @@
 #include "flags.h"
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -66,6 +67,10 @@ std::size_t parse_bytes(const std::string& flag, const std::string& text) {
       x > (std::uint64_t{1} << (50 - shift)))
     reject(flag, text, want);
   return static_cast<std::size_t>(x << shift);
+}
+
+std::uint64_t seed_or_clock(std::uint64_t seed) {
+  return seed ? seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
 }
 
 int parse_budget(const std::string& flag, const std::string& text) {

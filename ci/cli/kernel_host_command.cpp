@@ -1,4 +1,4 @@
-#include "kernel_host.h"
+#include "kernel_host_command.h"
 
 #include <dlfcn.h>
 
@@ -7,7 +7,7 @@
 
 #include "attest/abi_adapter.h"
 #include "attest/process_kernel_server.hpp"
-#include "kernel_lookup.h"
+#include "kernel_resolver.h"
 
 namespace attest {
 namespace {

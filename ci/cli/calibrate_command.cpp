@@ -1,4 +1,4 @@
-#include "calibrate.h"
+#include "calibrate_command.h"
 
 #include <fmt/format.h>
 #include <iostream>
@@ -6,7 +6,7 @@
 #include "attest/generators.h"
 #include "attest/precision_gate.h"
 #include "attest/properties.h"
-#include "kernel_lookup.h"
+#include "kernel_resolver.h"
 
 namespace attest {
 

@@ -12,7 +12,7 @@
 #include "attest/cases.h"
 #include "attest/reference.h"
 #include "blas_baseline.h"
-#include "kernel_lookup.h"
+#include "kernel_resolver.h"
 #include "memory_meter.h"
 
 namespace attest {

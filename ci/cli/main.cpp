@@ -1,172 +1,20 @@
 // The `attest` command line. Exit codes: 0 certified / passed, 1 a check failed,
 // 2 usage, load or input error.
 #include <CLI/CLI.hpp>
-#include <chrono>
-#include <fstream>
-#include <sstream>
-#include <fmt/format.h>
 #include <iostream>
 
-#include <filesystem>
-#include <unistd.h>
-
-#include "attest/file_io.h"
-#include "attest/problem_file.h"
-#include "attest/property_driver.h"
-#include "flags.h"
-#include "calibrate.h"
-#include "certificate.h"
 #include "bench_command.h"
+#include "calibrate_command.h"
+#include "certify_command.h"
+#include "flags.h"
 #include "fuzz_command.h"
+#include "kernel_host_command.h"
 #include "mutants_command.h"
-#include "kernel_host.h"
-#include "certify.h"
-#include "kernel_lookup.h"
-#include "process_kernel.h"
+#include "replay_command.h"
 
 namespace {
 
 using namespace attest;
-
-std::uint64_t seed_or_clock(std::uint64_t seed) {
-  return seed ? seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
-}
-
-struct CertifyRequest {
-  std::vector<std::string> kernels;
-  std::vector<std::string> commands;
-  CertifyOptions options;
-  LoadOptions load;
-  std::string json_path, junit_path, baseline_path;
-  double baseline_factor = 2.0;
-  double deadline_seconds = 3600;
-  FeatureSet required;  // --require
-};
-
-// "causal,gqa,lse" -> the features; an unknown name is a usage error naming the known ones.
-FeatureSet parse_features(const std::vector<std::string>& names) {
-  FeatureSet out;
-  for (const std::string& name : names) {
-    const std::optional<Feature> f = feature_named(name);
-    if (!f) throw FlagError("--require: unknown feature '" + name + "' (known: " + FeatureSet::all().joined() + ")");
-    out.insert(*f);
-  }
-  return out;
-}
-
-// Half the machine's memory, at least 1 GiB: a kernel in a child process gets no more.
-std::size_t default_memory_limit() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  const std::size_t total = pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : std::size_t{2} << 30;
-  return std::max<std::size_t>(total / 2, std::size_t{1} << 30);
-}
-
-// How a kernel named on the command line is recorded for replay: plugin paths made absolute.
-std::string recorded_name(const std::string& name) {
-  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".so");
-  return is_path ? std::filesystem::absolute(name).lexically_normal().string() : name;
-}
-
-int certify(CertifyRequest request) {
-  CertifyOptions& options = request.options;
-  // Everything that can be refused is refused before the first check runs.
-  if (!request.json_path.empty() && request.json_path == request.junit_path)
-    throw FlagError("--json and --junit name the same file " + request.json_path);
-  if (!request.json_path.empty()) check_writable("--json", request.json_path);
-  if (!request.junit_path.empty()) check_writable("--junit", request.junit_path);
-  std::optional<Baseline> baseline;  // read fully now: it may be the file --json overwrites
-  if (!request.baseline_path.empty()) baseline = read_baseline(request.baseline_path);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                              std::chrono::duration<double>(request.deadline_seconds));
-  options.deadline = deadline;
-  request.load.containment.deadline = deadline;
-
-  std::vector<std::pair<std::string, std::unique_ptr<Kernel>>> kernels;
-  for (const std::string& name : request.kernels)
-    kernels.emplace_back(recorded_name(name), resolve_kernel(name, request.load));
-  for (const std::string& cmd : request.commands) kernels.emplace_back("cmd:" + cmd, command_kernel(cmd, request.load));
-  if (kernels.empty())
-    for (const KernelEntry& e : kernel_registry()) kernels.emplace_back("builtin:" + e.name, resolve_kernel(e.name, request.load));
-  options.seed = seed_or_clock(options.seed);
-  std::cerr << fmt::format("attest certify: seed {}, {} cases per property\n", options.seed, options.property_cases);
-
-  Oracle oracle(1024);  // every deterministic case's reference is computed once for all kernels
-  CertificateInfo info{options.seed, options.property_cases, {}};
-  for (const auto& [source, kernel] : kernels) {
-    options.kernel_source = source;
-    options.isolated = request.load.isolate || dynamic_cast<const ProcessKernel*>(kernel.get()) != nullptr;
-    KernelReport report{source, kernel->name(), kernel->capabilities(), certify_kernel(*kernel, oracle, options),
-                        request.required};
-    std::cout << format_report(report) << "\n";
-    info.kernels.push_back(std::move(report));
-  }
-  if (!request.json_path.empty()) write_file_atomically(request.json_path, certificate_json(info) + "\n");
-  if (!request.junit_path.empty()) write_file_atomically(request.junit_path, certificate_junit(info));
-  bool ok = true;
-  for (const KernelReport& k : info.kernels) ok = ok && k.passed();
-  if (baseline) {
-    const std::vector<std::string> worse = regressions(*baseline, info, request.baseline_factor);
-    for (const std::string& reason : worse) std::cout << "REGRESSION " << reason << "\n";
-    if (worse.empty()) std::cout << "baseline " << request.baseline_path << ": no regression\n";
-    ok = ok && worse.empty();
-  }
-  std::cout << (ok ? "CERTIFIED\n" : "NOT CERTIFIED\n");
-  return ok ? 0 : 1;
-}
-
-// Kernels a file may name and replay may run: code inside attest itself, nothing else.
-bool names_builtin_code(const std::string& name) {
-  if (name.starts_with("mutant:") || name.starts_with("builtin:") || name == "baseline:blas") return true;
-  for (const KernelEntry& e : kernel_registry())
-    if (name == e.name) return true;
-  return false;
-}
-
-// A shell word for the command the user is told to run.
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-int replay(const std::string& path, const std::string& kernel_override, const std::string& command_override,
-           LoadOptions load) {
-  const ProblemFile file = load_problem_file(path);
-  std::unique_ptr<Kernel> kernel;
-  if (!command_override.empty()) {
-    kernel = command_kernel(command_override, load);
-  } else if (!kernel_override.empty()) {
-    kernel = resolve_kernel(kernel_override, load);
-  } else {
-    if (file.kernel.empty()) throw std::invalid_argument(path + " names no kernel; pass --kernel");
-    // A file is data, never code: a plugin or command recorded in it runs only when the user names it.
-    if (!names_builtin_code(file.kernel)) {
-      const bool command = file.kernel.starts_with("cmd:");
-      std::cerr << fmt::format(
-          "attest: {} was recorded with an external kernel; attest does not run code named in a file.\n"
-          "To replay it with that kernel, run:\n  attest replay {} {} {}\n",
-          path, quoted(path), command ? "--kernel-cmd" : "--kernel", quoted(command ? file.kernel.substr(4) : file.kernel));
-      return 2;
-    }
-    load.isolate = load.isolate || file.isolated;
-    kernel = resolve_kernel(file.kernel, load);
-  }
-  const PropertyInfo& property = find_property(file.property);
-  Oracle oracle;
-  const Shape& s = file.problem.shape;
-  std::cout << fmt::format("replay {}: property {} on {} (B={} H={} Hkv={} Tq={} Tk={} Dk={} Dv={})\n", path,
-                           property.name, kernel->name(), s.batch, s.heads, s.kv_heads, s.q_len, s.k_len, s.head_dim,
-                           s.value_dim);
-  const Verdict v = check_safely(property, file.problem, *kernel, oracle);
-  if (!v.applicable) {
-    std::cout << "n/a: " << v.detail << "\n";
-    return 0;
-  }
-  std::cout << (v.passed ? "PASS" : "FAIL") << fmt::format(" (err/bound {:.3g})", v.utilisation)
-            << (v.passed ? "" : ": " + v.detail) << "\n";
-  if (!file.verdict.empty()) std::cout << "recorded: " << file.verdict << "\n";
-  return v.passed ? 0 : 1;
-}
 
 }  // namespace
 
@@ -278,7 +126,7 @@ int main(int argc, char** argv) {
       request.load.containment.memory_limit_bytes = memory_of_flag(memory_limit);
       request.deadline_seconds = parse_seconds("--deadline", deadline, 30 * 86400);
       request.required = parse_features(required);
-      return certify(std::move(request));
+      return run_certify(std::move(request));
     }
     if (*fz) {
       fuzz.seconds = static_cast<int>(parse_integer("--seconds", fuzz_target_seconds, 1, 86400));
@@ -296,7 +144,7 @@ int main(int argc, char** argv) {
     if (*rep) {
       replay_load.containment.timeout_seconds = parse_seconds("--timeout", replay_timeout, 86400);
       replay_load.containment.memory_limit_bytes = memory_of_flag(replay_memory);
-      return replay(replay_path, replay_kernel, replay_command, replay_load);
+      return run_replay(replay_path, replay_kernel, replay_command, replay_load);
     }
     if (*cal) {
       const int cases = static_cast<int>(parse_integer("--cases", calibrate_cases, 1, 100'000'000));

@@ -1,9 +1,10 @@
-// Resolves the kernel named on the command line:
+// The one kernel-name resolver (every subcommand names kernels through it):
 //   NAME, builtin:NAME   a built-in kernel (in this process, or isolated with `isolate`)
 //   mutant:NAME          a deliberately broken kernel from impl/mutants/
 //   baseline:blas        the OpenBLAS materialized-attention baseline of `attest bench`
 //   PATH.so (or a path)  a plugin through the C ABI, always in a child process
-// and `--kernel-cmd "PROGRAM ARGS"`: a separate program speaking the process protocol.
+//   cmd:PROGRAM ARGS     a separate program speaking the process protocol (--kernel-cmd)
+// In-process names go through make_in_process_kernel (impl/mutants), which the fuzz targets use.
 #pragma once
 
 #include <memory>

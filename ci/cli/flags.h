@@ -27,4 +27,7 @@ std::size_t parse_bytes(const std::string& flag, const std::string& text);
 // quick (10), default (100), thorough (1000) or a case count up to 10^6.
 int parse_budget(const std::string& flag, const std::string& text);
 
+// The seed given, or one from the clock when it is 0 (every run prints its seed).
+std::uint64_t seed_or_clock(std::uint64_t seed);
+
 }  // namespace attest

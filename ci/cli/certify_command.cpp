@@ -1,0 +1,91 @@
+#include "certify_command.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+
+#include "attest/file_io.h"
+#include "certificate.h"
+#include "flags.h"
+#include "process_kernel.h"
+
+namespace attest {
+namespace {
+
+// How a kernel named on the command line is recorded for replay: plugin paths made absolute.
+std::string recorded_name(const std::string& name) {
+  const bool is_path = name.find('/') != std::string::npos || name.ends_with(".so");
+  return is_path ? std::filesystem::absolute(name).lexically_normal().string() : name;
+}
+
+}  // namespace
+
+// "causal,gqa,lse" -> the features; an unknown name is a usage error naming the known ones.
+FeatureSet parse_features(const std::vector<std::string>& names) {
+  FeatureSet out;
+  for (const std::string& name : names) {
+    const std::optional<Feature> f = feature_named(name);
+    if (!f) throw FlagError("--require: unknown feature '" + name + "' (known: " + FeatureSet::all().joined() + ")");
+    out.insert(*f);
+  }
+  return out;
+}
+
+// Half the machine's memory, at least 1 GiB: a kernel in a child process gets no more.
+std::size_t default_memory_limit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t total = pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : std::size_t{2} << 30;
+  return std::max<std::size_t>(total / 2, std::size_t{1} << 30);
+}
+
+int run_certify(CertifyRequest request) {
+  CertifyOptions& options = request.options;
+  // Everything that can be refused is refused before the first check runs.
+  if (!request.json_path.empty() && request.json_path == request.junit_path)
+    throw FlagError("--json and --junit name the same file " + request.json_path);
+  if (!request.json_path.empty()) check_writable("--json", request.json_path);
+  if (!request.junit_path.empty()) check_writable("--junit", request.junit_path);
+  std::optional<Baseline> baseline;  // read fully now: it may be the file --json overwrites
+  if (!request.baseline_path.empty()) baseline = read_baseline(request.baseline_path);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                              std::chrono::duration<double>(request.deadline_seconds));
+  options.deadline = deadline;
+  request.load.containment.deadline = deadline;
+
+  std::vector<std::pair<std::string, std::unique_ptr<Kernel>>> kernels;
+  for (const std::string& name : request.kernels)
+    kernels.emplace_back(recorded_name(name), resolve_kernel(name, request.load));
+  for (const std::string& cmd : request.commands) kernels.emplace_back("cmd:" + cmd, resolve_kernel("cmd:" + cmd, request.load));
+  if (kernels.empty())
+    for (const KernelEntry& e : kernel_registry()) kernels.emplace_back("builtin:" + e.name, resolve_kernel(e.name, request.load));
+  options.seed = seed_or_clock(options.seed);
+  std::cerr << fmt::format("attest certify: seed {}, {} cases per property\n", options.seed, options.property_cases);
+
+  Oracle oracle(1024);  // every deterministic case's reference is computed once for all kernels
+  CertificateInfo info{options.seed, options.property_cases, {}};
+  for (const auto& [source, kernel] : kernels) {
+    options.kernel_source = source;
+    options.isolated = request.load.isolate || dynamic_cast<const ProcessKernel*>(kernel.get()) != nullptr;
+    KernelReport report{source, kernel->name(), kernel->capabilities(), certify_kernel(*kernel, oracle, options),
+                        request.required};
+    std::cout << format_report(report) << "\n";
+    info.kernels.push_back(std::move(report));
+  }
+  if (!request.json_path.empty()) write_file_atomically(request.json_path, certificate_json(info) + "\n");
+  if (!request.junit_path.empty()) write_file_atomically(request.junit_path, certificate_junit(info));
+  bool ok = true;
+  for (const KernelReport& k : info.kernels) ok = ok && k.passed();
+  if (baseline) {
+    const std::vector<std::string> worse = regressions(*baseline, info, request.baseline_factor);
+    for (const std::string& reason : worse) std::cout << "REGRESSION " << reason << "\n";
+    if (worse.empty()) std::cout << "baseline " << request.baseline_path << ": no regression\n";
+    ok = ok && worse.empty();
+  }
+  std::cout << (ok ? "CERTIFIED\n" : "NOT CERTIFIED\n");
+  return ok ? 0 : 1;
+}
+
+}  // namespace attest

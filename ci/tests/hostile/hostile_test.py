@@ -1,0 +1,564 @@
+#!/usr/bin/env python3
+"""Hostile-input tests of attest (issue 11, DESIGN.md §9), run by ctest one case at a time:
+    hostile_test.py ATTEST PLUGIN_DIR SOURCE_DIR CASE
+Each case feeds attest one hostile plugin, process kernel, file or flag and checks that it gives
+a failing verdict or a one-line error, never a certificate, a crash, a hang or an escaped child.
+Exit codes of attest: 0 certified, 1 a check failed, 2 usage, load or input error. Every case
+kills what it started (found by paths unique to the case), pass or fail."""
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+ATTEST, PLUGINS, SOURCE, CASE = sys.argv[1:5]
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORK = tempfile.mkdtemp(prefix="attest-hostile-%s-" % CASE)
+QUICK = ["--budget", "quick", "--seed", "11"]
+CASE_END = time.monotonic() + 100  # every run ends by then: ctest's 120 s would kill only this driver
+MARKERS = [WORK]  # processes whose command line holds one of these are this case's
+PIDS = []  # and these, found otherwise
+
+
+class Failure(Exception):
+    pass
+
+
+def fail(message):
+    raise Failure(message)
+
+
+def plugin(name):
+    path = os.path.join(PLUGINS, "libhostile_%s.so" % name)
+    MARKERS.append(path)
+    return path
+
+
+class Run:
+    def __init__(self, cmd, returncode, stdout, stderr, seconds):
+        self.cmd, self.returncode, self.seconds = cmd, returncode, seconds
+        self.stdout = stdout.decode("utf-8", "replace")
+        self.stderr = stderr.decode("utf-8", "replace")
+        self.output = self.stdout + self.stderr
+
+    def describe(self):
+        return "%s\nexit %s after %.1f s\n--- stdout\n%s\n--- stderr\n%s" % (
+            " ".join(self.cmd), self.returncode, self.seconds, self.stdout[-3000:], self.stderr[-3000:])
+
+
+def attest(*args, expect=None, timeout=60, pipes=False, **popen):
+    """Runs attest; fails on a signal, a timeout or an exit code not in expect. Output goes to
+    files unless pipes: a child attest leaves behind cannot hold the test up (fork_keeps_stderr
+    tests that on its own)."""
+    cmd = [ATTEST] + list(args)
+    start = time.monotonic()
+    timeout = max(0.1, min(timeout, CASE_END - start))
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            if pipes:
+                done = subprocess.run(cmd, capture_output=True, timeout=timeout, **popen)
+                stdout, stderr = done.stdout, done.stderr
+            else:
+                done = subprocess.run(cmd, stdout=out, stderr=err, timeout=timeout, **popen)
+                out.seek(0), err.seek(0)
+                stdout, stderr = out.read(), err.read()
+        except subprocess.TimeoutExpired:
+            fail("attest did not finish within %.3g s: %s" % (timeout, " ".join(cmd)))
+    run = Run(cmd, done.returncode, stdout, stderr, time.monotonic() - start)
+    if run.returncode < 0:
+        fail("attest itself died with signal %d:\n%s" % (-run.returncode, run.describe()))
+    if expect is not None:
+        require_exit(run, *expect)
+    return run
+
+
+def require_exit(run, *codes):
+    if run.returncode not in codes:
+        last = (run.stderr.strip().splitlines() or [""])[-1][:200]
+        fail("exit %d, expected %s (stderr ends %r):\n%s" % (run.returncode, " or ".join(map(str, codes)), last,
+                                                             run.describe()))
+
+
+def certify(*args, **kw):
+    return attest("certify", "--out", os.path.join(WORK, "out"), *args, **kw)
+
+
+def require(run, *needles, text=None):
+    for needle in needles:
+        if needle not in (run.output if text is None else text):
+            fail("expected %r in the output of:\n%s" % (needle, run.describe()))
+
+
+def require_error_line(run, *names):
+    """The error is one stderr line starting 'attest:' that names one of names."""
+    lines = run.stderr.strip().splitlines() or [""]
+    if not lines[-1].startswith("attest:"):
+        fail("the last stderr line is not an 'attest:' error: %r\n%s" % (lines[-1][:200], run.describe()))
+    if names and not any(re.search(r"\b%s\b" % re.escape(n), lines[-1]) for n in names):
+        fail("the error does not name %s: %r\n%s" % (" or ".join(names), lines[-1][:200], run.describe()))
+
+
+def refused_before_running(run, *names):
+    """A one-line error, and no check ran (no progress line on stderr)."""
+    require_error_line(run, *names)
+    if re.search(r"^\[\s*[0-9.]+s\]", run.stderr, re.M):
+        fail("checks ran before the error:\n" + run.describe())
+
+
+def every(variants, check):
+    """check(*args) for each (label, *args); one failure listing every variant that failed."""
+    wrong = []
+    for label, *args in variants:
+        try:
+            check(*args)
+        except Failure as e:
+            wrong.append("%s: %s" % (label, str(e).splitlines()[0].rstrip(":")))
+    if wrong:
+        fail("%d of %d variants failed:\n  %s" % (len(wrong), len(variants), "\n  ".join(wrong)))
+
+
+# --- processes ---------------------------------------------------------------------------
+
+def process_alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def processes_with(*markers):
+    """Live processes (not this one) whose command line contains one of markers."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if any(m in cmdline for m in markers) and process_alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def descendants(root):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def wait_until(condition, seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+# --- files -------------------------------------------------------------------------------
+
+def counterexample():
+    """A real counterexample file, as a dict: the mutant no_rescale fails matches_reference."""
+    out = os.path.join(WORK, "mutant")
+    attest("certify", "--kernel", "mutant:no_rescale", "--budget", "50", "--seed", "7", "--out", out, expect=(1,))
+    folder = os.path.join(out, "counterexamples")
+    names = sorted(os.listdir(folder))
+    preferred = [n for n in names if n.startswith("matches_reference__")]
+    with open(os.path.join(folder, (preferred or names)[0])) as f:
+        return json.load(f)
+
+
+def write(name, content):
+    path = os.path.join(WORK, name)
+    with open(path, "w") as f:
+        f.write(content if isinstance(content, str) else json.dumps(content))
+    return path
+
+
+def good_certificate():
+    path = os.path.join(WORK, "good.json")
+    certify("--kernel", "builtin:loop", *QUICK, "--json", path, expect=(0,))
+    with open(path) as f:
+        return json.load(f)
+
+
+# --- 1, 2: writes and reads outside the buffers ------------------------------------------
+
+def caught_on_every_seed(name, needle):
+    for seed in ("11", "12", "13"):
+        run = certify("--kernel", plugin(name), "--budget", "quick", "--seed", seed, expect=(1,))
+        require(run, "NOT CERTIFIED", text=run.stdout)
+        require(run, needle)
+
+
+def case_write_before_o():
+    caught_on_every_seed("write_before_o", "outside O")
+
+
+def case_write_far_before_o():
+    caught_on_every_seed("write_far_before_o", "outside O")
+
+
+def case_write_after_o():
+    caught_on_every_seed("write_after_o", "outside O")
+
+
+def case_read_past_k():
+    caught_on_every_seed("read_past_k", "outside K")
+
+
+# --- 3, 4, 21: replay reads data, never code, with bounds --------------------------------
+
+def case_replay_runs_no_code():
+    marker, loaded = os.path.join(WORK, "MARKER"), os.path.join(WORK, "LOADED")
+    env = dict(os.environ, HOSTILE_LOADED_MARKER=loaded)  # the plugin creates it when loaded
+    doc = counterexample()
+    doc["kernel"] = "cmd:touch " + marker
+    command_file = write("command.json", doc)
+    run = attest("replay", command_file, env=env)
+    if os.path.exists(marker):
+        fail("replay ran the command named inside the file:\n" + run.describe())
+    require_exit(run, 2)
+    require(run, "--kernel")
+    # A plugin path: a copy unique to this case, so that cleanup touches nothing else.
+    library = os.path.join(WORK, "libhostile_replayed.so")
+    shutil.copy(os.path.join(PLUGINS, "libhostile_good.so"), library)
+    doc["kernel"] = library
+    run = attest("replay", write("plugin.json", doc), env=env)
+    if os.path.exists(loaded):
+        fail("replay loaded the library named inside the file:\n" + run.describe())
+    require_exit(run, 2)
+    require(run, "--kernel")
+    # Said on the command line, a kernel runs.
+    attest("replay", command_file, "--kernel", "builtin:loop", env=env, expect=(0, 1))
+    if os.path.exists(marker) or os.path.exists(loaded):
+        fail("replay --kernel builtin:loop ran what the file names")
+
+
+def case_replay_deep_json():
+    depth = 70000
+    files = {
+        "arrays.json": "[" * depth + "]" * depth,
+        "objects.json": '{"a":' * depth + "1" + "}" * depth,
+        # Deep inside a file that looks right: today's copy of "problem" overflows the stack.
+        "deep_problem.json": '{"format":"attest-problem","version":1,"problem":' + '{"a":' * depth + "1" +
+                             "}" * depth + "}",
+    }
+
+    def refused(name, text):
+        run = attest("replay", write(name, text), expect=(2,))
+        if "depth" not in run.stderr.lower():
+            fail("the error does not mention depth: %r" % run.stderr.strip()[-200:])
+
+    every([(name, name, text) for name, text in files.items()], refused)
+
+
+def case_replay_out_of_range():
+    doc = counterexample()
+    shape = doc["problem"]["shape"]
+    # 2^32 + q_len: wraps to the file's own q_len in a 32-bit int, so today it replays silently.
+    wrapped = json.loads(json.dumps(doc))
+    wrapped["problem"]["shape"]["q_len"] = 2 ** 32 + shape["q_len"]
+    # A mask byte of 300 wraps to 44 in a uint8.
+    masked = json.loads(json.dumps(doc))
+    entries = shape["batch"] * shape["q_len"] * shape["k_len"]
+    mask = masked["problem"]["mask"]
+    if len(mask["explicit_mask"]) != entries:
+        mask["explicit_mask"] = [1] * entries
+    mask["explicit_mask"][0] = 300
+    typed = json.loads(json.dumps(doc))
+    typed["problem"]["shape"]["batch"] = "1"
+
+    def refused(field, content):
+        require_error_line(attest("replay", write(field + ".json", content), expect=(2,)), field)
+
+    every([("q_len 2^32+%d" % shape["q_len"], "q_len", wrapped), ("explicit_mask 300", "explicit_mask", masked),
+           ('batch "1"', "batch", typed)], refused)
+
+
+# --- 5, 12, 13: baselines ----------------------------------------------------------------
+
+def case_baseline_missing_fields():
+    good = good_certificate()
+
+    def without(*fields):
+        doc = json.loads(json.dumps(good))
+        for check in doc["kernels"][0]["checks"]:
+            for field in fields:
+                check.pop(field)
+        return doc
+
+    kernel_fields = ("source", "name", "descriptor", "certified", "checks", "paths")
+    no_kernel_fields = json.loads(json.dumps(good))
+    no_kernel_fields["kernels"] = [{}]
+    checks_not_a_list = json.loads(json.dumps(good))
+    checks_not_a_list["kernels"][0]["checks"] = 5
+
+    def refused(name, content, fields):
+        run = certify("--kernel", "builtin:loop", *QUICK, "--baseline", write(name + ".json", content), expect=(2,))
+        require_error_line(run, *fields)
+
+    every([(name, name, content, fields) for name, content, fields in [
+        ("no_verdict_or_utilisation", without("worst_utilisation", "verdict"), ("worst_utilisation", "verdict")),
+        ("no_utilisation", without("worst_utilisation"), ("worst_utilisation",)),
+        ("no_verdict", without("verdict"), ("verdict",)),
+        ("empty_kernel", no_kernel_fields, kernel_fields),
+        ("checks_number", checks_not_a_list, ("checks",)),
+        ("not_json", "this is not json {", ()),
+    ]], refused)
+
+
+def case_baseline_is_output():
+    cert = os.path.join(WORK, "cert.json")
+    certify("--kernel", plugin("good"), *QUICK, "--json", cert, expect=(0,))
+    # Same kernel name ("hostile-good"), now writing NaN: the baseline must be read before X is written.
+    run = certify("--kernel", plugin("writes_nan"), *QUICK, "--json", cert, "--baseline", cert, expect=(1,))
+    require(run, "REGRESSION", text=run.stdout)
+
+
+def case_gate_keeps_baseline():
+    artifacts = os.path.join(WORK, "attest-artifacts")
+    os.makedirs(artifacts)
+    baseline = os.path.join(artifacts, "baseline.json")
+    certify("--kernel", "builtin:loop", *QUICK, "--json", baseline, expect=(0,))
+    env = dict(os.environ, ATTEST=ATTEST, ATTEST_BUDGET="quick")
+    # An absolute path: attest's command line then holds WORK, so cleanup finds it.
+    cmd = ["bash", os.path.join(SOURCE, "ci/gate.sh"), "--kernel", "builtin:loop", baseline, "--", "--seed", "11"]
+    start = time.monotonic()
+    try:
+        gate = subprocess.run(cmd, cwd=WORK, env=env, capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        fail("the gate did not finish within 60 s")
+    run = Run(cmd, gate.returncode, gate.stdout, gate.stderr, time.monotonic() - start)
+    if not os.path.exists(baseline):
+        fail("the gate deleted the baseline it was given:\n" + run.describe())
+    require_exit(run, 0)
+    require(run, "no regression", text=run.stdout)
+
+
+# --- 6: protocol frames bounded by the problem -------------------------------------------
+
+MEASURE = r"""
+import json, resource, subprocess, sys, time
+start, code = time.monotonic(), None
+with open(sys.argv[2], "wb") as out:
+    try:
+        code = subprocess.run(sys.argv[3:], stdout=out, stderr=out, timeout=float(sys.argv[1])).returncode
+    except subprocess.TimeoutExpired:
+        pass
+print(json.dumps({"code": code, "seconds": time.monotonic() - start,
+                  "maxrss_kib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
+"""
+
+
+def case_huge_frame():
+    script = os.path.join(HERE, "huge_frame_kernel.py")
+    MARKERS.append(script)
+    for mode in ("hello", "result"):
+        log = os.path.join(WORK, mode + ".log")
+        cmd = [ATTEST, "certify", "--out", os.path.join(WORK, "out"), "--kernel-cmd",
+               "/usr/bin/python3 %s %s" % (script, mode), *QUICK, "--timeout", "5"]
+        # attest is the only child of a fresh python, so RUSAGE_CHILDREN is attest's peak.
+        measured = subprocess.run([sys.executable, "-c", MEASURE, "30", log] + cmd, capture_output=True, timeout=90)
+        result = json.loads(measured.stdout)
+        with open(log, "rb") as f:
+            run = Run(cmd, result["code"], f.read(), b"", result["seconds"])
+        if result["code"] is None:
+            fail("%s: attest did not finish within 30 s:\n%s" % (mode, run.describe()))
+        if result["code"] < 0:
+            fail("%s: attest itself died with signal %d:\n%s" % (mode, -result["code"], run.describe()))
+        require_exit(run, 1, 2)
+        if result["maxrss_kib"] >= 500 * 1024:
+            fail("%s: attest's peak RSS was %d MB (limit 500 MB):\n%s" % (mode, result["maxrss_kib"] // 1024,
+                                                                         run.describe()))
+
+
+# --- 7-11: the child process is contained ------------------------------------------------
+
+def case_fork_keeps_stderr():
+    # Pipes, as a CI runner reads them: run returns at EOF, when every holder of stderr is gone.
+    run = certify("--kernel", plugin("fork_keeps_stderr"), *QUICK, timeout=40, pipes=True, expect=(0,))
+    require(run, "CERTIFIED", text=run.stdout)
+
+
+def case_kill9_host():
+    path = plugin("spin")
+    cmd = [ATTEST, "certify", "--out", os.path.join(WORK, "out"), "--kernel", path, *QUICK, "--timeout", "60"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        if not wait_until(lambda: descendants(proc.pid), 30):
+            fail("no kernel host child of attest appeared within 30 s")
+        time.sleep(1)  # let it reach the spinning forward
+        hosts = descendants(proc.pid)
+        PIDS.extend(hosts)
+    finally:
+        proc.kill()
+        proc.wait()
+    left = lambda: sorted({p for p in hosts if process_alive(p)} | set(processes_with(path)))
+    if not wait_until(lambda: not left(), 5):
+        fail("5 s after kill -9 of attest its kernel host still runs: %s" % left())
+
+
+def case_crash_after_fork():
+    # The forked child holds the kernel's pipes; the crash must still be seen as a crash.
+    run = certify("--kernel", plugin("crash_after_fork"), *QUICK, "--timeout", "30", timeout=20, expect=(1,))
+    require(run, "crashed with signal")
+    if "did not answer" in run.output:
+        fail("a crash was reported as a hang:\n" + run.describe())
+
+
+def case_memory_hog():
+    help_text = attest("certify", "--help", expect=(0,))
+    require(help_text, "--memory-limit", "--deadline")  # before the hog: without a limit it would run free
+    run = certify("--kernel", plugin("memory_hog"), *QUICK, "--memory-limit", "2G", timeout=60, expect=(1,))
+    if not any(n in run.output for n in ("out of memory", "memory limit", "crashed")):
+        fail("the failure does not say out of memory, memory limit or crashed:\n" + run.describe())
+
+
+def case_deadline():
+    run = certify("--kernel", plugin("slow"), "--timeout", "1", "--deadline", "5", *QUICK, timeout=20, expect=(1,))
+    if "deadline" not in run.output.lower():
+        fail("the output does not mention the deadline:\n" + run.describe())
+
+
+# --- 14, 15, 20: files attest writes, flags ----------------------------------------------
+
+def no_file_larger_than(limit):
+    def preexec():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+    return preexec
+
+
+def case_atomic_write():
+    cert, junit = os.path.join(WORK, "cert.json"), os.path.join(WORK, "junit.xml")
+    kernels = ["--kernel", "builtin:loop", "--kernel", "builtin:tiled"]
+    certify(*kernels, *QUICK, "--json", cert, "--junit", junit, expect=(0,))
+    for flag, path in (("--json", cert), ("--junit", junit)):
+        with open(path, "rb") as f:
+            before = f.read()
+        if len(before) <= 2000:
+            fail("%s is only %d bytes: the 2000-byte limit would not interrupt its write" % (path, len(before)))
+        run = certify(*kernels, *QUICK, flag, path, pipes=True, preexec_fn=no_file_larger_than(2000), expect=(2,))
+        with open(path, "rb") as f:
+            if f.read() != before:
+                fail("an interrupted write damaged the old %s:\n%s" % (path, run.describe()))
+    json.load(open(cert))
+    ET.parse(junit)
+
+
+STRICT_FLAGS = ["--timeout nan", "--timeout -1", "--timeout inf", "--budget 1e9", "--budget 10abc", "--budget -3",
+                "--seed -1", "--seed 12x", "--baseline-factor nan", "--baseline-factor 0.5", "--deadline nan",
+                "--memory-limit -5", "--memory-limit 12Q", "--fuzz-seconds nan"]
+
+
+def case_strict_flags():
+    same = os.path.join(WORK, "same")
+
+    def refused(args, names):
+        # A short run where the flag is accepted today; --budget may be given only once.
+        budget = [] if args[0] == "--budget" else ["--budget", "0"]
+        refused_before_running(certify("--kernel", "builtin:loop", *budget, *args, timeout=5, expect=(2,)), *names)
+
+    every([(flag, flag.split(), [flag.split()[0].lstrip("-")]) for flag in STRICT_FLAGS] +
+          [("--json X --junit X", ["--json", same, "--junit", same], [])], refused)
+
+
+def case_output_path_checked_first():
+    missing = os.path.join(WORK, "no-such-dir")
+
+    def refused(flag, path):
+        refused_before_running(certify("--kernel", "builtin:loop", "--seed", "11", flag, path, timeout=3, expect=(2,)))
+
+    every([(flag, flag, path) for flag, path in (("--json", missing + "/x.json"), ("--junit", missing + "/x.xml"),
+                                                 ("--baseline", os.path.join(WORK, "no-such-baseline.json")))],
+          refused)
+
+
+# --- 16-19: strings from the kernel ------------------------------------------------------
+
+def case_huge_last_error():
+    cert, junit = os.path.join(WORK, "cert.json"), os.path.join(WORK, "junit.xml")
+    run = certify("--kernel", plugin("huge_last_error"), *QUICK, "--junit", junit, "--json", cert, expect=(1,))
+    for path in (junit, cert):
+        if os.path.getsize(path) >= 200 * 1024:
+            fail("%s is %d bytes (limit 200 KB) for a 1 MB error message" % (path, os.path.getsize(path)))
+    ET.parse(junit)
+    json.load(open(cert))
+    require(run, "NOT CERTIFIED", text=run.stdout)
+
+
+def case_long_name():
+    run = certify("--kernel", plugin("long_name"), *QUICK, expect=(1,))
+    folder = os.path.join(WORK, "out", "counterexamples")
+    if not os.path.isdir(folder) or not os.listdir(folder):
+        fail("no counterexample saved for a kernel with a long name:\n" + run.describe())
+    for text in ("filesystem error", "File name too long", "cannot save"):
+        if text in run.output:
+            fail("filesystem error text %r in the output:\n%s" % (text, run.describe()))
+
+
+def case_non_utf8_name():
+    cert = os.path.join(WORK, "cert.json")
+    certify("--kernel", plugin("non_utf8_name"), *QUICK, "--json", cert, expect=(0,))
+    with open(cert, "rb") as f:
+        raw = f.read()
+    try:
+        json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        fail("the certificate is not UTF-8 JSON: %s" % e)
+    controls = sorted({b for b in raw if b < 0x20 and b not in b"\n\r\t"})
+    if controls:
+        fail("raw control characters %s in the certificate" % controls)
+
+
+def case_printf_plugin():
+    run = certify("--kernel", plugin("printf"), *QUICK, expect=(0,))
+    if run.stdout.strip().splitlines()[-1:] != ["CERTIFIED"]:
+        fail("not CERTIFIED:\n" + run.describe())
+
+
+def main():
+    try:
+        globals()["case_" + CASE]()
+    except Failure as e:
+        print("FAIL %s: %s" % (CASE, e))
+        return 1
+    finally:
+        kill_all(processes_with(*MARKERS) + [p for p in PIDS if process_alive(p)])
+        shutil.rmtree(WORK, ignore_errors=True)
+    print("ok:", CASE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

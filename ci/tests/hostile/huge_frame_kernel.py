@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""A hostile process kernel (impl/PROTOCOL.md): announces a frame of 8 GiB, sends none of it,
+and sleeps. It imitates a kernel whose size field is garbage (an uninitialised length, a wrong
+offset); attest must not allocate what a header claims before the payload arrives.
+    huge_frame_kernel.py hello   the reply to HELLO is the huge frame
+    huge_frame_kernel.py result  a valid v1 DESCRIPTOR, then a huge FORWARD_RESULT
+The protocol runs on the descriptors named by ATTEST_PROTOCOL_FDS ("IN,OUT") when it is set,
+on stdin/stdout otherwise."""
+import os
+import struct
+import sys
+import time
+
+MAGIC = 0x54535441
+HELLO, DESCRIPTOR, FORWARD, FORWARD_RESULT, BYE = 1, 2, 3, 4, 11
+CAPS = (1 << 9) - 1  # causal ... rope: everything but decode
+HUGE = 8 << 30
+
+
+def channel():
+    fds = os.environ.get("ATTEST_PROTOCOL_FDS")
+    if fds:
+        fd_in, fd_out = (int(x) for x in fds.split(","))
+        return fd_in, fd_out
+    return 0, 1
+
+
+def read_exactly(fd, n):
+    data = b""
+    while len(data) < n:
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def header(kind, size):
+    return struct.pack("<IIQ", MAGIC, kind, size)
+
+
+def main():
+    mode = sys.argv[1]
+    fd_in, fd_out = channel()
+    while True:
+        head = read_exactly(fd_in, 16)
+        if head is None:
+            return 0
+        _, kind, size = struct.unpack("<IIQ", head)
+        if read_exactly(fd_in, size) is None:
+            return 0
+        if kind == BYE:
+            return 0
+        if kind == HELLO and mode == "result":
+            name = b"hostile-huge-frame"
+            descriptor = struct.pack("<I", 1) + struct.pack("<I", len(name)) + name + struct.pack("<Iiii", CAPS, 0, 0, 0)
+            write_all(fd_out, header(DESCRIPTOR, len(descriptor)) + descriptor)
+            continue
+        reply = DESCRIPTOR if kind == HELLO else FORWARD_RESULT
+        write_all(fd_out, header(reply, HUGE))
+        time.sleep(60)  # the payload never comes; the driver kills what is left
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

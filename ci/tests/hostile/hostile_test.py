@@ -397,6 +397,8 @@ def case_huge_frame():
         if result["code"] < 0:
             fail("%s: attest itself died with signal %d:\n%s" % (mode, -result["code"], run.describe()))
         require_exit(run, 1, 2)
+        if mode == "result":  # the handshake worked: the huge reply itself is refused
+            require(run, "protocol violation")
         if result["maxrss_kib"] >= 500 * 1024:
             fail("%s: attest's peak RSS was %d MB (limit 500 MB):\n%s" % (mode, result["maxrss_kib"] // 1024,
                                                                          run.describe()))

@@ -3,7 +3,7 @@
 and sleeps. It imitates a kernel whose size field is garbage (an uninitialised length, a wrong
 offset); attest must not allocate what a header claims before the payload arrives.
     huge_frame_kernel.py hello   the reply to HELLO is the huge frame
-    huge_frame_kernel.py result  a valid v1 DESCRIPTOR, then a huge FORWARD_RESULT
+    huge_frame_kernel.py result  a valid DESCRIPTOR (protocol 2), then a huge FORWARD_RESULT
 The protocol runs on the descriptors named by ATTEST_PROTOCOL_FDS ("IN,OUT") when it is set,
 on stdin/stdout otherwise."""
 import os
@@ -58,7 +58,10 @@ def main():
             return 0
         if kind == HELLO and mode == "result":
             name = b"hostile-huge-frame"
-            descriptor = struct.pack("<I", 1) + struct.pack("<I", len(name)) + name + struct.pack("<Iiii", CAPS, 0, 0, 0)
+            # ABI 2 layout: name, caps, empty rows, precision (7 x f32 + exp ulps), contract (open).
+            descriptor = (struct.pack("<I", 2) + struct.pack("<I", len(name)) + name + struct.pack("<Ii", CAPS, 0)
+                          + struct.pack("<7id", *([0] * 7), 1.0) + struct.pack("<Q", 0) + struct.pack("<12q", *([0] * 12))
+                          + struct.pack("<7i", *([0] * 7)))
             write_all(fd_out, header(DESCRIPTOR, len(descriptor)) + descriptor)
             continue
         reply = DESCRIPTOR if kind == HELLO else FORWARD_RESULT

@@ -42,7 +42,8 @@ std::vector<float> rows_of(const std::vector<float>& from, int outer, int total,
   return out;
 }
 
-Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks) {
+// Decodes the prefill in the given chunks; LSE is asked for only when `with_lse`.
+Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks, bool with_lse) {
   const Shape& s = prefill.shape;
   auto session = kernel.open_decode({.batch = s.batch, .heads = s.heads, .kv_heads = s.kv_heads,
                                      .head_dim = s.head_dim, .value_dim = s.value_dim,
@@ -51,10 +52,11 @@ Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vect
   const int T = s.k_len;
   Outputs out;
   out.o.assign(prefill.o_size(), NAN);
-  out.lse.assign(prefill.lse_size(), NAN);
+  if (with_lse) out.lse.assign(prefill.lse_size(), NAN);
   int t0 = 0;
   for (int n : chunks) {
-    std::vector<float> o(std::size_t(s.batch) * s.heads * n * s.value_dim), lse(std::size_t(s.batch) * s.heads * n);
+    std::vector<float> o(std::size_t(s.batch) * s.heads * n * s.value_dim),
+        lse(with_lse ? std::size_t(s.batch) * s.heads * n : 0);
     session->step(n, rows_of(prefill.q, s.batch * s.heads, T, t0, n, s.head_dim),
                   rows_of(prefill.k, s.batch * s.kv_heads, T, t0, n, s.head_dim),
                   rows_of(prefill.v, s.batch * s.kv_heads, T, t0, n, s.value_dim), o, lse);
@@ -62,7 +64,7 @@ Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vect
       for (int t = 0; t < n; ++t) {
         const std::size_t from = std::size_t(bh) * n + t, to = std::size_t(bh) * T + t0 + t;
         std::copy_n(&o[from * s.value_dim], s.value_dim, &out.o[to * s.value_dim]);
-        out.lse[to] = lse[from];
+        if (with_lse) out.lse[to] = lse[from];
       }
     t0 += n;
   }
@@ -85,23 +87,32 @@ Verdict decode_matches_prefill(const Problem& p, const Kernel& kernel, Oracle& o
 Verdict decode_matches_prefill_in_chunks(const Problem& p, const Kernel& kernel, Oracle& oracle,
                                          const std::vector<std::vector<int>>& chunkings) {
   const std::string name = "decode_matches_prefill";
-  if (!kernel.capabilities().decode()) return Verdict::not_applicable(name, "kernel does not declare decode");
+  const Capabilities caps = kernel.capabilities();
+  if (!caps.decode()) return Verdict::not_applicable(name, "kernel does not declare decode");
   const Problem prefill = prefill_of(p);
   const Reference& ref = oracle.reference(prefill);
-  const GuardedOutputs one_shot = run_guarded(kernel, prefill);
+  // A decode-only kernel has no one-shot prefill: its decodes are held to the exact result alone.
+  const std::optional<GuardedOutputs> one_shot =
+      caps.forward() ? std::optional<GuardedOutputs>(run_guarded(kernel, prefill)) : std::nullopt;
   double worst = 0;
-  for (const std::vector<int>& chunks : chunkings) {
+  for (std::size_t k = 0; k < chunkings.size(); ++k) {
+    const std::vector<int>& chunks = chunkings[k];
     const std::string label = chunks.size() == std::size_t(p.shape.k_len) ? "token-by-token decode" : "chunked decode";
-    const Outputs decoded = run_decode(kernel, prefill, chunks);
-    Comparison exact = compare_with_reference(prefill, ref, decoded, kernel.capabilities(), name);
+    // A kernel whose decode step may skip LSE is also run without it (every other chunking).
+    const bool with_lse = caps.lse() && !(caps.contract.decode_lse_optional && k % 2 == 0);
+    const Outputs decoded = run_decode(kernel, prefill, chunks, with_lse);
+    Comparison exact = compare_with_reference(prefill, ref, decoded, caps, name);
     if (!exact.verdict.passed) {
-      exact.verdict.detail = fmt::format("{} ({} steps) vs exact: {}", label, chunks.size(), exact.verdict.detail);
+      exact.verdict.detail = fmt::format("{} ({} steps{}) vs exact: {}", label, chunks.size(),
+                                         with_lse ? "" : ", no LSE", exact.verdict.detail);
       return exact.verdict;
     }
-    const Verdict v = compare_runs(prefill, ref, one_shot, decoded, kernel.capabilities(), name,
+    worst = std::max(worst, exact.verdict.utilisation);
+    if (!one_shot) continue;
+    const Verdict v = compare_runs(prefill, ref, *one_shot, decoded, caps, name,
                                    fmt::format("{} vs one-shot prefill:", label));
     if (!v.passed) return v;
-    worst = std::max({worst, exact.verdict.utilisation, v.utilisation});
+    worst = std::max(worst, v.utilisation);
   }
   return Verdict::pass(name, worst);
 }

@@ -28,7 +28,8 @@ std::string save_case(const CheckPlan& plan, const NamedProblem& c, const Kernel
       fmt::format("{}/counterexamples/{}_{}__{}.json", options.out_dir, plan.check, c.name, file_stem(kernel.name()));
   try {
     const std::string source = options.kernel_source.empty() ? kernel.name() : options.kernel_source;
-    save_problem_file(path, {c.problem, plan.property, source, options.isolated, v.detail, 0});
+    save_problem_file(path, {v.witness ? *v.witness : c.problem, v.witness ? v.witness_property : plan.property, source,
+                             options.isolated, v.detail, 0});
   } catch (const std::exception& e) {
     std::cerr << "attest: cannot save counterexample: " << e.what() << "\n";
     return {};

@@ -82,7 +82,7 @@ def case_write_past():
 
 def case_no_write():
     # Outputs arrive pre-filled with NaN: a kernel that never writes them returns NaN.
-    require(certify("--kernel", plugin("broken_no_write"), "--budget", "quick", expect=1), "got nan")
+    require(certify("--kernel", plugin("broken_no_write"), "--budget", "quick", expect=1), "got NaN (never written)")
     replay_all(plugin("broken_no_write"), expect=1)
 
 

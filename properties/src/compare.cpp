@@ -1,5 +1,7 @@
 #include "attest/compare.h"
 
+#include "attest/harness.h"
+
 #include <cmath>
 #include <fmt/format.h>
 #include <limits>
@@ -31,14 +33,27 @@ namespace {
 
 // Tracks the worst utilisation and the first failure. `where` describes the element; it is
 // called only for a failure (formatting every passing element cost more than the comparison).
+// A value in a message: NaN and infinities spelled out (never "-nan"), an untouched output named.
+std::string value_text(double x) {
+  if (std::isnan(x)) return never_written(static_cast<float>(x)) ? "NaN (never written)" : "NaN";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return fmt::format("{:.9g}", x);
+}
+
 class Worst {
  public:
   template <typename Where>
   void add(double error, double bound, const Where& where, double expected, double got) {
     const double util = bound > 0 ? error / bound : (error == 0 ? 0.0 : std::numeric_limits<double>::infinity());
-    if (!(util <= 1.0) && failure_.empty())
-      failure_ = fmt::format("{}: expected {:.9g}, got {:.9g}, |error| {:.3g} > bound {:.3g}", where(), expected,
-                             got, error, bound);
+    if (!(util <= 1.0) && failure_.empty()) {
+      if (std::isnan(expected) && std::isnan(got))
+        failure_ = fmt::format("{}: NaN in both runs (a finite value was due)", where());
+      else if (std::isnan(expected))
+        failure_ = fmt::format("{}: the other run gave NaN, this one {}", where(), value_text(got));
+      else
+        failure_ = fmt::format("{}: expected {}, got {}, |error| {:.3g} > bound {:.3g}", where(), value_text(expected),
+                               value_text(got), error, bound);
+    }
     if (util > utilisation_ || std::isnan(util)) utilisation_ = std::isnan(util) ? INFINITY : util;
   }
   void fail(std::string why) {
@@ -71,8 +86,9 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
       const double value = got.o[e];
       if (ref.empty[row]) {
         if (!(nan_policy ? std::isnan(value) : value == 0.0))
-          worst.fail(fmt::format("{}{}: empty row must output {} under the {} policy, got {:.9g}", prefix,
-                                 describe_element(p, e), nan_policy ? "NaN" : "0", to_string(caps.empty_rows), value));
+          worst.fail(fmt::format("{}{}: empty row must output {} under the {} policy, got {}", prefix,
+                                 describe_element(p, e), nan_policy ? "NaN" : "0", to_string(caps.empty_rows),
+                                 value_text(value)));
         continue;
       }
       const double error = std::fabs(value - double(expected_o[e]));
@@ -84,8 +100,8 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
     const double value = got.lse[row];
     if (ref.empty[row]) {
       if (!(nan_policy ? std::isnan(value) : (std::isinf(value) && value < 0)))
-        worst.fail(fmt::format("{}{}: empty row must have LSE {}, got {:.9g}", prefix, describe_row(p, row),
-                               nan_policy ? "NaN" : "-inf", value));
+        worst.fail(fmt::format("{}{}: empty row must have LSE {}, got {}", prefix, describe_row(p, row),
+                               nan_policy ? "NaN" : "-inf", value_text(value)));
       continue;
     }
     worst.add(std::fabs(value - double(expected_lse[row])), factor * lse_bound(p, ref, row, numerics),

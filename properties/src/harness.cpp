@@ -1,5 +1,7 @@
 #include "attest/harness.h"
 
+#include "attest/attest_abi.h"
+
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
@@ -9,6 +11,13 @@ namespace {
 
 constexpr std::size_t kGuard = 64;          // floats of canary on each side of an output
 constexpr std::uint32_t kCanaryBits = 0x7fa5a5a5;  // a NaN payload no kernel computes
+
+float unwritten_nan() {
+  const std::uint32_t bits = ATTEST_UNWRITTEN_F32;
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
 
 float canary() {
   float c;
@@ -20,7 +29,7 @@ float canary() {
 class GuardedBuffer {
  public:
   explicit GuardedBuffer(std::size_t n) : n_(n), storage_(n + 2 * kGuard, canary()) {
-    std::fill_n(storage_.begin() + kGuard, n, std::numeric_limits<float>::quiet_NaN());
+    std::fill_n(storage_.begin() + kGuard, n, unwritten_nan());
   }
   std::span<float> span() { return {storage_.data() + kGuard, n_}; }
   std::vector<float> contents() const { return {storage_.begin() + kGuard, storage_.begin() + kGuard + n_}; }
@@ -54,6 +63,12 @@ std::vector<float> with_nan_tail(const std::vector<float>& v) {
 }
 
 }  // namespace
+
+bool never_written(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits == ATTEST_UNWRITTEN_F32;
+}
 
 GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   p.validate();

@@ -27,7 +27,9 @@ int scaled_cases(int base) {
 
 Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle) {
   try {
-    return property.check(p, kernel, oracle);
+    Verdict v = property.check(p, kernel, oracle);
+    if (!v.passed) v.detail += " [path: " + kernel.last_path() + "]";  // which internal path served the call
+    return v;
   } catch (const KernelLoadError&) {
     throw;  // not a verdict: the kernel cannot be certified at all
   } catch (const KernelFailure& e) {
@@ -92,10 +94,12 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
       isolated = isolated || v.isolation_failure;
       result.failure_utilisation = v.utilisation;
       // Each failure overwrites the file: when shrinking ends, it holds the smallest one.
-      result.counterexample = p;
+      const Problem& failed_problem = v.witness ? *v.witness : p;
+      result.counterexample = failed_problem;
       result.message = v.detail;
       const std::string source = options.kernel_source.empty() ? result.kernel : options.kernel_source;
-      save_problem_file(path, {p, property.name, source, options.isolated, v.detail, result.seed});
+      save_problem_file(path, {failed_problem, v.witness ? v.witness_property : property.name, source,
+                               options.isolated, v.detail, result.seed});
       RC_FAIL(v.detail);
     }
     result.worst_utilisation = std::max(result.worst_utilisation, v.utilisation);

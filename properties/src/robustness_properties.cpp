@@ -51,6 +51,13 @@ double max_abs_dot(const Problem& p) {
   return best;
 }
 
+// A failure on the scaled problem: that problem is the one to save and replay (against the reference).
+Verdict with_witness(Verdict v, const Problem& scaled) {
+  v.witness = std::make_shared<const Problem>(scaled);
+  v.witness_property = "matches_reference";
+  return v;
+}
+
 }  // namespace
 
 bool within_float_range(const Problem& p) {
@@ -89,16 +96,20 @@ Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle) {
       for (int c = 0; c < p.shape.value_dim; ++c) {
         const std::size_t e = row * p.shape.value_dim + c;
         if (std::isfinite(ref.o[e]) && !std::isfinite(out.o[e]))
-          return Verdict::fail(name, fmt::format("logits up to {:.0e}: {}: output {} where the exact value is {:.9g}",
-                                                 target, describe_element(p, e), out.o[e], ref.o[e]), INFINITY);
+          return with_witness(Verdict::fail(name, fmt::format("logits up to {:.0e}: {}: output {} where the exact value is {:.9g}",
+                                                              target, describe_element(p, e), out.o[e], ref.o[e]), INFINITY),
+                              scaled);
       }
       if (!out.lse.empty() && std::isfinite(ref.lse[row]) && !std::isfinite(out.lse[row]))
-        return Verdict::fail(name, fmt::format("logits up to {:.0e}: {}: LSE {} where the exact value is {:.9g}",
-                                               target, describe_row(p, row), out.lse[row], ref.lse[row]), INFINITY);
+        return with_witness(Verdict::fail(name, fmt::format("logits up to {:.0e}: {}: LSE {} where the exact value is {:.9g}",
+                                                            target, describe_row(p, row), out.lse[row], ref.lse[row]), INFINITY),
+                            scaled);
     }
     Comparison cmp = compare_with_reference(scaled, ref, out, kernel.capabilities(), name);
     if (!cmp.verdict.passed) {
       cmp.verdict.detail = fmt::format("logits up to {:.0e}: {}", target, cmp.verdict.detail);
+      cmp.verdict.witness = std::make_shared<const Problem>(scaled);
+      cmp.verdict.witness_property = "matches_reference";
       return cmp.verdict;
     }
     worst = std::max(worst, cmp.verdict.utilisation);
@@ -114,11 +125,17 @@ Verdict deterministic_and_in_bounds(const Problem& p, const Kernel& kernel, Orac
     if (!run->canaries_intact) return Verdict::fail(name, "guard canary overwritten: " + run->canary_report, INFINITY);
     if (!run->inputs_intact) return Verdict::fail(name, "the kernel changed its input buffers", INFINITY);
   }
-  // Outputs start as NaN: a non-empty row still holding NaN was never (properly) written.
-  for (std::size_t e = 0; e < first.o.size(); ++e)
-    if (!ref.empty[e / p.shape.value_dim] && std::isnan(first.o[e]) && !std::isnan(ref.o[e]))
-      return Verdict::fail(name, fmt::format("{}: output is NaN (unwritten, or read before written)",
-                                             describe_element(p, e)), INFINITY);
+  // Outputs start as a marked NaN: an element still holding it was never written; another NaN was computed.
+  for (std::size_t e = 0; e < first.o.size(); ++e) {
+    if (ref.empty[e / p.shape.value_dim] || !std::isnan(first.o[e]) || std::isnan(ref.o[e])) continue;
+    return Verdict::fail(name,
+                         never_written(first.o[e])
+                             ? fmt::format("{}: output never written (it still holds the NaN it was handed)",
+                                           describe_element(p, e))
+                             : fmt::format("{}: the kernel computed NaN where the exact value is {:.9g}",
+                                           describe_element(p, e), ref.o[e]),
+                         INFINITY);
+  }
   auto bits_equal = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
   };

@@ -14,6 +14,9 @@ struct GuardedOutputs : Outputs {
   bool inputs_intact = true;  // q, k, v bitwise unchanged by the call
 };
 
+// Whether an output element still holds the NaN the outputs were filled with (never written).
+bool never_written(float x);
+
 // Runs kernel.forward on a copy of p whose input buffers carry NaN tails. A write outside the
 // outputs or into the inputs throws KernelFailure (kFault).
 GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p);

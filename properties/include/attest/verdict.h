@@ -1,7 +1,10 @@
 // The result of one check: pass or fail with an explanation that locates the failure.
 #pragma once
 
+#include <memory>
 #include <string>
+
+#include "attest/problem.h"
 
 namespace attest {
 
@@ -13,6 +16,10 @@ struct Verdict {
   std::string detail;        // where and how it failed: batch/head/row/column, expected, got, bound
   bool isolation_failure = false;  // the kernel crashed or hung: stop this check
   bool exercised = true;     // false: it passed vacuously (nothing masked, no GQA, ...); `detail` says why
+  // The problem that actually failed, when the property transformed the one it was given
+  // (overflow_safe scales it): saved instead, to be replayed with `witness_property`.
+  std::shared_ptr<const Problem> witness;
+  std::string witness_property;
 
   static Verdict pass(std::string property, double utilisation = 0.0) {
     return {std::move(property), true, true, utilisation, {}, false};

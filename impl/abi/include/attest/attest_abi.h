@@ -55,6 +55,10 @@ typedef enum attest_status {
 #define ATTEST_CAP_SINKS (1u << 14)   /* attention sinks: one logit per query head, denominator only */
 
 typedef enum attest_empty_rows { ATTEST_EMPTY_ZERO = 0, ATTEST_EMPTY_NAN = 1 } attest_empty_rows;
+
+/* Outputs reach the kernel filled with this quiet NaN (float32 bits; 16-bit outputs with its top
+ * half): an element still holding it was never written, any other NaN was computed. */
+#define ATTEST_UNWRITTEN_F32 0x7FCAFE00u
 /* Number formats: storage of a buffer, or the precision an operation is carried out in. */
 typedef enum attest_precision { ATTEST_F32 = 0, ATTEST_BF16 = 1, ATTEST_F16 = 2 } attest_precision;
 

@@ -74,8 +74,9 @@ std::unique_ptr<guarded::Buffer> guarded_input(const char* name, const std::vect
 // n floats of NaN in a guarded buffer.
 inline std::unique_ptr<guarded::Buffer> guarded_output(const char* name, std::size_t n, guarded::Placement placement) {
   auto b = std::make_unique<guarded::Buffer>(name, n * sizeof(float), placement);
-  float* f = static_cast<float*>(b->data());
-  for (std::size_t i = 0; i < n; ++i) f[i] = std::numeric_limits<float>::quiet_NaN();
+  auto* bytes = static_cast<unsigned char*>(b->data());
+  const std::uint32_t unwritten = ATTEST_UNWRITTEN_F32;
+  for (std::size_t i = 0; i < n; ++i) std::memcpy(bytes + 4 * i, &unwritten, 4);
   return b;
 }
 
@@ -192,11 +193,11 @@ namespace detail {
 inline void fill_nan(void* data, std::size_t bytes, std::int32_t precision) {
   auto* b = static_cast<unsigned char*>(data);
   if (precision == ATTEST_F32) {
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    for (std::size_t i = 0; i + 4 <= bytes; i += 4) std::memcpy(b + i, &nan, 4);
+    const std::uint32_t unwritten = ATTEST_UNWRITTEN_F32;
+    for (std::size_t i = 0; i + 4 <= bytes; i += 4) std::memcpy(b + i, &unwritten, 4);
     return;
   }
-  const std::uint16_t nan16 = precision == ATTEST_BF16 ? 0x7FC0 : 0x7E00;
+  const std::uint16_t nan16 = precision == ATTEST_BF16 ? ATTEST_UNWRITTEN_F32 >> 16 : 0x7E5F;
   for (std::size_t i = 0; i + 2 <= bytes; i += 2) std::memcpy(b + i, &nan16, 2);
 }
 

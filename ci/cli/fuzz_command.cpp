@@ -183,4 +183,9 @@ FuzzOutcome fuzz_and_replay(const FuzzRequest& request) {
 
 int run_fuzz(const FuzzRequest& request) { return fuzz_and_replay(request).status; }
 
+int list_fuzz_targets() {
+  for (const fuzz::TargetInfo& t : fuzz::target_table()) std::cout << t.name << " " << t.mutant << "\n";
+  return 0;
+}
+
 }  // namespace attest

@@ -38,6 +38,9 @@ struct FuzzOutcome {
 // error (no such target, preset not built) or the fuzzer failed without an input; 3 findings
 // that did not replay as a property failure (sanitizer reports, timeouts).
 FuzzOutcome fuzz_and_replay(const FuzzRequest& request);
+// Prints "TARGET MUTANT" per kernel fuzz target (the table of fuzz/src/fuzz_targets.cpp).
+int list_fuzz_targets();
+
 int run_fuzz(const FuzzRequest& request);
 
 }  // namespace attest

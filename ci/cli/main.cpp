@@ -52,7 +52,9 @@ int main(int argc, char** argv) {
 
   FuzzRequest fuzz;
   CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");
-  fz->add_option("--target", fuzz.target, "fuzz_mask_leak, fuzz_overflow, fuzz_decode or fuzz_differential")->required();
+  bool fuzz_list = false;
+  fz->add_option("--target", fuzz.target, "fuzz_mask_leak, fuzz_overflow, fuzz_decode or fuzz_differential");
+  fz->add_flag("--list", fuzz_list, "print each kernel fuzz target and the mutant it must find, one per line");
   std::string fuzz_target_seconds = "60";
   fz->add_option("--seconds", fuzz_target_seconds, "how long to fuzz")->capture_default_str();
   fz->add_option("--kernel", fuzz.kernel, "NAME, builtin:NAME or mutant:NAME (default: every built-in kernel)");
@@ -128,7 +130,9 @@ int main(int argc, char** argv) {
       request.required = parse_features(required);
       return run_certify(std::move(request));
     }
+    if (*fz && fuzz_list) return list_fuzz_targets();
     if (*fz) {
+      if (fuzz.target.empty()) throw FlagError("fuzz: --target is required (attest fuzz --list names them)");
       fuzz.seconds = static_cast<int>(parse_integer("--seconds", fuzz_target_seconds, 1, 86400));
       return run_fuzz(fuzz);
     }

@@ -5,7 +5,8 @@
 # and the fuzz targets (ATTEST_BUILD_TOOLS=OFF): no tests, no command line.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${WORK:-$(mktemp -d)}/attest-oss-fuzz-build"
-targets="fuzz_mask_leak fuzz_overflow fuzz_decode fuzz_differential"
+# Every target: the kernel fuzzers (fuzz/targets/) and attest's own readers (fuzz/harness/).
+targets=$(cd "$root/fuzz" && ls targets/fuzz_*.cpp harness/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 
 cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \

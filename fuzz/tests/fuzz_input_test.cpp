@@ -2,7 +2,9 @@
 // controls that live apart from the data.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
+#include <set>
 
 #include "fuzz_input.h"
 #include "fuzz_targets.h"
@@ -114,6 +116,26 @@ TEST(FuzzTargets, TwoMutantsInOneProcessEachGetTheirOwnViolation) {
     EXPECT_FALSE(run_target(target, bytes.data(), bytes.size(), kernels_named("loop"), oracle)) << target_name(target);
   }
   unsetenv("ATTEST_FUZZ_KERNEL");
+}
+
+}  // namespace
+}  // namespace attest::fuzz
+
+namespace attest::fuzz {
+namespace {
+
+// The table names every target and a file builds each: adding one to either alone is caught.
+TEST(FuzzTargets, TableAndTargetFilesAgree) {
+  namespace fs = std::filesystem;
+  std::set<std::string> files, rows;
+  for (const auto& entry : fs::directory_iterator(fs::path(ATTEST_SOURCE_DIR) / "fuzz/targets"))
+    if (entry.path().extension() == ".cpp") files.insert(entry.path().stem().string());
+  for (const TargetInfo& t : target_table()) {
+    rows.insert(t.name);
+    EXPECT_EQ(target_name(t.target), std::string(t.name));
+    EXPECT_NO_THROW(find_mutant(t.mutant)) << t.name;
+  }
+  EXPECT_EQ(files, rows);
 }
 
 }  // namespace

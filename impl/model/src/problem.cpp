@@ -1,5 +1,7 @@
 #include "attest/problem.h"
 
+#include "attest/problem_fields.h"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -63,6 +65,32 @@ float from_bits(std::uint32_t b) {
   return x;
 }
 
+// Checks every field against the range the field list gives it (problem_fields.h), so a new
+// field is validated by its line there; checks that relate fields to each other stay below.
+struct RangeCheck {
+  template <typename T>
+  void integer(const char* name, const T& x, long long lo, long long hi, bool = false) {
+    if (x < lo || x > hi) fail(name, "must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
+  }
+  template <typename T>
+  void optional_integer(const char* name, const std::optional<T>& x, long long lo, long long hi) {
+    if (x) integer(name, *x, lo, hi);
+  }
+  void number(const char* name, double x, bool = false) {
+    if (!std::isfinite(x)) fail(name, "must be finite");
+  }
+  void optional_number(const char* name, const std::optional<double>& x) {
+    if (x) number(name, *x);
+  }
+  void boolean(const char*, bool) {}
+  void precision(const char*, InputPrecision) {}
+  void integers(const char* name, const std::vector<int>& x, long long lo, long long hi) {
+    for (std::size_t i = 0; i < x.size(); ++i) integer((std::string(name) + "[" + std::to_string(i) + "]").c_str(), x[i], lo, hi);
+  }
+  void flags(const char*, const std::vector<std::uint8_t>&) {}  // nonzero = visible
+  void floats(const char*, const std::vector<float>&, bool = false) {}
+};
+
 }  // namespace
 
 bool MaskSpec::any() const {
@@ -96,7 +124,8 @@ std::size_t Problem::lse_size() const {
 
 void Problem::validate() const {
   const Shape& s = shape;
-  require_positive_shape(s);
+  RangeCheck ranges;
+  visit_problem_fields(*this, ranges);
   if (s.heads % s.kv_heads != 0)
     fail("shape.kv_heads", "must divide shape.heads (" + std::to_string(s.heads) + " % " +
                                std::to_string(s.kv_heads) + " != 0)");
@@ -106,14 +135,7 @@ void Problem::validate() const {
   checked_product("shape", {s.batch, s.kv_heads, s.k_len, s.value_dim});
   checked_product("mask.explicit_mask", {s.batch, s.q_len, s.k_len});
 
-  if (scale && !std::isfinite(*scale)) fail("scale", "must be finite");
-  constexpr long long kMaxOffset = 1LL << 40;
-  if (q_offset && (*q_offset > kMaxOffset || *q_offset < -kMaxOffset))
-    fail("q_offset", "must lie within +-2^40");
-
   const MaskSpec& m = mask;
-  if (m.window && *m.window < 1) fail("mask.window", "must be >= 1, got " + std::to_string(*m.window));
-  if (m.chunk && *m.chunk < 1) fail("mask.chunk", "must be >= 1, got " + std::to_string(*m.chunk));
   if (!m.kv_valid.empty()) {
     require_size("mask.kv_valid", m.kv_valid.size(), s.batch);
     for (std::size_t b = 0; b < m.kv_valid.size(); ++b)
@@ -139,7 +161,7 @@ void Problem::validate() const {
 
   if (rope.enabled) {
     if (s.head_dim % 2 != 0) fail("rope", "needs an even shape.head_dim");
-    if (!std::isfinite(rope.base) || rope.base <= 1.0) fail("rope.base", "must be finite and > 1");
+    if (rope.base <= 1.0) fail("rope.base", "must be > 1");
   }
 
   require_size("q", q.size(), q_size());

@@ -1,0 +1,81 @@
+// The regression gate compares claims, not just errors: a certificate written by this attest,
+// read back as a baseline, against a later run that claims less in each way the gate knows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "certificate.h"
+
+namespace attest {
+namespace {
+
+CheckResult check(const std::string& name, long cases, long effective, double utilisation = 0.1) {
+  CheckResult r{"k", "property", name};
+  r.cases = cases, r.effective = effective, r.floor = effective_floor(cases), r.worst_utilisation = utilisation;
+  r.feature_cases = {{"causal", effective}, {"gqa", effective}};
+  r.paths["tile-path"] = {cases, utilisation};
+  return r;
+}
+
+KernelReport full_report() {
+  KernelReport k{"plugin.so", "k", Capabilities{}, {}, {}};
+  k.checks = {check("matches_reference", 100, 100), check("zero_masked_weight", 100, 80),
+              check("gqa_matches_repeated_heads", 100, 100)};
+  return k;
+}
+
+// Reasons the gate gives for `now` against a baseline certified from `before`.
+std::vector<std::string> gate(const KernelReport& before, const KernelReport& now) {
+  const Baseline baseline = parse_baseline(certificate_json({1, 100, {before}}));
+  return regressions(baseline, {1, 100, {now}}, 2.0);
+}
+
+bool mentions(const std::vector<std::string>& reasons, const std::string& text) {
+  return std::any_of(reasons.begin(), reasons.end(), [&](const std::string& r) { return r.find(text) != std::string::npos; });
+}
+
+TEST(RegressionGate, TheSameClaimsAreNoRegression) {
+  EXPECT_TRUE(gate(full_report(), full_report()).empty());
+}
+
+TEST(RegressionGate, EachWayOfClaimingLessIsNamed) {
+  KernelReport now = full_report();
+  now.capabilities.features.erase(Feature::kGqa);                  // a capability lost
+  now.checks[2].not_covered = "the kernel does not declare gqa";   // a passing check not covered now
+  now.checks[1].effective = 30;                                    // fewer effective cases: above its floor, below 80 / 2
+  now.checks[0].paths.clear();                                     // an internal path no longer seen
+  now.checks[1].paths.clear();
+  now.checks[2].paths.clear();
+  now.capabilities.precision = ComputePrecision::kBF16;             // a looser precision
+  now.capabilities.contract.causal_required = true;                 // a narrower contract
+  now.capabilities.contract.head_dims = {64};
+  const std::vector<std::string> reasons = gate(full_report(), now);
+  for (const char* expected : {"no longer declares gqa", "gqa_matches_repeated_heads: passed in the baseline, not covered now",
+                               "zero_masked_weight: 30 effective cases, the baseline had 80", "internal path 'tile-path'",
+                               "looser precision: bf16", "contract narrowed: causal_required",
+                               "contract narrowed to head widths"})
+    EXPECT_TRUE(mentions(reasons, expected)) << "missing: " << expected;
+}
+
+TEST(RegressionGate, InsufficientAndAnotherKernelAreRegressions) {
+  KernelReport now = full_report();
+  now.checks[1].effective = 0;  // below its floor: insufficient
+  EXPECT_TRUE(mentions(gate(full_report(), now), "zero_masked_weight: passed in the baseline, insufficient now"));
+  now = full_report();
+  now.name = "other";
+  EXPECT_TRUE(mentions(gate(full_report(), now), "the baseline certified kernel k, this run certifies other"));
+}
+
+TEST(RegressionGate, VersionOneBaselinesStillRead) {
+  const std::string v1 = R"({"format": "attest-certificate", "version": 1, "kernels": [{"name": "k", "paths": [],
+    "checks": [{"stage": "property", "check": "matches_reference", "verdict": "pass", "cases": 100,
+                "worst_utilisation": 0.1}]}]})";
+  KernelReport now = full_report();
+  now.checks[0].failures = 1;
+  now.checks[0].first_failure = "boom";
+  const std::vector<std::string> reasons = regressions(parse_baseline(v1), {1, 100, {now}}, 2.0);
+  EXPECT_TRUE(mentions(reasons, "matches_reference: passed in the baseline, fails now: boom"));
+}
+
+}  // namespace
+}  // namespace attest

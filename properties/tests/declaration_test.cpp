@@ -1,0 +1,93 @@
+// A kernel's declaration (features and contract) bounds what it is sent: generated problems,
+// fitted golden/grid/fuzz problems, and the reasons a property is not covered.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "attest/cases.h"
+#include "attest/declaration_fit.h"
+#include "attest/generators.h"
+#include "attest/properties.h"
+
+namespace attest {
+namespace {
+
+Capabilities causal_loop() {  // the contract of ci/examples' causal loop: Dk == Dv, default scale, causal only
+  Capabilities c;
+  c.features = {Feature::kCausal, Feature::kGqa};
+  c.contract.dk_equals_dv = true;
+  c.contract.default_scale_only = true;
+  c.contract.causal_required = true;
+  return c;
+}
+
+TEST(Contract, NamesWhatIsOutside) {
+  Contract c;
+  c.head_dims = {64, 128};
+  Problem p = benchmark_problem(4, 4, 48, false);
+  EXPECT_NE(c.violation(p).find("Dk = 48"), std::string::npos) << c.violation(p);
+  p = benchmark_problem(4, 4, 64, false);
+  EXPECT_EQ(c.violation(p), "");
+  c.causal_required = true;
+  EXPECT_NE(c.violation(p).find("causal"), std::string::npos);
+  c.q_len = {1, 2};
+  EXPECT_EQ(c.summary(), "Dk in {64, 128}, causal only, Tq in [1, 2]");
+}
+
+TEST(Declaration, GoldenAndGridFitACausalLoopContract) {
+  const Capabilities caps = causal_loop();
+  for (const NamedProblem& named : grid_problems()) {
+    std::string why;
+    const std::optional<Problem> fitted = fit_to_declaration(named.problem, caps, &why);
+    ASSERT_TRUE(fitted) << named.name << ": " << why;
+    EXPECT_TRUE(caps.supports(*fitted)) << named.name << ": " << caps.unsupported_because(*fitted);
+    EXPECT_TRUE(fitted->mask.causal && !fitted->q_offset && !fitted->scale) << named.name;
+    EXPECT_EQ(fitted->shape.head_dim, fitted->shape.value_dim) << named.name;
+  }
+}
+
+TEST(Declaration, FittingLeavesAFullDeclarationAlone) {
+  const Capabilities all;  // a built-in kernel's: every feature but decode, no contract
+  for (const NamedProblem& named : grid_problems()) {
+    const std::optional<Problem> fitted = fit_to_declaration(named.problem, all);
+    ASSERT_TRUE(fitted);
+    EXPECT_EQ(fingerprint(*fitted), fingerprint(named.problem)) << named.name;
+  }
+}
+
+RC_GTEST_PROP(Declaration, GeneratedProblemsLieInsideRandomContracts, ()) {
+  Capabilities caps;
+  const auto all = FeatureSet::all().members();
+  for (Feature f : all)
+    if (*rc::gen::inRange(0, 3) == 0) caps.features.erase(f);
+  Contract& c = caps.contract;
+  if (*rc::gen::arbitrary<bool>()) c.head_dims = {*rc::gen::inRange(1, 40), *rc::gen::inRange(1, 40)};
+  else if (*rc::gen::arbitrary<bool>()) c.head_dim = {*rc::gen::inRange(1, 8), *rc::gen::inRange(8, 40)};
+  c.dk_equals_dv = *rc::gen::arbitrary<bool>();
+  c.default_scale_only = *rc::gen::arbitrary<bool>();
+  c.causal_required = caps.declares(Feature::kCausal) && *rc::gen::arbitrary<bool>();
+  if (*rc::gen::arbitrary<bool>()) c.q_len = {*rc::gen::inRange(1, 5), *rc::gen::inRange(5, 80)};
+  if (*rc::gen::arbitrary<bool>()) c.k_len = {*rc::gen::inRange(1, 5), *rc::gen::inRange(5, 80)};
+  if (*rc::gen::arbitrary<bool>()) c.batch = {1, 1};
+  if (*rc::gen::arbitrary<bool>()) c.heads = {1, *rc::gen::inRange(1, 8)};
+  for (const PropertyInfo& property : property_catalogue()) {
+    if (!not_covered_because(property, caps).empty()) continue;
+    const Problem p = build_problem(*gen_spec(caps, property.needs), caps, property.needs);
+    RC_ASSERT(caps.unsupported_because(p) == std::string());
+  }
+}
+
+TEST(NotCovered, NamesTheReason) {
+  const Capabilities caps = causal_loop();
+  EXPECT_NE(not_covered_because(find_property("permutation_equivariance"), caps).find("causal"), std::string::npos);
+  EXPECT_NE(not_covered_because(find_property("decode_matches_prefill"), caps).find("decode"), std::string::npos);
+  EXPECT_NE(not_covered_because(find_property("rope_relative_position"), caps).find("rope"), std::string::npos);
+  EXPECT_EQ(not_covered_because(find_property("gqa_matches_repeated_heads"), caps), "");
+  Capabilities decode_only = caps;
+  decode_only.features.insert(Feature::kDecode);
+  decode_only.contract.decode_only = true;
+  EXPECT_NE(not_covered_because(find_property("matches_reference"), decode_only).find("decode-only"), std::string::npos);
+  EXPECT_EQ(not_covered_because(find_property("decode_matches_prefill"), decode_only), "");
+}
+
+}  // namespace
+}  // namespace attest

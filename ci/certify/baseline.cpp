@@ -79,7 +79,13 @@ BaselineClaims claims_of(const json& kernel, const std::string& where) {
   const std::string d = where + ".descriptor";
   const json& descriptor = member(kernel, where, "descriptor");
   c.features = texts(descriptor, d, "features");
-  c.precision = text(descriptor, d, "precision");
+  const json& precision = member(descriptor, d, "precision");
+  if (precision.is_string()) {  // one format for everything
+    for (const char* field : {"q", "k", "v", "o", "scores", "p", "accumulator"}) c.precision[field] = text(descriptor, d, "precision");
+  } else {
+    for (const char* field : {"q", "k", "v", "o", "scores", "p", "accumulator"})
+      c.precision[field] = text(precision, d + ".precision", field);
+  }
   const json& ulps = member(descriptor, d, "exp_ulps");
   if (!ulps.is_number()) bad(d + ".exp_ulps", "must be a number");
   c.exp_ulps = ulps.get<double>();

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <optional>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -29,7 +30,7 @@ struct BaselineCheck {
 struct BaselineClaims {
   std::vector<std::string> features;            // declared
   std::vector<std::string> exercised_features;  // covered by effective cases
-  std::string precision;                        // f32, bf16, f16
+  std::map<std::string, std::string> precision;  // q, k, v, o, scores, p, accumulator -> f32, bf16, f16
   double exp_ulps = 1.0;
   std::vector<long long> head_dims;
   std::map<std::string, std::optional<std::pair<long long, long long>>> ranges;  // head_dim, batch, ...: null = any

@@ -29,11 +29,18 @@ json contract_json(const Contract& c) {
           {"summary", c.summary()}};
 }
 
+json precision_json(const Precision& p) {
+  return {{"q", to_string(p.q)},           {"k", to_string(p.k)},
+          {"v", to_string(p.v)},           {"o", to_string(p.o)},
+          {"scores", to_string(p.scores)}, {"p", to_string(p.p)},
+          {"accumulator", to_string(p.accumulator)}, {"summary", p.summary()}};
+}
+
 json capabilities_json(const Capabilities& c) {
   return {{"features", c.features.names()},
           {"empty_rows", to_string(c.empty_rows)},
-          {"precision", to_string(c.precision)},
-          {"exp_ulps", c.exp_ulps},
+          {"precision", precision_json(c.precision)},
+          {"exp_ulps", c.precision.exp_ulps},
           {"key_tile", c.key_tile()},
           {"contract", contract_json(c.contract)}};
 }
@@ -158,11 +165,18 @@ void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::v
   for (const std::string& f : old.exercised_features)
     if (const auto feature = feature_named(f); feature && c.declares(*feature) && !exercised.contains(*feature))
       reasons.push_back(fmt::format("{}: {} was covered in the baseline, not now", k.name, f));
-  const double old_u = old.precision == "bf16" ? 0x1p-8 : old.precision == "f16" ? 0x1p-11 : 0x1p-24;
-  if (unit_roundoff(c.precision) > old_u)
-    reasons.push_back(fmt::format("{}: looser precision: {} (was {})", k.name, to_string(c.precision), old.precision));
-  if (c.exp_ulps > old.exp_ulps)
-    reasons.push_back(fmt::format("{}: looser exp: {:g} ulp (was {:g})", k.name, c.exp_ulps, old.exp_ulps));
+  const Precision& p = c.precision;
+  const std::pair<const char*, Scalar> now_formats[] = {{"q", p.q},           {"k", p.k}, {"v", p.v},
+                                                        {"o", p.o},           {"scores", p.scores},
+                                                        {"p", p.p},           {"accumulator", p.accumulator}};
+  for (auto [field, now_format] : now_formats) {
+    Scalar before = Scalar::kF32;
+    const auto it = old.precision.find(field);
+    if (it != old.precision.end() && parse_scalar(it->second, before) && unit_roundoff(now_format) > unit_roundoff(before))
+      reasons.push_back(fmt::format("{}: looser precision: {} {} (was {})", k.name, field, to_string(now_format), it->second));
+  }
+  if (p.exp_ulps > old.exp_ulps)
+    reasons.push_back(fmt::format("{}: looser exp: {:g} ulp (was {:g})", k.name, p.exp_ulps, old.exp_ulps));
   const Contract& t = c.contract;
   const std::pair<const char*, bool> restrictions[] = {{"dk_equals_dv", t.dk_equals_dv},
                                                         {"default_scale_only", t.default_scale_only},

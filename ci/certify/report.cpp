@@ -38,8 +38,8 @@ bool KernelReport::passed() const {
 }
 
 std::string declared_scope(const Capabilities& c) {
-  return fmt::format("precision {}, exp {:g} ulp, empty rows {}; contract: {}", to_string(c.precision), c.exp_ulps,
-                     to_string(c.empty_rows), c.contract.summary());
+  return fmt::format("precision {}, exp {:g} ulp, empty rows {}; contract: {}", c.precision.summary(),
+                     c.precision.exp_ulps, to_string(c.empty_rows), c.contract.summary());
 }
 
 namespace {

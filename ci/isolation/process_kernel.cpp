@@ -363,7 +363,7 @@ std::string ProcessKernel::call(Type request, const std::string& payload, Type r
 void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {
   if (!caps_.forward()) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel is decode-only (no forward)");
   protocol::Writer w;
-  protocol::write_problem(w, to_wire(p));
+  protocol::write_problem(w, to_wire(p, caps_.precision));
   const std::string reply =
       call(Type::kForward, w.bytes(), Type::kForwardResult, reply_bound(3, p.o_size() + p.lse_size()));
   protocol::ForwardResult result;
@@ -377,9 +377,12 @@ void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<floa
   if (result.status != ATTEST_OK)
     throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("kernel returned status {}: {}", result.status,
                                                                   safe_text(result.error, kMaxKernelMessage)));
-  if (result.o.size() != o.size() * sizeof(float) || (caps_.lse() && !lse.empty() && result.lse.size() != lse.size()))
+  const Scalar o_format = caps_.precision.o;  // O arrives in its storage format
+  if (result.o.size() != o.size() * info(o_format).bytes ||
+      (caps_.lse() && !lse.empty() && result.lse.size() != lse.size()))
     fail(KernelFailure::Kind::kProtocol, "malformed forward result: output sizes do not match the problem");
-  std::memcpy(o.data(), result.o.data(), result.o.size());
+  const std::vector<float> values = floats_from_storage(result.o.data(), o.size(), o_format);
+  std::copy(values.begin(), values.end(), o.begin());
   if (caps_.lse() && !lse.empty()) std::copy(result.lse.begin(), result.lse.end(), lse.begin());
   last_path_ = result.path.empty() ? "default" : safe_text(result.path, kMaxKernelName);
 }
@@ -404,9 +407,10 @@ class ProcessDecodeSession final : public DecodeSession {
     if (kernel_.generation() != generation_)
       throw KernelFailure(KernelFailure::Kind::kCrash, "the kernel process was restarted; its decode session is gone");
     protocol::Writer w;
-    auto bytes = [](std::span<const float> x) { return reinterpret_cast<const std::uint8_t*>(x.data()); };
+    const Precision& precision = kernel_.capabilities().precision;  // buffers travel in their storage formats
+    auto as_stored = [](std::span<const float> x, Scalar s) { return stored(std::vector<float>(x.begin(), x.end()), s); };
     w.u64(id_).i32(n).i32(lse.empty() ? 0 : 1);
-    w.array(bytes(q), q.size_bytes()).array(bytes(k), k.size_bytes()).array(bytes(v), v.size_bytes());
+    w.array(as_stored(q, precision.q)).array(as_stored(k, precision.k)).array(as_stored(v, precision.v));
     const std::uint64_t rows = std::uint64_t(config_.batch) * config_.heads * n;
     const std::string reply =
         kernel_.call(Type::kDecodeStep, w.bytes(), Type::kDecodeResult, reply_bound(1, rows * (config_.value_dim + 1)));
@@ -420,9 +424,10 @@ class ProcessDecodeSession final : public DecodeSession {
     if (result.status != ATTEST_OK)
       throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode step returned status {}: {}", result.status,
                                                                     safe_text(result.error, kMaxKernelMessage)));
-    if (result.o.size() != o.size_bytes() || result.lse.size() != lse.size())
+    if (result.o.size() != o.size() * info(precision.o).bytes || result.lse.size() != lse.size())
       throw KernelFailure(KernelFailure::Kind::kProtocol, "malformed decode result: output sizes do not match the step");
-    std::memcpy(o.data(), result.o.data(), result.o.size());
+    const std::vector<float> values = floats_from_storage(result.o.data(), o.size(), precision.o);
+    std::copy(values.begin(), values.end(), o.begin());
     std::copy(result.lse.begin(), result.lse.end(), lse.begin());
     length_ += n;
   }

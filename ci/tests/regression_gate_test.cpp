@@ -46,13 +46,13 @@ TEST(RegressionGate, EachWayOfClaimingLessIsNamed) {
   now.checks[0].paths.clear();                                     // an internal path no longer seen
   now.checks[1].paths.clear();
   now.checks[2].paths.clear();
-  now.capabilities.precision = ComputePrecision::kBF16;             // a looser precision
+  now.capabilities.precision.accumulator = Scalar::kBF16;           // a looser precision
   now.capabilities.contract.causal_required = true;                 // a narrower contract
   now.capabilities.contract.head_dims = {64};
   const std::vector<std::string> reasons = gate(full_report(), now);
   for (const char* expected : {"no longer declares gqa", "gqa_matches_repeated_heads: passed in the baseline, not covered now",
                                "zero_masked_weight: 30 effective cases, the baseline had 80", "internal path 'tile-path'",
-                               "looser precision: bf16", "contract narrowed: causal_required",
+                               "looser precision: accumulator bf16", "contract narrowed: causal_required",
                                "contract narrowed to head widths"})
     EXPECT_TRUE(mentions(reasons, expected)) << "missing: " << expected;
 }

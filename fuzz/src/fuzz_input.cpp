@@ -98,7 +98,7 @@ class ValueStream {
 };
 
 void fill(std::vector<float>& buffer, ValueStream& values, double magnitude, int specials, std::uint32_t salt,
-          InputPrecision precision) {
+          Scalar precision) {
   std::uint32_t h = salt;
   for (float& x : buffer) {
     x = static_cast<float>(values.next() / 8192.0 * magnitude);
@@ -159,7 +159,8 @@ FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor)
     }
   }
   p.rope.enabled = rope;
-  p.input_precision = (flags & kF16) ? InputPrecision::kF16 : (flags & kBf16) ? InputPrecision::kBF16 : InputPrecision::kF32;
+  const Scalar stored = (flags & kF16) ? Scalar::kF16 : (flags & kBf16) ? Scalar::kBF16 : Scalar::kF32;
+  p.storage = {stored, stored, stored};
 
   const bool wide = flavor == Flavor::kOverflow;
   const int qk_exp = wide ? c.qk_exponent : std::clamp(c.qk_exponent, -6, 8);
@@ -168,9 +169,9 @@ FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor)
   if (scales[c.scale_choice] != 0) p.scale = scales[c.scale_choice];
   p.resize_buffers();
   const int specials = wide ? c.specials : 0;
-  fill(p.q, values, std::pow(10.0, qk_exp / 2.0), specials, 1, p.input_precision);
-  fill(p.k, values, std::pow(10.0, qk_exp / 2.0), specials, 2, p.input_precision);
-  fill(p.v, values, std::pow(10.0, v_exp / 2.0), specials, 3, p.input_precision);
+  fill(p.q, values, std::pow(10.0, qk_exp / 2.0), specials, 1, p.storage.q);
+  fill(p.k, values, std::pow(10.0, qk_exp / 2.0), specials, 2, p.storage.k);
+  fill(p.v, values, std::pow(10.0, v_exp / 2.0), specials, 3, p.storage.v);
 
   if (flavor == Flavor::kDecode) {  // chunk sizes summing to Tk, the last one taking the rest
     int left = p.shape.k_len;

@@ -63,8 +63,8 @@ const BadCase kBadCases[] = {
     {"q_buffer", [](Problem& p) { p.q.pop_back(); }, "q has"},
     {"k_buffer", [](Problem& p) { p.k.push_back(0); }, "k has"},
     {"v_buffer", [](Problem& p) { p.v.clear(); }, "v has"},
-    {"bf16_inputs", [](Problem& p) { p.input_precision = InputPrecision::kBF16; p.q[3] = 1.0f + 0x1p-10f; }, "q[3]"},
-    {"fp16_inputs", [](Problem& p) { p.input_precision = InputPrecision::kF16; p.v[2] = 1e-9f; }, "v[2]"},
+    {"bf16_inputs", [](Problem& p) { p.storage.q = Scalar::kBF16; p.q[3] = 1.0f + 0x1p-10f; }, "q[3]"},
+    {"fp16_inputs", [](Problem& p) { p.storage.v = Scalar::kF16; p.v[2] = 1e-9f; }, "v[2]"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fields, InvalidProblem, ::testing::ValuesIn(kBadCases),
@@ -81,14 +81,14 @@ TEST(Problem, DefaultsAreBottomRightAndInverseSqrtScale) {
 }
 
 TEST(Problem, ReducedPrecisionRounding) {
-  EXPECT_EQ(round_to(1.0f + 0x1p-9f, InputPrecision::kBF16), 1.0f);          // ties to even
-  EXPECT_EQ(round_to(1.0f + 0x1p-7f, InputPrecision::kBF16), 1.0f + 0x1p-7f);  // representable
-  EXPECT_EQ(round_to(65504.0f, InputPrecision::kF16), 65504.0f);
-  EXPECT_TRUE(std::isinf(round_to(70000.0f, InputPrecision::kF16)));
-  EXPECT_EQ(round_to(0x1p-24f, InputPrecision::kF16), 0x1p-24f);  // smallest subnormal
-  EXPECT_EQ(round_to(0x1p-26f, InputPrecision::kF16), 0.0f);
-  EXPECT_TRUE(representable(0.5f, InputPrecision::kF16));
-  EXPECT_FALSE(representable(0.1f, InputPrecision::kF16));
+  EXPECT_EQ(round_to(1.0f + 0x1p-9f, Scalar::kBF16), 1.0f);          // ties to even
+  EXPECT_EQ(round_to(1.0f + 0x1p-7f, Scalar::kBF16), 1.0f + 0x1p-7f);  // representable
+  EXPECT_EQ(round_to(65504.0f, Scalar::kF16), 65504.0f);
+  EXPECT_TRUE(std::isinf(round_to(70000.0f, Scalar::kF16)));
+  EXPECT_EQ(round_to(0x1p-24f, Scalar::kF16), 0x1p-24f);  // smallest subnormal
+  EXPECT_EQ(round_to(0x1p-26f, Scalar::kF16), 0.0f);
+  EXPECT_TRUE(representable(0.5f, Scalar::kF16));
+  EXPECT_FALSE(representable(0.1f, Scalar::kF16));
 }
 
 }  // namespace

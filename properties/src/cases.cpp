@@ -11,7 +11,10 @@ void fill_random(Problem& p, std::uint64_t seed, double magnitude) {
   // Uniform on [-sqrt(3), sqrt(3)] has unit variance.
   std::uniform_real_distribution<double> unit(-std::sqrt(3.0), std::sqrt(3.0));
   for (auto* buffer : {&p.q, &p.k, &p.v})
-    for (float& x : *buffer) x = round_to(static_cast<float>(unit(rng) * magnitude), p.input_precision);
+    for (float& x : *buffer) x = static_cast<float>(unit(rng) * magnitude);
+  for (float& x : p.q) x = round_to(x, p.storage.q);
+  for (float& x : p.k) x = round_to(x, p.storage.k);
+  for (float& x : p.v) x = round_to(x, p.storage.v);
 }
 
 Problem benchmark_problem(int q_len, int k_len, int head_dim, bool causal) {
@@ -154,10 +157,10 @@ std::vector<NamedProblem> grid_problems() {
     out.push_back({fmt::format("magnitude_{}", magnitude), std::move(p)});
   }
   // Inputs exactly representable in bf16 and fp16.
-  for (InputPrecision ip : {InputPrecision::kBF16, InputPrecision::kF16}) {
+  for (Scalar ip : {Scalar::kBF16, Scalar::kF16}) {
     Problem p;
     p.shape = {1, 2, 1, 17, 17, 8, 8};
-    p.input_precision = ip;
+    p.storage = {ip, ip, ip};
     p.resize_buffers();
     fill_random(p, ++seed);
     out.push_back({fmt::format("inputs_{}", to_string(ip)), std::move(p)});

@@ -43,9 +43,6 @@ std::string not_covered_because(const PropertyInfo& property, const Capabilities
   const FeatureSet missing = property.required.minus(caps.features);
   if (!missing.empty()) return "the kernel does not declare " + missing.joined(" or ");
   if (property.needs_forward && !caps.forward()) return "needs a forward call; the kernel is decode-only";
-  if (property.name == "precision_gate" && caps.precision != ComputePrecision::kF32)
-    return "the precision gate's model kernel computes in f32 only (this kernel declares " +
-           std::string(to_string(caps.precision)) + ")";
   if (property.name == "empty_row_policy" && !caps.declares(Feature::kQueryPadding) &&
       !caps.declares(Feature::kKeyPadding))
     return "makes rows empty through padding; the kernel declares neither key_padding nor query_padding";

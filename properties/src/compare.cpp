@@ -10,11 +10,13 @@ namespace attest {
 
 KernelNumerics numerics_of(const Capabilities& caps) {
   KernelNumerics k;
-  k.unit_roundoff = unit_roundoff(caps.precision);
-  k.exp_error = 2 * k.unit_roundoff * caps.exp_ulps;  // one ulp is 2u
-  k.underflow_quantum = caps.precision == ComputePrecision::kF16 ? std::ldexp(1.0, -24)
-                        : caps.precision == ComputePrecision::kBF16 ? std::ldexp(1.0, -133)
-                                                                    : std::ldexp(1.0, -149);
+  const Precision& p = caps.precision;
+  k.score_roundoff = unit_roundoff(p.scores);
+  k.sum_roundoff = unit_roundoff(p.accumulator);
+  k.output_roundoff = unit_roundoff(p.o);
+  k.exp_error = 2 * k.score_roundoff * p.exp_ulps;  // one ulp is 2u
+  k.underflow_quantum = info(p.accumulator).min_subnormal;
+  k.weight_rounding = unit_roundoff(p.p) > k.sum_roundoff ? unit_roundoff(p.p) : 0.0;
   k.key_tile = caps.key_tile();
   return k;
 }

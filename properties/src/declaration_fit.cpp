@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "attest/cases.h"
 #include "attest/oracle.h"
@@ -97,7 +98,17 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
     const double value_magnitude = rms(original.v);
     std::mt19937_64 rng(fingerprint(original) ^ 0x5bd1e995);
     std::uniform_real_distribution<double> unit(-std::sqrt(3.0), std::sqrt(3.0));
-    for (float& x : p.v) x = round_to(static_cast<float>(unit(rng) * value_magnitude), p.input_precision);
+    for (float& x : p.v) x = round_to(static_cast<float>(unit(rng) * value_magnitude), p.storage.v);
+  }
+  // Inputs in the kernel's storage formats: rounded there, saturating at the format's largest value.
+  const Precision& precision = caps.precision;
+  for (auto [values, from, to] : {std::tuple{&p.q, &p.storage.q, precision.q}, std::tuple{&p.k, &p.storage.k, precision.k},
+                                  std::tuple{&p.v, &p.storage.v, precision.v}}) {
+    if (to == Scalar::kF32 || *from == to) continue;
+    const float largest = static_cast<float>(info(to).max_finite);
+    for (float& x : *values)
+      if (std::isfinite(x)) x = round_to(std::clamp(x, -largest, largest), to);
+    *from = to;
   }
   if (const std::string reason = caps.unsupported_because(p); !reason.empty()) {
     if (why) *why = reason;

@@ -21,7 +21,7 @@ Problem prefill_of(const Problem& p) {
   out.mask.causal = true;
   out.mask.window = p.mask.window;
   out.mask.chunk = p.mask.chunk;
-  out.input_precision = p.input_precision;
+  out.storage = p.storage;
   out.k = p.k;
   out.v = p.v;
   for (int bh = 0; bh < s.batch * s.heads; ++bh)

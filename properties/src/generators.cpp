@@ -167,21 +167,27 @@ Problem build_problem(const ProblemSpec& spec, const Capabilities& caps, const P
 
   const double scales[] = {0.0, 1.0, 0.05, -0.7, 3.0};
   if (spec.scale_mode > 0 && !c.default_scale_only) p.scale = scales[spec.scale_mode];
-  p.input_precision = static_cast<InputPrecision>(spec.input_precision);
+  // Inputs in the kernel's storage formats; an f32 kernel also gets inputs that happen to be
+  // bf16 or f16 values now and then.
+  const Scalar drawn = static_cast<Scalar>(spec.input_precision);
+  const Precision& precision = caps.precision;
+  p.storage = {precision.q == Scalar::kF32 ? drawn : precision.q, precision.k == Scalar::kF32 ? drawn : precision.k,
+               precision.v == Scalar::kF32 ? drawn : precision.v};
 
   p.resize_buffers();
   std::mt19937_64 data_rng(spec.data_seed);
   std::uniform_real_distribution<double> unit(-std::sqrt(3.0), std::sqrt(3.0));
-  // Logits ~ |scale| * Dk * qk_mag^2; choose qk_mag so that they are ~ 10^logit_exponent.
-  double qk = std::pow(10.0, spec.logit_exponent / 2.0) * std::pow(double(head_dim), -0.25);
-  double vm = std::pow(10.0, spec.value_exponent);
-  if (p.input_precision == InputPrecision::kF16) {  // stay inside fp16's range (65504)
-    qk = std::min(qk, 100.0);
-    vm = std::min(vm, 1000.0);
-  }
-  for (float& x : p.q) x = round_to(static_cast<float>(unit(data_rng) * qk), p.input_precision);
-  for (float& x : p.k) x = round_to(static_cast<float>(unit(data_rng) * qk), p.input_precision);
-  for (float& x : p.v) x = round_to(static_cast<float>(unit(data_rng) * vm), p.input_precision);
+  // Logits ~ |scale| * Dk * qk_mag^2; choose qk_mag so that they are ~ 10^logit_exponent. Each buffer's
+  // magnitude sweeps up to the edge of its own format's range (uniform values reach sqrt(3) x it).
+  const double qk = std::pow(10.0, spec.logit_exponent / 2.0) * std::pow(double(head_dim), -0.25);
+  const double vm = std::pow(10.0, spec.value_exponent);
+  auto fill = [&](std::vector<float>& values, double magnitude, Scalar format) {
+    magnitude = std::min(magnitude, info(format).max_finite / 2);
+    for (float& x : values) x = round_to(static_cast<float>(unit(data_rng) * magnitude), format);
+  };
+  fill(p.q, qk, p.storage.q);
+  fill(p.k, qk, p.storage.k);
+  fill(p.v, vm, p.storage.v);
   return p;
 }
 
@@ -218,7 +224,8 @@ std::vector<std::string> labels_of(const Problem& p) {
   std::vector<std::string> labels = features_used_by(p).names();
   const Shape& s = p.shape;
   labels.push_back(s.q_len < s.k_len ? "tq<tk" : s.q_len > s.k_len ? "tq>tk" : "tq=tk");
-  if (p.input_precision != InputPrecision::kF32) labels.push_back(to_string(p.input_precision));
+  for (Scalar s : {p.storage.q, p.storage.k, p.storage.v})
+    if (s != Scalar::kF32) return labels.push_back(std::string(to_string(s)) + " inputs"), labels;
   return labels;
 }
 

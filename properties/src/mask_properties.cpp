@@ -37,7 +37,10 @@ int poison_unseen_keys(Problem& p, const std::vector<std::uint8_t>& visible, Poi
         else std::fill_n(&p.v[kv * s.value_dim], s.value_dim, poison(j + 1));
       }
     }
-  p.input_precision = InputPrecision::kF32;  // poison values need not be bf16/fp16
+  // Poisons are representable in every storage format: NaN, +-inf and +-1e30 round to themselves in
+  // f32 and bf16; in f16 1e30 is inf, so a 16-bit-storage problem gets that instead.
+  for (float& x : p.k) x = round_to(x, p.storage.k);
+  for (float& x : p.v) x = round_to(x, p.storage.v);
   return poisoned;
 }
 

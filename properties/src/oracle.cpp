@@ -56,7 +56,7 @@ struct FieldHasher {
     h.value(x.value_or(0.0));
   }
   void boolean(const char*, bool x) { h.value(x); }
-  void precision(const char*, InputPrecision x) { h.value(x); }
+  void precision(const char*, Scalar x) { h.value(x); }
   void integers(const char*, const std::vector<int>& x, long long, long long) { h.vector(x); }
   void flags(const char*, const std::vector<std::uint8_t>& x) { h.vector(x); }
   void floats(const char*, const std::vector<float>& x, bool = false) { h.vector(x); }

@@ -33,14 +33,14 @@ double scaled_error(const Problem& p, const Reference& ref, const Outputs& out, 
 Verdict precision_gate(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "precision_gate";
   const Capabilities caps = kernel.capabilities();
-  if (caps.precision != ComputePrecision::kF32) return Verdict::not_applicable(name, "the loop kernel is f32 only");
   const Reference& ref = oracle.reference(p);
   if (!ref.finite()) return Verdict::fail(name, "reference failure: NaN in the exact result");
   if (std::find(ref.empty.begin(), ref.empty.end(), 0) == ref.empty.end())
     return Verdict::vacuous(name, "every row is empty: no error to compare");
-  const double u = unit_roundoff(caps.precision);
+  // Both errors in units of the coarsest rounding the kernel declares; the model rounds there too.
+  const double u = caps.precision.coarsest();
   const double kernel_error = scaled_error(p, ref, run_guarded(kernel, p), u);
-  const double loop_error = scaled_error(p, ref, run_guarded(*make_loop_kernel(), p), u);
+  const double loop_error = scaled_error(p, ref, run_guarded(*make_model_kernel(caps.precision), p), u);
   const double allowed = kPrecisionGateFactor * std::max(loop_error, kPrecisionGateFloor);
   const double utilisation = kernel_error / allowed;
   if (!(kernel_error <= allowed))

@@ -60,7 +60,7 @@ struct Writer {
     if (x) at(name) = *x;
   }
   void boolean(const char* name, bool x) { at(name) = x; }
-  void precision(const char* name, InputPrecision x) { at(name) = to_string(x); }
+  void precision(const char* name, Scalar x) { at(name) = to_string(x); }
   void integers(const char* name, const std::vector<int>& x, long long, long long) { at(name) = x; }
   void flags(const char* name, const std::vector<std::uint8_t>& x) { at(name) = x; }
   void floats(const char* name, const std::vector<float>& x, bool = false) {
@@ -127,11 +127,10 @@ struct Reader {
       x = j->get<bool>();
     }
   }
-  void precision(const char* name, InputPrecision& x) {
+  void precision(const char* name, Scalar& x) {
     const json* j = find(name, false);
     if (!j) return;
-    for (InputPrecision p : {InputPrecision::kF32, InputPrecision::kBF16, InputPrecision::kF16})
-      if (*j == to_string(p)) return void(x = p);
+    if (j->is_string() && parse_scalar(j->get<std::string>(), x)) return;
     bad(std::string("problem.") + name, "must be \"f32\", \"bf16\" or \"f16\"");
   }
   const json* array(const char* name, bool required) {
@@ -224,6 +223,12 @@ ProblemFile from_json(const std::string& text) {
   if (!doc.contains("problem") || !doc["problem"].is_object()) bad("problem", "must be an object");
   Reader r{doc["problem"], {}};
   visit_problem_fields(file.problem, r);
+  // Files of earlier versions of attest name one format for all inputs.
+  if (doc["problem"].contains("input_precision")) {
+    Scalar legacy = Scalar::kF32;
+    r.precision("input_precision", legacy);
+    file.problem.storage = {legacy, legacy, legacy};
+  }
   reject_unknown(doc["problem"], "", r.seen);
   try {
     file.problem.validate();

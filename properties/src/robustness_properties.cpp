@@ -86,8 +86,9 @@ Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle) {
     scaled.scale = scale;
     if (scale != wanted) {
       const double boost = wanted / scale;
-      for (float& x : scaled.q) x = static_cast<float>(x * boost);
-      scaled.input_precision = InputPrecision::kF32;
+      // Q keeps its storage format: boosted values are rounded to it (saturating at its largest).
+      const float largest = static_cast<float>(info(scaled.storage.q).max_finite);
+      for (float& x : scaled.q) x = round_to(std::clamp(static_cast<float>(x * boost), -largest, largest), scaled.storage.q);
     }
     const Reference& ref = oracle.reference(scaled);
     const GuardedOutputs out = run_guarded(kernel, scaled);

@@ -31,11 +31,12 @@ struct Coefficients {
 };
 
 Coefficients coefficients(const Problem& p, const Reference& ref, std::size_t row, const KernelNumerics& k) {
-  const double u = k.unit_roundoff;
+  const double us = k.score_roundoff;
   const int d = p.shape.head_dim + (p.rope.enabled ? 8 : 2);
   const int tiles = (k.key_tile > 0 ? (p.shape.k_len + k.key_tile - 1) / k.key_tile : 1) + k.extra_tiles;
-  Coefficients c{gamma_n(d, u), (tiles + 1) * k.exp_error, gamma_n(ref.visible_keys[row] + tiles + 1, u), 0, tiles};
-  c.delta_max = c.score * ref.cond_max[row] + 2 * u * ref.logit_range[row] + c.per_key;
+  Coefficients c{gamma_n(d, us), (tiles + 1) * k.exp_error,
+                 gamma_n(summation_terms(ref.visible_keys[row], k.key_tile, tiles), k.sum_roundoff), 0, tiles};
+  c.delta_max = c.score * ref.cond_max[row] + 2 * us * ref.logit_range[row] + c.per_key;
   return c;
 }
 
@@ -52,6 +53,11 @@ KernelNumerics KernelNumerics::f32(int key_tile) {
   return k;
 }
 
+double summation_terms(int visible_keys, int key_tile, int tiles) {
+  if (key_tile <= 0) return visible_keys + tiles + 1.0;
+  return std::min(visible_keys, key_tile) + 2.0 * tiles + 1.0;
+}
+
 double gamma_n(double n, double u) {
   const double nu = n * u;
   return nu >= 1.0 ? std::numeric_limits<double>::infinity() : nu / (1.0 - nu);
@@ -61,15 +67,16 @@ double output_bound(const Problem& p, const Reference& ref, std::size_t element,
   const std::size_t row = element / p.shape.value_dim;
   if (ref.empty[row]) return 0.0;  // empty rows are checked exactly against the policy
   const Coefficients c = coefficients(p, ref, row, k);
-  const double u = k.unit_roundoff;
+  const double us = k.score_roundoff;
+  const double last = k.sum_roundoff + k.output_roundoff;  // the division by the sum, then O's storage
   const double s = ref.spread[element], o = ref.o[element], vmax = ref.max_abs_value[element];
   const double underflow = 4.0 * (ref.visible_keys[row] + c.tiles + 2) * k.underflow_quantum * (vmax + 1.0);
-  const double rounding = (2 * c.sums + 2 * u + 2 * k.weight_rounding) * vmax;
+  const double rounding = (2 * c.sums + last + 2 * k.weight_rounding) * vmax;
   const double hull = std::max(ref.value_max[element] - o, o - ref.value_min[element]) + rounding;
   if (!(c.delta_max <= kSmallRegime)) return hull + underflow + reference_error(ref, vmax);
-  const double own = s > 0 ? (c.score * ref.spread_cond[element] + 2 * u * ref.spread_logit[element]) / s : 0.0;
-  const double shared = c.score * ref.mean_cond[row] + 2 * u * ref.logit_spread[row];
-  const double relative = std::exp(2 * c.delta_max) * (own + shared + 2 * c.per_key) + 2 * c.sums + 2 * u +
+  const double own = s > 0 ? (c.score * ref.spread_cond[element] + 2 * us * ref.spread_logit[element]) / s : 0.0;
+  const double shared = c.score * ref.mean_cond[row] + 2 * us * ref.logit_spread[row];
+  const double relative = std::exp(2 * c.delta_max) * (own + shared + 2 * c.per_key) + 2 * c.sums + last +
                           2 * k.weight_rounding;
   return std::min(std::expm1(relative) * s, hull) + underflow + reference_error(ref, s);
 }
@@ -77,11 +84,11 @@ double output_bound(const Problem& p, const Reference& ref, std::size_t element,
 double lse_bound(const Problem& p, const Reference& ref, std::size_t row, const KernelNumerics& k) {
   if (ref.empty[row]) return 0.0;
   const Coefficients c = coefficients(p, ref, row, k);
-  const double u = k.unit_roundoff;
+  const double us = k.score_roundoff, u = std::max(k.score_roundoff, k.sum_roundoff);
   double exponent = c.delta_max;  // Lipschitz: valid in every regime
   if (c.delta_max <= kSmallRegime) {
     const double first_order = std::exp(2 * c.delta_max) *
-                               (c.score * ref.mean_cond[row] + 2 * u * ref.logit_spread[row] + c.per_key);
+                               (c.score * ref.mean_cond[row] + 2 * us * ref.logit_spread[row] + c.per_key);
     exponent = std::min(exponent, first_order);
   }
   const double magnitude = std::fabs(ref.lse[row]);

@@ -135,10 +135,23 @@ TEST(ErrorBound, GammaAndScaling) {
   const Reference ref = compute_reference(p);
   const double f32 = output_bound(p, ref, 5, KernelNumerics::f32(0));
   KernelNumerics bf16 = KernelNumerics::f32(0);
-  bf16.unit_roundoff = 0x1p-8;
+  bf16.score_roundoff = bf16.sum_roundoff = bf16.output_roundoff = 0x1p-8;
   bf16.exp_error = 0x1p-7;
   EXPECT_GT(output_bound(p, ref, 5, bf16), 1000 * f32);  // the bound follows the precision
   EXPECT_GT(output_bound(p, ref, 5, KernelNumerics::f32(1)), f32);  // and the tile count
+  KernelNumerics bf16_storage = KernelNumerics::f32(0);  // only O rounded to bf16: the bound grows by its u only
+  bf16_storage.output_roundoff = 0x1p-8;
+  EXPECT_GT(output_bound(p, ref, 5, bf16_storage), 10 * f32);
+  EXPECT_LT(output_bound(p, ref, 5, bf16_storage), output_bound(p, ref, 5, bf16));
+}
+
+// The summation structure: an f32 accumulator over 32768 keys in tiles of 64 keeps a useful
+// bound where a single-precision-word model (bf16 everywhere) is vacuous.
+TEST(ErrorBound, SummationStructureFollowsTheTiles) {
+  EXPECT_EQ(summation_terms(32768, 0, 1), 32768 + 2);
+  EXPECT_EQ(summation_terms(32768, 64, 512), 64 + 1024 + 1);
+  EXPECT_LT(gamma_n(summation_terms(32768, 64, 512), 0x1p-24), 1e-4);
+  EXPECT_TRUE(std::isinf(gamma_n(summation_terms(32768, 64, 512), 0x1p-8)));
 }
 
 }  // namespace

@@ -31,23 +31,41 @@ std::vector<float> floats_of(const void* data, std::size_t n) {
 attest_range range_of(const Range& r) { return {r.min, r.max}; }
 Range range_of(const attest_range& r) { return {r.min, r.max}; }
 
-ComputePrecision compute_precision(std::int32_t code, const char* field) {
+Scalar scalar_of(std::int32_t code, const char* field) {
   switch (code) {
-    case ATTEST_F32: return ComputePrecision::kF32;
-    case ATTEST_BF16: return ComputePrecision::kBF16;
-    case ATTEST_F16: return ComputePrecision::kF16;
+    case ATTEST_F32: return Scalar::kF32;
+    case ATTEST_BF16: return Scalar::kBF16;
+    case ATTEST_F16: return Scalar::kF16;
   }
   throw std::invalid_argument(std::string("descriptor: precision.") + field + " = " + std::to_string(code) +
                               " is not ATTEST_F32, ATTEST_BF16 or ATTEST_F16");
 }
 
-std::int32_t precision_code(ComputePrecision p) {
-  return p == ComputePrecision::kBF16 ? ATTEST_BF16 : p == ComputePrecision::kF16 ? ATTEST_F16 : ATTEST_F32;
-}
+std::int32_t code_of(Scalar s) { return s == Scalar::kBF16 ? ATTEST_BF16 : s == Scalar::kF16 ? ATTEST_F16 : ATTEST_F32; }
 
 }  // namespace
 
-protocol::WireProblem to_wire(const Problem& p) {
+// Values (representable in `s`) as the bytes of that storage format, and back.
+std::vector<std::uint8_t> stored(const std::vector<float>& values, Scalar s) {
+  if (s == Scalar::kF32) return as_bytes(values);
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) bits[i] = to_bits16(values[i], s);
+  return as_bytes(bits);
+}
+
+
+std::vector<float> floats_from_storage(const std::uint8_t* data, std::size_t n, Scalar s) {
+  if (s == Scalar::kF32) return floats_of(data, n);
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint16_t bits;
+    std::memcpy(&bits, data + 2 * i, 2);
+    out[i] = from_bits16(bits, s);
+  }
+  return out;
+}
+
+protocol::WireProblem to_wire(const Problem& p, const Precision& precision) {
   protocol::WireProblem w;
   attest_problem_v2& h = w.header;
   const Shape& s = p.shape;
@@ -65,7 +83,7 @@ protocol::WireProblem to_wire(const Problem& p) {
   w.q_segment.assign(p.mask.q_segment.begin(), p.mask.q_segment.end());
   w.k_segment.assign(p.mask.k_segment.begin(), p.mask.k_segment.end());
   w.explicit_mask = p.mask.explicit_mask;
-  w.q = as_bytes(p.q), w.k = as_bytes(p.k), w.v = as_bytes(p.v);
+  w.q = stored(p.q, precision.q), w.k = stored(p.k, precision.k), w.v = stored(p.v, precision.v);
   return w;
 }
 
@@ -81,7 +99,7 @@ protocol::WireDecodeConfig to_wire(const DecodeConfig& c) {
   return w;
 }
 
-Problem from_wire(const attest_problem_v2& h) {
+Problem from_wire(const attest_problem_v2& h, const Precision& precision) {
   Problem p;
   p.shape = {h.batch, h.heads, h.kv_heads, h.q_len, h.k_len, h.head_dim, h.value_dim};
   p.scale = h.scale;
@@ -97,9 +115,10 @@ Problem from_wire(const attest_problem_v2& h) {
   p.mask.q_segment = copy_of(h.q_segment, b * tq);
   p.mask.k_segment = copy_of(h.k_segment, b * tk);
   p.mask.explicit_mask = copy_of(h.explicit_mask, b * tq * tk);
-  p.q = floats_of(h.q, p.q_size());
-  p.k = floats_of(h.k, p.k_size());
-  p.v = floats_of(h.v, p.v_size());
+  p.storage = {precision.q, precision.k, precision.v};
+  p.q = floats_from_storage(static_cast<const std::uint8_t*>(h.q), p.q_size(), precision.q);
+  p.k = floats_from_storage(static_cast<const std::uint8_t*>(h.k), p.k_size(), precision.k);
+  p.v = floats_from_storage(static_cast<const std::uint8_t*>(h.v), p.v_size(), precision.v);
   return p;
 }
 
@@ -111,14 +130,11 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
     refuse("capabilities has bits this attest does not know (0x" + std::to_string(d.capabilities) + ")");
   c.empty_rows = d.empty_rows == ATTEST_EMPTY_NAN ? EmptyRowPolicy::kNan : EmptyRowPolicy::kZero;
   const attest_precision_spec& p = d.precision;
-  for (auto [code, field] : {std::pair{p.q, "q"}, {p.k, "k"}, {p.v, "v"}, {p.o, "o"}})
-    if (code != ATTEST_F32)
-      refuse(std::string("precision.") + field + ": only float32 storage can be certified by this version of attest");
-  if (p.p != ATTEST_F32) refuse("precision.p: rounding P before P.V cannot be certified by this version of attest yet");
-  const ComputePrecision scores = compute_precision(p.scores, "scores"), acc = compute_precision(p.accumulator, "accumulator");
-  c.precision = unit_roundoff(scores) >= unit_roundoff(acc) ? scores : acc;  // the coarser one bounds both
+  Precision& r = c.precision;
+  r.q = scalar_of(p.q, "q"), r.k = scalar_of(p.k, "k"), r.v = scalar_of(p.v, "v"), r.o = scalar_of(p.o, "o");
+  r.scores = scalar_of(p.scores, "scores"), r.p = scalar_of(p.p, "p"), r.accumulator = scalar_of(p.accumulator, "accumulator");
   if (!std::isfinite(p.exp_ulps) || p.exp_ulps < 0 || p.exp_ulps > 1e6) refuse("precision.exp_ulps must be in [0, 1e6]");
-  c.exp_ulps = p.exp_ulps > 0 ? p.exp_ulps : 1.0;
+  r.exp_ulps = p.exp_ulps > 0 ? p.exp_ulps : 1.0;
 
   const attest_contract& k = d.contract;
   Contract& t = c.contract;
@@ -151,8 +167,9 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   d.name = name;
   d.capabilities = c.features.abi_bits();
   d.empty_rows = c.empty_rows == EmptyRowPolicy::kNan ? ATTEST_EMPTY_NAN : ATTEST_EMPTY_ZERO;
-  const std::int32_t compute = precision_code(c.precision);
-  d.precision = {ATTEST_F32, ATTEST_F32, ATTEST_F32, ATTEST_F32, compute, ATTEST_F32, compute, c.exp_ulps, {}};
+  const Precision& p = c.precision;
+  d.precision = {code_of(p.q),      code_of(p.k), code_of(p.v),           code_of(p.o),
+                 code_of(p.scores), code_of(p.p), code_of(p.accumulator), p.exp_ulps, {}};
   const Contract& t = c.contract;
   d.head_dims.assign(t.head_dims.begin(), t.head_dims.end());
   attest_contract& k = d.contract;
@@ -190,10 +207,13 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
 attest_status AbiAdapter::forward(void* user, const attest_problem_v2* problem, attest_outputs_v2* out) {
   auto* self = static_cast<AbiAdapter*>(user);
   try {
-    const Problem p = from_wire(*problem);
+    const Precision precision = self->kernel_->capabilities().precision;
+    const Problem p = from_wire(*problem, precision);
     p.validate();
-    self->kernel_->forward(p, std::span<float>(static_cast<float*>(out->o), p.o_size()),
-                           out->lse ? std::span<float>(out->lse, p.lse_size()) : std::span<float>());
+    std::vector<float> o(p.o_size());
+    self->kernel_->forward(p, o, out->lse ? std::span<float>(out->lse, p.lse_size()) : std::span<float>());
+    const std::vector<std::uint8_t> bytes = stored(o, precision.o);  // O in its storage format
+    std::memcpy(out->o, bytes.data(), bytes.size());
     std::strncpy(out->path, self->kernel_->last_path().c_str(), sizeof out->path - 1);
     return ATTEST_OK;
   } catch (const ProblemError& e) {

@@ -23,7 +23,7 @@ class BlockedKernel final : public Kernel {
   Capabilities capabilities() const override {
     Capabilities c;
     c.contract.query_tile = block_q_;
-    c.exp_ulps = 2.0;  // the polynomial exp of simd_ops
+    c.precision.exp_ulps = 2.0;  // the polynomial exp of simd_ops
     return c;
   }
 

@@ -3,32 +3,20 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
 
 #include "attest/builtin_kernels.h"
 
 namespace attest {
 
-double unit_roundoff(ComputePrecision p) {
-  switch (p) {
-    case ComputePrecision::kF32: return std::ldexp(1.0, -24);
-    case ComputePrecision::kBF16: return std::ldexp(1.0, -8);
-    case ComputePrecision::kF16: return std::ldexp(1.0, -11);
-  }
-  return 1.0;
-}
-
-const char* to_string(ComputePrecision p) {
-  switch (p) {
-    case ComputePrecision::kF32: return "f32";
-    case ComputePrecision::kBF16: return "bf16";
-    case ComputePrecision::kF16: return "f16";
-  }
-  return "?";
-}
-
 std::string Capabilities::unsupported_because(const Problem& p) const {
   const FeatureSet missing = features_used_by(p).minus(features);
   if (!missing.empty()) return "uses " + missing.joined() + ", which the kernel does not declare";
+  // A kernel that stores a buffer in 16 bits receives values representable there.
+  for (auto [name, stored, wanted] : {std::tuple{"q", p.storage.q, precision.q}, std::tuple{"k", p.storage.k, precision.k},
+                                      std::tuple{"v", p.storage.v, precision.v}})
+    if (wanted != Scalar::kF32 && stored != wanted)
+      return std::string(name) + " is stored as " + to_string(stored) + "; the kernel takes " + to_string(wanted);
   return contract.violation(p);
 }
 

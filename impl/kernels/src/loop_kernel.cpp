@@ -1,4 +1,6 @@
 // The textbook kernel: for each query row, all scores, a stable softmax, the weighted sum.
+// With a precision to emulate it is the precision gate's model kernel: it rounds exactly where
+// that precision says (scores, P, the accumulator, O's storage) and nowhere else.
 #include <vector>
 
 #include "attest/builtin_kernels.h"
@@ -11,8 +13,13 @@ using namespace kernels;
 
 class LoopKernel final : public Kernel {
  public:
-  std::string name() const override { return "loop"; }
-  Capabilities capabilities() const override { return {}; }
+  explicit LoopKernel(Precision emulated = {}) : p_(emulated), rounds_(!emulated.all_f32()) {}
+  std::string name() const override { return rounds_ ? "loop-model[" + p_.summary() + "]" : "loop"; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.precision = p_;
+    return c;
+  }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
     const Shape& s = p.shape;
@@ -43,7 +50,8 @@ class LoopKernel final : public Kernel {
               scores[j] = kNegInf;
               continue;
             }
-            scores[j] = dot(query.data(), &keys[std::size_t(j) * s.head_dim], s.head_dim) * scale;
+            scores[j] = rounds_ ? score_rounded(query.data(), &keys[std::size_t(j) * s.head_dim], s.head_dim, scale)
+                                : dot(query.data(), &keys[std::size_t(j) * s.head_dim], s.head_dim) * scale;
             max_score = std::max(max_score, scores[j]);
           }
           if (max_score == kNegInf) {
@@ -53,24 +61,38 @@ class LoopKernel final : public Kernel {
           float sum = 0.0f;
           for (int j = 0; j < s.k_len; ++j) {
             weights[j] = scores[j] == kNegInf ? 0.0f : std::exp(scores[j] - max_score);
-            sum += weights[j];
+            sum = acc(sum + weights[j]);
           }
           std::fill(out, out + s.value_dim, 0.0f);
           for (int j = 0; j < s.k_len; ++j) {
             if (weights[j] == 0.0f) continue;  // masked keys must not touch the output
-            const float pj = weights[j] / sum;
+            const float pj = round_to(weights[j] / sum, p_.p);
             const float* value = &p.v[at.v(b, g, j)];
-            for (int r = 0; r < s.value_dim; ++r) out[r] += pj * value[r];
+            for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] + acc(pj * value[r]));
           }
+          for (int r = 0; r < s.value_dim; ++r) out[r] = round_to(out[r], p_.o);
           if (out_lse) *out_lse = max_score + std::log(sum);
         }
       }
     }
   }
+
+ private:
+  float acc(float x) const { return round_to(x, p_.accumulator); }
+  // q.k accumulated in the score format, then scaled there.
+  float score_rounded(const float* q, const float* k, int n, float scale) const {
+    float sum = 0.0f;
+    for (int i = 0; i < n; ++i) sum = round_to(sum + round_to(q[i] * k[i], p_.scores), p_.scores);
+    return round_to(sum * scale, p_.scores);
+  }
+
+  Precision p_;
+  bool rounds_;
 };
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_loop_kernel() { return std::make_unique<LoopKernel>(); }
+std::unique_ptr<Kernel> make_model_kernel(const Precision& emulated) { return std::make_unique<LoopKernel>(emulated); }
 
 }  // namespace attest

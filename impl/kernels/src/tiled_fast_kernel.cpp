@@ -27,7 +27,7 @@ class FastTiledKernel final : public Kernel {
     Capabilities c;
     c.contract.query_tile = cfg_.block_q;
     c.contract.key_tile = cfg_.block_k;
-    c.exp_ulps = 2.0;  // the polynomial exp of simd_ops
+    c.precision.exp_ulps = 2.0;  // the polynomial exp of simd_ops
     return c;
   }
 

@@ -100,7 +100,7 @@ class TiledKernel final : public Kernel {
     if (!p.scale && faults_.scale_inverse_dk) scale = 1.0 / p.shape.head_dim;
     if (!p.scale && faults_.scale_from_dv) scale = 1.0 / std::sqrt(double(p.shape.value_dim));
     const float f = static_cast<float>(scale);
-    return faults_.scale_to_bf16 ? round_to(f, InputPrecision::kBF16) : f;
+    return faults_.scale_to_bf16 ? round_to(f, Scalar::kBF16) : f;
   }
 
   // The keys row i may see by the range-shaped terms, or (for_tile_skip) the keys whose
@@ -182,11 +182,11 @@ class TiledKernel final : public Kernel {
       float pc = counted ? std::exp(srow[c] - new_max) : 0.0f;
       tile_sum += pc;
       if (!vrow[c] && f.mask_after_softmax) continue;  // zeroed after softmax: in the sum, not the output
-      if (f.weights_to_fp16) pc = round_to(pc, InputPrecision::kF16);
+      if (f.weights_to_fp16) pc = round_to(pc, Scalar::kF16);
       const float* value = p.v.data() + at.v(b, g, j0 + c);
       for (int d = 0; d < dv; ++d) {
         arow[d] += pc * value[d];
-        if (f.fp16_accumulator) arow[d] = round_to(arow[d], InputPrecision::kF16);
+        if (f.fp16_accumulator) arow[d] = round_to(arow[d], Scalar::kF16);
       }
     }
     row_sum[r] = row_sum[r] * rescale + tile_sum;

@@ -45,25 +45,14 @@ void require_size(const char* field, std::size_t actual, std::size_t expected) {
     fail(field, "has " + std::to_string(actual) + " elements, expected " + std::to_string(expected));
 }
 
-void require_representable(const char* field, const std::vector<float>& values, InputPrecision p) {
-  if (p == InputPrecision::kF32) return;
+void require_representable(const char* field, const std::vector<float>& values, Scalar p) {
+  if (p == Scalar::kF32) return;
   for (std::size_t i = 0; i < values.size(); ++i)
     if (!representable(values[i], p))
       fail(std::string(field) + "[" + std::to_string(i) + "]",
            std::string("is not exactly representable in ") + to_string(p));
 }
 
-std::uint32_t bits_of(float x) {
-  std::uint32_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
-
-float from_bits(std::uint32_t b) {
-  float x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-}
 
 // Checks every field against the range the field list gives it (problem_fields.h), so a new
 // field is validated by its line there; checks that relate fields to each other stay below.
@@ -83,7 +72,7 @@ struct RangeCheck {
     if (x) number(name, *x);
   }
   void boolean(const char*, bool) {}
-  void precision(const char*, InputPrecision) {}
+  void precision(const char*, Scalar) {}
   void integers(const char* name, const std::vector<int>& x, long long lo, long long hi) {
     for (std::size_t i = 0; i < x.size(); ++i) integer((std::string(name) + "[" + std::to_string(i) + "]").c_str(), x[i], lo, hi);
   }
@@ -167,9 +156,9 @@ void Problem::validate() const {
   require_size("q", q.size(), q_size());
   require_size("k", k.size(), k_size());
   require_size("v", v.size(), v_size());
-  require_representable("q", q, input_precision);
-  require_representable("k", k, input_precision);
-  require_representable("v", v, input_precision);
+  require_representable("q", q, storage.q);
+  require_representable("k", k, storage.k);
+  require_representable("v", v, storage.v);
 }
 
 void Problem::resize_buffers() {
@@ -179,39 +168,6 @@ void Problem::resize_buffers() {
   v.assign(v_size(), 0.0f);
 }
 
-const char* to_string(InputPrecision p) {
-  switch (p) {
-    case InputPrecision::kF32: return "f32";
-    case InputPrecision::kBF16: return "bf16";
-    case InputPrecision::kF16: return "f16";
-  }
-  return "?";
-}
-
 const char* to_string(EmptyRowPolicy p) { return p == EmptyRowPolicy::kZero ? "zero" : "nan"; }
-
-float round_to(float x, InputPrecision p) {
-  if (p == InputPrecision::kF32 || !std::isfinite(x)) return x;
-  if (p == InputPrecision::kBF16) {
-    std::uint32_t b = bits_of(x);
-    b += 0x7FFFu + ((b >> 16) & 1u);  // round to nearest even on the dropped 16 bits
-    return from_bits(b & 0xFFFF0000u);
-  }
-  // fp16: 11 significant bits, exponent range [-14, 15], subnormals down to 2^-24.
-  const float kMax = 65504.0f;
-  float ax = std::fabs(x);
-  if (ax >= 65520.0f) return std::copysign(std::numeric_limits<float>::infinity(), x);
-  int exp;
-  std::frexp(ax, &exp);                   // ax = f * 2^exp, f in [0.5, 1)
-  int quantum_exp = std::max(exp - 11, -24);  // spacing of fp16 values near ax
-  float quantum = std::ldexp(1.0f, quantum_exp);
-  float r = std::nearbyint(ax / quantum) * quantum;  // exact: ax/quantum fits in float
-  return std::copysign(std::min(r, kMax), x);
-}
-
-bool representable(float x, InputPrecision p) {
-  if (std::isnan(x)) return true;
-  return round_to(x, p) == x;
-}
 
 }  // namespace attest

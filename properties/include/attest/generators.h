@@ -35,7 +35,7 @@ struct ProblemSpec {
   int q_offset_mode = 0;  // 0 bottom-right, 1 top-left, 2 explicit value
   int q_offset_value = 0;
   // Data (shrinks last).
-  int input_precision = 0;  // InputPrecision
+  int input_precision = 0;  // Scalar of inputs for an f32-storage kernel
   int logit_exponent = 0;   // q and k scaled so that logits are about 10^logit_exponent
   int value_exponent = 0;   // v scaled by 10^value_exponent
   int scale_mode = 0;       // 0 default 1/sqrt(Dk), 1..: explicit scales

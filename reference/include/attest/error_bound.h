@@ -9,17 +9,24 @@
 
 namespace attest {
 
-// What the bound needs to know about the kernel's arithmetic.
+// What the bound needs to know about the kernel's arithmetic: each rounding at its own unit
+// roundoff (a bf16-storage kernel that accumulates in f32 keeps an f32 sum term).
 struct KernelNumerics {
-  double unit_roundoff = 0x1p-24;     // u of the accumulation precision
+  double score_roundoff = 0x1p-24;    // u of the q.k accumulation and the logit arithmetic
+  double sum_roundoff = 0x1p-24;      // u of the softmax sum, the P.V accumulator and the final division
+  double output_roundoff = 0x1p-24;   // u of O's storage format (its final rounding)
   double exp_error = 0x1p-23;         // u_e, relative error of one exp (about 2u for glibc)
-  double underflow_quantum = 0x1p-149;  // spacing of the smallest subnormals
-  int key_tile = 0;                   // keys per online-softmax tile; 0 = a single pass
+  double underflow_quantum = 0x1p-149;  // spacing of the smallest subnormals of the accumulator
+  int key_tile = 0;                   // keys per online-softmax tile; 0 = a single pass over all keys
   double weight_rounding = 0.0;       // u_P when P is rounded below the accumulation precision
   int extra_tiles = 0;                // key tiles beyond those of the problem's own Tk
 
   static KernelNumerics f32(int key_tile);
 };
+
+// Terms each summed value passes through: within a tile of key_tile keys, then one rescale and
+// one add per tile (a single pass: every visible key).
+double summation_terms(int visible_keys, int key_tile, int tiles);
 
 // gamma(n) = n u / (1 - n u); infinity once n u >= 1.
 double gamma_n(double n, double u);

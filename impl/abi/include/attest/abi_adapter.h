@@ -13,12 +13,15 @@
 
 namespace attest {
 
-// The problem as the C ABI and the protocol carry it (scale and q_offset made explicit, q/k/v
-// as float32 bytes).
-protocol::WireProblem to_wire(const Problem& p);
+// The problem as the C ABI and the protocol carry it: scale and q_offset made explicit, q/k/v as
+// the bytes of the kernel's storage formats (the values must be representable there).
+protocol::WireProblem to_wire(const Problem& p, const Precision& precision);
 protocol::WireDecodeConfig to_wire(const DecodeConfig& c);
 // Back from the C view; validates nothing (Problem::validate does).
-Problem from_wire(const attest_problem_v2& h);
+Problem from_wire(const attest_problem_v2& h, const Precision& precision);
+// Values from a buffer in storage format `s`, and values (representable in `s`) into one.
+std::vector<float> floats_from_storage(const std::uint8_t* data, std::size_t n, Scalar s);
+std::vector<std::uint8_t> stored(const std::vector<float>& values, Scalar s);
 
 // A descriptor as attest understands it. Throws std::invalid_argument naming the field when it
 // declares what this attest cannot certify yet, or is inconsistent (min > max, a zero tile...).

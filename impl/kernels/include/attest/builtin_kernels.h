@@ -14,6 +14,8 @@ struct TiledConfig {
 };
 
 std::unique_ptr<Kernel> make_loop_kernel();
+// The loop kernel rounding exactly where `emulated` says: the precision gate's model kernel.
+std::unique_ptr<Kernel> make_model_kernel(const Precision& emulated);
 std::unique_ptr<Kernel> make_blocked_kernel(int block_q = 32);
 std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config = {});
 std::unique_ptr<Kernel> make_decode_kernel(int page_size = 16);

@@ -37,20 +37,13 @@ class KernelLoadError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The arithmetic a kernel computes in; sets its unit roundoff in the error bound.
-enum class ComputePrecision { kF32, kBF16, kF16 };
-
-double unit_roundoff(ComputePrecision p);
-const char* to_string(ComputePrecision p);
-
 // What a kernel declares: the features it supports (features.h), its contract, its empty-row
 // policy and its arithmetic. Built-in kernels declare every feature but decode by default.
 struct Capabilities {
   FeatureSet features = FeatureSet::all().minus({Feature::kDecode});
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kZero;
-  ComputePrecision precision = ComputePrecision::kF32;
-  double exp_ulps = 1.0;  // worst error of one exp, in units in the last place
-  Contract contract;      // which problems it accepts; its tiles
+  Precision precision;  // where it rounds: storage, scores, P, accumulator, exp (precision.h)
+  Contract contract;    // which problems it accepts; its tiles
 
   bool declares(Feature f) const { return features.contains(f); }
   bool lse() const { return declares(Feature::kLse); }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "attest/precision.h"
+
 namespace attest {
 
 // Thrown for an invalid problem; the message names the offending field.
@@ -16,8 +18,6 @@ class ProblemError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// Which values the float32 input buffers are restricted to.
-enum class InputPrecision { kF32, kBF16, kF16 };
 
 // What a kernel writes for a row that sees no key.
 enum class EmptyRowPolicy { kZero, kNan };
@@ -58,7 +58,12 @@ struct Problem {
   std::optional<long long> q_offset;  // default Tk - Tq (bottom-right alignment)
   MaskSpec mask;
   Rope rope;
-  InputPrecision input_precision = InputPrecision::kF32;
+  // The formats q, k and v are stored in: their float values are exactly representable there
+  // (a bf16/f16 kernel receives them as 16-bit buffers).
+  struct Storage {
+    Scalar q = Scalar::kF32, k = Scalar::kF32, v = Scalar::kF32;
+    bool operator==(const Storage&) const = default;
+  } storage;
   std::vector<float> q;  // [B][H][Tq][Dk]
   std::vector<float> k;  // [B][Hkv][Tk][Dk]
   std::vector<float> v;  // [B][Hkv][Tk][Dv]
@@ -83,9 +88,6 @@ struct Problem {
 // Largest element count any one buffer may have; guards size arithmetic against overflow.
 inline constexpr std::size_t kMaxBufferElements = std::size_t{1} << 32;
 
-const char* to_string(InputPrecision p);
 const char* to_string(EmptyRowPolicy p);
-bool representable(float x, InputPrecision p);
-float round_to(float x, InputPrecision p);  // round to nearest even in that format
 
 }  // namespace attest

@@ -16,7 +16,7 @@ inline constexpr long long kMaxOffset = 1LL << 40;
 // A visitor provides, for each kind of field:
 //   integer(name, int&, lo, hi)          optional_integer(name, std::optional<int|long long>&, lo, hi)
 //   number(name, double&)                optional_number(name, std::optional<double>&)   (finite)
-//   boolean(name, bool&)                 precision(name, InputPrecision&)
+//   boolean(name, bool&)                 precision(name, Scalar&)
 //   integers(name, std::vector<int>&, lo, hi)   flags(name, std::vector<std::uint8_t>&)  (0 or 1)
 //   floats(name, std::vector<float>&)    (any float, NaN and infinities included)
 // `required` marks the fields a problem file must carry.
@@ -42,7 +42,9 @@ void visit_problem_fields(Problem_& p, Visitor& v) {
   v.flags("mask.explicit_mask", p.mask.explicit_mask);
   v.boolean("rope.enabled", p.rope.enabled);
   v.number("rope.base", p.rope.base);
-  v.precision("input_precision", p.input_precision);
+  v.precision("storage.q", p.storage.q);
+  v.precision("storage.k", p.storage.k);
+  v.precision("storage.v", p.storage.v);
   v.floats("q", p.q, required);
   v.floats("k", p.k, required);
   v.floats("v", p.v, required);

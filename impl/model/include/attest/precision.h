@@ -1,0 +1,50 @@
+// Number formats and where a kernel rounds (DESIGN.md §2). A precision is not one word: the
+// storage of Q, K, V and O, the precision scores are accumulated in, whether P is rounded before
+// P.V, the P.V accumulator, and the kernel's exp error. The error bound charges each rounding at
+// its own unit roundoff; the precision gate's model kernel rounds exactly there.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace attest {
+
+enum class Scalar : std::uint8_t { kF32, kBF16, kF16 };
+
+struct ScalarInfo {
+  const char* name;     // f32, bf16, f16
+  double unit_roundoff;  // u: half an ulp of 1
+  double max_finite;
+  double min_normal;
+  double min_subnormal;  // the spacing of the smallest values (underflow quantum)
+  int bytes;
+};
+
+const ScalarInfo& info(Scalar s);
+const char* to_string(Scalar s);
+double unit_roundoff(Scalar s);
+bool parse_scalar(const std::string& name, Scalar& out);
+
+// Round to nearest even in that format (overflow gives +-inf, NaN stays NaN).
+float round_to(float x, Scalar s);
+bool representable(float x, Scalar s);  // NaN counts as representable
+// The 16-bit pattern of a value representable in bf16 or f16, and back.
+std::uint16_t to_bits16(float x, Scalar s);
+float from_bits16(std::uint16_t bits, Scalar s);
+
+struct Precision {
+  Scalar q = Scalar::kF32, k = Scalar::kF32, v = Scalar::kF32, o = Scalar::kF32;  // storage
+  Scalar scores = Scalar::kF32;       // q.k is accumulated in this
+  Scalar p = Scalar::kF32;            // P is rounded to this before P.V (f32: not rounded)
+  Scalar accumulator = Scalar::kF32;  // P.V (and the softmax sum) accumulated in this
+  double exp_ulps = 1.0;              // worst error of one exp, in ulps of the score type
+
+  bool operator==(const Precision&) const = default;
+  bool all_f32() const;
+  // The coarsest unit roundoff of any rounding it declares.
+  double coarsest() const;
+  // "f32" when all_f32, else "q/k/v/o bf16, scores f32, P bf16, accumulator f32".
+  std::string summary() const;
+};
+
+}  // namespace attest

@@ -1,0 +1,109 @@
+#include "attest/precision.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace attest {
+namespace {
+
+std::uint32_t bits_of(float x) {
+  std::uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+float from_bits(std::uint32_t b) {
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+
+constexpr std::array<ScalarInfo, 3> kScalars = {{
+    {"f32", 0x1p-24, 3.4028234663852886e38, 0x1p-126, 0x1p-149, 4},
+    {"bf16", 0x1p-8, 3.3895313892515355e38, 0x1p-126, 0x1p-133, 2},
+    {"f16", 0x1p-11, 65504.0, 0x1p-14, 0x1p-24, 2},
+}};
+
+}  // namespace
+
+const ScalarInfo& info(Scalar s) { return kScalars[static_cast<std::size_t>(s)]; }
+const char* to_string(Scalar s) { return info(s).name; }
+double unit_roundoff(Scalar s) { return info(s).unit_roundoff; }
+
+bool parse_scalar(const std::string& name, Scalar& out) {
+  for (Scalar s : {Scalar::kF32, Scalar::kBF16, Scalar::kF16})
+    if (name == to_string(s)) return out = s, true;
+  return false;
+}
+
+float round_to(float x, Scalar s) {
+  if (s == Scalar::kF32 || !std::isfinite(x)) return x;
+  if (s == Scalar::kBF16) {
+    std::uint32_t b = bits_of(x);
+    b += 0x7FFFu + ((b >> 16) & 1u);  // round to nearest even on the dropped 16 bits
+    return from_bits(b & 0xFFFF0000u);
+  }
+  // fp16: 11 significant bits, exponent range [-14, 15], subnormals down to 2^-24.
+  const float ax = std::fabs(x);
+  if (ax >= 65520.0f) return std::copysign(std::numeric_limits<float>::infinity(), x);
+  int exp;
+  std::frexp(ax, &exp);                              // ax = f * 2^exp, f in [0.5, 1)
+  const int quantum_exp = std::max(exp - 11, -24);   // spacing of fp16 values near ax
+  const float quantum = std::ldexp(1.0f, quantum_exp);
+  const float r = std::nearbyint(ax / quantum) * quantum;  // exact: ax/quantum fits in float
+  return std::copysign(std::min(r, 65504.0f), x);
+}
+
+bool representable(float x, Scalar s) { return std::isnan(x) || round_to(x, s) == x; }
+
+std::uint16_t to_bits16(float x, Scalar s) {
+  if (s == Scalar::kBF16) return static_cast<std::uint16_t>(bits_of(round_to(x, s)) >> 16);
+  // f16 from a value already rounded to f16 (exact), by fields.
+  const float r = round_to(x, Scalar::kF16);
+  const std::uint16_t sign = std::signbit(r) ? 0x8000 : 0;
+  if (std::isnan(r)) return 0x7E00;
+  if (std::isinf(r)) return sign | 0x7C00;
+  const float a = std::fabs(r);
+  if (a == 0.0f) return sign;
+  int exp;
+  const float f = std::frexp(a, &exp);  // a = f 2^exp, f in [0.5, 1)
+  if (exp - 1 < -14)  // subnormal: a = m 2^-24
+    return sign | static_cast<std::uint16_t>(std::lround(a * 0x1p24f));
+  const int mantissa = static_cast<int>(std::lround((f * 2.0f - 1.0f) * 1024.0f));
+  return sign | static_cast<std::uint16_t>((exp - 1 + 15) << 10) | static_cast<std::uint16_t>(mantissa);
+}
+
+float from_bits16(std::uint16_t bits, Scalar s) {
+  if (s == Scalar::kBF16) return from_bits(std::uint32_t(bits) << 16);
+  const float sign = bits & 0x8000 ? -1.0f : 1.0f;
+  const int exp = (bits >> 10) & 0x1F, mantissa = bits & 0x3FF;
+  if (exp == 0x1F) return mantissa ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
+  if (exp == 0) return sign * std::ldexp(float(mantissa), -24);
+  return sign * std::ldexp(1.0f + mantissa / 1024.0f, exp - 15);
+}
+
+bool Precision::all_f32() const {
+  for (Scalar s : {q, k, v, o, scores, p, accumulator})
+    if (s != Scalar::kF32) return false;
+  return true;
+}
+
+double Precision::coarsest() const {
+  double u = 0;
+  for (Scalar s : {o, scores, p, accumulator}) u = std::max(u, unit_roundoff(s));
+  return u;
+}
+
+std::string Precision::summary() const {
+  if (all_f32()) return "f32";
+  std::string storage = q == k && k == v && v == o
+                            ? std::string("q/k/v/o ") + to_string(q)
+                            : std::string("q ") + to_string(q) + ", k " + to_string(k) + ", v " + to_string(v) + ", o " + to_string(o);
+  return storage + ", scores " + to_string(scores) + ", P " + (p == Scalar::kF32 ? "not rounded" : to_string(p)) +
+         ", accumulator " + to_string(accumulator);
+}
+
+}  // namespace attest

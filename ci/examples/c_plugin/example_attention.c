@@ -160,8 +160,8 @@ static const attest_kernel_v2 kernel = {
     .precision = {.q = ATTEST_F32, .k = ATTEST_F32, .v = ATTEST_F32, .o = ATTEST_F32,
                   .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ATTEST_F32, .exp_ulps = 1.0},
     /* What forward() accepts; attest sends nothing else. Ranges are inclusive, {0, 0} = no limit.
-     * This loop takes any width and length; the limits are here to show how one is written
-     * (the scores of a row are materialized, so lengths stay modest). */
+     * This loop takes any width and length: the limits only show how a contract is written
+     * (see causal_loop_attention.c for one that restricts). */
     .contract = {.head_dim = {1, 256}, .q_len = {1, 4096}, .k_len = {1, 4096}},
     .user = NULL,
     .forward = forward,

@@ -164,5 +164,113 @@ def case_gate():
             sys.exit("gate did not keep " + artifact)
 
 
+
+def verdict_line(output, name):
+    """The per-kernel verdict line: `CERTIFIED NAME for ...` or `NOT CERTIFIED NAME: ...`."""
+    for line in output.splitlines():
+        if line.startswith(("CERTIFIED %s " % name, "NOT CERTIFIED %s:" % name)):
+            return line
+    sys.exit("no verdict line for %s in:\n%s" % (name, output))
+
+
+def checks_of(path):
+    document = json.load(open(path))
+    return document, {check["check"]: check for check in document["kernels"][0]["checks"]}
+
+
+def saved_problems():
+    folder = os.path.join(WORK, "counterexamples")
+    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    return [(name, json.load(open(os.path.join(folder, name)))) for name in names]
+
+
+def case_narrow_scope():
+    # The same kernel declaring only LSE + GQA: certified, but for less, and the verdict says so.
+    narrow_json = os.path.join(WORK, "narrow.json")
+    full = verdict_line(certify("--kernel", plugin("example_attention"), "--budget", "quick", expect=0), "example-c")
+    narrow = verdict_line(certify("--kernel", plugin("narrow_attention"), "--budget", "quick", "--json", narrow_json,
+                                  expect=0), "example-c")
+    if narrow == full:
+        sys.exit("the narrow kernel's verdict line is the full one's: " + narrow)
+    require(narrow, "CERTIFIED example-c for gqa, lse; not covered: ")
+    for feature in ("causal", "window", "rope", "explicit_mask"):
+        require(narrow.split("not covered:")[1], feature)
+    # No check passes on nothing; the mask and GQA checks pass only with cases that exercised them.
+    _, checks = checks_of(narrow_json)
+    for name, check in checks.items():
+        if check["verdict"] == "pass" and check["effective_cases"] == 0:
+            sys.exit("%s passes with no effective case" % name)
+    if checks["masked_inputs_have_no_influence"]["verdict"] == "pass":
+        sys.exit("masked_inputs_have_no_influence passes for a kernel that declares no mask term")
+    gqa = checks["gqa_matches_repeated_heads"]
+    if gqa["verdict"] == "pass" and gqa["effective_cases"] == 0:
+        sys.exit("gqa_matches_repeated_heads passes without an effective case")
+    # A job that needs causal attention refuses this certificate.
+    out = certify("--kernel", plugin("narrow_attention"), "--budget", "quick", "--require", "causal", expect=1)
+    require(out, "required but not covered: causal", "NOT CERTIFIED")
+
+
+def case_narrow_vs_full_baseline():
+    # Re-certifying under the same name with fewer capabilities is a regression, claim by claim.
+    full = os.path.join(WORK, "full.json")
+    certify("--kernel", plugin("example_attention"), "--budget", "quick", "--json", full, expect=0)
+    out = certify("--kernel", plugin("narrow_attention"), "--budget", "quick", "--baseline", full, expect=1)
+    require(out, "REGRESSION example-c: no longer declares causal", "REGRESSION example-c: no longer declares rope",
+            "REGRESSION example-c masked_inputs_have_no_influence: passed in the baseline, not covered now")
+
+
+def case_contract_loop():
+    # The llama2.c-style loop certifies as it is, inside its contract (Dk == Dv, default scale,
+    # causal only). The kernel answers UNSUPPORTED outside it, so any problem attest sent beyond
+    # the contract would show here as a failure.
+    path = os.path.join(WORK, "loop.json")
+    out = certify("--kernel", plugin("causal_loop_attention"), "--budget", "default", "--json", path, expect=0)
+    if out.rstrip().splitlines()[-1] != "CERTIFIED":
+        sys.exit("last line is not CERTIFIED:\n" + out)
+    require(verdict_line(out, "causal-loop"), "CERTIFIED causal-loop for causal, gqa")
+    document, checks = checks_of(path)
+    contract = document["kernels"][0]["descriptor"]["contract"]
+    for flag in ("dk_equals_dv", "default_scale_only", "causal_required"):
+        if contract[flag] is not True:
+            sys.exit("the certificate does not record %s: %s" % (flag, contract))
+    permutation = checks["permutation_equivariance"]
+    if permutation["verdict"] != "not covered" or "causal" not in permutation.get("not_covered", ""):
+        sys.exit("permutation_equivariance is not 'not covered' for a causal reason: %s" % permutation)
+    failed = [name for name, check in checks.items() if check["failures"] or check["verdict"] == "fail"]
+    if failed or saved_problems():
+        sys.exit("failures %s, saved problems %s" % (failed, [name for name, _ in saved_problems()]))
+
+
+def case_decode_only():
+    # No forward: decode is certified alone, and every forward-only check says why it did not run.
+    path = os.path.join(WORK, "decode.json")
+    out = certify("--kernel", plugin("decode_only_attention"), "--budget", "default", "--json", path, expect=0)
+    require(verdict_line(out, "decode-only"), "CERTIFIED decode-only for ")
+    document, checks = checks_of(path)
+    if document["kernels"][0]["descriptor"]["contract"]["decode_only"] is not True:
+        sys.exit("the certificate does not record decode_only")
+    decode = checks["decode_matches_prefill"]
+    if decode["verdict"] != "pass" or decode["effective_cases"] < 1:
+        sys.exit("decode_matches_prefill: %s" % decode)
+    for name in ("golden", "grid", "matches_reference", "overflow_safe", "deterministic_and_in_bounds"):
+        check = checks[name]
+        if check["verdict"] != "not covered" or "decode-only" not in check.get("not_covered", ""):
+            sys.exit("%s is not 'not covered' as decode-only: %s" % (name, check))
+
+
+def case_unsupported_in_contract():
+    # UNSUPPORTED for Dk = 7, which the contract (Dk in [1, 256]) accepts: a failure, with the
+    # problem saved. The quick budget at the fixed seed 11 of certify() draws Dk = 7 (widths 1..9
+    # are drawn often), and each failing property shrinks its case to Dk = 7.
+    out = certify("--kernel", plugin("broken_unsupported_dk7"), "--budget", "quick", expect=1)
+    require(out, "FAIL example-c ", "kernel returned status 2: head_dim 7 is not implemented", "NOT CERTIFIED")
+    saved = saved_problems()
+    if not saved:
+        sys.exit("no counterexample saved")
+    for name, document in saved:
+        if document["problem"]["shape"]["head_dim"] != 7:
+            sys.exit("%s saved a problem with Dk = %d" % (name, document["problem"]["shape"]["head_dim"]))
+    replay_all(plugin("broken_unsupported_dk7"), expect=1)
+
 globals()["case_" + CASE]()
 print("ok:", CASE)

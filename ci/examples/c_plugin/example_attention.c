@@ -1,9 +1,15 @@
-/* An attention kernel in plain C99 behind the attest C ABI: the full problem model (every
- * mask term, GQA, LSE, RoPE, the zero empty-row policy). Build it as a shared library and
- * certify it with `attest certify --kernel ./libexample_attention.so`.
+/* An attention kernel in plain C99 behind the attest C ABI, version 2: the full problem model
+ * (every mask term including chunked attention, GQA, LSE, RoPE, the zero empty-row policy) in
+ * float32. Copy it as the skeleton of your own plugin: fill in forward(), then declare in
+ * `kernel` below what you support (capabilities) and what you accept (the contract).
  *
- * The tests compile the same file with one of these defined to get broken plugins:
- * BROKEN_SEGFAULT, BROKEN_HANG, BROKEN_WRITE_PAST, BROKEN_NO_WRITE, BROKEN_ABI_VERSION. */
+ *   cc -std=c99 -O2 -fPIC -shared -I impl/abi/include example_attention.c -lm -o libexample_attention.so
+ *   attest certify --kernel ./libexample_attention.so
+ *
+ * The build compiles the same file with one of these defined to get other plugins:
+ *   NARROW_LSE_GQA          the same kernel declaring only LSE + GQA (a narrower certificate);
+ *   BROKEN_SEGFAULT, BROKEN_HANG, BROKEN_WRITE_PAST, BROKEN_NO_WRITE, BROKEN_ABI_VERSION,
+ *   BROKEN_UNSUPPORTED_DK7  broken plugins for the command-line tests (ci/tests/cli_test.py). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -14,11 +20,16 @@
 
 static char last_error[256];
 
-static int visible(const attest_problem* p, int b, int i, int j) {
+/* floor(a / b) for b > 0, also for negative a (query positions are negative when q_offset < 0). */
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* Whether query i of batch entry b sees key j: every enabled mask term must allow it. */
+static int visible(const attest_problem_v2* p, int b, int i, int j) {
   const int64_t pos = p->q_offset + i;
   if (p->q_valid && i >= p->q_valid[b]) return 0;
   if (p->causal && j > pos) return 0;
   if (p->window && pos - j >= p->window) return 0;
+  if (p->chunk && floor_div(pos, p->chunk) != floor_div(j, p->chunk)) return 0;
   if (p->kv_valid && j >= p->kv_valid[b]) return 0;
   if (p->q_segment && p->q_segment[(size_t)b * p->q_len + i] != p->k_segment[(size_t)b * p->k_len + j]) return 0;
   if (p->explicit_mask && !p->explicit_mask[((size_t)b * p->q_len + i) * p->k_len + j]) return 0;
@@ -36,13 +47,25 @@ static void rotate(float* x, int d, int64_t pos, double base) {
   }
 }
 
-static attest_status forward(void* user, const attest_problem* p, attest_outputs* out) {
+static attest_status forward(void* user, const attest_problem_v2* p, attest_outputs_v2* out) {
   (void)user;
   const int dk = p->head_dim, dv = p->value_dim, tq = p->q_len, tk = p->k_len, group = p->heads / p->kv_heads;
+  /* The buffers hold the declared storage type: float32 everywhere (see .precision below). */
+  const float* q_all = p->q;
+  const float* k_all = p->k;
+  const float* v_all = p->v;
+  float* o_all = out->o;
   if (p->rope && dk % 2) {
     strcpy(last_error, "rope needs an even head_dim");
     return ATTEST_INVALID_ARGUMENT;
   }
+#ifdef BROKEN_UNSUPPORTED_DK7
+  /* Refuses a width its contract accepts: attest must fail it, not skip the case. */
+  if (dk == 7) {
+    strcpy(last_error, "head_dim 7 is not implemented");
+    return ATTEST_UNSUPPORTED;
+  }
+#endif
 #ifdef BROKEN_SEGFAULT
   if (tk > 1) *(volatile int*)0 = 1;
 #endif
@@ -57,20 +80,20 @@ static attest_status forward(void* user, const attest_problem* p, attest_outputs
     strcpy(last_error, "out of memory");
     return ATTEST_INTERNAL_ERROR;
   }
-  const float scale = (float)p->scale;
+  const float scale = (float)p->scale; /* always explicit: 1/sqrt(Dk) when the user left it default */
   for (int b = 0; b < p->batch; ++b)
     for (int h = 0; h < p->heads; ++h) {
-      const int g = h / group;
+      const int g = h / group; /* GQA: `group` query heads share key/value head g */
       for (int i = 0; i < tq; ++i) {
         const size_t row = ((size_t)b * p->heads + h) * tq + i;
-        float* o = out->o + row * dv;
-        memcpy(query, p->q + row * dk, sizeof(float) * dk);
+        float* o = o_all + row * dv;
+        memcpy(query, q_all + row * dk, sizeof(float) * dk);
         if (p->rope) rotate(query, dk, p->q_offset + i, p->rope_base);
         float max = -INFINITY;
         for (int j = 0; j < tk; ++j) {
           score[j] = -INFINITY;
           if (!visible(p, b, i, j)) continue;
-          memcpy(key, p->k + (((size_t)b * p->kv_heads + g) * tk + j) * dk, sizeof(float) * dk);
+          memcpy(key, k_all + (((size_t)b * p->kv_heads + g) * tk + j) * dk, sizeof(float) * dk);
           if (p->rope) rotate(key, dk, j, p->rope_base);
           float dot = 0.0f;
           for (int c = 0; c < dk; ++c) dot += query[c] * key[c];
@@ -86,13 +109,13 @@ static attest_status forward(void* user, const attest_problem* p, attest_outputs
           if (out->lse) out->lse[row] = -INFINITY;
           continue;
         }
-        float sum = 0.0f;
+        float sum = 0.0f; /* stable softmax: exponents relative to the row's maximum */
         for (int j = 0; j < tk; ++j)
           if (score[j] != -INFINITY) sum += score[j] = expf(score[j] - max);
         for (int j = 0; j < tk; ++j) {
           if (score[j] == -INFINITY) continue;
           const float w = score[j] / sum;
-          const float* v = p->v + (((size_t)b * p->kv_heads + g) * tk + j) * dv;
+          const float* v = v_all + (((size_t)b * p->kv_heads + g) * tk + j) * dv;
 #ifndef BROKEN_NO_WRITE
           for (int c = 0; c < dv; ++c) o[c] += w * v[c];
 #else
@@ -103,9 +126,9 @@ static attest_status forward(void* user, const attest_problem* p, attest_outputs
       }
     }
 #ifdef BROKEN_WRITE_PAST
-  out->o[(size_t)p->batch * p->heads * tq * dv] = 0.0f;
+  o_all[(size_t)p->batch * p->heads * tq * dv] = 0.0f;
 #endif
-  strcpy(out->path, "c-reference-loop");
+  strcpy(out->path, "c-reference-loop"); /* names the path that served the call in the certificate */
   free(query), free(key), free(score);
   return ATTEST_OK;
 }
@@ -115,22 +138,34 @@ static const char* error(void* user) {
   return last_error;
 }
 
-static const attest_kernel kernel = {
+#ifdef NARROW_LSE_GQA
+#define CAPABILITIES (ATTEST_CAP_GQA | ATTEST_CAP_LSE)
+#else
+#define CAPABILITIES                                                                                           \
+  (ATTEST_CAP_CAUSAL | ATTEST_CAP_WINDOW | ATTEST_CAP_CHUNK | ATTEST_CAP_KEY_PADDING | ATTEST_CAP_QUERY_PADDING | \
+   ATTEST_CAP_SEGMENTS | ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_LSE | ATTEST_CAP_ROPE)
+#endif
+
+static const attest_kernel_v2 kernel = {
 #ifdef BROKEN_ABI_VERSION
     .abi_version = ATTEST_ABI_VERSION_2 + 1,
 #else
-    .abi_version = ATTEST_ABI_VERSION,
+    .abi_version = ATTEST_ABI_VERSION_2,
 #endif
-    .name = "example-c",
-    .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_WINDOW | ATTEST_CAP_KEY_PADDING | ATTEST_CAP_QUERY_PADDING |
-                    ATTEST_CAP_SEGMENTS | ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_LSE |
-                    ATTEST_CAP_ROPE,
+    .struct_size = sizeof(attest_kernel_v2),
+    .name = "example-c", /* baselines match kernels by name */
+    .capabilities = CAPABILITIES,
     .empty_rows = ATTEST_EMPTY_ZERO,
-    .precision = ATTEST_F32,
-    .key_tile = 0,
+    /* float32 storage, scores, P and accumulation; expf within 1 ulp. */
+    .precision = {.q = ATTEST_F32, .k = ATTEST_F32, .v = ATTEST_F32, .o = ATTEST_F32,
+                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ATTEST_F32, .exp_ulps = 1.0},
+    /* What forward() accepts; attest sends nothing else. Ranges are inclusive, {0, 0} = no limit.
+     * This loop takes any width and length: the limits only show how a contract is written
+     * (see causal_loop_attention.c for one that restricts). */
+    .contract = {.head_dim = {1, 256}, .q_len = {1, 4096}, .k_len = {1, 4096}},
     .user = NULL,
     .forward = forward,
     .last_error = error,
 };
 
-const attest_kernel* attest_kernel_entry(void) { return &kernel; }
+const attest_kernel_v2* attest_kernel_entry(void) { return &kernel; }

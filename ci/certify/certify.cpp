@@ -140,9 +140,9 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     r.seconds = d.seconds;
     r.paths = d.paths;
     if (options.progress)
-      std::cerr << fmt::format("[{:7.1f}s] {} property {}: {} ({} of {} cases effective, seed {}, {:.2f} s)\n",
+      std::cerr << fmt::format("[{:7.1f}s] {} property {}: {} ({} of {} cases effective{}, {:.2f} s)\n",
                                elapsed_seconds(), kernel.name(), property.name, to_string(r.status()), r.effective,
-                               r.cases, d.seed, d.seconds);
+                               r.cases, d.seed ? fmt::format(", seed {}", d.seed) : "", d.seconds);
     results.push_back(std::move(r));
   }
   return results;

@@ -18,10 +18,11 @@ FeatureSet KernelReport::exercised() const {
   FeatureSet s;
   for (const auto& [name, cases] : covered_features())
     if (const auto f = feature_named(name); f && cases > 0) s.insert(*f);
-  // LSE and decode are not problem features: covered when a passing check used them.
+  // LSE and decode are not problem features: covered when a passing check used them (every
+  // comparison with the reference checks LSE when the kernel declares it, decode ones too).
   for (const CheckResult& r : checks) {
-    if (r.status() != CheckStatus::kPass) continue;
-    if (capabilities.lse() && capabilities.forward()) s.insert(Feature::kLse);
+    if (r.status() != CheckStatus::kPass || r.effective == 0) continue;
+    if (capabilities.lse()) s.insert(Feature::kLse);
     if (r.check == "decode_matches_prefill" || r.check == "fuzz_decode") s.insert(Feature::kDecode);
   }
   return s & capabilities.features;

@@ -72,6 +72,8 @@ bool never_written(float x) {
 
 GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   p.validate();
+  if (const std::string why = kernel.capabilities().unsupported_because(p); !why.empty())
+    throw OutsideDeclaration("the check needed a problem outside the kernel's declaration (" + why + ")");
   Problem copy = p;
   copy.q = with_nan_tail(p.q);
   copy.k = with_nan_tail(p.k);

@@ -34,6 +34,52 @@ Problem single_query(const Problem& p, int i) {
   return out;
 }
 
+namespace {
+
+// The first n keys of every batch and kv head (n <= Tk), with the per-key mask terms cut alike.
+Problem first_keys(const Problem& p, int n) {
+  const Shape& s = p.shape;
+  Problem out = p;
+  out.shape.k_len = n;
+  auto cut = [&](const std::vector<float>& from, int width) {
+    std::vector<float> to;
+    for (int bg = 0; bg < s.batch * s.kv_heads; ++bg)
+      to.insert(to.end(), from.begin() + std::size_t(bg) * s.k_len * width,
+                from.begin() + (std::size_t(bg) * s.k_len + n) * width);
+    return to;
+  };
+  out.k = cut(p.k, s.head_dim);
+  out.v = cut(p.v, s.value_dim);
+  MaskSpec& m = out.mask;
+  for (int& valid : m.kv_valid) valid = std::min(valid, n);
+  if (!m.k_segment.empty()) {
+    m.k_segment.clear();
+    for (int b = 0; b < s.batch; ++b)
+      m.k_segment.insert(m.k_segment.end(), p.mask.k_segment.begin() + std::size_t(b) * s.k_len,
+                         p.mask.k_segment.begin() + std::size_t(b) * s.k_len + n);
+  }
+  if (!m.explicit_mask.empty()) {
+    m.explicit_mask.clear();
+    for (int bi = 0; bi < s.batch * s.q_len; ++bi)
+      m.explicit_mask.insert(m.explicit_mask.end(), p.mask.explicit_mask.begin() + std::size_t(bi) * s.k_len,
+                             p.mask.explicit_mask.begin() + std::size_t(bi) * s.k_len + n);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<Problem> single_query_within(const Problem& p, int i, const Capabilities& caps) {
+  Problem row = single_query(p, i);
+  if (caps.supports(row)) return row;
+  const long long pos = p.query_position(i);
+  if (!p.mask.causal || pos < 0) return std::nullopt;
+  if (pos + 1 < p.shape.k_len) row = first_keys(row, static_cast<int>(pos + 1));
+  row.q_offset.reset();  // now bottom-right: the query sits at Tk - 1 = pos
+  if (caps.supports(row)) return row;
+  return std::nullopt;
+}
+
 Problem single_slice(const Problem& p, int b, int h) {
   const Shape& s = p.shape;
   const int g = p.kv_head_of(h);

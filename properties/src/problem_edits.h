@@ -4,6 +4,9 @@
 #include <cstdint>
 #include <vector>
 
+#include <optional>
+
+#include "attest/kernel.h"
 #include "attest/problem.h"
 
 namespace attest {
@@ -23,6 +26,11 @@ Problem with_values(const Problem& p, int dv, Value value) {
 
 // The single-query problem of row i: same keys and masks, q_offset fixed to the row's position.
 Problem single_query(const Problem& p, int i);
+
+// The single-query problem of row i as the kernel's declaration can take it: as above, or for a
+// causal problem whose contract wants bottom-right alignment, with the keys past the query's
+// position dropped (causality masks them anyway). nullopt when neither fits.
+std::optional<Problem> single_query_within(const Problem& p, int i, const Capabilities& caps);
 
 // One (batch, head) as a problem of its own: B = H = Hkv = 1.
 Problem single_slice(const Problem& p, int b, int h);

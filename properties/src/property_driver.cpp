@@ -8,6 +8,7 @@
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
 #include "attest/generators.h"
+#include "attest/harness.h"
 #include "attest/problem_file.h"
 #include "attest/safe_text.h"
 
@@ -32,6 +33,8 @@ Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kerne
     return v;
   } catch (const KernelLoadError&) {
     throw;  // not a verdict: the kernel cannot be certified at all
+  } catch (const OutsideDeclaration& e) {
+    return Verdict::vacuous(property.name, e.what());
   } catch (const KernelFailure& e) {
     Verdict v = Verdict::fail(property.name, std::string("kernel failure: ") + e.what(), INFINITY);
     v.isolation_failure = e.isolating();
@@ -54,6 +57,8 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
   }
   result.seed = options.seed ? options.seed
                              : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
+  // RapidCheck prints "Using configuration: seed=..." once per process: let it name this seed.
+  ::setenv("RC_PARAMS", ("seed=" + std::to_string(result.seed)).c_str(), /*overwrite=*/0);
   const std::string path =
       fmt::format("{}/{}__{}.json", options.counterexample_dir, property.name, file_stem(result.kernel));
 

@@ -80,10 +80,12 @@ Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   for (double target : {1e2, -1e4, 1e8, -1e16, 1e37}) {
     // Reach the target through the scale, and through Q where the scale alone would leave
     // float range (a float kernel must be able to hold its scale).
+    // A kernel that takes only the default scale gets there through Q alone.
     Problem scaled = p;
+    const bool default_scale = kernel.capabilities().contract.default_scale_only;
     const double wanted = target / dot;
-    const double scale = std::copysign(std::min(std::fabs(wanted), 1e30), wanted);
-    scaled.scale = scale;
+    const double scale = default_scale ? p.effective_scale() : std::copysign(std::min(std::fabs(wanted), 1e30), wanted);
+    if (!default_scale) scaled.scale = scale;
     if (scale != wanted) {
       const double boost = wanted / scale;
       // Q keeps its storage format: boosted values are rounded to it (saturating at its largest).

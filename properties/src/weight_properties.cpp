@@ -12,7 +12,10 @@ namespace attest {
 
 Verdict rows_sum_to_one(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "rows_sum_to_one";
-  const Problem probe = with_values(p, 1, [](int, int) { return 1.0f; });
+  // V = 1 in one column, or in all of them when the contract wants another width (Dk == Dv).
+  const Contract& contract = kernel.capabilities().contract;
+  const int dv = contract.accepts_value_dim(1, p.shape.head_dim) ? 1 : p.shape.value_dim;
+  const Problem probe = with_values(p, dv, [](int, int) { return 1.0f; });
   const Reference& ref = oracle.reference(probe);
   const GuardedOutputs out = run_guarded(kernel, probe);
   const KernelNumerics numerics = numerics_of(kernel.capabilities());
@@ -21,11 +24,14 @@ Verdict rows_sum_to_one(const Problem& p, const Kernel& kernel, Oracle& oracle) 
     return Verdict::vacuous(name, "every row is empty");
   for (std::size_t row = 0; row < ref.lse.size(); ++row) {
     if (ref.empty[row]) continue;
-    const double error = std::fabs(double(out.o[row]) - 1.0), bound = output_bound(probe, ref, row, numerics);
-    if (!(error <= bound))
-      return Verdict::fail(name, fmt::format("{}: weights sum to {:.9g}, not 1 (bound {:.3g})",
-                                             describe_row(p, row), out.o[row], bound), error / bound);
-    worst = std::max(worst, error / bound);
+    for (int c = 0; c < dv; ++c) {
+      const std::size_t e = row * dv + c;
+      const double error = std::fabs(double(out.o[e]) - 1.0), bound = output_bound(probe, ref, e, numerics);
+      if (!(error <= bound))
+        return Verdict::fail(name, fmt::format("{}: weights sum to {:.9g}, not 1 (bound {:.3g})",
+                                               describe_row(p, row), out.o[e], bound), error / bound);
+      worst = std::max(worst, error / bound);
+    }
   }
   return Verdict::pass(name, worst);
 }
@@ -34,25 +40,36 @@ Verdict zero_masked_weight(const Problem& p, const Kernel& kernel, Oracle& oracl
   const std::string name = "zero_masked_weight";
   const int tk = p.shape.k_len;
   if (tk > 256) return Verdict::not_applicable(name, "probe V = I needs Tk <= 256");
-  const Problem probe = with_values(p, tk, [](int j, int c) { return j == c ? 1.0f : 0.0f; });
-  const Reference& ref = oracle.reference(probe, /*weights=*/true);
-  const GuardedOutputs out = run_guarded(kernel, probe);
+  // V = I: one-hot values, so the output row is the weight row. When the contract does not take
+  // Dv = Tk, the identity is sent in blocks of the problem's own width: block k covers keys
+  // [k w, k w + w).
+  const Contract& contract = kernel.capabilities().contract;
+  const int width = contract.accepts_value_dim(tk, p.shape.head_dim) ? tk : p.shape.value_dim;
   bool masked_seen = false;
-  for (std::size_t row = 0; row < ref.lse.size(); ++row) {
-    if (ref.empty[row]) continue;
-    for (int j = 0; j < tk; ++j) {
-      const float weight = out.o[row * tk + j];
-      if (ref.visible[row * tk + j]) continue;
-      masked_seen = true;
-      if (weight != 0.0f)
-        return Verdict::fail(name, fmt::format("{}: masked key {} gets weight {:.9g} (must be exactly 0)",
-                                               describe_row(p, row), j, weight), INFINITY);
+  double worst = 0;
+  for (int first = 0; first < tk; first += width) {
+    const Problem probe = with_values(p, width, [first](int j, int c) { return j == first + c ? 1.0f : 0.0f; });
+    const Reference& ref = oracle.reference(probe, /*weights=*/true);
+    const GuardedOutputs out = run_guarded(kernel, probe);
+    for (std::size_t row = 0; row < ref.lse.size(); ++row) {
+      if (ref.empty[row]) continue;
+      for (int c = 0; c < width && first + c < tk; ++c) {
+        const int j = first + c;
+        if (ref.visible[row * tk + j]) continue;
+        masked_seen = true;
+        const float weight = out.o[row * width + c];
+        if (weight != 0.0f)
+          return Verdict::fail(name, fmt::format("{}: masked key {} gets weight {:.9g} (must be exactly 0)",
+                                                 describe_row(p, row), j, weight), INFINITY);
+      }
     }
+    // The visible weights themselves, under the hard bound (the probe's output row is P).
+    const Verdict v = compare_with_reference(probe, ref, out, kernel.capabilities(), name).verdict;
+    if (!v.passed) return v;
+    worst = std::max(worst, v.utilisation);
   }
-  // The visible weights themselves, under the hard bound (the probe's output row is P).
-  Verdict v = compare_with_reference(probe, ref, out, kernel.capabilities(), name).verdict;
-  if (v.passed && !masked_seen) return Verdict::vacuous(name, "no key is masked in a row that sees any");
-  return v;
+  if (!masked_seen) return Verdict::vacuous(name, "no key is masked in a row that sees any");
+  return Verdict::pass(name, worst);
 }
 
 Verdict output_in_convex_hull(const Problem& p, const Kernel& kernel, Oracle& oracle) {

@@ -135,10 +135,12 @@ def attention(r):
     weights = np.where(mask, np.exp((scores - row_max[..., None]).astype(np.float64)), 0.0).astype(np.float32)
     total = weights.sum(axis=-1, dtype=np.float32)
     safe_total = np.where(empty, np.float32(1), total)
-    # A matmul multiplies every V row, masked or not: 0 * NaN would leak a masked row's poison.
-    # Zero the V rows no query of the slice may see.
-    v = np.where(mask.any(axis=2)[..., None], v, np.float32(0))
-    o = np.matmul(weights / safe_total[..., None], v).astype(np.float32)
+    # A matmul multiplies every V row, masked or not: 0 * NaN would leak a masked row's poison
+    # (first into every row when no query of the slice saw the key; then, caught again by the
+    # row-wise poisoning check, into the rows that mask a key another row sees). So each query row
+    # gets its own copy of V with its masked rows zeroed.
+    v_rows = np.where(mask[..., None], v[:, :, None, :, :], np.float32(0))
+    o = np.einsum("bhqk,bhqkd->bhqd", weights / safe_total[..., None], v_rows).astype(np.float32)
     o[empty] = 0.0
     lse = np.where(empty, -np.inf, row_max + np.log(safe_total.astype(np.float64))).astype(np.float32)
     return o, lse

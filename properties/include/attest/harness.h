@@ -2,11 +2,19 @@
 // followed by NaN so a read past a buffer poisons the result instead of passing unseen.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 #include "attest/kernel.h"
 
 namespace attest {
+
+// A property asked to run a kernel on a problem outside its declaration (features, contract,
+// storage). attest never sends one: the property reports that case as not exercised.
+class OutsideDeclaration : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 struct GuardedOutputs : Outputs {
   bool canaries_intact = true;

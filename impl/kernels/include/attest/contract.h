@@ -33,6 +33,8 @@ struct Contract {
   std::string violation(const Problem& p) const;
   // Whether the head width d (as Dk, and as Dv when dk_equals_dv) is accepted.
   bool accepts_head_dim(int d) const;
+  // Whether Dv = dv is accepted next to Dk = dk.
+  bool accepts_value_dim(int dv, int dk) const { return dk_equals_dv ? dv == dk : head_dim.contains(dv); }
   // One line for tables and verdicts: "Dk in {64, 128}, Dk == Dv, default scale, causal only".
   std::string summary() const;
   // Whether nothing is restricted (a version-1 kernel's contract).

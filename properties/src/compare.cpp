@@ -82,6 +82,15 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
   const std::string prefix = label.empty() ? "" : label + " ";
   Comparison result;
   Worst worst;
+  // A bound that is infinite, or reaches the size of the values it bounds, proves nothing: such an
+  // element is not compared, and a case with no other element is not evidence (gate 2 decides).
+  long checked = 0, vacuous = 0;
+  std::string first_vacuous;
+  auto meaningful = [&](double bound, double magnitude, const auto& where) {
+    if (std::isfinite(bound) && !(magnitude > 0 && bound >= magnitude)) return ++checked, true;
+    if (vacuous++ == 0) first_vacuous = fmt::format("{}: bound {:.3g} against values of size {:.3g}", where(), bound, magnitude);
+    return false;
+  };
   for (std::size_t row = 0; row < ref.lse.size(); ++row) {
     for (int c = 0; c < dv; ++c) {
       const std::size_t e = row * dv + c;
@@ -95,8 +104,9 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
       }
       const double error = std::fabs(value - double(expected_o[e]));
       result.max_abs_error = std::max(result.max_abs_error, std::isnan(error) ? INFINITY : error);
-      worst.add(error, factor * output_bound(p, ref, e, numerics), [&] { return prefix + describe_element(p, e); },
-                expected_o[e], value);
+      const double bound = factor * output_bound(p, ref, e, numerics);
+      const auto where = [&] { return prefix + describe_element(p, e); };
+      if (meaningful(bound, ref.max_abs_value[e], where)) worst.add(error, bound, where, expected_o[e], value);
     }
     if (!caps.lse() || got.lse.empty() || expected_lse.empty()) continue;
     const double value = got.lse[row];
@@ -106,11 +116,15 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
                                nan_policy ? "NaN" : "-inf", value_text(value)));
       continue;
     }
-    worst.add(std::fabs(value - double(expected_lse[row])), factor * lse_bound(p, ref, row, numerics),
-              [&] { return prefix + describe_row(p, row) + " (LSE)"; }, expected_lse[row], value);
+    const double bound = factor * lse_bound(p, ref, row, numerics);
+    const auto where = [&] { return prefix + describe_row(p, row) + " (LSE)"; };
+    if (meaningful(bound, 0.0, where)) worst.add(std::fabs(value - double(expected_lse[row])), bound, where, expected_lse[row], value);
   }
-  result.verdict = worst.failure().empty() ? Verdict::pass(property, worst.utilisation())
-                                           : Verdict::fail(property, worst.failure(), worst.utilisation());
+  if (!worst.failure().empty()) result.verdict = Verdict::fail(property, worst.failure(), worst.utilisation());
+  else if (vacuous > 0 && checked == 0)
+    result.verdict = Verdict::vacuous(property, fmt::format("bound vacuous for every element ({}); gate 2 decides", first_vacuous));
+  else result.verdict = Verdict::pass(property, worst.utilisation());
+  result.vacuous_elements = vacuous;
   return result;
 }
 

@@ -20,6 +20,7 @@ std::string describe_element(const Problem& p, std::size_t element);
 struct Comparison {
   Verdict verdict;
   double max_abs_error = 0.0;  // over non-empty output elements
+  long vacuous_elements = 0;   // elements whose bound was infinite or as large as their values (not compared)
 };
 
 // Every non-empty element within its bound, LSE too when the kernel declares it; empty rows

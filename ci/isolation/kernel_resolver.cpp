@@ -14,11 +14,11 @@ std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOption
   if (is_path) {
     if (!std::filesystem::exists(name)) throw KernelLoadError("no such file: " + name);
     return std::make_unique<ProcessKernel>(
-        ProcessKernel::Options{kernel_host_argv({"--plugin", name}), options.containment, name, true});
+        ProcessKernel::Options{kernel_host_argv({"--plugin", name}), options.containment, name});
   }
   if (options.isolate)
     return std::make_unique<ProcessKernel>(
-        ProcessKernel::Options{kernel_host_argv({"--builtin", name}), options.containment, name, true});
+        ProcessKernel::Options{kernel_host_argv({"--builtin", name}), options.containment, name});
   if (name == "baseline:blas") return make_blas_baseline_kernel();
   return make_in_process_kernel(name);
 }
@@ -26,7 +26,7 @@ std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOption
 std::unique_ptr<Kernel> command_kernel(const std::string& command, const LoadOptions& options) {
   // Through the shell, so the command may carry quoted arguments; exec keeps one process.
   return std::make_unique<ProcessKernel>(
-      ProcessKernel::Options{{"/bin/sh", "-c", "exec " + command}, options.containment, command, false});
+      ProcessKernel::Options{{"/bin/sh", "-c", "exec " + command}, options.containment, command});
 }
 
 }  // namespace attest

@@ -31,7 +31,6 @@ class ProcessKernel final : public Kernel {
     std::vector<std::string> argv;  // program and arguments
     Containment containment;
     std::string description;  // for messages: the command or plugin path
-    bool self_hosted = false;  // the child is this executable (`attest kernel-host`)
   };
   explicit ProcessKernel(Options options);  // starts the child and reads its descriptor
   ~ProcessKernel() override;

@@ -37,8 +37,9 @@ class TiledKernel final : public Kernel {
     const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
     std::vector<float> q_tile(std::size_t(br) * dk);
     std::vector<float> k_tile(std::size_t(bc + 1) * dk);
-    std::vector<float> s_tile(std::size_t(br) * bc);
-    std::vector<unsigned char> visible(std::size_t(br) * bc);
+    // Score rows have room for one key past the tile: the read_past_keys fault reads it.
+    std::vector<float> s_tile(std::size_t(br) * (bc + 1));
+    std::vector<unsigned char> visible(std::size_t(br) * (bc + 1));
     std::vector<float> acc(std::size_t(br) * dv);
     std::vector<float> row_max(br), row_sum(br);
     std::vector<KeyRange> tile_ranges(br), key_ranges(br);
@@ -146,7 +147,7 @@ class TiledKernel final : public Kernel {
         const bool in_range = (j >= ranges[r].lo && j < ranges[r].hi) || (f.read_past_keys && j == p.shape.k_len &&
                                                                            ranges[r].hi == p.shape.k_len);
         const bool vis = in_range && (!mask.elementwise() || j >= p.shape.k_len || mask.elementwise_visible(b, i0 + r, j));
-        const std::size_t t = std::size_t(r) * bc + c;
+        const std::size_t t = std::size_t(r) * (bc + 1) + c;
         visible[t] = vis;
         s_tile[t] = vis || raw_scores_of_masked ? dot(&q_tile[std::size_t(r) * dk], &k_tile[std::size_t(c) * dk], dk) * scale
                                                 : f.masked_sentinel;
@@ -164,8 +165,8 @@ class TiledKernel final : public Kernel {
     const KernelFaults& f = faults_;
     const Layout at{p.shape};
     const int dv = p.shape.value_dim, bc = cfg_.block_k;
-    const float* srow = &s_tile[std::size_t(r) * bc];
-    const unsigned char* vrow = &visible[std::size_t(r) * bc];
+    const float* srow = &s_tile[std::size_t(r) * (bc + 1)];
+    const unsigned char* vrow = &visible[std::size_t(r) * (bc + 1)];
     float tile_max = kNegInf;
     for (int c = 0; c < cols; ++c)
       if (vrow[c] || f.max_over_masked || f.mask_after_softmax) tile_max = std::max(tile_max, srow[c]);

@@ -25,8 +25,10 @@ class TiledKernel final : public Kernel {
     Capabilities c;
     c.contract.query_tile = cfg_.block_q;
     c.contract.key_tile = cfg_.block_k;
+    c.precision = cfg_.precision;
     return c;
   }
+  std::string last_path() const override { return path_; }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
     const KernelFaults& f = faults_;
@@ -35,6 +37,7 @@ class TiledKernel final : public Kernel {
     const MaskView mask(p);
     const float scale = kernel_scale(p);
     const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
+    path_ = s.k_len > bc ? "multi-tile" : "single-tile";
     std::vector<float> q_tile(std::size_t(br) * dk);
     std::vector<float> k_tile(std::size_t(bc + 1) * dk);
     // Score rows have room for one key past the tile: the read_past_keys fault reads it.
@@ -50,6 +53,8 @@ class TiledKernel final : public Kernel {
         for (int i0 = 0; i0 < s.q_len; i0 += br) {
           const int rows = std::min(br, s.q_len - i0);
           std::copy_n(&p.q[at.q(b, h, i0)], std::size_t(rows) * dk, q_tile.begin());
+          if (f.scale_in_storage)  // q * scale kept in Q's storage format, the dot then unscaled
+            for (float& x : q_tile) x = round_to(x * scale, cfg_.precision.q);
           // Keys any row of this tile may see; key tiles outside them are skipped whole.
           int lo = s.k_len, hi = 0;
           for (int r = 0; r < rows; ++r) {
@@ -84,10 +89,11 @@ class TiledKernel final : public Kernel {
             }
             const float* arow = &acc[std::size_t(r) * dv];
             for (int d = 0; d < dv; ++d) {
-              const float value = arow[d] / row_sum[r];
+              const float value = stored_output(arow[d] / row_sum[r]);
               out[d] = f.accumulate_into_output ? out[d] + value : value;
             }
             if (out_lse) *out_lse = (f.lse_without_max ? 0.0f : row_max[r]) + std::log(row_sum[r]);
+            if (out_lse && f.lse_in_storage) *out_lse = round_to(*out_lse, cfg_.precision.o);
           }
         }
       }
@@ -101,6 +107,7 @@ class TiledKernel final : public Kernel {
     if (!p.scale && faults_.scale_inverse_dk) scale = 1.0 / p.shape.head_dim;
     if (!p.scale && faults_.scale_from_dv) scale = 1.0 / std::sqrt(double(p.shape.value_dim));
     const float f = static_cast<float>(scale);
+    if (faults_.scale_in_storage) return 1.0f;  // folded into Q instead
     return faults_.scale_to_bf16 ? round_to(f, Scalar::kBF16) : f;
   }
 
@@ -137,6 +144,8 @@ class TiledKernel final : public Kernel {
     const Layout at{p.shape};
     const int dk = p.shape.head_dim, bc = cfg_.block_k;
     std::copy_n(p.k.data() + at.k(b, g, j0), std::size_t(cols) * dk, k_tile.begin());
+    if (f.k_as_f16)
+      for (float& x : k_tile) x = round_to(x, Scalar::kF16);
     if (p.rope.enabled)
       for (int c = 0; c < cols; ++c) rope_rotate(&k_tile[std::size_t(c) * dk], dk, j0 + c, p.rope.base);
     const bool raw_scores_of_masked = f.max_over_masked || f.mask_after_softmax;
@@ -184,19 +193,39 @@ class TiledKernel final : public Kernel {
       tile_sum += pc;
       if (!vrow[c] && f.mask_after_softmax) continue;  // zeroed after softmax: in the sum, not the output
       if (f.weights_to_fp16) pc = round_to(pc, Scalar::kF16);
+      pc = f.p_below_declaration ? round_to_bits(pc, 4) : round_to(pc, cfg_.precision.p);
+      const bool f16_sum = f.fp16_accumulator || (f.f16_accumulator_multi_tile && p.shape.k_len > bc);
       const float* value = p.v.data() + at.v(b, g, j0 + c);
       for (int d = 0; d < dv; ++d) {
-        arow[d] += pc * value[d];
-        if (f.fp16_accumulator) arow[d] = round_to(arow[d], Scalar::kF16);
+        arow[d] = round_to(arow[d] + pc * value[d], cfg_.precision.accumulator);
+        if (f16_sum) arow[d] = round_to(arow[d], Scalar::kF16);
       }
     }
     row_sum[r] = row_sum[r] * rescale + tile_sum;
     row_max[r] = new_max;
   }
 
+  // O in its storage format: round to nearest even, or (the fault) truncated towards zero.
+  float stored_output(float x) const {
+    const Scalar format = cfg_.precision.o;
+    const float r = round_to(x, format);
+    if (!faults_.o_truncated || format == Scalar::kF32 || !std::isfinite(r) || std::fabs(r) <= std::fabs(x)) return r;
+    // Rounded away from zero: one step back (sign and magnitude: the pattern minus one).
+    return from_bits16(static_cast<std::uint16_t>(to_bits16(r, format) - 1), format);
+  }
+  // Rounded to `bits` significant bits (round to nearest even), as a narrow float format would.
+  static float round_to_bits(float x, int bits) {
+    if (x == 0.0f || !std::isfinite(x)) return x;
+    int exp;
+    std::frexp(x, &exp);
+    const float quantum = std::ldexp(1.0f, exp - bits);
+    return std::nearbyint(x / quantum) * quantum;
+  }
+
   TiledConfig cfg_;
   KernelFaults faults_;
   std::string name_;
+  mutable std::string path_ = "single-tile";
 };
 
 }  // namespace

@@ -12,6 +12,14 @@ MutantEntry tiled(std::string name, std::string bug, std::string property, Kerne
   return {name, std::move(bug), std::move(property),
           [=] { return make_faulty_tiled_kernel({32, 32}, faults, "mutant:" + name); }};
 }
+// The same tiled kernel storing Q, K, V and O in bf16 with f32 accumulation and P rounded to
+// bf16 before P.V (the FlashAttention-2 arrangement), with one precision fault.
+MutantEntry tiled_bf16(std::string name, std::string bug, std::string property, KernelFaults faults) {
+  Precision bf16;
+  bf16.q = bf16.k = bf16.v = bf16.o = bf16.p = Scalar::kBF16;
+  return {name, std::move(bug), std::move(property),
+          [=] { return make_faulty_tiled_kernel({32, 32, bf16}, faults, "mutant:" + name); }};
+}
 MutantEntry decode(std::string name, std::string bug, std::string property, KernelFaults faults) {
   return {name, std::move(bug), std::move(property),
           [=] { return make_faulty_decode_kernel(16, faults, "mutant:" + name); }};
@@ -69,6 +77,21 @@ const std::vector<MutantEntry>& mutant_registry() {
       tiled("accumulator_fp16", "P.V accumulated in fp16", "precision_gate", {.fp16_accumulator = true}),
       tiled("scale_bf16", "the scale rounded to bf16", "precision_gate", {.scale_to_bf16 = true}),
       tiled("scale_inverse_dk", "scale 1/Dk instead of 1/sqrt(Dk)", "matches_reference", {.scale_inverse_dk = true}),
+      tiled_bf16("bf16_p_below_declaration", "bf16 kernel: P rounded to 4 significant bits while declaring bf16",
+                 "precision_gate", {.p_below_declaration = true}),
+      tiled_bf16("bf16_f16_accumulator_multi_tile",
+                 "bf16 kernel: P.V accumulated in f16 on its multi-tile path only, declaring f32", "precision_gate",
+                 {.f16_accumulator_multi_tile = true}),
+      // Truncation at most doubles O's rounding error, which P's bf16 rounding dominates in most rows:
+      // the one-hot probe (each output a single weight) is where it stands out.
+      tiled_bf16("bf16_o_truncated", "bf16 kernel: O converted by truncation instead of round to nearest even",
+                 "zero_masked_weight", {.o_truncated = true}),
+      tiled_bf16("bf16_scale_in_storage", "bf16 kernel: the scale folded into Q in bf16", "matches_reference",
+                 {.scale_in_storage = true}),
+      tiled_bf16("bf16_k_as_f16", "bf16 kernel: K kept in f16 (range 65504) while declaring bf16", "matches_reference",
+                 {.k_as_f16 = true}),
+      tiled_bf16("bf16_lse_in_storage", "bf16 kernel: LSE rounded to bf16", "matches_reference",
+                 {.lse_in_storage = true}),
       tiled("scale_from_dv", "scale 1/sqrt(Dv) instead of 1/sqrt(Dk)", "matches_reference", {.scale_from_dv = true}),
       decode("decode_skips_self", "decode: the new token does not attend to itself", "decode_matches_prefill",
              {.decode_skips_self = true}),

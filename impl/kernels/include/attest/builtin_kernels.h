@@ -11,6 +11,7 @@ namespace attest {
 struct TiledConfig {
   int block_q = 32;  // Br, query rows per tile
   int block_k = 32;  // Bc, keys per tile
+  Precision precision;  // the scalar tiled kernel rounds where this says (and declares it)
 };
 
 std::unique_ptr<Kernel> make_loop_kernel();

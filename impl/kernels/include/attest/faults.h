@@ -44,6 +44,13 @@ struct KernelFaults {
   bool scale_to_bf16 = false;     // the scale rounded to bf16
   bool scale_inverse_dk = false;  // 1/Dk instead of 1/sqrt(Dk)
   bool scale_from_dv = false;     // 1/sqrt(Dv) instead of 1/sqrt(Dk)
+  // Precision (kernels with 16-bit storage)
+  bool p_below_declaration = false;      // P rounded to 4 significant bits (an fp8 format) while declaring bf16
+  bool f16_accumulator_multi_tile = false;  // P.V accumulated in f16 on the multi-tile path only, declaring f32
+  bool o_truncated = false;              // O converted to its storage by truncation, not round to nearest even
+  bool scale_in_storage = false;         // the scale folded into Q, rounded to Q's storage format
+  bool k_as_f16 = false;                 // K kept as f16 (max 65504) while declaring bf16 storage
+  bool lse_in_storage = false;           // LSE rounded to the storage format
 };
 
 }  // namespace attest

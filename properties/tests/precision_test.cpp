@@ -1,0 +1,100 @@
+// Precision is declared, not assumed: the bound and gate 2 follow what a kernel says about where
+// it rounds, stay meaningful at long sequences, and catch a kernel that rounds elsewhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "attest/builtin_kernels.h"
+#include "attest/oracle.h"
+#include "attest/property_driver.h"
+
+namespace attest {
+namespace {
+
+Precision storage_only(Scalar s) {
+  Precision p;
+  p.q = p.k = p.v = p.o = s;
+  return p;
+}
+
+// A kernel computing with `inner`, declaring `declared`, and adding `offset` to O[0].
+class Wrapped final : public Kernel {
+ public:
+  Wrapped(std::unique_ptr<Kernel> inner, Precision declared, float offset)
+      : inner_(std::move(inner)), declared_(declared), offset_(offset) {}
+  std::string name() const override { return "wrapped"; }
+  Capabilities capabilities() const override {
+    Capabilities c = inner_->capabilities();
+    c.precision = declared_;
+    return c;
+  }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    inner_->forward(p, o, lse);
+    o[0] += offset_;
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  Precision declared_;
+  float offset_;
+};
+
+// One head, two queries against tk keys, values uniform in [-1, 1], stored in `s`.
+Problem long_problem(int tk, Scalar s) {
+  Problem p;
+  p.shape = {1, 1, 1, 2, tk, 16, 16};
+  p.storage = {s, s, s};
+  p.resize_buffers();
+  std::mt19937_64 rng(tk);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (auto* v : {&p.q, &p.k, &p.v})
+    for (float& x : *v) x = round_to(unit(rng), s);
+  return p;
+}
+
+TEST(Precision, CorrectBf16TiledKernelPasses) {
+  Precision bf16 = storage_only(Scalar::kBF16);
+  bf16.p = Scalar::kBF16;
+  const auto kernel = make_faulty_tiled_kernel({32, 32, bf16}, {}, "tiled-scalar-bf16");
+  for (const char* property : {"matches_reference", "precision_gate", "masked_inputs_have_no_influence"}) {
+    DriveOptions options;
+    options.cases = 150;
+    options.seed = 20261130;
+    const DriveResult r = drive_property(find_property(property), *kernel, options);
+    EXPECT_TRUE(r.passed) << property << ": " << r.message;
+    EXPECT_GT(r.effective, r.asked / 2) << property;
+  }
+}
+
+TEST(Precision, OnePercentOffsetFailsAtLongSequencesInEveryStorage) {
+  for (Scalar s : {Scalar::kF32, Scalar::kBF16, Scalar::kF16})
+    for (int tk : {2048, 16384}) {
+      const Problem p = long_problem(tk, s);
+      Oracle oracle;
+      const Precision declared = storage_only(s);
+      const Wrapped correct(make_model_kernel(declared), declared, 0.0f);
+      const Wrapped shifted(make_model_kernel(declared), declared, 0.02f);  // 1% of the range [-1, 1]
+      const Verdict good = matches_reference(p, correct, oracle);
+      EXPECT_TRUE(good.passed && good.exercised) << to_string(s) << " Tk=" << tk << ": " << good.detail;
+      const Verdict bad = matches_reference(p, shifted, oracle);
+      EXPECT_FALSE(bad.passed) << to_string(s) << " Tk=" << tk << ": the +1% kernel passed (" << bad.detail << ")";
+    }
+}
+
+TEST(Precision, F16AccumulatorFailsGateTwoUnlessDeclared) {
+  Precision f16_acc;
+  f16_acc.accumulator = Scalar::kF16;
+  const Problem p = long_problem(256, Scalar::kF32);
+  Oracle oracle;
+  const Wrapped lying(make_model_kernel(f16_acc), Precision{}, 0.0f);  // accumulates in f16, declares f32
+  const Wrapped honest(make_model_kernel(f16_acc), f16_acc, 0.0f);
+  const Verdict lie = precision_gate(p, lying, oracle);
+  EXPECT_FALSE(lie.passed) << lie.detail;
+  const Verdict truth = precision_gate(p, honest, oracle);
+  EXPECT_TRUE(truth.passed && truth.exercised) << truth.detail;
+  EXPECT_TRUE(matches_reference(p, honest, oracle).passed);
+}
+
+}  // namespace
+}  // namespace attest

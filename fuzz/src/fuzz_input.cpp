@@ -160,7 +160,7 @@ FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor)
   }
   p.rope.enabled = rope;
   const Scalar stored = (flags & kF16) ? Scalar::kF16 : (flags & kBf16) ? Scalar::kBF16 : Scalar::kF32;
-  p.storage = {stored, stored, stored};
+  p.storage = {(flags & kKvStorageOnly) ? Scalar::kF32 : stored, stored, stored};
 
   const bool wide = flavor == Flavor::kOverflow;
   const int qk_exp = wide ? c.qk_exponent : std::clamp(c.qk_exponent, -6, 8);

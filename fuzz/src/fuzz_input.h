@@ -56,6 +56,7 @@ enum Flag : std::uint16_t {
   kF16 = 1 << 10,
   kChunk = 1 << 11,  // chunked local attention; the chunk size is the window control (no new control:
                      // inputs written before it decode as they did)
+  kKvStorageOnly = 1 << 12,  // with kBf16 / kF16: only K and V stored in that format (an f16 KV cache)
 };
 
 struct FuzzCase {

@@ -16,6 +16,8 @@ KernelNumerics numerics_of(const Capabilities& caps) {
   k.output_roundoff = unit_roundoff(p.o);
   k.exp_error = 2 * k.score_roundoff * p.exp_ulps;  // one ulp is 2u
   k.underflow_quantum = info(p.accumulator).min_subnormal;
+  k.output_quantum = info(p.o).min_subnormal;
+  k.weight_quantum = p.p == Scalar::kF32 ? 0.0 : info(p.p).min_subnormal;
   k.weight_rounding = unit_roundoff(p.p) > k.sum_roundoff ? unit_roundoff(p.p) : 0.0;
   k.key_tile = caps.key_tile();
   return k;

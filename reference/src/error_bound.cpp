@@ -70,7 +70,10 @@ double output_bound(const Problem& p, const Reference& ref, std::size_t element,
   const double us = k.score_roundoff;
   const double last = k.sum_roundoff + k.output_roundoff;  // the division by the sum, then O's storage
   const double s = ref.spread[element], o = ref.o[element], vmax = ref.max_abs_value[element];
-  const double underflow = 4.0 * (ref.visible_keys[row] + c.tiles + 2) * k.underflow_quantum * (vmax + 1.0);
+  // Absolute terms: products and sums that underflow in the accumulator, weights flushed by P's
+  // rounding, and O's own rounding near zero in its storage format.
+  const double underflow = 4.0 * (ref.visible_keys[row] + c.tiles + 2) * k.underflow_quantum * (vmax + 1.0) +
+                           0.5 * ref.visible_keys[row] * k.weight_quantum * vmax + 0.5 * k.output_quantum;
   const double rounding = (2 * c.sums + last + 2 * k.weight_rounding) * vmax;
   const double hull = std::max(ref.value_max[element] - o, o - ref.value_min[element]) + rounding;
   if (!(c.delta_max <= kSmallRegime)) return hull + underflow + reference_error(ref, vmax);

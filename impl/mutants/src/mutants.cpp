@@ -107,6 +107,15 @@ const std::vector<MutantEntry>& mutant_registry() {
 
 std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
   if (name.starts_with("mutant:")) return find_mutant(name.substr(7)).make();
+  // The mutants' host with no fault: the scalar tiled kernel, f32 or storing Q, K, V, O in 16 bits
+  // (f32 accumulation, P rounded to the storage format): calibration subjects for each precision.
+  for (Scalar s : {Scalar::kF32, Scalar::kBF16, Scalar::kF16}) {
+    const std::string variant = s == Scalar::kF32 ? "tiled-scalar" : std::string("tiled-scalar-") + to_string(s);
+    if (name != variant && name != "builtin:" + variant) continue;
+    Precision precision;
+    precision.q = precision.k = precision.v = precision.o = precision.p = s;
+    return make_faulty_tiled_kernel({32, 32, precision}, {}, variant);
+  }
   if (name.starts_with("builtin:")) return make_kernel(name.substr(8));
   return make_kernel(name);
 }

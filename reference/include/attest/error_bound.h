@@ -17,6 +17,8 @@ struct KernelNumerics {
   double output_roundoff = 0x1p-24;   // u of O's storage format (its final rounding)
   double exp_error = 0x1p-23;         // u_e, relative error of one exp (about 2u for glibc)
   double underflow_quantum = 0x1p-149;  // spacing of the smallest subnormals of the accumulator
+  double output_quantum = 0x1p-149;     // ... of O's storage format (O below it rounds to a multiple)
+  double weight_quantum = 0.0;          // ... of P's format when P is rounded (a weight below it flushes)
   int key_tile = 0;                   // keys per online-softmax tile; 0 = a single pass over all keys
   double weight_rounding = 0.0;       // u_P when P is rounded below the accumulation precision
   int extra_tiles = 0;                // key tiles beyond those of the problem's own Tk

@@ -272,5 +272,43 @@ def case_unsupported_in_contract():
             sys.exit("%s saved a problem with Dk = %d" % (name, document["problem"]["shape"]["head_dim"]))
     replay_all(plugin("broken_unsupported_dk7"), expect=1)
 
+
+def case_fp16_kv():
+    # fp16 K/V storage with f32 accumulation: certified at the default budget with the precision
+    # gate (gate 2) run, not skipped. The same kernel accumulating P.V in fp16 while declaring f32
+    # fails that gate; declaring the fp16 accumulator, it does not.
+    path = os.path.join(WORK, "fp16.json")
+    out = certify("--kernel", plugin("fp16_kv_attention"), "--budget", "default", "--json", path, expect=0)
+    if "\nCERTIFIED\n" not in out:  # stdout's last line (stderr's progress follows it in `out`)
+        sys.exit("no CERTIFIED line:\n" + out)
+    require(verdict_line(out, "example-fp16-kv"), "CERTIFIED example-fp16-kv for ")
+    document, checks = checks_of(path)
+    precision = document["kernels"][0]["descriptor"]["precision"]
+    for buffer, scalar in (("k", "f16"), ("v", "f16"), ("q", "f32"), ("o", "f32"), ("scores", "f32"),
+                           ("accumulator", "f32")):
+        if precision[buffer] != scalar:
+            sys.exit("the certificate records %s as %s, declared %s: %s" % (buffer, precision[buffer], scalar, precision))
+    for name in ("precision_gate", "matches_reference"):
+        check = checks[name]
+        if check["verdict"] != "pass" or check["effective_cases"] < 1:
+            sys.exit("%s: %s" % (name, check))
+
+    broken = os.path.join(WORK, "broken.json")
+    out = certify("--kernel", plugin("broken_f16_accumulator"), "--budget", "default", "--json", broken, expect=1)
+    require(out, "FAIL example-fp16-kv precision_gate", "NOT CERTIFIED")
+    _, checks = checks_of(broken)
+    if checks["precision_gate"]["verdict"] != "fail":
+        sys.exit("precision_gate: %s" % checks["precision_gate"])
+
+    honest = os.path.join(WORK, "honest.json")
+    out = certify("--kernel", plugin("fp16_kv_f16_accumulator"), "--budget", "default", "--json", honest, expect=0)
+    require(verdict_line(out, "example-fp16-kv"), "CERTIFIED example-fp16-kv for ")
+    document, checks = checks_of(honest)
+    if document["kernels"][0]["descriptor"]["precision"]["accumulator"] != "f16":
+        sys.exit("the certificate does not record the f16 accumulator")
+    gate = checks["precision_gate"]
+    if gate["verdict"] != "pass" or gate["effective_cases"] < 1:
+        sys.exit("precision_gate: %s" % gate)
+
 globals()["case_" + CASE]()
 print("ok:", CASE)

@@ -178,6 +178,16 @@ def checks_of(path):
     return document, {check["check"]: check for check in document["kernels"][0]["checks"]}
 
 
+def certified_at_default(library, name):
+    """Certifies lib<library>.so at the default budget, which must say CERTIFIED: its verdict line,
+    certificate and checks."""
+    path = os.path.join(WORK, library + ".json")
+    out = certify("--kernel", plugin(library), "--budget", "default", "--json", path, expect=0)
+    if "\nCERTIFIED\n" not in out:  # stdout's last line (stderr's progress follows it in `out`)
+        sys.exit("no CERTIFIED line:\n" + out)
+    return (verdict_line(out, name),) + checks_of(path)
+
+
 def saved_problems():
     folder = os.path.join(WORK, "counterexamples")
     names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
@@ -223,12 +233,8 @@ def case_contract_loop():
     # The llama2.c-style loop certifies as it is, inside its contract (Dk == Dv, default scale,
     # causal only). The kernel answers UNSUPPORTED outside it, so any problem attest sent beyond
     # the contract would show here as a failure.
-    path = os.path.join(WORK, "loop.json")
-    out = certify("--kernel", plugin("causal_loop_attention"), "--budget", "default", "--json", path, expect=0)
-    if "\nCERTIFIED\n" not in out:  # stdout's last line (stderr's progress follows it in `out`)
-        sys.exit("no CERTIFIED line:\n" + out)
-    require(verdict_line(out, "causal-loop"), "CERTIFIED causal-loop for causal, gqa")
-    document, checks = checks_of(path)
+    verdict, document, checks = certified_at_default("causal_loop_attention", "causal-loop")
+    require(verdict, "CERTIFIED causal-loop for causal, gqa")
     contract = document["kernels"][0]["descriptor"]["contract"]
     for flag in ("dk_equals_dv", "default_scale_only", "causal_required"):
         if contract[flag] is not True:
@@ -271,6 +277,38 @@ def case_unsupported_in_contract():
         if document["problem"]["shape"]["head_dim"] != 7:
             sys.exit("%s saved a problem with Dk = %d" % (name, document["problem"]["shape"]["head_dim"]))
     replay_all(plugin("broken_unsupported_dk7"), expect=1)
+
+
+def case_fp16_kv():
+    # fp16 K/V storage with f32 accumulation: certified at the default budget with the precision
+    # gate (gate 2) run, not skipped. The same kernel accumulating P.V in fp16 while declaring f32
+    # fails that gate; declaring the fp16 accumulator, it does not.
+    verdict, document, checks = certified_at_default("fp16_kv_attention", "example-fp16-kv")
+    require(verdict, "CERTIFIED example-fp16-kv for ")
+    precision = document["kernels"][0]["descriptor"]["precision"]
+    for buffer, scalar in (("k", "f16"), ("v", "f16"), ("q", "f32"), ("o", "f32"), ("scores", "f32"),
+                           ("accumulator", "f32")):
+        if precision[buffer] != scalar:
+            sys.exit("the certificate records %s as %s, declared %s: %s" % (buffer, precision[buffer], scalar, precision))
+    for name in ("precision_gate", "matches_reference"):
+        check = checks[name]
+        if check["verdict"] != "pass" or check["effective_cases"] < 1:
+            sys.exit("%s: %s" % (name, check))
+
+    broken = os.path.join(WORK, "broken.json")
+    out = certify("--kernel", plugin("broken_f16_accumulator"), "--budget", "default", "--json", broken, expect=1)
+    require(out, "FAIL example-fp16-kv precision_gate", "NOT CERTIFIED")
+    _, checks = checks_of(broken)
+    if checks["precision_gate"]["verdict"] != "fail":
+        sys.exit("precision_gate: %s" % checks["precision_gate"])
+
+    verdict, document, checks = certified_at_default("fp16_kv_f16_accumulator", "example-fp16-kv")
+    require(verdict, "CERTIFIED example-fp16-kv for ")
+    if document["kernels"][0]["descriptor"]["precision"]["accumulator"] != "f16":
+        sys.exit("the certificate does not record the f16 accumulator")
+    gate = checks["precision_gate"]
+    if gate["verdict"] != "pass" or gate["effective_cases"] < 1:
+        sys.exit("precision_gate: %s" % gate)
 
 globals()["case_" + CASE]()
 print("ok:", CASE)

@@ -68,7 +68,7 @@ class LoopKernel final : public Kernel {
             if (weights[j] == 0.0f) continue;  // masked keys must not touch the output
             const float pj = round_to(weights[j] / sum, p_.p);
             const float* value = &p.v[at.v(b, g, j)];
-            for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] + acc(pj * value[r]));
+            for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] + pj * value[r]);  // one rounding per add
           }
           for (int r = 0; r < s.value_dim; ++r) out[r] = round_to(out[r], p_.o);
           if (out_lse) *out_lse = max_score + std::log(sum);

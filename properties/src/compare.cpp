@@ -81,6 +81,7 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
   numerics.extra_tiles = extra_key_tiles;  // the other run may have had more tiles
   const int dv = p.shape.value_dim;
   const bool nan_policy = caps.empty_rows == EmptyRowPolicy::kNan;
+  const bool sinks = !p.modifiers.sinks.empty();  // rows without keys are defined then: O = 0, LSE = sigma
   const std::string prefix = label.empty() ? "" : label + " ";
   Comparison result;
   Worst worst;
@@ -98,7 +99,10 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
       const std::size_t e = row * dv + c;
       const double value = got.o[e];
       if (ref.empty[row]) {
-        if (!(nan_policy ? std::isnan(value) : value == 0.0))
+        if (sinks && value != 0.0)
+          worst.fail(fmt::format("{}{}: a row that sees no key but a sink must output 0, got {}", prefix,
+                                 describe_element(p, e), value_text(value)));
+        else if (!sinks && !(nan_policy ? std::isnan(value) : value == 0.0))
           worst.fail(fmt::format("{}{}: empty row must output {} under the {} policy, got {}", prefix,
                                  describe_element(p, e), nan_policy ? "NaN" : "0", to_string(caps.empty_rows),
                                  value_text(value)));
@@ -112,6 +116,12 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
     }
     if (!caps.lse() || got.lse.empty() || expected_lse.empty()) continue;
     const double value = got.lse[row];
+    if (ref.empty[row] && sinks) {  // LSE = the sink's logit, exactly as given
+      if (value != static_cast<float>(ref.lse[row]))
+        worst.fail(fmt::format("{}{}: a row that sees no key but a sink must have LSE = sigma = {}, got {}", prefix,
+                               describe_row(p, row), value_text(ref.lse[row]), value_text(value)));
+      continue;
+    }
     if (ref.empty[row]) {
       if (!(nan_policy ? std::isnan(value) : (std::isinf(value) && value < 0)))
         worst.fail(fmt::format("{}{}: empty row must have LSE {}, got {}", prefix, describe_row(p, row),

@@ -54,6 +54,24 @@ void reshape_masks(Problem& p, const Shape& old) {
     v = out;
   };
   per_token(m.q_segment, old.q_len, s.q_len);
+  ScoreModifiers& md = p.modifiers;
+  auto per_head = [&](std::vector<float>& v) {
+    if (v.empty()) return;
+    std::vector<float> out;
+    for (int h = 0; h < s.heads; ++h) out.push_back(v[h % old.heads]);
+    v = out;
+  };
+  per_head(md.alibi_slopes);
+  per_head(md.sinks);
+  if (!md.bias.empty()) {
+    std::vector<float> out;
+    for (int b = 0; b < (md.bias_per_batch ? s.batch : 1); ++b)
+      for (int h = 0; h < (md.bias_per_head ? s.heads : 1); ++h)
+        for (int i = 0; i < s.q_len; ++i)
+          for (int j = 0; j < s.k_len; ++j)
+            out.push_back(md.bias[md.bias_index(old, b % old.batch, h % old.heads, i % old.q_len, j % old.k_len)]);
+    md.bias = out;
+  }
   per_token(m.k_segment, old.k_len, s.k_len);
   if (!m.explicit_mask.empty()) {
     std::vector<std::uint8_t> out;

@@ -21,6 +21,8 @@ Problem prefill_of(const Problem& p) {
   out.mask.causal = true;
   out.mask.window = p.mask.window;
   out.mask.chunk = p.mask.chunk;
+  out.modifiers = p.modifiers;
+  out.modifiers.bias.clear();  // a prefill feature: decode sessions take slopes, softcap and sinks
   out.storage = p.storage;
   out.k = p.k;
   out.v = p.v;
@@ -48,7 +50,9 @@ Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vect
   auto session = kernel.open_decode({.batch = s.batch, .heads = s.heads, .kv_heads = s.kv_heads,
                                      .head_dim = s.head_dim, .value_dim = s.value_dim,
                                      .scale = prefill.effective_scale(), .window = prefill.mask.window,
-                                     .chunk = prefill.mask.chunk, .rope = prefill.rope});
+                                     .chunk = prefill.mask.chunk, .softcap = prefill.modifiers.softcap,
+                                     .alibi_slopes = prefill.modifiers.alibi_slopes,
+                                     .sinks = prefill.modifiers.sinks, .rope = prefill.rope});
   const int T = s.k_len;
   Outputs out;
   out.o.assign(prefill.o_size(), NAN);

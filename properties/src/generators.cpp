@@ -1,6 +1,8 @@
 #include "attest/generators.h"
 
 #include <algorithm>
+#include <array>
+#include <limits>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -91,6 +93,33 @@ const std::vector<TermGenerator>& term_generators() {
          for (auto& x : p.mask.explicit_mask) x = static_cast<int>(rng() % 100) < keep_percent[density];
        }},
       {Feature::kRope, 2, 0, 1, [](Problem& p, int, std::mt19937_64&) { p.rope.enabled = true; }},
+      // Score modifiers: caps 1 to 1e4; slopes of both signs and zero; a bias broadcast or not, with
+      // -inf entries; sinks from -1e4 to 1e4.
+      {Feature::kSoftcap, 2, 0, 4,
+       [](Problem& p, int k, std::mt19937_64&) { p.modifiers.softcap = std::array{1.0, 5.0, 30.0, 300.0, 1e4}[k]; }},
+      {Feature::kAlibi, 2, 0, 1,
+       [](Problem& p, int mixed, std::mt19937_64& rng) {
+         const int h = p.shape.heads;
+         for (int i = 0; i < h; ++i) {
+           const float geometric = std::exp2(-8.0f * (i + 1) / h);  // the slopes of the ALiBi paper
+           const float any[] = {-1.0f, -0.25f, 0.0f, 0.0625f, 0.5f, 1.0f, geometric};
+           p.modifiers.alibi_slopes.push_back(mixed ? any[rng() % 7] : geometric);
+         }
+       }},
+      {Feature::kBias, 2, 0, 2,
+       [](Problem& p, int magnitude, std::mt19937_64& rng) {
+         ScoreModifiers& m = p.modifiers;
+         m.bias_per_batch = rng() % 2, m.bias_per_head = rng() % 2;
+         const Shape& s = p.shape;
+         m.bias.resize(std::size_t(m.bias_per_batch ? s.batch : 1) * (m.bias_per_head ? s.heads : 1) * s.q_len * s.k_len);
+         std::normal_distribution<float> normal(0.0f, std::array{1.0f, 10.0f, 100.0f}[magnitude]);
+         for (float& x : m.bias) x = rng() % 10 == 0 ? -std::numeric_limits<float>::infinity() : normal(rng);
+       }},
+      {Feature::kSinks, 2, 0, 1,
+       [](Problem& p, int, std::mt19937_64& rng) {
+         const float values[] = {-1e4f, -100.0f, -10.0f, -1.0f, 0.0f, 1.0f, 10.0f, 100.0f, 1e4f};
+         for (int i = 0; i < p.shape.heads; ++i) p.modifiers.sinks.push_back(values[rng() % 9]);
+       }},
   };
   return table;
 }

@@ -31,6 +31,9 @@ Problem single_query(const Problem& p, int i) {
       m.explicit_mask.insert(m.explicit_mask.end(), row, row + s.k_len);
     }
   }
+  out.modifiers.bias = rebuilt_bias(p, out.shape, [&](int b, int h, int, int j) {
+    return p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j)];
+  });
   return out;
 }
 
@@ -64,6 +67,9 @@ Problem first_keys(const Problem& p, int n) {
       m.explicit_mask.insert(m.explicit_mask.end(), p.mask.explicit_mask.begin() + std::size_t(bi) * s.k_len,
                              p.mask.explicit_mask.begin() + std::size_t(bi) * s.k_len + n);
   }
+  out.modifiers.bias = rebuilt_bias(p, out.shape, [&](int b, int h, int i, int j) {
+    return p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j)];
+  });
   return out;
 }
 
@@ -103,6 +109,12 @@ Problem single_slice(const Problem& p, int b, int h) {
   if (!m.explicit_mask.empty())
     m.explicit_mask.assign(p.mask.explicit_mask.begin() + std::size_t(b) * s.q_len * s.k_len,
                            p.mask.explicit_mask.begin() + std::size_t(b + 1) * s.q_len * s.k_len);
+  ScoreModifiers& md = out.modifiers;
+  if (!md.alibi_slopes.empty()) md.alibi_slopes = {p.modifiers.alibi_slopes[h]};
+  if (!md.sinks.empty()) md.sinks = {p.modifiers.sinks[h]};
+  md.bias = rebuilt_bias(p, out.shape, [&](int, int, int i, int j) {
+    return p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j)];
+  });
   return out;
 }
 

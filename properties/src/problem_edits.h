@@ -24,6 +24,20 @@ Problem with_values(const Problem& p, int dv, Value value) {
   return out;
 }
 
+// The bias rebuilt for another shape: entry (b, h, i, j) of the new one is old(b', h', i', j') as
+// `source` maps it (nothing when the problem has no bias). The broadcast flags are kept.
+template <typename Source>
+std::vector<float> rebuilt_bias(const Problem& old, const Shape& shape, Source source) {
+  const ScoreModifiers& m = old.modifiers;
+  if (m.bias.empty()) return {};
+  std::vector<float> out;
+  for (int b = 0; b < (m.bias_per_batch ? shape.batch : 1); ++b)
+    for (int h = 0; h < (m.bias_per_head ? shape.heads : 1); ++h)
+      for (int i = 0; i < shape.q_len; ++i)
+        for (int j = 0; j < shape.k_len; ++j) out.push_back(source(b, h, i, j));
+  return out;
+}
+
 // The single-query problem of row i: same keys and masks, q_offset fixed to the row's position.
 Problem single_query(const Problem& p, int i);
 

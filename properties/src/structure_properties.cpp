@@ -52,6 +52,10 @@ Verdict permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle&
     std::vector<std::uint8_t> rows = permute_rows(m.explicit_mask, s.batch, qs, s.k_len);
     permuted.mask.explicit_mask = permute_rows(rows, s.batch * s.q_len, ks, 1);
   }
+  // A bias is permuted along with its rows and columns.
+  permuted.modifiers.bias = rebuilt_bias(p, s, [&](int b, int h, int i, int j) {
+    return p.modifiers.bias[p.modifiers.bias_index(s, b, h, qs[i], ks[j])];
+  });
   const Reference& ref = oracle.reference(p);
   const GuardedOutputs original = run_guarded(kernel, p);
   GuardedOutputs got = run_guarded(kernel, permuted);
@@ -152,6 +156,9 @@ Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& o
         mask.push_back(p.mask.explicit_mask.empty() ? 1 : p.mask.explicit_mask[(std::size_t(b) * s.q_len + i) * s.k_len + j]);
     }
   m.explicit_mask = mask;
+  moved.modifiers.bias = rebuilt_bias(p, moved.shape, [&](int b, int h, int i, int j) {
+    return j < shift ? 0.0f : p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j - shift)];
+  });
   const Reference& ref = oracle.reference(p);
   // The shifted run has more key tiles: the bound counts them.
   const int tile = kernel.capabilities().key_tile();

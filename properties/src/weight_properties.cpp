@@ -26,10 +26,12 @@ Verdict rows_sum_to_one(const Problem& p, const Kernel& kernel, Oracle& oracle) 
     if (ref.empty[row]) continue;
     for (int c = 0; c < dv; ++c) {
       const std::size_t e = row * dv + c;
-      const double error = std::fabs(double(out.o[e]) - 1.0), bound = output_bound(probe, ref, e, numerics);
+      // The weights sum to 1, or with a sink to 1 - exp(sigma - LSE): the exact probe output.
+      const double expected = ref.o[e];
+      const double error = std::fabs(double(out.o[e]) - expected), bound = output_bound(probe, ref, e, numerics);
       if (!(error <= bound))
-        return Verdict::fail(name, fmt::format("{}: weights sum to {:.9g}, not 1 (bound {:.3g})",
-                                               describe_row(p, row), out.o[e], bound), error / bound);
+        return Verdict::fail(name, fmt::format("{}: weights sum to {:.9g}, not {:.9g} (bound {:.3g})",
+                                               describe_row(p, row), out.o[e], expected, bound), error / bound);
       worst = std::max(worst, error / bound);
     }
   }
@@ -88,7 +90,8 @@ Verdict output_in_convex_hull(const Problem& p, const Kernel& kernel, Oracle& or
     const int h = static_cast<int>((row / s.q_len) % s.heads);
     const float* values = &p.v[(std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len * s.value_dim];
     for (int c = 0; c < s.value_dim; ++c) {
-      double lo = INFINITY, hi = -INFINITY;
+      // A sink is a key of value 0 in the denominator: the hull then includes 0.
+      double lo = p.modifiers.sinks.empty() ? INFINITY : 0.0, hi = p.modifiers.sinks.empty() ? -INFINITY : 0.0;
       for (int j = 0; j < s.k_len; ++j)
         if (ref.visible[row * s.k_len + j]) {
           lo = std::min<double>(lo, values[std::size_t(j) * s.value_dim + c]);

@@ -17,8 +17,9 @@ inline long long chunk_of(long long x, long long c) {
   return q;
 }
 
-// Which keys of batch b query row i may see: start with all, clear what each term forbids.
-inline void visible_keys_of_row(const Problem& p, int b, int i, std::vector<char>& allowed) {
+// Which keys of batch b query row i may see (in head h; h < 0: in any head): start with all,
+// clear what each term forbids. A -inf bias forbids a key like a mask term.
+inline void visible_keys_of_row(const Problem& p, int b, int i, std::vector<char>& allowed, int h = -1) {
   const int tq = p.shape.q_len, tk = p.shape.k_len;
   const long long offset = p.q_offset.has_value() ? *p.q_offset : static_cast<long long>(tk) - tq;
   const long long pos = offset + i;
@@ -33,7 +34,31 @@ inline void visible_keys_of_row(const Problem& p, int b, int i, std::vector<char
     if (!m.q_segment.empty() && m.q_segment[b * tq + i] != m.k_segment[b * tk + j]) allowed[j] = 0;
     if (!m.explicit_mask.empty() && m.explicit_mask[(static_cast<std::size_t>(b) * tq + i) * tk + j] == 0)
       allowed[j] = 0;
+    const ScoreModifiers& md = p.modifiers;
+    if (!md.bias.empty() && allowed[j]) {
+      bool any_head = false;
+      for (int hh = h < 0 ? 0 : h; hh < (h < 0 ? p.shape.heads : h + 1); ++hh)
+        any_head = any_head || md.bias[md.bias_index(p.shape, b, hh, i, j)] != -std::numeric_limits<float>::infinity();
+      if (!any_head) allowed[j] = 0;
+    }
   }
+}
+
+// tanh in a scalar type that may lack it: (1 - e^{-2|x|}) / (1 + e^{-2|x|}), by Taylor near 0
+// where that difference would cancel.
+template <typename Real>
+Real tanh_of(const Real& x) {
+  using std::abs, std::exp;
+  const Real a = abs(x);
+  Real t;
+  if (a < Real(0x1p-8)) {
+    const Real a2 = a * a;
+    t = a * (Real(1) - a2 * (Real(1) / Real(3) - a2 * (Real(2) / Real(15) - a2 * (Real(17) / Real(315) - a2 * Real(62) / Real(2835)))));
+  } else {
+    const Real e = exp(Real(-2) * a);
+    t = (Real(1) - e) / (Real(1) + e);
+  }
+  return x < Real(0) ? -t : t;
 }
 
 // acc += a * b; a scalar type may provide a faster fused form (found by argument lookup).
@@ -117,14 +142,17 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
       for (int h = hk * group; h < (hk + 1) * group; ++h) {
         for (int i = 0; i < tq; ++i) {
           const std::size_t row = (std::size_t(b) * s.heads + h) * tq + i;
-          visible_keys_of_row(p, b, i, allowed);
+          visible_keys_of_row(p, b, i, allowed, h);
+          const ScoreModifiers& md = p.modifiers;
+          const bool has_sink = !md.sinks.empty();
           if (options.weights) std::copy(allowed.begin(), allowed.end(), ref.visible.begin() + row * tk);
           int count = 0;
           for (char a : allowed) count += a;
           ref.visible_keys[row] = count;
           if (count == 0) {
             ref.empty[row] = 1;
-            ref.lse[row] = -std::numeric_limits<double>::infinity();
+            // With a sink the row is defined: O = 0 and LSE = sigma_h, whatever the policy.
+            ref.lse[row] = has_sink ? double(md.sinks[h]) : -std::numeric_limits<double>::infinity();
             for (int r = 0; r < dv; ++r) ref.o[row * dv + r] = 0.0;
             continue;
           }
@@ -146,7 +174,25 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
               accumulate_product(acc, query.re[m], keys[j].re[m]);
               accumulate_product(acc, query.im[m], keys[j].im[m]);
             }
-            logit[j] = acc * scale;
+            // The modifiers, each in the scalar type: softcap, ALiBi's distance term, the bias.
+            Real x = acc * scale;
+            double modifier_size = 0;  // what the kernel adds to a logit in float: it enters the bound
+            if (md.softcap) {
+              const Real c(*md.softcap);
+              x = c * tanh_of(x / c);
+              modifier_size += 4 * std::fabs(static_cast<double>(x));  // tanh evaluated in float
+            }
+            if (!md.alibi_slopes.empty()) {
+              const Real term = Real(md.alibi_slopes[h]) * Real(static_cast<double>(j - (offset + i)));
+              x += term;
+              modifier_size += std::fabs(static_cast<double>(term));
+            }
+            if (!md.bias.empty()) {
+              const float bias = md.bias[md.bias_index(s, b, h, i, j)];
+              x += Real(bias);
+              modifier_size += std::fabs(double(bias));
+            }
+            logit[j] = x;
             if (!have_max || logit[j] > max_logit) max_logit = logit[j];
             have_max = true;
             double a = 0;
@@ -158,10 +204,22 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
             } else {
               for (int m = 0; m < dk; ++m) a += std::fabs(double(qrow[m]) * double(krow[m]));
             }
+            // Folded into A_j so the bound's gamma(d + 2) A_j term covers a few roundings of each
+            // modifier's size too (gamma(d + 2) >= (d + 2) u).
             cond[j] = a * std::fabs(static_cast<double>(scale));
+            if (modifier_size > 0) cond[j] += (modifier_size + std::fabs(static_cast<double>(x))) * 4.0 / (dk + 2);
           }
+          // A sink is one more term of the denominator: it takes part in the max like any logit.
+          const Real sink = has_sink ? Real(md.sinks[h]) : Real(0);
+          if (has_sink && sink > max_logit) max_logit = sink;
 
           Real total = 0;
+          Real sink_weight = 0;
+          if (has_sink) {
+            using std::exp;
+            sink_weight = exp(sink - max_logit);
+            total += sink_weight;
+          }
           for (int j = 0; j < tk; ++j) {
             if (!allowed[j]) continue;
             using std::exp;
@@ -170,6 +228,13 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
           }
           for (int r = 0; r < dv; ++r) numerator[r] = 0;
           double mean_cond = 0, spread_logit = 0, cond_max = 0, logit_range = 0;
+          if (has_sink) {  // a key of value 0 and no dot product: it counts in the logit terms only
+            using std::abs;
+            const double ps = static_cast<double>(sink_weight / total), dist = static_cast<double>(abs(sink - max_logit));
+            spread_logit += ps * dist;
+            logit_range = std::max(logit_range, dist);
+            ref.visible_keys[row] = count + 1;
+          }
           for (int j = 0; j < tk; ++j) {
             if (!allowed[j]) continue;
             weight[j] /= total;

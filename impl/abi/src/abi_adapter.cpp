@@ -83,6 +83,10 @@ protocol::WireProblem to_wire(const Problem& p, const Precision& precision) {
   w.q_segment.assign(p.mask.q_segment.begin(), p.mask.q_segment.end());
   w.k_segment.assign(p.mask.k_segment.begin(), p.mask.k_segment.end());
   w.explicit_mask = p.mask.explicit_mask;
+  const ScoreModifiers& m = p.modifiers;
+  h.softcap = m.softcap.value_or(0.0);
+  w.alibi_slopes = m.alibi_slopes, w.bias = m.bias, w.sinks = m.sinks;
+  h.bias_per_batch = m.bias_per_batch, h.bias_per_head = m.bias_per_head;
   w.q = stored(p.q, precision.q), w.k = stored(p.k, precision.k), w.v = stored(p.v, precision.v);
   return w;
 }
@@ -96,6 +100,8 @@ protocol::WireDecodeConfig to_wire(const DecodeConfig& c) {
   h.chunk = c.chunk.value_or(0);
   h.rope = c.rope.enabled;
   h.rope_base = c.rope.base;
+  h.softcap = c.softcap.value_or(0.0);
+  w.alibi_slopes = c.alibi_slopes, w.sinks = c.sinks;
   return w;
 }
 
@@ -115,6 +121,12 @@ Problem from_wire(const attest_problem_v2& h, const Precision& precision) {
   p.mask.q_segment = copy_of(h.q_segment, b * tq);
   p.mask.k_segment = copy_of(h.k_segment, b * tk);
   p.mask.explicit_mask = copy_of(h.explicit_mask, b * tq * tk);
+  ScoreModifiers& m = p.modifiers;
+  if (h.softcap > 0) m.softcap = h.softcap;
+  m.alibi_slopes = copy_of(h.alibi_slopes, std::size_t(h.heads));
+  m.sinks = copy_of(h.sinks, std::size_t(h.heads));
+  m.bias_per_batch = h.bias_per_batch != 0, m.bias_per_head = h.bias_per_head != 0;
+  m.bias = copy_of(h.bias, std::size_t(m.bias_per_batch ? h.batch : 1) * (m.bias_per_head ? h.heads : 1) * tq * tk);
   p.storage = {precision.q, precision.k, precision.v};
   p.q = floats_from_storage(static_cast<const std::uint8_t*>(h.q), p.q_size(), precision.q);
   p.k = floats_from_storage(static_cast<const std::uint8_t*>(h.k), p.k_size(), precision.k);
@@ -231,6 +243,9 @@ attest_status AbiAdapter::decode_open(void* user, const attest_decode_config_v2*
     DecodeConfig config{c->batch, c->heads, c->kv_heads, c->head_dim, c->value_dim, c->scale, {}, {}, {}};
     if (c->window) config.window = c->window;
     if (c->chunk) config.chunk = c->chunk;
+    if (c->softcap > 0) config.softcap = c->softcap;
+    config.alibi_slopes = copy_of(c->alibi_slopes, std::size_t(c->heads));
+    config.sinks = copy_of(c->sinks, std::size_t(c->heads));
     config.rope = {c->rope != 0, c->rope_base};
     *session = self->kernel_->open_decode(config).release();
     self->sessions_[*session] = config;

@@ -22,6 +22,7 @@ class BlockedKernel final : public Kernel {
   std::string name() const override { return "blocked"; }
   Capabilities capabilities() const override {
     Capabilities c;
+    c.features = c.features | FeatureSet::of_kind(FeatureKind::kModifier);
     c.contract.query_tile = block_q_;
     c.precision.exp_ulps = 2.0;  // the polynomial exp of simd_ops
     return c;
@@ -31,6 +32,7 @@ class BlockedKernel final : public Kernel {
     const Shape& s = p.shape;
     const Layout at{s};
     const MaskView mask(p);
+    const ModifierView modifiers(p);
     const float scale = static_cast<float>(p.effective_scale());
     const int tk = s.k_len, dk = s.head_dim, dv = s.value_dim, br = block_q_;
     const int chunks = (tk + kChunk - 1) / kChunk, ld = chunks * kChunk;
@@ -75,19 +77,24 @@ class BlockedKernel final : public Kernel {
             if (mask.elementwise())
               for (int j = first; j < last; ++j)
                 if (!mask.elementwise_visible(b, i0 + r, j)) row[j] = kNegInf;
+            if (modifiers.changes_logits())
+              for (int j = first; j < last; ++j)
+                if (row[j] != kNegInf) row[j] = modifiers.logit(row[j], b, h, i0 + r, j, mask.position(i0 + r));
           }
           // Pass 1: row maxima. Pass 2: exponentials and sums, then the weighted values.
           std::fill_n(out_rows.begin(), std::size_t(rows) * dv, 0.0f);
           for (int r = 0; r < rows; ++r) {
             float* row = &scores[std::size_t(r) * ld];
             float* out_lse = lse.empty() ? nullptr : &lse[at.lse(b, h, i0 + r)];
-            const float max_score = simd::max_of(row, ld);
+            // A sink is one more term of the denominator (and of the max, for stability).
+            const bool sink = modifiers.has_sinks();
+            const float max_score = sink ? std::max(simd::max_of(row, ld), modifiers.sink(h)) : simd::max_of(row, ld);
             if (max_score == kNegInf) {
               std::fill(row, row + ld, 0.0f);
               if (out_lse) *out_lse = kNegInf;
               continue;
             }
-            const float sum = simd::exp_shift_sum(row, ld, max_score);
+            const float sum = simd::exp_shift_sum(row, ld, max_score) + (sink ? std::exp(modifiers.sink(h) - max_score) : 0.0f);
             simd::scale(row, ld, 1.0f / sum);
             if (out_lse) *out_lse = max_score + std::log(sum);
           }

@@ -13,12 +13,13 @@ namespace {
 using namespace kernels;
 
 // Online softmax of one query row over keys [range.lo, range.hi) of sequence b, one page
-// at a time. `visible(j)` applies the per-key mask terms.
-template <typename Visible>
+// at a time. `visible(j)` applies the per-key mask terms, `modify(j, x)` the score modifiers to
+// key j's scaled score; a finite `sink` starts the running state (the first term of max and sum).
+template <typename Visible, typename Modify>
 void attend_row(const PagedKvCache& cache, int b, int g, const float* q, int dk, int dv, float scale,
-                KeyRange range, Visible visible, std::vector<float>& page_scores, float* out, float* out_lse,
-                const KernelFaults& faults) {
-  float row_max = kNegInf, row_sum = 0.0f;
+                KeyRange range, Visible visible, Modify modify, float sink, std::vector<float>& page_scores,
+                float* out, float* out_lse, const KernelFaults& faults) {
+  float row_max = sink, row_sum = sink == kNegInf ? 0.0f : 1.0f;
   std::fill(out, out + dv, 0.0f);
   const int page = cache.page_size();
   for (int j0 = (range.lo / page) * page; j0 < range.hi; j0 += page) {
@@ -27,7 +28,7 @@ void attend_row(const PagedKvCache& cache, int b, int g, const float* q, int dk,
     float page_max = kNegInf;
     for (int j = first; j < last; ++j) {
       float& sc = page_scores[j - j0];
-      sc = visible(j) ? dot(q, cache.key(b, g, j), dk) * scale : kNegInf;
+      sc = visible(j) ? modify(j, dot(q, cache.key(b, g, j), dk) * scale) : kNegInf;
       page_max = std::max(page_max, sc);
     }
     if (page_max == kNegInf) continue;
@@ -57,7 +58,12 @@ class PagedDecodeSession final : public DecodeSession {
  public:
   PagedDecodeSession(const DecodeConfig& c, int page_size, const KernelFaults& faults)
       : c_(c), faults_(faults), cache_(c.batch, c.kv_heads, c.head_dim, c.value_dim, page_size), page_scores_(page_size),
-        query_(c.head_dim) {}
+        query_(c.head_dim) {
+    modifier_problem_.shape.heads = c.heads;  // the session's modifiers, as a problem view reads them
+    modifier_problem_.modifiers.softcap = c.softcap;
+    modifier_problem_.modifiers.alibi_slopes = c.alibi_slopes;
+    modifier_problem_.modifiers.sinks = c.sinks;
+  }
 
   void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v,
             std::span<float> o, std::span<float> lse) override {
@@ -93,8 +99,12 @@ class PagedDecodeSession final : public DecodeSession {
           KeyRange range{0, static_cast<int>(pos + (faults_.decode_skips_self ? 0 : 1))};
           if (c_.window) range.lo = static_cast<int>(std::max<long long>(0, pos - *c_.window + 1));
           if (c_.chunk) range.lo = std::max(range.lo, static_cast<int>(floor_div(pos, *c_.chunk) * *c_.chunk));
+          const ModifierView modifiers(modifier_problem_);
           attend_row(cache_, b, faults_.gqa_modulo ? h % c_.kv_heads : h / group, query_.data(), c_.head_dim, c_.value_dim, scale, range,
-                     [](int) { return true; }, page_scores_, &o[row * dv], lse.empty() ? nullptr : &lse[row], faults_);
+                     [](int) { return true; },
+                     [&](int j, float x) { return modifiers.changes_logits() ? modifiers.logit(x, b, h, 0, j, pos) : x; },
+                     modifiers.has_sinks() ? modifiers.sink(h) : kNegInf, page_scores_, &o[row * dv],
+                     lse.empty() ? nullptr : &lse[row], faults_);
         }
       }
     }
@@ -107,6 +117,7 @@ class PagedDecodeSession final : public DecodeSession {
   DecodeConfig c_;
   KernelFaults faults_;
   PagedKvCache cache_;
+  Problem modifier_problem_;
   std::vector<float> page_scores_;
   std::vector<float> query_;
   long long length_ = 0;
@@ -122,6 +133,7 @@ class DecodeKernel final : public Kernel {
   Capabilities capabilities() const override {
     Capabilities c;
     c.features.insert(Feature::kDecode);
+    c.features = c.features | FeatureSet::of_kind(FeatureKind::kModifier);
     c.contract.key_tile = page_size_;
     return c;
   }
@@ -130,6 +142,7 @@ class DecodeKernel final : public Kernel {
     const Shape& s = p.shape;
     const Layout at{s};
     const MaskView mask(p);
+    const ModifierView modifiers(p);
     const float scale = static_cast<float>(p.effective_scale());
     PagedKvCache cache(s.batch, s.kv_heads, s.head_dim, s.value_dim, page_size_);
     const std::size_t k_head_stride = std::size_t(s.k_len) * s.head_dim;
@@ -148,8 +161,13 @@ class DecodeKernel final : public Kernel {
           std::copy_n(&p.q[at.q(b, h, i)], s.head_dim, query.begin());
           if (p.rope.enabled) rope_rotate(query.data(), s.head_dim, mask.position(i), p.rope.base);
           auto visible = [&](int j) { return !mask.elementwise() || mask.elementwise_visible(b, i, j); };
-          attend_row(cache, b, faults_.gqa_modulo ? h % s.kv_heads : p.kv_head_of(h), query.data(), s.head_dim, s.value_dim, scale, mask.range(b, i),
-                     visible, page_scores, &o[at.o(b, h, i)], lse.empty() ? nullptr : &lse[at.lse(b, h, i)], faults_);
+          attend_row(cache, b, faults_.gqa_modulo ? h % s.kv_heads : p.kv_head_of(h), query.data(), s.head_dim,
+                     s.value_dim, scale, mask.range(b, i), visible,
+                     [&](int j, float x) {
+                       return modifiers.changes_logits() ? modifiers.logit(x, b, h, i, j, mask.position(i)) : x;
+                     },
+                     modifiers.has_sinks() ? modifiers.sink(h) : kNegInf, page_scores, &o[at.o(b, h, i)],
+                     lse.empty() ? nullptr : &lse[at.lse(b, h, i)], faults_);
         }
   }
 

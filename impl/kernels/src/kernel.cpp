@@ -34,6 +34,11 @@ void DecodeConfig::validate() const {
   if (heads % kv_heads != 0) throw ProblemError("invalid decode config: kv_heads must divide heads");
   if (window && *window < 1) throw ProblemError("invalid decode config: window must be >= 1");
   if (chunk && *chunk < 1) throw ProblemError("invalid decode config: chunk must be >= 1");
+  if (softcap && !(*softcap > 0)) throw ProblemError("invalid decode config: softcap must be > 0");
+  if (!alibi_slopes.empty() && alibi_slopes.size() != std::size_t(heads))
+    throw ProblemError("invalid decode config: alibi_slopes must have one slope per head");
+  if (!sinks.empty() && sinks.size() != std::size_t(heads))
+    throw ProblemError("invalid decode config: sinks must have one logit per head");
   if (!std::isfinite(scale)) throw ProblemError("invalid decode config: scale must be finite");
   if (rope.enabled && head_dim % 2 != 0) throw ProblemError("invalid decode config: rope needs an even head_dim");
 }

@@ -72,6 +72,38 @@ class MaskView {
   long long offset_;
 };
 
+// The score modifiers of a problem as the kernels apply them, in float: softcap, then ALiBi's
+// distance term, then the bias (a -inf bias masks the key). Sinks join the softmax denominator.
+class ModifierView {
+ public:
+  explicit ModifierView(const Problem& p)
+      : p_(p), softcap_(p.modifiers.softcap ? static_cast<float>(*p.modifiers.softcap) : 0.0f),
+        slopes_(p.modifiers.alibi_slopes.empty() ? nullptr : p.modifiers.alibi_slopes.data()),
+        bias_(p.modifiers.bias.empty() ? nullptr : p.modifiers.bias.data()),
+        sinks_(p.modifiers.sinks.empty() ? nullptr : p.modifiers.sinks.data()) {}
+
+  bool changes_logits() const { return softcap_ > 0 || slopes_ || bias_; }
+  bool has_sinks() const { return sinks_ != nullptr; }
+  float sink(int h) const { return sinks_[h]; }
+
+  // The logit of scaled score x for key j of query i (at position pos) in batch b, head h.
+  // A -inf bias masks the key before its score is looked at: a NaN or inf in its K row must not leak.
+  float logit(float x, int b, int h, int i, int j, long long pos) const {
+    const float bias = bias_ ? bias_[p_.modifiers.bias_index(p_.shape, b, h, i, j)] : 0.0f;
+    if (bias == -std::numeric_limits<float>::infinity()) return bias;
+    if (softcap_ > 0) x = softcap_ * std::tanh(x / softcap_);
+    if (slopes_) x += slopes_[h] * static_cast<float>(j - pos);
+    return x + bias;
+  }
+
+ private:
+  const Problem& p_;
+  float softcap_;
+  const float* slopes_;
+  const float* bias_;
+  const float* sinks_;
+};
+
 // Rotates interleaved pairs of x[0..dim) in place for position pos. Angles in double so
 // that long positions keep their precision.
 inline void rope_rotate(float* x, int dim, long long pos, double base) {

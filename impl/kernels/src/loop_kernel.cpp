@@ -17,6 +17,7 @@ class LoopKernel final : public Kernel {
   std::string name() const override { return rounds_ ? "loop-model[" + p_.summary() + "]" : "loop"; }
   Capabilities capabilities() const override {
     Capabilities c;
+    c.features = c.features | FeatureSet::of_kind(FeatureKind::kModifier);
     c.precision = p_;
     return c;
   }
@@ -25,6 +26,7 @@ class LoopKernel final : public Kernel {
     const Shape& s = p.shape;
     const Layout at{s};
     const MaskView mask(p);
+    const ModifierView modifiers(p);
     const float scale = static_cast<float>(p.effective_scale());
     std::vector<float> keys(static_cast<std::size_t>(s.k_len) * s.head_dim);
     std::vector<float> query(s.head_dim);
@@ -52,13 +54,16 @@ class LoopKernel final : public Kernel {
             }
             scores[j] = rounds_ ? score_rounded(query.data(), &keys[std::size_t(j) * s.head_dim], s.head_dim, scale)
                                 : dot(query.data(), &keys[std::size_t(j) * s.head_dim], s.head_dim) * scale;
+            if (modifiers.changes_logits()) scores[j] = modifiers.logit(scores[j], b, h, i, j, mask.position(i));
             max_score = std::max(max_score, scores[j]);
           }
+          // A sink is one more term of the denominator (and of the max, for stability).
+          if (modifiers.has_sinks()) max_score = std::max(max_score, modifiers.sink(h));
           if (max_score == kNegInf) {
             write_empty_row(out, s.value_dim, out_lse);
             continue;
           }
-          float sum = 0.0f;
+          float sum = modifiers.has_sinks() ? std::exp(modifiers.sink(h) - max_score) : 0.0f;
           for (int j = 0; j < s.k_len; ++j) {
             weights[j] = scores[j] == kNegInf ? 0.0f : std::exp(scores[j] - max_score);
             sum = acc(sum + weights[j]);

@@ -25,6 +25,7 @@ class FastTiledKernel final : public Kernel {
   std::string name() const override { return "tiled"; }
   Capabilities capabilities() const override {
     Capabilities c;
+    c.features = c.features | FeatureSet::of_kind(FeatureKind::kModifier);
     c.contract.query_tile = cfg_.block_q;
     c.contract.key_tile = cfg_.block_k;
     c.precision.exp_ulps = 2.0;  // the polynomial exp of simd_ops
@@ -35,6 +36,7 @@ class FastTiledKernel final : public Kernel {
     const Shape& s = p.shape;
     const Layout at{s};
     const MaskView mask(p);
+    const ModifierView modifiers(p);
     const float scale = static_cast<float>(p.effective_scale());
     const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
     std::vector<float> q_tile(std::size_t(br) * dk), rotated_keys(std::size_t(bc) * dk);
@@ -56,8 +58,10 @@ class FastTiledKernel final : public Kernel {
             tile_range = {std::min(tile_range.lo, ranges[r].lo), std::max(tile_range.hi, ranges[r].hi)};
             if (p.rope.enabled) rope_rotate(&q_tile[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
           }
-          std::fill_n(row_max.begin(), rows, kNegInf);
-          std::fill_n(row_sum.begin(), rows, 0.0f);
+          // A sink starts each row's state: it is the first term of the max and of the sum.
+          const bool sink = modifiers.has_sinks();
+          std::fill_n(row_max.begin(), rows, sink ? modifiers.sink(h) : kNegInf);
+          std::fill_n(row_sum.begin(), rows, sink ? 1.0f : 0.0f);
           std::fill_n(acc.begin(), std::size_t(rows) * dv, 0.0f);
 
           // The transposed key tile is shared by every panel of the query tile; tiles outside the
@@ -71,7 +75,7 @@ class FastTiledKernel final : public Kernel {
               if (!panel_overlaps(&ranges[r0], panel_rows, j0, j0 + cols)) continue;
               simd::scores(&q_tile[std::size_t(r0) * dk], panel_rows, dk, kt.data(), bc, width, scale, s_panel.data());
               for (int r = r0; r < r0 + panel_rows; ++r)
-                apply_mask(mask, b, i0 + r, ranges[r], j0, cols, &s_panel[std::size_t(r - r0) * bc]);
+                apply_mask(mask, modifiers, b, h, i0 + r, ranges[r], j0, cols, &s_panel[std::size_t(r - r0) * bc]);
               simd::softmax_fold_rows(s_panel.data(), panel_rows, bc, cols, &row_max[r0], &row_sum[r0], &rescale[r0]);
               simd::rescale_accumulate_rows(&acc[std::size_t(r0) * dv], panel_rows, dv, &rescale[r0], s_panel.data(),
                                             bc, cols, &p.v[at.v(b, g, j0)]);
@@ -118,13 +122,18 @@ class FastTiledKernel final : public Kernel {
 
   // -inf outside the row's range and where a per-key term forbids, within [0, cols); scores past
   // cols are padding and never read.
-  static void apply_mask(const MaskView& mask, int b, int i, KeyRange range, int j0, int cols, float* srow) {
+  // The score modifiers apply to the keys in range (a -inf bias masks one like a mask term).
+  static void apply_mask(const MaskView& mask, const ModifierView& modifiers, int b, int h, int i, KeyRange range,
+                         int j0, int cols, float* srow) {
     const int first = std::clamp(range.lo - j0, 0, cols), last = std::clamp(range.hi - j0, first, cols);
     std::fill(srow, srow + first, kNegInf);
     std::fill(srow + last, srow + cols, kNegInf);
     if (mask.elementwise())
       for (int c = first; c < last; ++c)
         if (!mask.elementwise_visible(b, i, j0 + c)) srow[c] = kNegInf;
+    if (modifiers.changes_logits())
+      for (int c = first; c < last; ++c)
+        if (srow[c] != kNegInf) srow[c] = modifiers.logit(srow[c], b, h, i, j0 + c, mask.position(i));
   }
 
   TiledConfig cfg_;

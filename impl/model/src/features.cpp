@@ -12,6 +12,10 @@ bool uses_key_padding(const Problem& p) { return !p.mask.kv_valid.empty(); }
 bool uses_query_padding(const Problem& p) { return !p.mask.q_valid.empty(); }
 bool uses_segments(const Problem& p) { return !p.mask.q_segment.empty(); }
 bool uses_explicit_mask(const Problem& p) { return !p.mask.explicit_mask.empty(); }
+bool uses_softcap(const Problem& p) { return p.modifiers.softcap.has_value(); }
+bool uses_alibi(const Problem& p) { return !p.modifiers.alibi_slopes.empty(); }
+bool uses_bias(const Problem& p) { return !p.modifiers.bias.empty(); }
+bool uses_sinks(const Problem& p) { return !p.modifiers.sinks.empty(); }
 bool uses_gqa(const Problem& p) { return p.shape.kv_heads < p.shape.heads; }
 bool uses_rope(const Problem& p) { return p.rope.enabled; }
 
@@ -22,6 +26,10 @@ void remove_key_padding(Problem& p) { p.mask.kv_valid.clear(); }
 void remove_query_padding(Problem& p) { p.mask.q_valid.clear(); }
 void remove_segments(Problem& p) { p.mask.q_segment.clear(), p.mask.k_segment.clear(); }
 void remove_explicit_mask(Problem& p) { p.mask.explicit_mask.clear(); }
+void remove_softcap(Problem& p) { p.modifiers.softcap.reset(); }
+void remove_alibi(Problem& p) { p.modifiers.alibi_slopes.clear(); }
+void remove_bias(Problem& p) { p.modifiers.bias.clear(); }
+void remove_sinks(Problem& p) { p.modifiers.sinks.clear(); }
 void remove_gqa(Problem& p) { p.shape.kv_heads = p.shape.heads; }
 void remove_rope(Problem& p) { p.rope.enabled = false; }
 void remove_nothing(Problem&) {}
@@ -45,6 +53,14 @@ const std::array<FeatureInfo, kFeatureCount>& feature_table() {
        "packed sequences: q_segment[b][i] == k_segment[b][j]"},
       {Feature::kExplicitMask, "explicit_mask", K::kMaskTerm, 1u << 5, false, uses_explicit_mask, remove_explicit_mask,
        "a boolean [B][Tq][Tk] mask, broadcast over heads"},
+      {Feature::kSoftcap, "softcap", K::kModifier, 1u << 11, false, uses_softcap, remove_softcap,
+       "logit softcap c tanh(x / c)"},
+      {Feature::kAlibi, "alibi", K::kModifier, 1u << 12, true, uses_alibi, remove_alibi,
+       "ALiBi: slope[h] * (j - qpos(i)) added to the logit"},
+      {Feature::kBias, "bias", K::kModifier, 1u << 13, false, uses_bias, remove_bias,
+       "an additive float bias [B|1][H|1][Tq][Tk]; -inf masks a key"},
+      {Feature::kSinks, "sinks", K::kModifier, 1u << 14, false, uses_sinks, remove_sinks,
+       "attention sinks: one logit per query head in the denominator only"},
       {Feature::kGqa, "gqa", K::kStructure, 1u << 6, false, uses_gqa, remove_gqa,
        "Hkv < H: query head h reads kv head h / (H / Hkv)"},
       {Feature::kRope, "rope", K::kStructure, 1u << 8, true, uses_rope, remove_rope,

@@ -148,6 +148,24 @@ void Problem::validate() const {
     require_size("mask.explicit_mask", m.explicit_mask.size(),
                  static_cast<std::size_t>(s.batch) * s.q_len * s.k_len);
 
+  const ScoreModifiers& md = modifiers;
+  if (md.softcap && !(*md.softcap > 0)) fail("modifiers.softcap", "must be > 0");
+  auto require_finite = [](const char* field, const std::vector<float>& v) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i])) fail(std::string(field) + "[" + std::to_string(i) + "]", "must be finite");
+  };
+  if (!md.alibi_slopes.empty()) require_size("modifiers.alibi_slopes", md.alibi_slopes.size(), s.heads);
+  require_finite("modifiers.alibi_slopes", md.alibi_slopes);
+  if (!md.sinks.empty()) require_size("modifiers.sinks", md.sinks.size(), s.heads);
+  require_finite("modifiers.sinks", md.sinks);
+  if (!md.bias.empty()) {
+    require_size("modifiers.bias", md.bias.size(),
+                 checked_product("modifiers.bias", {md.bias_per_batch ? s.batch : 1, md.bias_per_head ? s.heads : 1,
+                                                     s.q_len, s.k_len}));
+    for (std::size_t i = 0; i < md.bias.size(); ++i)
+      if (std::isnan(md.bias[i]) || md.bias[i] == std::numeric_limits<float>::infinity())
+        fail("modifiers.bias[" + std::to_string(i) + "]", "must be finite or -inf");
+  }
   if (rope.enabled) {
     if (s.head_dim % 2 != 0) fail("rope", "needs an even shape.head_dim");
     if (rope.base <= 1.0) fail("rope.base", "must be > 1");

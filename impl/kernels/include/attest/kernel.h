@@ -38,9 +38,10 @@ class KernelLoadError : public std::runtime_error {
 };
 
 // What a kernel declares: the features it supports (features.h), its contract, its empty-row
-// policy and its arithmetic. Built-in kernels declare every feature but decode by default.
+// policy and its arithmetic. By default: every mask term and structure feature but decode; a
+// kernel adds decode and the score modifiers it implements.
 struct Capabilities {
-  FeatureSet features = FeatureSet::all().minus({Feature::kDecode});
+  FeatureSet features = FeatureSet::all().minus(FeatureSet::of_kind(FeatureKind::kModifier)).minus({Feature::kDecode});
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kZero;
   Precision precision;  // where it rounds: storage, scores, P, accumulator, exp (precision.h)
   Contract contract;    // which problems it accepts; its tiles
@@ -66,6 +67,9 @@ struct DecodeConfig {
   double scale = 1.0;
   std::optional<int> window;  // decode is always causal; window and chunk are optional
   std::optional<int> chunk;
+  std::optional<double> softcap;    // score modifiers (a bias is a prefill feature)
+  std::vector<float> alibi_slopes;  // empty or [H]
+  std::vector<float> sinks;         // empty or [H]
   Rope rope;
   void validate() const;  // throws ProblemError naming the field
 };

@@ -25,6 +25,11 @@ enum class Feature : std::uint8_t {
   kQueryPadding,
   kSegments,
   kExplicitMask,
+  // Score modifiers.
+  kSoftcap,
+  kAlibi,
+  kBias,
+  kSinks,
   // Structure and outputs.
   kGqa,
   kRope,

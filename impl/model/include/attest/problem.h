@@ -52,12 +52,33 @@ struct Rope {
   double base = 10000.0;
 };
 
+// Score modifiers (DESIGN.md §2): with x = scale * q.k, the logit is
+//   s_ij = softcap(x) + alibi[h] * (j - qpos(i)) + bias[b][h][i][j],  softcap(x) = c tanh(x / c),
+// then the boolean mask excludes keys (a -inf bias excludes one too). A sink sigma_h joins only the
+// softmax denominator: p_ij = exp(s_ij) / (exp(sigma_h) + sum_k exp(s_ik)); a row with a sink and
+// no visible key has O = 0 and LSE = sigma_h whatever the empty-row policy.
+struct ScoreModifiers {
+  std::optional<double> softcap;    // c > 0
+  std::vector<float> alibi_slopes;  // empty or [H], one slope per query head
+  std::vector<float> bias;          // empty or [B or 1][H or 1][Tq][Tk]: finite or -inf
+  bool bias_per_batch = true;       // false: one bias for every batch entry
+  bool bias_per_head = true;        // false: one bias for every head
+  std::vector<float> sinks;         // empty or [H]
+
+  // Index of bias[b][h][i][j] under the broadcast flags.
+  std::size_t bias_index(const Shape& s, int b, int h, int i, int j) const {
+    const std::size_t bb = bias_per_batch ? b : 0, hh = bias_per_head ? h : 0;
+    return ((bb * (bias_per_head ? s.heads : 1) + hh) * s.q_len + i) * s.k_len + j;
+  }
+};
+
 struct Problem {
   Shape shape;
   std::optional<double> scale;       // default 1/sqrt(Dk)
   std::optional<long long> q_offset;  // default Tk - Tq (bottom-right alignment)
   MaskSpec mask;
   Rope rope;
+  ScoreModifiers modifiers;
   // The formats q, k and v are stored in: their float values are exactly representable there
   // (a bf16/f16 kernel receives them as 16-bit buffers).
   struct Storage {

@@ -42,6 +42,12 @@ void visit_problem_fields(Problem_& p, Visitor& v) {
   v.flags("mask.explicit_mask", p.mask.explicit_mask);
   v.boolean("rope.enabled", p.rope.enabled);
   v.number("rope.base", p.rope.base);
+  v.optional_number("modifiers.softcap", p.modifiers.softcap);
+  v.floats("modifiers.alibi_slopes", p.modifiers.alibi_slopes);
+  v.floats("modifiers.bias", p.modifiers.bias);
+  v.boolean("modifiers.bias_per_batch", p.modifiers.bias_per_batch);
+  v.boolean("modifiers.bias_per_head", p.modifiers.bias_per_head);
+  v.floats("modifiers.sinks", p.modifiers.sinks);
   v.precision("storage.q", p.storage.q);
   v.precision("storage.k", p.storage.k);
   v.precision("storage.v", p.storage.v);

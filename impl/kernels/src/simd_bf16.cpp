@@ -44,6 +44,19 @@ std::uint32_t bits_of(float x) {
   return (b & 0x7FFFFFFFu) > 0x7F800000u ? quiet : rounded;
 }
 
+// The body of round: clang refuses 64-byte vector values in a multiversioned function's own body.
+[[gnu::always_inline]] inline void round_impl(float* x, int n) {
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const vec16u r = round_bits(load_bits16(x + i));
+    std::memcpy(x + i, &r, sizeof r);
+  }
+  for (; i < n; ++i) {
+    const std::uint32_t r = round_bits(bits_of(x[i]));
+    std::memcpy(x + i, &r, sizeof r);
+  }
+}
+
 // simd::softmax_fold_rows for R rows at once. One row at a time is latency-bound on a 64-key tile
 // (a max reduction, then a dependent exp, then a sum reduction); R interleaved rows keep the exp
 // pipeline full. A fully masked row gets shift 0 and delta 0: weights exp(-inf) = 0, rescale 1.
@@ -98,17 +111,7 @@ bool has_dot_products() {
 }
 
 ATTEST_MULTIVERSION
-void round(float* x, int n) {
-  int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const vec16u r = round_bits(load_bits16(x + i));
-    std::memcpy(x + i, &r, sizeof r);
-  }
-  for (; i < n; ++i) {
-    const std::uint32_t r = round_bits(bits_of(x[i]));
-    std::memcpy(x + i, &r, sizeof r);
-  }
-}
+void round(float* x, int n) { round_impl(x, n); }
 
 ATTEST_MULTIVERSION
 void softmax_fold_rows(float* s, int rows, int ld, int cols, float* row_max, float* row_sum, float* rescale) {
@@ -261,6 +264,71 @@ PackCheck pack_row_pairs(const float* src, int rows, int cols, int ld_src, std::
   return check.result();
 }
 
+namespace {
+
+// GCC 12's unpack intrinsics pass an undefined vector through and warn about it (GCC PR 105593).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// m[i][j] -> m[j][i] for a 16 x 16 block of 32-bit words: 32-bit and 64-bit unpacks give, in each
+// 128-bit lane L, column 4L + j of four rows; two rounds of 128-bit shuffles gather the lanes.
+[[gnu::always_inline]] ATTEST_DOT_TARGET inline void transpose16(__m512i (&m)[16]) {
+  __m512i t[16], r[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(m[2 * i], m[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(m[2 * i], m[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i s0 = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x44), s1 = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xEE);
+    const __m512i s2 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x44);
+    const __m512i s3 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xEE);
+    m[j] = _mm512_shuffle_i32x4(s0, s2, 0x88);
+    m[4 + j] = _mm512_shuffle_i32x4(s0, s2, 0xDD);
+    m[8 + j] = _mm512_shuffle_i32x4(s1, s3, 0x88);
+    m[12 + j] = _mm512_shuffle_i32x4(s1, s3, 0xDD);
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
+
+ATTEST_DOT_TARGET
+PackCheck pack_transposed(const float* src, int rows, int cols, int ld_src, std::uint32_t* dst, int ld_dst,
+                          float tiny) {
+  Checker check{_mm512_set1_ps(tiny)};
+  const int pairs = (cols + 1) / 2;
+  for (int k0 = 0; k0 < pairs; k0 += 16)  // 16 pairs (32 elements) of 16 rows at a time
+    for (int c0 = 0; c0 < ld_dst; c0 += 16) {
+      __m512i m[16];
+      for (int i = 0; i < 16; ++i) {
+        if (c0 + i >= rows) {
+          m[i] = _mm512_setzero_si512();
+          continue;
+        }
+        const float* in = src + std::size_t(c0 + i) * ld_src + 2 * k0;
+        const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(cols - 2 * k0), in);
+        const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(cols - 2 * k0 - 16), in + 16);
+        check.add(lo);
+        check.add(hi);
+        m[i] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+      }
+      transpose16(m);
+      for (int j = 0; j < 16 && k0 + j < pairs; ++j) _mm512_storeu_si512(dst + std::size_t(k0 + j) * ld_dst + c0, m[j]);
+    }
+  return check.result();
+}
+
 ATTEST_DOT_TARGET
 void scores(const std::uint32_t* q, int rows, int dk2, const std::uint32_t* kt, int ld, int width, float scale,
             float* s) {
@@ -286,6 +354,9 @@ PackCheck pack_rows(const float*, int, int, int, std::uint32_t*, int, float) {
 }
 PackCheck pack_row_pairs(const float*, int, int, int, std::uint32_t*, int, float) {
   throw std::logic_error("bf16::pack_row_pairs needs AVX-512 BF16");
+}
+PackCheck pack_transposed(const float*, int, int, int, std::uint32_t*, int, float) {
+  throw std::logic_error("bf16::pack_transposed needs AVX-512 BF16");
 }
 void scores(const std::uint32_t*, int, int, const std::uint32_t*, int, int, float, float*) {
   throw std::logic_error("bf16::scores needs AVX-512 BF16");

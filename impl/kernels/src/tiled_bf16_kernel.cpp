@@ -120,14 +120,17 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
         for (int j0 = (tile_range.lo / bc) * bc; j0 < tile_range.hi; j0 += bc) {
           const int cols = std::min(bc, s.k_len - j0), cols2 = (cols + 1) / 2;
           const int width = round_up(cols, 16);  // scores past it are never read
-          // K^T in f32 (rounded, rotated), then as pairs for the dot product.
-          std::copy_n(&p.k[at.k(b, g, j0)], std::size_t(cols) * dk, w.k.begin());
-          bf16::round(w.k.data(), cols * dk);
-          if (rope)
-            for (int c = 0; c < cols; ++c) rope_rotate(&w.k[std::size_t(c) * dk], dk, j0 + c, p.rope.base);
-          simd::transpose(w.k.data(), cols, dk, w.kt.data(), w.ld);
-          const bool k_dot =
-              q_dot && bf16::pack_row_pairs(w.kt.data(), dk, w.ld, w.ld, w.kt2.data(), w.ld, bf16::kTinyInput).dot_safe();
+          // K^T as pairs for the dot product, packed from the input; in f32 (rounded, rotated) when
+          // the scores of this tile need the f32 micro-kernel.
+          const bool k_dot = q_dot && bf16::pack_transposed(&p.k[at.k(b, g, j0)], cols, dk, dk, w.kt2.data(), w.ld,
+                                                            bf16::kTinyInput).dot_safe();
+          if (!k_dot) {
+            std::copy_n(&p.k[at.k(b, g, j0)], std::size_t(cols) * dk, w.k.begin());
+            bf16::round(w.k.data(), cols * dk);
+            if (rope)
+              for (int c = 0; c < cols; ++c) rope_rotate(&w.k[std::size_t(c) * dk], dk, j0 + c, p.rope.base);
+            simd::transpose(w.k.data(), cols, dk, w.kt.data(), w.ld);
+          }
           // V as pairs of keys; the f32 tile is made only when a panel needs it.
           const float* v_tile = &p.v[at.v(b, g, j0)];
           const bool v_dot =

@@ -169,12 +169,12 @@ TEST(TiledBf16, MagnitudesTheDotProductWouldFlushKeepGradualUnderflow) {
   k[0] = 0.0f, v[0] = 1.0f, k[64] = 88.0f;
   const Problem subnormal_accumulator = one_query(k, v);
   for (const auto& kernel : both_paths()) {
-    const std::string path = " " + kernel->last_path();
-    expect_close(tiny_v, run_forward(*kernel, tiny_v), "tiny_v" + path, 0x1p-133);
-    expect_close(tiny_q, run_forward(*kernel, tiny_q), "tiny_q" + path);
-    expect_close(far_logits, run_forward(*kernel, far_logits), "far_logits" + path, 0x1p-133);
-    expect_close(subnormal_weight, run_forward(*kernel, subnormal_weight), "subnormal_weight" + path, 0x1p-133);
-    expect_close(subnormal_accumulator, run_forward(*kernel, subnormal_accumulator), "subnormal_accumulator" + path,
+    const std::string path = kernel->last_path();
+    expect_close(tiny_v, run_forward(*kernel, tiny_v), "tiny_v " + path, 0x1p-133);
+    expect_close(tiny_q, run_forward(*kernel, tiny_q), "tiny_q " + path);
+    expect_close(far_logits, run_forward(*kernel, far_logits), "far_logits " + path, 0x1p-133);
+    expect_close(subnormal_weight, run_forward(*kernel, subnormal_weight), "subnormal_weight " + path, 0x1p-133);
+    expect_close(subnormal_accumulator, run_forward(*kernel, subnormal_accumulator), "subnormal_accumulator " + path,
                  0x1p-133);
   }
 }

@@ -71,22 +71,6 @@ struct Workspace {
   std::vector<std::uint32_t> q2, kt2, v2, p2;  // the same tiles as bf16 pairs, and a panel's P
 };
 
-bool panel_overlaps(const KeyRange* ranges, int rows, int j_lo, int j_hi) {
-  for (int r = 0; r < rows; ++r)
-    if (!ranges[r].empty() && ranges[r].lo < j_hi && ranges[r].hi > j_lo) return true;
-  return false;
-}
-
-// -inf outside the row's range and where a per-key term forbids, within [0, cols).
-void apply_mask(const MaskView& mask, int b, int i, KeyRange range, int j0, int cols, float* srow) {
-  const int first = std::clamp(range.lo - j0, 0, cols), last = std::clamp(range.hi - j0, first, cols);
-  std::fill(srow, srow + first, kNegInf);
-  std::fill(srow + last, srow + cols, kNegInf);
-  if (mask.elementwise())
-    for (int c = first; c < last; ++c)
-      if (!mask.elementwise_visible(b, i, j0 + c)) srow[c] = kNegInf;
-}
-
 void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {
   const Shape& s = p.shape;
   const Layout at{s};

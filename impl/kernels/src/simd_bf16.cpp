@@ -1,10 +1,10 @@
 #include "simd_bf16.h"
 
-#include "simd_vec.h"
-
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+
+#include "simd_vec.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <tuple>
 
 #include "attest/cases.h"
 #include "attest/reference.h"
@@ -47,8 +48,22 @@ double best_time(F&& call, double min_time) {
 
 double flops(int tq, int tk, int d, bool causal) { return 4.0 * tq * tk * d * (causal ? 0.5 : 1.0); }
 
+// The benchmark problem with its inputs in the kernel's storage formats, as certify sends them
+// (a bf16 kernel is timed on bf16 values, not on f32 values outside its declaration).
+Problem stored_benchmark_problem(const Kernel& kernel, int tq, int tk, int d, bool causal) {
+  Problem p = benchmark_problem(tq, tk, d, causal);
+  const Precision precision = kernel.capabilities().precision;
+  for (auto [values, stored, format] : {std::tuple{&p.q, &p.storage.q, precision.q},
+                                        std::tuple{&p.k, &p.storage.k, precision.k},
+                                        std::tuple{&p.v, &p.storage.v, precision.v}}) {
+    for (float& x : *values) x = round_to(x, format);
+    *stored = format;
+  }
+  return p;
+}
+
 Row prefill(const Kernel& kernel, int t, int d, bool causal, double min_time) {
-  const Problem p = benchmark_problem(t, t, d, causal);
+  const Problem p = stored_benchmark_problem(kernel, t, t, d, causal);
   std::vector<float> o(p.o_size()), lse(p.lse_size());
   memory_meter::start();
   kernel.forward(p, o, lse);
@@ -83,7 +98,7 @@ Row decode_step(const Kernel& kernel, int t, int d, double min_time) {
     r.seconds = steps[16];
     (void)min_time;
   } else {
-    const Problem p = benchmark_problem(1, t, d, true);
+    const Problem p = stored_benchmark_problem(kernel, 1, t, d, true);
     std::vector<float> o(p.o_size()), lse(p.lse_size());
     memory_meter::start();
     r.seconds = best_time([&] { kernel.forward(p, o, lse); }, min_time);

@@ -44,6 +44,15 @@ TEST(Workspace, TiledDoesNotGrowWithSequenceLength) {
   EXPECT_EQ(small, large);
 }
 
+TEST(Workspace, TiledBf16DoesNotGrowWithSequenceLength) {
+  for (Bf16Path path : {Bf16Path::kAuto, Bf16Path::kPortable}) {
+    const auto tiled = make_tiled_bf16_kernel({32, 32}, path);
+    const std::size_t small = heap_bytes_of_forward(*tiled, 64);
+    EXPECT_GT(small, 0u);
+    EXPECT_EQ(small, heap_bytes_of_forward(*tiled, 1024));
+  }
+}
+
 TEST(Workspace, BlockedGrowsWithKeysOnly) {
   // The counter itself can fail: the blocked kernel materializes a Br x Tk score block.
   const auto blocked = make_blocked_kernel(32);

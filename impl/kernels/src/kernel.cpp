@@ -52,6 +52,7 @@ const std::vector<KernelEntry>& kernel_registry() {
       {"loop", "textbook loops: scores, stable softmax, weighted sum", [] { return make_loop_kernel(); }},
       {"blocked", "32-query blocks against all keys, two-pass softmax", [] { return make_blocked_kernel(32); }},
       {"tiled", "online softmax over 128x64 tiles in 4-row panels (FlashAttention-2 style), vectorized", [] { return make_tiled_kernel({128, 64}); }},
+      {"tiled_bf16", "tiled with bf16 Q/K/V/O, P rounded to bf16 before P.V, f32 accumulation; AVX-512 BF16 dot products", [] { return make_tiled_bf16_kernel({128, 64}); }},
       {"decode", "paged KV cache (16-token pages), incremental decode", [] { return make_decode_kernel(16); }},
   };
   return registry;

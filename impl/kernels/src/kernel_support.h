@@ -104,6 +104,30 @@ class ModifierView {
   const float* sinks_;
 };
 
+// Whether any of `rows` query rows sees a key in [j_lo, j_hi) (the tiled kernels skip a panel's
+// tile otherwise).
+inline bool panel_overlaps(const KeyRange* ranges, int rows, int j_lo, int j_hi) {
+  for (int r = 0; r < rows; ++r)
+    if (!ranges[r].empty() && ranges[r].lo < j_hi && ranges[r].hi > j_lo) return true;
+  return false;
+}
+
+// A tile's score row for query i (head h) and keys j0 .. j0 + cols: -inf outside the row's range and
+// where a per-key term forbids, the score modifiers on the keys in range (a -inf bias masks one
+// like a mask term); scores past cols are padding and never read.
+inline void apply_mask(const MaskView& mask, const ModifierView& modifiers, int b, int h, int i, KeyRange range,
+                       int j0, int cols, float* srow) {
+  const int first = std::clamp(range.lo - j0, 0, cols), last = std::clamp(range.hi - j0, first, cols);
+  std::fill(srow, srow + first, kNegInf);
+  std::fill(srow + last, srow + cols, kNegInf);
+  if (mask.elementwise())
+    for (int c = first; c < last; ++c)
+      if (!mask.elementwise_visible(b, i, j0 + c)) srow[c] = kNegInf;
+  if (modifiers.changes_logits())
+    for (int c = first; c < last; ++c)
+      if (srow[c] != kNegInf) srow[c] = modifiers.logit(srow[c], b, h, i, j0 + c, mask.position(i));
+}
+
 // Rotates interleaved pairs of x[0..dim) in place for position pos. Angles in double so
 // that long positions keep their precision.
 inline void rope_rotate(float* x, int dim, long long pos, double base) {

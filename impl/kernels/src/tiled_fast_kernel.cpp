@@ -114,28 +114,6 @@ class FastTiledKernel final : public Kernel {
 
   static constexpr int kPanel = 4;  // query rows per micro-kernel call (simd_ops blocks by four)
 
-  static bool panel_overlaps(const KeyRange* ranges, int rows, int j_lo, int j_hi) {
-    for (int r = 0; r < rows; ++r)
-      if (!ranges[r].empty() && ranges[r].lo < j_hi && ranges[r].hi > j_lo) return true;
-    return false;
-  }
-
-  // -inf outside the row's range and where a per-key term forbids, within [0, cols); scores past
-  // cols are padding and never read.
-  // The score modifiers apply to the keys in range (a -inf bias masks one like a mask term).
-  static void apply_mask(const MaskView& mask, const ModifierView& modifiers, int b, int h, int i, KeyRange range,
-                         int j0, int cols, float* srow) {
-    const int first = std::clamp(range.lo - j0, 0, cols), last = std::clamp(range.hi - j0, first, cols);
-    std::fill(srow, srow + first, kNegInf);
-    std::fill(srow + last, srow + cols, kNegInf);
-    if (mask.elementwise())
-      for (int c = first; c < last; ++c)
-        if (!mask.elementwise_visible(b, i, j0 + c)) srow[c] = kNegInf;
-    if (modifiers.changes_logits())
-      for (int c = first; c < last; ++c)
-        if (srow[c] != kNegInf) srow[c] = modifiers.logit(srow[c], b, h, i, j0 + c, mask.position(i));
-  }
-
   TiledConfig cfg_;
 };
 

@@ -19,6 +19,11 @@ std::unique_ptr<Kernel> make_loop_kernel();
 std::unique_ptr<Kernel> make_model_kernel(const Precision& emulated);
 std::unique_ptr<Kernel> make_blocked_kernel(int block_q = 32);
 std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config = {});
+// bf16 Q/K/V/O, f32 scores and accumulator, P rounded to bf16 before P.V (fixed: config.precision
+// is not read). kAuto takes the AVX-512 BF16 dot products when the CPU has them; kPortable never
+// does (tests reach the other path).
+enum class Bf16Path { kAuto, kPortable };
+std::unique_ptr<Kernel> make_tiled_bf16_kernel(TiledConfig config = {128, 64}, Bf16Path path = Bf16Path::kAuto);
 std::unique_ptr<Kernel> make_decode_kernel(int page_size = 16);
 
 // The same kernels with mutation switches on (for impl/mutants/ only).

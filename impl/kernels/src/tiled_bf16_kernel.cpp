@@ -1,0 +1,175 @@
+// The built-in bf16 tiled kernel: tiled's online softmax over Br x Bc tiles in 4-row panels, with
+// Q, K, V and O stored in bf16, scores accumulated in f32, P rounded to bf16 before P.V and P.V
+// accumulated in f32 (the FlashAttention-2 arrangement). Q, K and V tiles are packed into bf16
+// pairs (simd_bf16.h) and both products run on the AVX-512 BF16 dot product where the CPU has it;
+// elsewhere (path "portable") the f32 micro-kernels of simd_ops run on the bf16 values.
+//
+// The dot product flushes subnormals; a tile whose values could reach them (tiny inputs or
+// weights, a tiny rescaled accumulator, non-finite V where a masked key must not leak) goes
+// through the f32 micro-kernels with the same roundings. RoPE rotates in f32, and the rotated Q and
+// K stay f32 (rounding them would be a rounding the declaration does not have): their scores use
+// the f32 micro-kernel, P.V still the dot product.
+#include <limits>
+#include <vector>
+
+#include "attest/builtin_kernels.h"
+#include "kernel_support.h"
+#include "simd_bf16.h"
+#include "simd_ops.h"
+
+namespace attest {
+namespace {
+
+using namespace kernels;
+
+constexpr int kPanel = 4;  // query rows per micro-kernel call, as in tiled
+
+int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
+class TiledBf16Kernel final : public Kernel {
+ public:
+  TiledBf16Kernel(TiledConfig config, Bf16Path path)
+      : cfg_(config), dot_(path == Bf16Path::kAuto && bf16::has_dot_products()) {
+    if (cfg_.block_q < 1 || cfg_.block_k < 1)
+      throw std::invalid_argument("tiled_bf16 kernel: block_q and block_k must be >= 1");
+  }
+  std::string name() const override { return "tiled_bf16"; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.contract.query_tile = cfg_.block_q;
+    c.contract.key_tile = cfg_.block_k;
+    Precision& p = c.precision;
+    p.q = p.k = p.v = p.o = Scalar::kBF16;
+    p.scores = Scalar::kF32;
+    p.p = Scalar::kBF16;
+    p.accumulator = Scalar::kF32;
+    p.exp_ulps = 2.0;  // the polynomial exp of simd_ops
+    return c;
+  }
+  std::string last_path() const override { return dot_ ? "avx512bf16" : "portable"; }
+
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override;
+
+ private:
+  TiledConfig cfg_;
+  bool dot_;  // the AVX-512 BF16 dot products (picked once, at construction)
+};
+
+// The tiles of one call. f32 tiles hold bf16 values (rounded on load); pair tiles are what the
+// dot product reads. A pair tile's check says whether the dot product may take it.
+struct Workspace {
+  Workspace(int br, int bc, int dk, int dv)
+      : ld(round_up(bc, 16)), dk2((dk + 1) / 2), ld2(round_up(bc, 2) / 2),
+        q(std::size_t(br) * dk), k(std::size_t(bc) * dk), kt(std::size_t(dk) * ld), v(std::size_t(bc) * dv),
+        s(std::size_t(kPanel) * ld),
+        acc(std::size_t(br) * dv), row_max(br), row_sum(br), rescale(br), ranges(br), q2(std::size_t(br) * dk2),
+        kt2(std::size_t(dk2) * ld), v2(std::size_t(ld2) * dv), p2(std::size_t(kPanel) * ld2) {}
+  int ld, dk2, ld2;                  // score stride (16s), Q/K pairs per row, P pairs per row
+  std::vector<float> q, k, kt, v, s;  // Q tile, K tile (and transposed), V tile, a panel's scores
+  std::vector<float> acc, row_max, row_sum, rescale;
+  std::vector<KeyRange> ranges;
+  std::vector<std::uint32_t> q2, kt2, v2, p2;  // the same tiles as bf16 pairs, and a panel's P
+};
+
+void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {
+  const Shape& s = p.shape;
+  const Layout at{s};
+  const MaskView mask(p);
+  const ModifierView modifiers(p);  // no modifier is declared: a view of none, so the shared mask step serves both kernels
+  const float scale = static_cast<float>(p.effective_scale());
+  const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
+  const bool rope = p.rope.enabled;
+  Workspace w(br, bc, dk, dv);
+
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h) {
+      const int g = p.kv_head_of(h);
+      for (int i0 = 0; i0 < s.q_len; i0 += br) {
+        const int rows = std::min(br, s.q_len - i0);
+        std::copy_n(&p.q[at.q(b, h, i0)], std::size_t(rows) * dk, w.q.begin());
+        bf16::round(w.q.data(), rows * dk);
+        KeyRange tile_range{s.k_len, 0};
+        for (int r = 0; r < rows; ++r) {
+          w.ranges[r] = mask.range(b, i0 + r);
+          if (w.ranges[r].empty()) continue;
+          tile_range = {std::min(tile_range.lo, w.ranges[r].lo), std::max(tile_range.hi, w.ranges[r].hi)};
+          if (rope) rope_rotate(&w.q[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
+        }
+        // Rotated queries stay f32; unrotated ones are packed (a tiny value keeps them f32).
+        const bool q_dot = dot_ && !rope &&
+                           bf16::pack_rows(w.q.data(), rows, dk, dk, w.q2.data(), w.dk2, bf16::kTinyInput).dot_safe();
+        std::fill_n(w.row_max.begin(), rows, kNegInf);
+        std::fill_n(w.row_sum.begin(), rows, 0.0f);
+        std::fill_n(w.acc.begin(), std::size_t(rows) * dv, 0.0f);
+
+        for (int j0 = (tile_range.lo / bc) * bc; j0 < tile_range.hi; j0 += bc) {
+          const int cols = std::min(bc, s.k_len - j0), cols2 = (cols + 1) / 2;
+          const int width = round_up(cols, 16);  // scores past it are never read
+          // K^T as pairs for the dot product, packed from the input; in f32 (rounded, rotated) when
+          // the scores of this tile need the f32 micro-kernel.
+          const bool k_dot = q_dot && bf16::pack_transposed(&p.k[at.k(b, g, j0)], cols, dk, dk, w.kt2.data(), w.ld,
+                                                            bf16::kTinyInput).dot_safe();
+          if (!k_dot) {
+            std::copy_n(&p.k[at.k(b, g, j0)], std::size_t(cols) * dk, w.k.begin());
+            bf16::round(w.k.data(), cols * dk);
+            if (rope)
+              for (int c = 0; c < cols; ++c) rope_rotate(&w.k[std::size_t(c) * dk], dk, j0 + c, p.rope.base);
+            simd::transpose(w.k.data(), cols, dk, w.kt.data(), w.ld);
+          }
+          // V as pairs of keys; the f32 tile is made only when a panel needs it.
+          const float* v_tile = &p.v[at.v(b, g, j0)];
+          const bool v_dot =
+              dot_ && bf16::pack_row_pairs(v_tile, cols, dv, dv, w.v2.data(), dv, bf16::kTinyInput).dot_safe();
+          bool v_f32 = false;
+
+          for (int r0 = 0; r0 < rows; r0 += kPanel) {
+            const int panel_rows = std::min(kPanel, rows - r0);
+            if (!panel_overlaps(&w.ranges[r0], panel_rows, j0, j0 + cols)) continue;
+            if (k_dot)
+              bf16::scores(&w.q2[std::size_t(r0) * w.dk2], panel_rows, w.dk2, w.kt2.data(), w.ld, width, scale,
+                           w.s.data());
+            else
+              simd::scores(&w.q[std::size_t(r0) * dk], panel_rows, dk, w.kt.data(), w.ld, width, scale, w.s.data());
+            for (int r = r0; r < r0 + panel_rows; ++r)
+              apply_mask(mask, modifiers, b, h, i0 + r, w.ranges[r], j0, cols, &w.s[std::size_t(r - r0) * w.ld]);
+            float* acc = &w.acc[std::size_t(r0) * dv];
+            bf16::softmax_fold_rows(w.s.data(), panel_rows, w.ld, cols, &w.row_max[r0], &w.row_sum[r0],
+                                    &w.rescale[r0]);
+            // P to bf16 after the row sums took the f32 weights (FlashAttention-2 sums before it rounds).
+            if (v_dot &&
+                bf16::pack_rows(w.s.data(), panel_rows, cols, w.ld, w.p2.data(), w.ld2, bf16::kTinyWeight).dot_safe() &&
+                bf16::accumulate(acc, panel_rows, dv, &w.rescale[r0], w.p2.data(), w.ld2, cols2, w.v2.data()))
+              continue;
+            if (!v_f32) {
+              std::copy_n(v_tile, std::size_t(cols) * dv, w.v.begin());
+              bf16::round(w.v.data(), cols * dv);
+              v_f32 = true;
+            }
+            for (int r = 0; r < panel_rows; ++r) bf16::round(&w.s[std::size_t(r) * w.ld], cols);
+            simd::rescale_accumulate_rows(acc, panel_rows, dv, &w.rescale[r0], w.s.data(), w.ld, cols, w.v.data());
+          }
+        }
+
+        for (int r = 0; r < rows; ++r) {
+          float* out = &o[at.o(b, h, i0 + r)];
+          float* out_lse = lse.empty() ? nullptr : &lse[at.lse(b, h, i0 + r)];
+          if (w.row_max[r] == kNegInf) {
+            write_empty_row(out, dv, out_lse);
+            continue;
+          }
+          std::copy_n(&w.acc[std::size_t(r) * dv], dv, out);
+          simd::scale(out, dv, 1.0f / w.row_sum[r]);
+          bf16::round(out, dv);  // O's storage
+          if (out_lse) *out_lse = w.row_max[r] + std::log(w.row_sum[r]);
+        }
+      }
+    }
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_tiled_bf16_kernel(TiledConfig config, Bf16Path path) {
+  return std::make_unique<TiledBf16Kernel>(config, path);
+}
+
+}  // namespace attest

@@ -95,6 +95,7 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
     return false;
   };
   for (std::size_t row = 0; row < ref.lse.size(); ++row) {
+    if (!ref.has_row(row)) continue;  // a long problem's reference holds a sample of rows
     for (int c = 0; c < dv; ++c) {
       const std::size_t e = row * dv + c;
       const double value = got.o[e];

@@ -84,10 +84,13 @@ namespace {
 }  // namespace
 
 bool Reference::finite() const {
-  for (double x : o)
-    if (std::isnan(x)) return false;
-  for (double x : lse)
-    if (std::isnan(x)) return false;
+  const std::size_t width = lse.empty() ? 0 : o.size() / lse.size();
+  for (std::size_t row = 0; row < lse.size(); ++row) {
+    if (!has_row(row)) continue;
+    if (std::isnan(lse[row])) return false;
+    for (std::size_t c = 0; c < width; ++c)
+      if (std::isnan(o[row * width + c])) return false;
+  }
   return true;
 }
 

@@ -2,8 +2,13 @@
 // is built by clearing keys term by term, RoPE as a complex rotation in the scalar type.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "attest/reference.h"
@@ -96,6 +101,186 @@ Rotated<Real> as_complex(const float* x, int dk, long long pos, const Rope& rope
   return r;
 }
 
+// Per-thread working space of one row's computation.
+template <typename Real>
+struct RowScratch {
+  std::vector<char> allowed;
+  std::vector<Real> logit, weight, numerator;
+  std::vector<double> cond;
+};
+
+// One query row (b, h, i) of the reference, written into ref's row `row`. `keys` are the kv
+// head's keys as complex pairs (rotated when RoPE is on).
+template <typename Real>
+void compute_row(const Problem& p, const ReferenceOptions& options, int b, int h, int i, const Real& scale,
+                 const std::vector<Rotated<Real>>& keys, RowScratch<Real>& w, Reference& ref) {
+  const Shape& s = p.shape;
+  const int tq = s.q_len, tk = s.k_len, dk = s.head_dim, dv = s.value_dim;
+  const int hk = h / (s.heads / s.kv_heads);
+  const long long offset = p.q_offset.has_value() ? *p.q_offset : static_cast<long long>(tk) - tq;
+  const float* kbase = &p.k[(std::size_t(b) * s.kv_heads + hk) * tk * dk];
+  const float* vbase = &p.v[(std::size_t(b) * s.kv_heads + hk) * tk * dv];
+  const std::size_t row = (std::size_t(b) * s.heads + h) * tq + i;
+  std::vector<char>& allowed = w.allowed;
+  std::vector<Real>& logit = w.logit;
+  std::vector<Real>& weight = w.weight;
+  std::vector<Real>& numerator = w.numerator;
+  std::vector<double>& cond = w.cond;
+  logit.resize(tk);
+  weight.resize(tk);
+  numerator.resize(dv);
+  cond.resize(tk);
+
+  visible_keys_of_row(p, b, i, allowed, h);
+  const ScoreModifiers& md = p.modifiers;
+  const bool has_sink = !md.sinks.empty();
+  if (options.weights) std::copy(allowed.begin(), allowed.end(), ref.visible.begin() + row * tk);
+  int count = 0;
+  for (char a : allowed) count += a;
+  ref.visible_keys[row] = count;
+  if (count == 0) {
+    ref.empty[row] = 1;
+    // With a sink the row is defined: O = 0 and LSE = sigma_h, whatever the policy.
+    ref.lse[row] = has_sink ? double(md.sinks[h]) : -std::numeric_limits<double>::infinity();
+    for (int r = 0; r < dv; ++r) ref.o[row * dv + r] = 0.0;
+    return;
+  }
+  const float* qrow = &p.q[row * dk];
+  const Rotated<Real> query = as_complex<Real>(qrow, dk, offset + i, p.rope);
+
+  // Logits s_j = scale * <q, k_j> and condition numbers A_j = |scale| * sum |q||k|
+  // (with RoPE, pairwise (|q0|+|q1|)(|k0|+|k1|), which bounds the rotated products).
+  Real max_logit = 0;
+  bool have_max = false;
+  for (int j = 0; j < tk; ++j) {
+    if (!allowed[j]) continue;
+    Real acc = 0;
+    for (std::size_t m = 0; m < query.re.size(); ++m) {
+      accumulate_product(acc, query.re[m], keys[j].re[m]);
+      accumulate_product(acc, query.im[m], keys[j].im[m]);
+    }
+    // The modifiers, each in the scalar type: softcap, ALiBi's distance term, the bias.
+    Real x = acc * scale;
+    double modifier_size = 0;  // what the kernel adds to a logit in float: it enters the bound
+    if (md.softcap) {
+      const Real c(*md.softcap);
+      x = c * tanh_of(x / c);
+      modifier_size += 4 * std::fabs(static_cast<double>(x));  // tanh evaluated in float
+    }
+    if (!md.alibi_slopes.empty()) {
+      const Real term = Real(md.alibi_slopes[h]) * Real(static_cast<double>(j - (offset + i)));
+      x += term;
+      modifier_size += std::fabs(static_cast<double>(term));
+    }
+    if (!md.bias.empty()) {
+      const float bias = md.bias[md.bias_index(s, b, h, i, j)];
+      x += Real(bias);
+      modifier_size += std::fabs(double(bias));
+    }
+    logit[j] = x;
+    if (!have_max || logit[j] > max_logit) max_logit = logit[j];
+    have_max = true;
+    double a = 0;
+    const float* krow = kbase + std::size_t(j) * dk;
+    if (p.rope.enabled) {
+      for (int m = 0; m + 1 < dk; m += 2)
+        a += (std::fabs(double(qrow[m])) + std::fabs(double(qrow[m + 1]))) *
+             (std::fabs(double(krow[m])) + std::fabs(double(krow[m + 1])));
+    } else {
+      for (int m = 0; m < dk; ++m) a += std::fabs(double(qrow[m]) * double(krow[m]));
+    }
+    // Folded into A_j so the bound's gamma(d + 2) A_j term covers a few roundings of each
+    // modifier's size too (gamma(d + 2) >= (d + 2) u).
+    cond[j] = a * std::fabs(static_cast<double>(scale));
+    if (modifier_size > 0) cond[j] += (modifier_size + std::fabs(static_cast<double>(x))) * 4.0 / (dk + 2);
+  }
+  // A sink is one more term of the denominator: it takes part in the max like any logit.
+  const Real sink = has_sink ? Real(md.sinks[h]) : Real(0);
+  if (has_sink && sink > max_logit) max_logit = sink;
+
+  Real total = 0;
+  Real sink_weight = 0;
+  if (has_sink) {
+    using std::exp;
+    sink_weight = exp(sink - max_logit);
+    total += sink_weight;
+  }
+  for (int j = 0; j < tk; ++j) {
+    if (!allowed[j]) continue;
+    using std::exp;
+    weight[j] = exp(logit[j] - max_logit);
+    total += weight[j];
+  }
+  for (int r = 0; r < dv; ++r) numerator[r] = 0;
+  double mean_cond = 0, spread_logit = 0, cond_max = 0, logit_range = 0;
+  if (has_sink) {  // a key of value 0 and no dot product: it counts in the logit terms only
+    using std::abs;
+    const double ps = static_cast<double>(sink_weight / total), dist = static_cast<double>(abs(sink - max_logit));
+    spread_logit += ps * dist;
+    logit_range = std::max(logit_range, dist);
+    ref.visible_keys[row] = count + 1;
+  }
+  for (int j = 0; j < tk; ++j) {
+    if (!allowed[j]) continue;
+    weight[j] /= total;
+    const double pj = static_cast<double>(weight[j]);
+    using std::abs;
+    const double dist = static_cast<double>(abs(logit[j] - max_logit));
+    mean_cond += pj * cond[j];
+    spread_logit += pj * dist;
+    cond_max = std::max(cond_max, cond[j]);
+    logit_range = std::max(logit_range, dist);
+    if (options.weights) ref.weights[row * tk + j] = pj;
+    const float* vrow = vbase + std::size_t(j) * dv;
+    for (int r = 0; r < dv; ++r)  // a zero value adds exactly nothing (probes like V = I are mostly 0)
+      if (vrow[r] != 0.0f) accumulate_product(numerator[r], weight[j], Real(vrow[r]));
+    // The bound's bookkeeping, in double, in plain loops the compiler vectorizes.
+    const double pc = pj * cond[j], pd = pj * dist;
+    double* spread = &ref.spread[row * dv];
+    double* spread_cond = &ref.spread_cond[row * dv];
+    double* spread_logit = &ref.spread_logit[row * dv];
+    double* vmax_abs = &ref.max_abs_value[row * dv];
+    double* vmin = &ref.value_min[row * dv];
+    double* vmax = &ref.value_max[row * dv];
+    for (int r = 0; r < dv; ++r) {
+      const double v = vrow[r], av = std::fabs(v);
+      spread[r] += pj * av;
+      spread_cond[r] += pc * av;
+      spread_logit[r] += pd * av;
+      vmax_abs[r] = vmax_abs[r] > av ? vmax_abs[r] : av;
+      vmin[r] = vmin[r] < v ? vmin[r] : v;
+      vmax[r] = vmax[r] > v ? vmax[r] : v;
+    }
+  }
+  for (int r = 0; r < dv; ++r) {
+    ref.o[row * dv + r] = static_cast<double>(numerator[r]);
+    ref.o_residual[row * dv + r] = static_cast<double>(numerator[r] - Real(ref.o[row * dv + r]));
+  }
+  using std::log;
+  const Real lse = max_logit + log(total);
+  ref.lse[row] = static_cast<double>(lse);
+  ref.lse_residual[row] = static_cast<double>(lse - Real(ref.lse[row]));
+  ref.cond_max[row] = cond_max;
+  ref.mean_cond[row] = mean_cond;
+  ref.logit_spread[row] = spread_logit;
+  ref.logit_range[row] = logit_range;
+}
+
+// The query rows to compute: options.query_rows (checked), or all.
+inline std::vector<int> selected_query_rows(const Problem& p, const ReferenceOptions& options) {
+  std::vector<int> rows = options.query_rows;
+  if (rows.empty()) {
+    rows.resize(p.shape.q_len);
+    for (int i = 0; i < p.shape.q_len; ++i) rows[i] = i;
+    return rows;
+  }
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  if (rows.front() < 0 || rows.back() >= p.shape.q_len)
+    throw std::invalid_argument("reference: query_rows holds a row outside [0, Tq)");
+  return rows;
+}
+
 template <typename Real>
 Reference compute(const Problem& p, ReferenceOptions options, int bits) {
   p.validate();
@@ -104,7 +289,6 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
   const int group = s.heads / s.kv_heads;
   using std::sqrt;
   const Real scale = p.scale.has_value() ? Real(*p.scale) : Real(1) / sqrt(Real(dk));
-  const long long offset = p.q_offset.has_value() ? *p.q_offset : static_cast<long long>(tk) - tq;
   const double nan = std::numeric_limits<double>::quiet_NaN();
 
   Reference ref;
@@ -129,158 +313,59 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
   if (options.weights) ref.weights.assign(rows * tk, 0.0);
   if (options.weights) ref.visible.assign(rows * tk, 0);
 
-  std::vector<char> allowed;
-  std::vector<Real> logit(tk), weight(tk), numerator(dv);
-  std::vector<double> cond(tk);
+  const std::vector<int> query_rows = selected_query_rows(p, options);
+  if (!options.query_rows.empty()) {
+    ref.computed.assign(rows, 0);
+    for (int b = 0; b < s.batch; ++b)
+      for (int h = 0; h < s.heads; ++h)
+        for (int i : query_rows) ref.computed[(std::size_t(b) * s.heads + h) * tq + i] = 1;
+  }
+  const int jobs = std::max(1, options.jobs);
+  std::vector<RowScratch<Real>> scratch(jobs);
   std::vector<Rotated<Real>> keys(tk);
 
   for (int b = 0; b < s.batch; ++b) {
     for (int hk = 0; hk < s.kv_heads; ++hk) {
-      const float* kbase = &p.k[(std::size_t(b) * s.kv_heads + hk) * tk * dk];
-      const float* vbase = &p.v[(std::size_t(b) * s.kv_heads + hk) * tk * dv];
-      bool keys_ready = false;
-      for (int h = hk * group; h < (hk + 1) * group; ++h) {
-        for (int i = 0; i < tq; ++i) {
-          const std::size_t row = (std::size_t(b) * s.heads + h) * tq + i;
-          visible_keys_of_row(p, b, i, allowed, h);
-          const ScoreModifiers& md = p.modifiers;
-          const bool has_sink = !md.sinks.empty();
-          if (options.weights) std::copy(allowed.begin(), allowed.end(), ref.visible.begin() + row * tk);
-          int count = 0;
-          for (char a : allowed) count += a;
-          ref.visible_keys[row] = count;
-          if (count == 0) {
-            ref.empty[row] = 1;
-            // With a sink the row is defined: O = 0 and LSE = sigma_h, whatever the policy.
-            ref.lse[row] = has_sink ? double(md.sinks[h]) : -std::numeric_limits<double>::infinity();
-            for (int r = 0; r < dv; ++r) ref.o[row * dv + r] = 0.0;
-            continue;
+      // Keys are rotated once per kv head, and only if some row sees a key.
+      bool any_row_sees = false;
+      for (int h = hk * group; h < (hk + 1) * group && !any_row_sees; ++h)
+        for (int i : query_rows) {
+          visible_keys_of_row(p, b, i, scratch[0].allowed, h);
+          if (std::find(scratch[0].allowed.begin(), scratch[0].allowed.end(), 1) != scratch[0].allowed.end()) {
+            any_row_sees = true;
+            break;
           }
-          if (!keys_ready) {  // keys are rotated once per kv head, only if some row needs them
-            for (int j = 0; j < tk; ++j) keys[j] = as_complex<Real>(kbase + std::size_t(j) * dk, dk, j, p.rope);
-            keys_ready = true;
-          }
-          const float* qrow = &p.q[row * dk];
-          const Rotated<Real> query = as_complex<Real>(qrow, dk, offset + i, p.rope);
-
-          // Logits s_j = scale * <q, k_j> and condition numbers A_j = |scale| * sum |q||k|
-          // (with RoPE, pairwise (|q0|+|q1|)(|k0|+|k1|), which bounds the rotated products).
-          Real max_logit = 0;
-          bool have_max = false;
-          for (int j = 0; j < tk; ++j) {
-            if (!allowed[j]) continue;
-            Real acc = 0;
-            for (std::size_t m = 0; m < query.re.size(); ++m) {
-              accumulate_product(acc, query.re[m], keys[j].re[m]);
-              accumulate_product(acc, query.im[m], keys[j].im[m]);
-            }
-            // The modifiers, each in the scalar type: softcap, ALiBi's distance term, the bias.
-            Real x = acc * scale;
-            double modifier_size = 0;  // what the kernel adds to a logit in float: it enters the bound
-            if (md.softcap) {
-              const Real c(*md.softcap);
-              x = c * tanh_of(x / c);
-              modifier_size += 4 * std::fabs(static_cast<double>(x));  // tanh evaluated in float
-            }
-            if (!md.alibi_slopes.empty()) {
-              const Real term = Real(md.alibi_slopes[h]) * Real(static_cast<double>(j - (offset + i)));
-              x += term;
-              modifier_size += std::fabs(static_cast<double>(term));
-            }
-            if (!md.bias.empty()) {
-              const float bias = md.bias[md.bias_index(s, b, h, i, j)];
-              x += Real(bias);
-              modifier_size += std::fabs(double(bias));
-            }
-            logit[j] = x;
-            if (!have_max || logit[j] > max_logit) max_logit = logit[j];
-            have_max = true;
-            double a = 0;
-            const float* krow = kbase + std::size_t(j) * dk;
-            if (p.rope.enabled) {
-              for (int m = 0; m + 1 < dk; m += 2)
-                a += (std::fabs(double(qrow[m])) + std::fabs(double(qrow[m + 1]))) *
-                     (std::fabs(double(krow[m])) + std::fabs(double(krow[m + 1])));
-            } else {
-              for (int m = 0; m < dk; ++m) a += std::fabs(double(qrow[m]) * double(krow[m]));
-            }
-            // Folded into A_j so the bound's gamma(d + 2) A_j term covers a few roundings of each
-            // modifier's size too (gamma(d + 2) >= (d + 2) u).
-            cond[j] = a * std::fabs(static_cast<double>(scale));
-            if (modifier_size > 0) cond[j] += (modifier_size + std::fabs(static_cast<double>(x))) * 4.0 / (dk + 2);
-          }
-          // A sink is one more term of the denominator: it takes part in the max like any logit.
-          const Real sink = has_sink ? Real(md.sinks[h]) : Real(0);
-          if (has_sink && sink > max_logit) max_logit = sink;
-
-          Real total = 0;
-          Real sink_weight = 0;
-          if (has_sink) {
-            using std::exp;
-            sink_weight = exp(sink - max_logit);
-            total += sink_weight;
-          }
-          for (int j = 0; j < tk; ++j) {
-            if (!allowed[j]) continue;
-            using std::exp;
-            weight[j] = exp(logit[j] - max_logit);
-            total += weight[j];
-          }
-          for (int r = 0; r < dv; ++r) numerator[r] = 0;
-          double mean_cond = 0, spread_logit = 0, cond_max = 0, logit_range = 0;
-          if (has_sink) {  // a key of value 0 and no dot product: it counts in the logit terms only
-            using std::abs;
-            const double ps = static_cast<double>(sink_weight / total), dist = static_cast<double>(abs(sink - max_logit));
-            spread_logit += ps * dist;
-            logit_range = std::max(logit_range, dist);
-            ref.visible_keys[row] = count + 1;
-          }
-          for (int j = 0; j < tk; ++j) {
-            if (!allowed[j]) continue;
-            weight[j] /= total;
-            const double pj = static_cast<double>(weight[j]);
-            using std::abs;
-            const double dist = static_cast<double>(abs(logit[j] - max_logit));
-            mean_cond += pj * cond[j];
-            spread_logit += pj * dist;
-            cond_max = std::max(cond_max, cond[j]);
-            logit_range = std::max(logit_range, dist);
-            if (options.weights) ref.weights[row * tk + j] = pj;
-            const float* vrow = vbase + std::size_t(j) * dv;
-            for (int r = 0; r < dv; ++r)  // a zero value adds exactly nothing (probes like V = I are mostly 0)
-              if (vrow[r] != 0.0f) accumulate_product(numerator[r], weight[j], Real(vrow[r]));
-            // The bound's bookkeeping, in double, in plain loops the compiler vectorizes.
-            const double pc = pj * cond[j], pd = pj * dist;
-            double* spread = &ref.spread[row * dv];
-            double* spread_cond = &ref.spread_cond[row * dv];
-            double* spread_logit = &ref.spread_logit[row * dv];
-            double* vmax_abs = &ref.max_abs_value[row * dv];
-            double* vmin = &ref.value_min[row * dv];
-            double* vmax = &ref.value_max[row * dv];
-            for (int r = 0; r < dv; ++r) {
-              const double v = vrow[r], av = std::fabs(v);
-              spread[r] += pj * av;
-              spread_cond[r] += pc * av;
-              spread_logit[r] += pd * av;
-              vmax_abs[r] = vmax_abs[r] > av ? vmax_abs[r] : av;
-              vmin[r] = vmin[r] < v ? vmin[r] : v;
-              vmax[r] = vmax[r] > v ? vmax[r] : v;
-            }
-          }
-          for (int r = 0; r < dv; ++r) {
-            ref.o[row * dv + r] = static_cast<double>(numerator[r]);
-            ref.o_residual[row * dv + r] = static_cast<double>(numerator[r] - Real(ref.o[row * dv + r]));
-          }
-          using std::log;
-          const Real lse = max_logit + log(total);
-          ref.lse[row] = static_cast<double>(lse);
-          ref.lse_residual[row] = static_cast<double>(lse - Real(ref.lse[row]));
-          ref.cond_max[row] = cond_max;
-          ref.mean_cond[row] = mean_cond;
-          ref.logit_spread[row] = spread_logit;
-          ref.logit_range[row] = logit_range;
         }
+      if (any_row_sees) {
+        const float* kbase = &p.k[(std::size_t(b) * s.kv_heads + hk) * tk * dk];
+        for (int j = 0; j < tk; ++j) keys[j] = as_complex<Real>(kbase + std::size_t(j) * dk, dk, j, p.rope);
       }
+      // The group's rows, dealt round-robin to the jobs (each writes only its own rows).
+      const std::size_t work = std::size_t(group) * query_rows.size();
+      auto run = [&](int job) {
+        for (std::size_t n = job; n < work; n += jobs) {
+          const int h = hk * group + static_cast<int>(n / query_rows.size());
+          compute_row(p, options, b, h, query_rows[n % query_rows.size()], scale, keys, scratch[job], ref);
+        }
+      };
+      if (jobs == 1 || work < 2) {
+        run(0);
+        continue;
+      }
+      std::vector<std::thread> threads;
+      std::exception_ptr failure;
+      std::mutex failure_lock;
+      for (int job = 0; job < jobs; ++job)
+        threads.emplace_back([&, job] {
+          try {
+            run(job);
+          } catch (...) {
+            std::lock_guard<std::mutex> hold(failure_lock);
+            if (!failure) failure = std::current_exception();
+          }
+        });
+      for (std::thread& t : threads) t.join();
+      if (failure) std::rethrow_exception(failure);
     }
   }
   return ref;

@@ -183,3 +183,53 @@ TEST(Reference, MaskAloneMatchesTheWeightsVisibility) {
 
 }  // namespace
 }  // namespace attest
+
+namespace attest {
+namespace {
+
+// A sample of rows, on any number of threads, is bitwise the same rows of the full reference;
+// the other rows are marked not computed, and NaN there is not a reference failure.
+TEST(Reference, SampledRowsOnThreadsEqualTheFullReference) {
+  Problem p = random_problem(9, 40, 57, 8, 1.0, true);
+  p.shape.batch = 2;
+  p.shape.heads = 4;
+  p.shape.kv_heads = 2;
+  p.resize_buffers();
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (auto* b : {&p.q, &p.k, &p.v})
+    for (float& x : *b) x = static_cast<float>(normal(rng));
+  p.mask.window = 17;
+  p.modifiers.sinks = {0.5f, -1.0f, 2.0f, 0.0f};
+  const Reference full = compute_reference_fast(p);
+  const std::vector<int> sample = {39, 0, 16, 17, 0};
+  for (int jobs : {1, 2, 3}) {
+    const Reference part = compute_reference_fast(p, {.query_rows = sample, .jobs = jobs});
+    ASSERT_EQ(part.computed.size(), full.lse.size());
+    EXPECT_TRUE(part.finite());
+    long computed = 0;
+    for (std::size_t row = 0; row < full.lse.size(); ++row) {
+      const int i = static_cast<int>(row % p.shape.q_len);
+      const bool wanted = i == 0 || i == 16 || i == 17 || i == 39;
+      ASSERT_EQ(part.has_row(row), wanted) << row;
+      if (!wanted) continue;
+      ++computed;
+      EXPECT_EQ(part.lse[row], full.lse[row]) << row << " jobs " << jobs;
+      for (int c = 0; c < p.shape.value_dim; ++c) {
+        const std::size_t e = row * p.shape.value_dim + c;
+        EXPECT_EQ(part.o[e], full.o[e]) << e << " jobs " << jobs;
+        EXPECT_EQ(part.spread[e], full.spread[e]) << e;
+      }
+    }
+    EXPECT_EQ(computed, 2 * 4 * 4);
+  }
+  // Every row on two threads is the full reference, bit for bit.
+  const Reference threaded = compute_reference_fast(p, {.jobs = 2});
+  EXPECT_TRUE(threaded.computed.empty());
+  EXPECT_EQ(threaded.o, full.o);
+  EXPECT_EQ(threaded.lse, full.lse);
+  EXPECT_THROW(compute_reference_fast(p, {.query_rows = {40}}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace attest

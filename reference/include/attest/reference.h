@@ -36,11 +36,20 @@ struct Reference {
   std::vector<double> weights;
   std::vector<std::uint8_t> visible;
 
-  bool finite() const;  // no NaN anywhere in o or lse (a NaN is a reference failure)
+  // Per row [B][H][Tq]: 1 where the row was computed. Empty: every row was (the default);
+  // rows not computed hold NaN and are never compared.
+  std::vector<std::uint8_t> computed;
+  bool has_row(std::size_t row) const { return computed.empty() || computed[row] != 0; }
+
+  bool finite() const;  // no NaN in o or lse of a computed row (a NaN is a reference failure)
 };
 
 struct ReferenceOptions {
   bool weights = false;
+  // Only these query rows (of every batch entry and head); empty: all. A long problem is
+  // checked on a sample of rows: each row costs Tk exact dot products.
+  std::vector<int> query_rows;
+  int jobs = 1;  // threads; rows are independent
 };
 
 // mpfr_float with 136 bits (correctly rounded exp and log): the oracle used everywhere.

@@ -44,6 +44,9 @@ std::vector<float> rows_of(const std::vector<float>& from, int outer, int total,
   return out;
 }
 
+
+}  // namespace
+
 // Decodes the prefill in the given chunks; LSE is asked for only when `with_lse`.
 Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks, bool with_lse) {
   const Shape& s = prefill.shape;
@@ -74,8 +77,6 @@ Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vect
   }
   return out;
 }
-
-}  // namespace
 
 Verdict decode_matches_prefill(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   std::vector<int> by_token(p.shape.k_len, 1), chunked;

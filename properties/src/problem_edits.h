@@ -52,6 +52,10 @@ Problem single_slice(const Problem& p, int b, int h);
 // The explicit mask that equals the problem's whole mask conjunction (from the reference's view).
 std::vector<std::uint8_t> visibility_of(const Problem& p);
 
+// Decodes `prefill` (a causal Tq = Tk problem) in a session, in the given chunks; its outputs
+// as one prefill would have them. LSE is asked for only when `with_lse`.
+Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks, bool with_lse);
+
 // A deterministic generator seeded by the problem, so a property's choices replay.
 std::uint64_t seed_of(const Problem& p, std::uint64_t salt);
 

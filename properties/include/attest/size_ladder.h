@@ -1,0 +1,51 @@
+// Problems at the sizes where kernels switch code: around 1, 2 and 3 times each declared tile,
+// the page size, and powers of two up to a maximum length (DESIGN.md §3: a kernel may serve
+// shapes with different paths). Short ones are checked on every row; long ones (the `long`
+// stage) on a sample of rows, since each row costs Tk exact dot products.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attest/kernel.h"
+#include "attest/verdict.h"
+
+namespace attest {
+
+struct SizeOptions {
+  int max_len = 32768;          // the ladder of powers of two ends here
+  std::vector<int> lengths;     // when set, these lengths instead of the ladder
+  std::vector<int> head_dims;   // widths of every case (default 64, fitted to the contract)
+  int full_rows_limit = 1024;   // longer problems are checked on a sample of rows
+  int square_limit = 8192;      // the longest Tq = Tk problem without a window (its cost grows as T^2)
+  int sampled_rows = 64;        // rows checked per long problem
+  int jobs = 1;                 // threads for the reference
+};
+
+// The lengths the cases use, ascending: tiles x {1, 2, 3} +- 1, page +- 1, powers of two up to
+// max_len (or `lengths`).
+std::vector<int> ladder_lengths(const Capabilities& caps, const SizeOptions& options);
+
+struct SizedCase {
+  std::string name;                // "square_t257", "decode_shape_t32768", ...
+  Problem problem;                 // inside the kernel's declaration
+  std::vector<int> rows;           // query rows checked; empty: all
+  std::vector<int> decode_chunks;  // non-empty: run through a decode session in these chunks
+};
+
+// Cases at ladder lengths up to full_rows_limit (the `ladder` stage: every row checked).
+std::vector<SizedCase> ladder_cases(const Capabilities& caps, const SizeOptions& options);
+// Cases above it (the `long` stage: a sample of rows).
+std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& options);
+
+// Rows worth checking in a long problem: the first and last, both sides of the first and last
+// query tile edges, the rows whose keys end at a key tile edge, then random ones up to `count`.
+// Empty (all rows) when Tq <= count.
+std::vector<int> sample_rows(const Problem& p, const Capabilities& caps, int count, std::uint64_t seed);
+
+// Gate 1 on the case's rows: the kernel's output (forward, or the decode session) against the
+// exact reference of those rows.
+Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs);
+
+}  // namespace attest

@@ -1,0 +1,191 @@
+#include "attest/size_ladder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <random>
+#include <set>
+
+#include "attest/cases.h"
+#include "attest/compare.h"
+#include "attest/declaration_fit.h"
+#include "attest/harness.h"
+#include "problem_edits.h"
+
+namespace attest {
+namespace {
+
+std::vector<int> widths(const SizeOptions& options) {
+  return options.head_dims.empty() ? std::vector<int>{64} : options.head_dims;
+}
+
+// A problem of this shape with unit-variance data, seeded by its name.
+Problem shaped(Shape s, const std::string& name) {
+  Problem p;
+  p.shape = s;
+  p.resize_buffers();
+  fill_random(p, std::hash<std::string>{}(name));
+  return p;
+}
+
+// Geometric ALiBi slopes and small sinks: the decode shapes carry the modifiers a decoder keeps.
+void add_decode_modifiers(Problem& p) {
+  for (int h = 0; h < p.shape.heads; ++h) {
+    p.modifiers.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / p.shape.heads));
+    p.modifiers.sinks.push_back(h % 2 ? 1.0f : -2.0f);
+  }
+}
+
+// The case as the kernel declares it can take it; dropped (with nothing) when it cannot.
+void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string name, const Problem& p,
+              bool sample, const SizeOptions& options, std::vector<int> chunks = {}) {
+  const std::optional<Problem> fitted = fit_to_declaration(p, caps);
+  if (!fitted) return;
+  SizedCase c{std::move(name), *fitted, {}, std::move(chunks)};
+  if (sample) c.rows = sample_rows(c.problem, caps, options.sampled_rows, std::hash<std::string>{}(c.name));
+  out.push_back(std::move(c));
+}
+
+// Tq = Tk = t causal with GQA 2:1 (or, past square_limit, with a window of 1024 keys).
+void add_square(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d, bool sample,
+                const SizeOptions& options) {
+  const bool windowed = t > options.square_limit;
+  if (windowed && !caps.declares(Feature::kWindow)) return;  // a full T^2 problem would be too slow
+  const std::string name = fmt::format("{}_t{}_d{}", windowed ? "window" : "square", t, d);
+  Problem p = shaped({1, windowed ? 1 : 2, 1, t, t, d, d}, name);
+  p.mask.causal = true;
+  if (windowed) p.mask.window = 1024;
+  add_case(out, caps, name, p, sample, options);
+}
+
+// One new token against t keys (a decoder's shape through forward), with padding and modifiers.
+void add_decode_shape(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d, const SizeOptions& options) {
+  const std::string name = fmt::format("decode_shape_t{}_d{}", t, d);
+  Problem p = shaped({2, 4, 2, 1, t, d, d}, name);
+  p.mask.causal = true;
+  p.mask.kv_valid = {t, std::max(1, t - 3)};
+  add_decode_modifiers(p);
+  add_case(out, caps, name, p, false, options);
+}
+
+// A decode session: t - n tokens in one chunk, then n single tokens.
+void add_session(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d, bool sample,
+                 const SizeOptions& options) {
+  if (!caps.decode() || t < 2) return;
+  const std::string name = fmt::format("session_t{}_d{}", t, d);
+  Problem p = shaped({1, 2, 1, t, t, d, d}, name);
+  p.mask.causal = true;
+  add_decode_modifiers(p);
+  const int singles = std::min(4, t - 1);
+  std::vector<int> chunks = {t - singles};
+  chunks.insert(chunks.end(), singles, 1);
+  add_case(out, caps, name, p, sample, options, chunks);
+  if (out.empty() || out.back().name != name) return;
+  // The last tokens are the decode steps: always among the rows checked.
+  std::vector<int>& rows = out.back().rows;
+  if (rows.empty()) return;
+  for (int i = t - singles; i < t; ++i) rows.push_back(i);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+}
+
+}  // namespace
+
+std::vector<int> ladder_lengths(const Capabilities& caps, const SizeOptions& options) {
+  std::set<int> lengths;
+  if (!options.lengths.empty()) {
+    lengths.insert(options.lengths.begin(), options.lengths.end());
+  } else {
+    for (int tile : {caps.contract.query_tile, caps.contract.key_tile})
+      if (tile > 0)
+        for (int k = 1; k <= 3; ++k)
+          for (int delta = -1; delta <= 1; ++delta) lengths.insert(k * tile + delta);
+    for (long long t = 1; t <= options.max_len; t *= 2) lengths.insert(static_cast<int>(t));
+  }
+  std::vector<int> out;
+  for (int t : lengths)
+    if (t >= 1 && t <= options.max_len) out.push_back(t);
+  return out;
+}
+
+std::vector<SizedCase> ladder_cases(const Capabilities& caps, const SizeOptions& options) {
+  std::vector<SizedCase> out;
+  const int key_step = caps.contract.key_tile > 0 ? caps.contract.key_tile : 16;
+  for (int d : widths(options))
+    for (int t : ladder_lengths(caps, options)) {
+      if (t > options.full_rows_limit) continue;
+      add_square(out, caps, t, d, false, options);
+      add_decode_shape(out, caps, t, d, options);
+      // Tq < Tk, no causality: a whole key tile and one more key past the queries, with padding.
+      const std::string name = fmt::format("rect_t{}_d{}", t, d);
+      Problem rect = shaped({2, 2, 2, t, t + key_step + 1, d, d}, name);
+      rect.mask.kv_valid = {t + key_step + 1, t};
+      add_case(out, caps, name, rect, false, options);
+      add_session(out, caps, t, d, false, options);
+    }
+  return out;
+}
+
+std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& options) {
+  std::vector<SizedCase> out;
+  const std::vector<int> lengths = ladder_lengths(caps, options);
+  const int query_tile = caps.contract.query_tile > 0 ? caps.contract.query_tile : 64;
+  for (int d : widths(options)) {
+    for (int t : lengths) {
+      if (t <= options.full_rows_limit) continue;
+      add_square(out, caps, t, d, true, options);
+      add_decode_shape(out, caps, t, d, options);
+      if (t <= options.square_limit) add_session(out, caps, t, d, true, options);
+    }
+    // Chunked prefill at the longest length: two query tiles and one row past them, every key
+    // before them visible (bottom-right causal), the last few keys padded away.
+    if (lengths.empty() || lengths.back() <= options.full_rows_limit) continue;
+    const int t = lengths.back(), rows = std::min(t, 2 * query_tile + 1);
+    const std::string name = fmt::format("chunked_prefill_t{}_d{}", t, d);
+    Problem p = shaped({1, 2, 1, rows, t, d, d}, name);
+    p.mask.causal = true;
+    p.mask.kv_valid = {t - 5};
+    add_case(out, caps, name, p, true, options);
+  }
+  return out;
+}
+
+std::vector<int> sample_rows(const Problem& p, const Capabilities& caps, int count, std::uint64_t seed) {
+  const int tq = p.shape.q_len;
+  if (tq <= count) return {};
+  std::set<int> rows = {0, tq - 1};
+  auto add = [&](long long i) {
+    if (i >= 0 && i < tq) rows.insert(static_cast<int>(i));
+  };
+  // Both sides of the first three and last three query tile edges.
+  if (const int qt = caps.contract.query_tile; qt > 0) {
+    const int edges = (tq - 1) / qt;
+    for (int k = 1; k <= edges; ++k)
+      if (k <= 3 || k > edges - 3) add(k * qt - 1), add(k * qt);
+  }
+  // Rows whose last visible key (causal) sits at a key tile edge, near the start and the end.
+  if (const int kt = caps.contract.key_tile; kt > 0) {
+    const long long offset = p.effective_q_offset();
+    const long long first = (offset + kt - 1) / kt, last = (offset + tq - 1) / kt;
+    for (long long m = std::max(1LL, first); m <= last; ++m)
+      if (m < first + 3 || m > last - 3) add(m * kt - 1 - offset), add(m * kt - offset);
+  }
+  std::mt19937_64 rng(seed);
+  while (static_cast<int>(rows.size()) < count) add(static_cast<long long>(rng() % tq));
+  return {rows.begin(), rows.end()};
+}
+
+Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs) {
+  const Capabilities caps = kernel.capabilities();
+  const Problem& p = c.problem;
+  Outputs out;
+  if (!c.decode_chunks.empty()) out = run_decode(kernel, p, c.decode_chunks, caps.lse());
+  else out = run_guarded(kernel, p);
+  const Reference ref = compute_reference_fast(p, {.query_rows = c.rows, .jobs = jobs});
+  Comparison result = compare_with_reference(p, ref, out, caps);
+  if (!result.verdict.passed && !c.decode_chunks.empty())
+    result.verdict.detail = fmt::format("decode in {} steps: {}", c.decode_chunks.size(), result.verdict.detail);
+  return result.verdict;
+}
+
+}  // namespace attest

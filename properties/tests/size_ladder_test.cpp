@@ -1,0 +1,73 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "attest/builtin_kernels.h"
+#include "attest/faults.h"
+#include "attest/size_ladder.h"
+
+namespace attest {
+namespace {
+
+bool has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// Lengths sit on both sides of 1, 2 and 3 times each tile and on the powers of two up to the maximum.
+TEST(SizeLadder, LengthsSurroundEachTileAndClimbInPowersOfTwo) {
+  const auto tiled = make_tiled_kernel({128, 64});
+  const std::vector<int> lengths = ladder_lengths(tiled->capabilities(), {.max_len = 4096});
+  for (int t : {63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257, 383, 384, 385, 1, 2, 512, 4096})
+    EXPECT_TRUE(has(lengths, t)) << t;
+  EXPECT_FALSE(has(lengths, 8192));
+  EXPECT_TRUE(std::is_sorted(lengths.begin(), lengths.end()));
+  const auto decode = make_decode_kernel(16);
+  EXPECT_TRUE(has(ladder_lengths(decode->capabilities(), {.max_len = 64}), 47));  // 3 pages - 1
+  EXPECT_EQ(ladder_lengths(decode->capabilities(), {.max_len = 64, .lengths = {5, 70, 9}}), (std::vector<int>{5, 9}));
+}
+
+// A sample keeps the first and last rows and both sides of the tile edges.
+TEST(SizeLadder, SampledRowsHoldTheEdges) {
+  const auto tiled = make_tiled_kernel({128, 64});
+  const std::vector<SizedCase> cases = long_cases(tiled->capabilities(), {.max_len = 4096, .sampled_rows = 64});
+  ASSERT_FALSE(cases.empty());
+  for (const SizedCase& c : cases) {
+    if (c.problem.shape.q_len <= 64) {
+      EXPECT_TRUE(c.rows.empty()) << c.name;
+      continue;
+    }
+    EXPECT_GE(c.rows.size(), 64u) << c.name;
+    EXPECT_TRUE(std::is_sorted(c.rows.begin(), c.rows.end()));
+    const int tq = c.problem.shape.q_len;
+    for (int i : {0, tq - 1, 127, 128, 255, 256}) EXPECT_TRUE(has(c.rows, i)) << c.name << " row " << i;
+  }
+}
+
+// The built-in kernels pass every ladder case and the long ones, decode sessions included.
+TEST(SizeLadder, BuiltInKernelsPassLadderAndLongCases) {
+  const SizeOptions options{.max_len = 2048, .full_rows_limit = 256, .square_limit = 1024, .sampled_rows = 16, .jobs = 2};
+  for (const auto& kernel : {make_tiled_kernel({128, 64}), make_decode_kernel(16)}) {
+    std::vector<SizedCase> cases = ladder_cases(kernel->capabilities(), options);
+    const std::vector<SizedCase> longer = long_cases(kernel->capabilities(), options);
+    cases.insert(cases.end(), longer.begin(), longer.end());
+    int sessions = 0, sampled = 0;
+    for (const SizedCase& c : cases) {
+      const Verdict v = check_sized_case(c, *kernel, options.jobs);
+      EXPECT_TRUE(v.passed && v.exercised) << kernel->name() << " " << c.name << ": " << v.detail;
+      sessions += !c.decode_chunks.empty();
+      sampled += !c.rows.empty();
+    }
+    EXPECT_GT(sampled, 0);
+    if (kernel->capabilities().decode()) EXPECT_GT(sessions, 0);
+  }
+}
+
+// A bug beyond the first tiles is found by the ladder: the last partial key tile dropped.
+TEST(SizeLadder, LadderFindsABugPastTheFirstTile) {
+  const auto broken = make_faulty_tiled_kernel({128, 64}, {.drop_partial_tile = true}, "drop_partial_tile");
+  int failures = 0;
+  for (const SizedCase& c : ladder_cases(broken->capabilities(), {.max_len = 256}))
+    failures += !check_sized_case(c, *broken, 1).passed;
+  EXPECT_GT(failures, 0);
+}
+
+}  // namespace
+}  // namespace attest

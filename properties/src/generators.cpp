@@ -176,9 +176,14 @@ Problem build_problem(const ProblemSpec& spec, const Capabilities& caps, const P
   const int value_dim = c.dk_equals_dv ? head_dim : static_cast<int>(c.head_dim.clamp(spec.value_dim));
   int batch = static_cast<int>(c.batch.clamp(spec.batch));
   if (needs.several_slices && batch * h == 1) batch = static_cast<int>(c.batch.clamp(2));
-  int k_len = static_cast<int>(c.k_len.clamp(spec.k_len));
+  int q_len = spec.q_len, k_len = spec.k_len;
+  if (!needs.lengths.empty()) {
+    const auto [tq, tk] = needs.lengths[static_cast<std::size_t>(spec.q_len + 7 * spec.k_len) % needs.lengths.size()];
+    q_len = tq, k_len = tk;
+  }
+  k_len = static_cast<int>(c.k_len.clamp(k_len));
   if (needs.max_keys > 0) k_len = std::min(k_len, needs.max_keys);
-  p.shape = {batch, h, kv, static_cast<int>(c.q_len.clamp(spec.q_len)), k_len, head_dim, value_dim};
+  p.shape = {batch, h, kv, static_cast<int>(c.q_len.clamp(q_len)), k_len, head_dim, value_dim};
   if (on.contains(Feature::kRope) && head_dim % 2) on.erase(Feature::kRope);  // no even width accepted
 
   if (!c.causal_required) {

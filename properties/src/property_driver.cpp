@@ -67,9 +67,11 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
   bool isolated = false;  // after a crash or hang, stop: shrinking would re-run it hundreds of times
   bool out_of_time = false;
   bool failed = false;  // after the first failure, runs are RapidCheck's shrinking: not counted
-  const rc::Gen<ProblemSpec> specs = gen_spec(caps, property.needs);
+  ProblemNeeds needs = property.needs;
+  needs.lengths = options.lengths;
+  const rc::Gen<ProblemSpec> specs = gen_spec(caps, needs);
   auto testable = [&] {
-    const Problem p = build_problem(*specs, caps, property.needs);
+    const Problem p = build_problem(*specs, caps, needs);
     if (isolated) RC_DISCARD("the kernel crashed or hung earlier in this run");
     if (deadline_passed(options.deadline)) {
       out_of_time = true;
@@ -91,9 +93,11 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
       }
     }
     if (!v.applicable) RC_DISCARD(v.detail);
-    PathStats& stats = result.paths[kernel.last_path()];
-    ++stats.cases;
-    stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
+    if (!failed && (v.exercised || !v.passed)) {  // evidence only: no vacuous case, no shrinking run
+      PathStats& stats = result.paths[kernel.last_path()];
+      ++stats.cases;
+      stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
+    }
     if (!v.passed) {
       failed = true;
       isolated = isolated || v.isolation_failure;

@@ -18,6 +18,8 @@ struct ProblemNeeds {
   bool masked = false;          // at least one mask term
   bool several_slices = false;  // B * H > 1
   int max_keys = 0;             // 0 = no limit beyond the generator's
+  // When set, (Tq, Tk) are drawn from these instead (the shapes that reach one internal path).
+  std::vector<std::pair<int, int>> lengths;
 };
 
 // The (H, Hkv) pairs generated problems use, before the contract filters them.

@@ -6,6 +6,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "attest/kernel.h"
 #include "attest/properties.h"
@@ -20,6 +22,9 @@ struct DriveOptions {
   std::string kernel_source;  // recorded in counterexamples so replay can load it (default: its name)
   bool isolated = false;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end: stop there
+  // When set, every problem's (Tq, Tk) is one of these: a top-up run for an internal path that
+  // the generated sizes reached too rarely.
+  std::vector<std::pair<int, int>> lengths;
 };
 
 // Whether a run with this deadline must stop now.
@@ -55,7 +60,7 @@ struct DriveResult {
   std::string counterexample_path;
   std::optional<Problem> counterexample;  // the shrunk failing problem
   std::map<std::string, int> label_counts;  // how many passing cases carried each label
-  std::map<std::string, PathStats> paths;
+  std::map<std::string, PathStats> paths;  // effective cases (and a failure) per internal path
   double seconds = 0;
 };
 

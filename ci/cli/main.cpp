@@ -49,6 +49,9 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   cert->add_option("--fuzz-seconds", fuzz_seconds,
                    "a short fuzz stage: random inputs through each fuzz target for this long (default 0: off)");
+  std::string shard;
+  cert->add_option("--shard", shard,
+                   "K/N: run only the checks at positions p with p % N == K - 1 (attest merge joins the N certificates)");
 
   FuzzRequest fuzz;
   CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");
@@ -128,6 +131,10 @@ int main(int argc, char** argv) {
       request.load.containment.memory_limit_bytes = memory_of_flag(memory_limit);
       request.deadline_seconds = parse_seconds("--deadline", deadline, 30 * 86400);
       request.required = parse_features(required);
+      if (cert->count("--shard")) {  // given, even as "": parsed
+        const auto [index, count] = parse_shard("--shard", shard, 1000);
+        request.shard = ShardId{index, count};
+      }
       return run_certify(std::move(request));
     }
     if (*fz && fuzz_list) return list_fuzz_targets();

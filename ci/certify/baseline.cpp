@@ -6,53 +6,27 @@
 #include "attest/file_io.h"
 #include "attest/safe_text.h"
 #include "certificate_format.h"
+#include "json_fields.h"
 
 namespace attest {
 namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void bad(const std::string& where, const std::string& why) {
-  throw BaselineError("baseline: " + where + " " + why);
-}
+using json_fields::array;
+using json_fields::bad;
+using json_fields::count;
+using json_fields::flag;
+using json_fields::member;
 
-const json& member(const json& object, const std::string& where, const char* key) {
-  if (!object.is_object()) bad(where, "must be an object");
-  if (!object.contains(key)) bad(where + "." + key, "is missing");
-  return object[key];
-}
-
+// Text from the file, bounded for messages and comparisons.
 std::string text(const json& object, const std::string& where, const char* key) {
-  const json& j = member(object, where, key);
-  if (!j.is_string()) bad(where + "." + key, "must be a string");
-  return safe_text(j.get<std::string>(), 1024);
-}
-
-const json& array(const json& object, const std::string& where, const char* key) {
-  const json& j = member(object, where, key);
-  if (!j.is_array()) bad(where + "." + key, "must be an array");
-  return j;
-}
-
-long count(const json& object, const std::string& where, const char* key) {
-  const json& j = member(object, where, key);
-  if (!j.is_number_integer() || j.get<long long>() < 0) bad(where + "." + key, "must be a count");
-  return static_cast<long>(j.get<long long>());
-}
-
-bool flag(const json& object, const std::string& where, const char* key) {
-  const json& j = member(object, where, key);
-  if (!j.is_boolean()) bad(where + "." + key, "must be true or false");
-  return j.get<bool>();
+  return safe_text(json_fields::text(object, where, key), 1024);
 }
 
 std::vector<std::string> texts(const json& object, const std::string& where, const char* key) {
-  const json& list = array(object, where, key);
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    if (!list[i].is_string()) bad(fmt::format("{}.{}[{}]", where, key, i), "must be a string");
-    out.push_back(safe_text(list[i].get<std::string>(), 256));
-  }
+  std::vector<std::string> out = json_fields::texts(object, where, key);
+  for (std::string& s : out) s = safe_text(s, 256);
   return out;
 }
 
@@ -112,9 +86,8 @@ BaselineClaims claims_of(const json& kernel, const std::string& where) {
   return c;
 }
 
-}  // namespace
-
-Baseline parse_baseline(const std::string& text_in) {
+// Every field's error is a FieldError here; parse_baseline names the document.
+Baseline parse_fields(const std::string& text_in) {
   json doc;
   try {
     doc = parse_json(text_in, "baseline");
@@ -147,6 +120,16 @@ Baseline parse_baseline(const std::string& text_in) {
     baseline.kernels.push_back(std::move(kernel));
   }
   return baseline;
+}
+
+}  // namespace
+
+Baseline parse_baseline(const std::string& text) {
+  try {
+    return parse_fields(text);
+  } catch (const FieldError& e) {
+    throw BaselineError("baseline: " + std::string(e.what()));
+  }
 }
 
 Baseline read_baseline(const std::string& path) {

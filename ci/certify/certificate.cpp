@@ -91,6 +91,10 @@ std::string certificate_json(const CertificateInfo& info) {
       if (!r.first_failure.empty()) check["first_failure"] = r.first_failure;
       if (!r.counterexample_path.empty()) check["counterexample"] = r.counterexample_path;
       if (!r.reproduce.empty()) check["reproduce"] = r.reproduce;
+      // A shard keeps each check's paths: the merge sums the kernel's paths over the merged checks.
+      if (info.shard)
+        for (const auto& [path, stats] : r.paths)
+          check["paths"][path] = {{"cases", stats.cases}, {"worst_utilisation", number_or_null(stats.worst_utilisation)}};
       checks.push_back(check);
       for (const auto& [path, stats] : r.paths) {
         paths[path].cases += stats.cases;
@@ -121,6 +125,7 @@ std::string certificate_json(const CertificateInfo& info) {
               {"cases_per_property", info.property_cases},
               {"certified", all},
               {"kernels", kernels}};
+  if (info.shard) doc["shard"] = {{"index", info.shard->index}, {"count", info.shard->count}};
   return doc.dump(2, ' ', false, json::error_handler_t::replace);  // never throws on odd bytes
 }
 

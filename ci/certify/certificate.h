@@ -17,6 +17,7 @@ struct KernelReport {
   Capabilities capabilities;
   std::vector<CheckResult> checks;
   FeatureSet required;  // --require: features that must be declared and exercised
+  std::optional<ShardId> shard;  // a shard's share of the checks: --require is judged on the merged certificate
 
   // What the run covered: declared features with their effective cases, declared features no
   // effective case used, features not declared, and features --require names but did not get.
@@ -32,6 +33,7 @@ struct CertificateInfo {
   std::uint64_t seed = 0;
   int property_cases = 0;
   std::vector<KernelReport> kernels;
+  std::optional<ShardId> shard;  // written as "shard"; the merge needs each check's paths then
 };
 
 // The scope a kernel declared, in one line: "f32, empty rows zero, exp 2 ulp; contract: any problem".
@@ -39,7 +41,7 @@ std::string declared_scope(const Capabilities& c);
 // The human report of one kernel: its declaration, a table of checks, failures, the verdict line.
 std::string format_report(const KernelReport& k);
 
-// JSON, schema ci/schema/certificate.schema.json ("attest-certificate", version 1).
+// JSON, schema ci/schema/certificate.schema.json ("attest-certificate", version 2).
 std::string certificate_json(const CertificateInfo& info);
 // JUnit XML: one testsuite per kernel, one testcase per check.
 std::string certificate_junit(const CertificateInfo& info);

@@ -37,6 +37,9 @@ std::string save_case(const CheckPlan& plan, const NamedProblem& c, const Kernel
   return path;
 }
 
+// Whether this run does the next check (--shard); asked once per check, in the unsharded order.
+bool takes_next_check(const CertifyOptions& options) { return !options.shard || options.shard->take(); }
+
 }  // namespace
 
 const char* to_string(CheckStatus s) {
@@ -116,6 +119,7 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
 std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyOptions& options) {
   std::vector<CheckResult> results;
   for (const PropertyInfo& property : property_catalogue()) {
+    if (!takes_next_check(options)) continue;
     DriveOptions drive;
     drive.cases = options.property_cases;
     drive.seed = options.seed;
@@ -153,6 +157,7 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
   Oracle oracle(4);
   const Capabilities caps = kernel.capabilities();
   for (const fuzz::TargetInfo& target : fuzz::target_table()) {
+    if (!takes_next_check(options)) continue;
     CheckResult r{kernel.name(), "fuzz", target.name};
     r.seed = options.seed;
     if (const FeatureSet missing = target.required.minus(caps.features); !missing.empty()) {
@@ -212,7 +217,8 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
 
 std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options) {
   std::vector<CheckResult> results;
-  for (const CheckPlan& plan : deterministic_plans()) results.push_back(run_plan(plan, kernel, oracle, options));
+  for (const CheckPlan& plan : deterministic_plans())
+    if (takes_next_check(options)) results.push_back(run_plan(plan, kernel, oracle, options));
   if (options.property_cases > 0) {
     std::vector<CheckResult> properties = run_property_stage(kernel, options);
     results.insert(results.end(), properties.begin(), properties.end());

@@ -47,6 +47,22 @@ struct CheckResult {
   bool blocks() const { return status() == CheckStatus::kFail || status() == CheckStatus::kInsufficient; }
 };
 
+// `--shard K/N`: which share of a run's checks a run or certificate holds.
+struct ShardId {
+  int index = 1;  // K, from 1
+  int count = 1;  // N
+};
+
+// Every check of a run has a position in the unsharded order (kernel by kernel, stage by stage,
+// not-covered checks included); shard K/N runs those with position % N == K - 1. Each stage
+// asks take() once per check, in that order, so the split depends on the order alone, never
+// on results, and every check runs in exactly one shard.
+struct ShardCursor {
+  ShardId shard;
+  long next = 0;  // the next check's position
+  bool take() { return next++ % shard.count == shard.index - 1; }
+};
+
 struct CertifyOptions {
   int property_cases = 100;  // per property; 0 skips the property stage
   double fuzz_seconds = 0;   // per fuzz target; 0 skips the fuzz stage
@@ -56,6 +72,7 @@ struct CertifyOptions {
   std::string kernel_source; // how the kernel was named (recorded in counterexamples for replay)
   bool isolated = false;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end
+  ShardCursor* shard = nullptr;  // null: every check; the caller's, so positions run on across kernels
 };
 
 // Seconds since the certification started, for progress lines.

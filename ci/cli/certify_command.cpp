@@ -48,6 +48,9 @@ int run_certify(CertifyRequest request) {
     throw FlagError("--json and --junit name the same file " + request.json_path);
   if (!request.json_path.empty()) check_writable("--json", request.json_path);
   if (!request.junit_path.empty()) check_writable("--junit", request.junit_path);
+  if (request.shard && !request.baseline_path.empty())
+    throw FlagError("--baseline: a shard holds only its share of the checks; gate on the merged certificate "
+                    "(attest merge ... --baseline FILE)");
   std::optional<Baseline> baseline;  // read fully now: it may be the file --json overwrites
   if (!request.baseline_path.empty()) baseline = read_baseline(request.baseline_path);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
@@ -62,30 +65,49 @@ int run_certify(CertifyRequest request) {
   if (kernels.empty())
     for (const KernelEntry& e : kernel_registry()) kernels.emplace_back("builtin:" + e.name, resolve_kernel(e.name, request.load));
   options.seed = seed_or_clock(options.seed);
-  std::cerr << fmt::format("attest certify: seed {}, {} cases per property\n", options.seed, options.property_cases);
+  std::cerr << fmt::format("attest certify: seed {}, {} cases per property{}\n", options.seed, options.property_cases,
+                           request.shard ? fmt::format(", shard {}/{}", request.shard->index, request.shard->count) : "");
+  std::optional<ShardCursor> cursor;  // one for the run: positions run on across kernels
+  if (request.shard) cursor = ShardCursor{*request.shard};
+  options.shard = cursor ? &*cursor : nullptr;
 
   Oracle oracle(1024);  // every deterministic case's reference is computed once for all kernels
-  CertificateInfo info{options.seed, options.property_cases, {}};
+  CertificateInfo info{options.seed, options.property_cases, {}, request.shard};
+  std::size_t checks_run = 0;
   for (const auto& [source, kernel] : kernels) {
     options.kernel_source = source;
     options.isolated = request.load.isolate || dynamic_cast<const ProcessKernel*>(kernel.get()) != nullptr;
     KernelReport report{source, kernel->name(), kernel->capabilities(), certify_kernel(*kernel, oracle, options),
-                        request.required};
+                        request.required, request.shard};
+    checks_run += report.checks.size();
     std::cout << format_report(report) << "\n";
     info.kernels.push_back(std::move(report));
   }
   if (!request.json_path.empty()) write_file_atomically(request.json_path, certificate_json(info) + "\n");
   if (!request.junit_path.empty()) write_file_atomically(request.junit_path, certificate_junit(info));
+  std::string prefix;  // a shard's verdict speaks for its share only
+  if (request.shard) {
+    prefix = fmt::format("shard {}/{}: ", request.shard->index, request.shard->count);
+    std::cout << fmt::format("{}{} of the run's checks (positions p with p % {} == {} in the unsharded order); "
+                             "`attest merge` joins the shards' certificates{}\n",
+                             prefix, checks_run, request.shard->count, request.shard->index - 1,
+                             request.required.empty() ? "" : " and judges --require");
+  }
+  return print_verdict(info, baseline, request.baseline_path, request.baseline_factor, prefix) ? 0 : 1;
+}
+
+bool print_verdict(const CertificateInfo& info, const std::optional<Baseline>& baseline, const std::string& baseline_path,
+                   double factor, const std::string& prefix) {
   bool ok = true;
   for (const KernelReport& k : info.kernels) ok = ok && k.passed();
   if (baseline) {
-    const std::vector<std::string> worse = regressions(*baseline, info, request.baseline_factor);
+    const std::vector<std::string> worse = regressions(*baseline, info, factor);
     for (const std::string& reason : worse) std::cout << "REGRESSION " << reason << "\n";
-    if (worse.empty()) std::cout << "baseline " << request.baseline_path << ": no regression\n";
+    if (worse.empty()) std::cout << "baseline " << baseline_path << ": no regression\n";
     ok = ok && worse.empty();
   }
-  std::cout << (ok ? "CERTIFIED\n" : "NOT CERTIFIED\n");
-  return ok ? 0 : 1;
+  std::cout << prefix << (ok ? "CERTIFIED\n" : "NOT CERTIFIED\n");
+  return ok;
 }
 
 }  // namespace attest

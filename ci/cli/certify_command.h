@@ -4,6 +4,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "certificate.h"
 #include "certify.h"
 #include "kernel_resolver.h"
 
@@ -18,11 +21,17 @@ struct CertifyRequest {
   double baseline_factor = 2.0;
   double deadline_seconds = 3600;
   FeatureSet required;  // --require
+  std::optional<ShardId> shard;  // --shard K/N: this run's share of the checks
 };
 
 // Exit code: 0 certified, 1 not (a failure, too little evidence, a missing --require, a
 // regression); usage and load errors throw.
 int run_certify(CertifyRequest request);
+
+// The run's last lines: a REGRESSION line per way it is worse than the baseline, then
+// `prefix` and CERTIFIED or NOT CERTIFIED. Returns whether it is certified.
+bool print_verdict(const CertificateInfo& info, const std::optional<Baseline>& baseline, const std::string& baseline_path,
+                   double factor, const std::string& prefix = "");
 
 // "causal,gqa,lse" -> the features; throws FlagError naming an unknown one.
 FeatureSet parse_features(const std::vector<std::string>& names);

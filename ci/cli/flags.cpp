@@ -69,6 +69,18 @@ std::size_t parse_bytes(const std::string& flag, const std::string& text) {
   return static_cast<std::size_t>(x << shift);
 }
 
+std::pair<int, int> parse_shard(const std::string& flag, const std::string& text, int max_count) {
+  const std::string want = fmt::format("K/N with 1 <= K <= N <= {}", max_count);
+  const std::size_t slash = text.find('/');
+  if (slash == std::string::npos) reject(flag, text, want);
+  const std::string k = text.substr(0, slash), n = text.substr(slash + 1);
+  auto digits = [](const std::string& s) { return !s.empty() && s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos; };
+  if (!digits(k) || !digits(n)) reject(flag, text, want);
+  const int index = std::stoi(k), count = std::stoi(n);
+  if (index < 1 || count > max_count || index > count) reject(flag, text, want);
+  return {index, count};
+}
+
 std::uint64_t seed_or_clock(std::uint64_t seed) {
   return seed ? seed : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace attest {
 
@@ -26,6 +27,9 @@ std::uint64_t parse_seed(const std::string& flag, const std::string& text);
 std::size_t parse_bytes(const std::string& flag, const std::string& text);
 // quick (10), default (100), thorough (1000) or a case count up to 10^6.
 int parse_budget(const std::string& flag, const std::string& text);
+
+// "K/N" with 1 <= K <= N <= max_count, digits only: {K, N}.
+std::pair<int, int> parse_shard(const std::string& flag, const std::string& text, int max_count);
 
 // The seed given, or one from the clock when it is 0 (every run prints its seed).
 std::uint64_t seed_or_clock(std::uint64_t seed);

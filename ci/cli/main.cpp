@@ -9,6 +9,7 @@
 #include "flags.h"
 #include "fuzz_command.h"
 #include "kernel_host_command.h"
+#include "merge_command.h"
 #include "mutants_command.h"
 #include "replay_command.h"
 
@@ -49,6 +50,18 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   cert->add_option("--fuzz-seconds", fuzz_seconds,
                    "a short fuzz stage: random inputs through each fuzz target for this long (default 0: off)");
+  std::string shard;
+  cert->add_option("--shard", shard,
+                   "K/N: run only the checks at positions p with p % N == K - 1 (attest merge joins the N certificates)");
+
+  MergeRequest merge;
+  std::string merge_factor = "2";
+  CLI::App* mrg = app.add_subcommand("merge", "join the certificates of `certify --shard K/N` runs into the run's certificate");
+  mrg->add_option("files", merge.inputs, "one certificate per shard (certify --shard K/N --json F)")->required();
+  mrg->add_option("--json", merge.json_path, "write the merged certificate")->required();
+  mrg->add_option("--junit", merge.junit_path, "write the merged results as JUnit XML");
+  mrg->add_option("--baseline", merge.baseline_path, "fail when the merged certificate is worse than this one");
+  mrg->add_option("--baseline-factor", merge_factor, "allowed growth of worst err/bound (>= 1)")->capture_default_str();
 
   FuzzRequest fuzz;
   CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");
@@ -128,7 +141,15 @@ int main(int argc, char** argv) {
       request.load.containment.memory_limit_bytes = memory_of_flag(memory_limit);
       request.deadline_seconds = parse_seconds("--deadline", deadline, 30 * 86400);
       request.required = parse_features(required);
+      if (cert->count("--shard")) {  // given, even as "": parsed
+        const auto [index, count] = parse_shard("--shard", shard, 1000);
+        request.shard = ShardId{index, count};
+      }
       return run_certify(std::move(request));
+    }
+    if (*mrg) {
+      merge.baseline_factor = parse_number("--baseline-factor", merge_factor, 1, 1e6);
+      return run_merge(merge);
     }
     if (*fz && fuzz_list) return list_fuzz_targets();
     if (*fz) {

@@ -1,0 +1,328 @@
+#include "merge.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "attest/file_io.h"
+#include "attest/safe_text.h"
+#include "certificate_format.h"
+#include "json_fields.h"
+
+namespace attest {
+namespace {
+
+using nlohmann::json;
+using namespace json_fields;
+
+// Text from a file in a one-line message: bounded, printable, no line breaks.
+std::string one_line(const std::string& s, std::size_t max_bytes) {
+  std::string out = safe_text(s, max_bytes);
+  std::replace_if(out.begin(), out.end(), [](char c) { return c == '\n' || c == '\t'; }, '?');
+  return out;
+}
+
+std::string shown(const std::string& s) { return one_line(s, 120); }
+std::string shown(const json& j) { return safe_text(j.dump(-1, ' ', false, json::error_handler_t::replace), 60); }
+
+FeatureSet feature_set(const json& object, const std::string& where, const char* key) {
+  FeatureSet out;
+  const std::vector<std::string> names = texts(object, where, key);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::optional<Feature> f = feature_named(names[i]);
+    if (!f) bad(fmt::format("{}.{}[{}]", where, key, i), "is not a feature: \"" + shown(names[i]) + "\"");
+    out.insert(*f);
+  }
+  return out;
+}
+
+Scalar scalar(const json& object, const std::string& where, const char* key) {
+  Scalar s = Scalar::kF32;
+  if (!parse_scalar(text(object, where, key), s)) bad(where + "." + key, "must be f32, bf16 or f16");
+  return s;
+}
+
+Range range(const json& object, const std::string& where, const char* key) {
+  const json& r = member(object, where, key);
+  if (r.is_null()) return {};
+  if (!r.is_array() || r.size() != 2) bad(where + "." + key, "must be null or [min, max]");
+  const std::string at = where + "." + key;
+  return {integer_value(r[0], at + "[0]", INT64_MIN, INT64_MAX), integer_value(r[1], at + "[1]", INT64_MIN, INT64_MAX)};
+}
+
+int small_integer(const json& object, const std::string& where, const char* key) {
+  return static_cast<int>(integer(object, where, key, INT32_MIN, INT32_MAX));
+}
+
+// The descriptor as capabilities_json writes it; derived fields (summaries, the top-level
+// key_tile) are compared when the certificate is written again.
+Capabilities capabilities_of(const json& d, const std::string& where) {
+  Capabilities c;
+  c.features = feature_set(d, where, "features");
+  const std::string empty_rows = text(d, where, "empty_rows");
+  if (empty_rows != to_string(EmptyRowPolicy::kZero) && empty_rows != to_string(EmptyRowPolicy::kNan))
+    bad(where + ".empty_rows", "must be \"zero\" or \"nan\"");
+  c.empty_rows = empty_rows == to_string(EmptyRowPolicy::kZero) ? EmptyRowPolicy::kZero : EmptyRowPolicy::kNan;
+  const std::string p = where + ".precision";
+  const json& precision = member(d, where, "precision");
+  c.precision.q = scalar(precision, p, "q");
+  c.precision.k = scalar(precision, p, "k");
+  c.precision.v = scalar(precision, p, "v");
+  c.precision.o = scalar(precision, p, "o");
+  c.precision.scores = scalar(precision, p, "scores");
+  c.precision.p = scalar(precision, p, "p");
+  c.precision.accumulator = scalar(precision, p, "accumulator");
+  c.precision.exp_ulps = finite_number(d, where, "exp_ulps");
+  const std::string t = where + ".contract";
+  const json& contract = member(d, where, "contract");
+  const json& dims = array(contract, t, "head_dims");
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    c.contract.head_dims.push_back(
+        static_cast<int>(integer_value(dims[i], fmt::format("{}.head_dims[{}]", t, i), INT32_MIN, INT32_MAX)));
+  c.contract.head_dim = range(contract, t, "head_dim");
+  c.contract.batch = range(contract, t, "batch");
+  c.contract.heads = range(contract, t, "heads");
+  c.contract.q_len = range(contract, t, "q_len");
+  c.contract.k_len = range(contract, t, "k_len");
+  c.contract.q_offset = range(contract, t, "q_offset");
+  c.contract.dk_equals_dv = flag(contract, t, "dk_equals_dv");
+  c.contract.default_scale_only = flag(contract, t, "default_scale_only");
+  c.contract.causal_required = flag(contract, t, "causal_required");
+  c.contract.decode_only = flag(contract, t, "decode_only");
+  c.contract.query_tile = small_integer(contract, t, "query_tile");
+  c.contract.key_tile = small_integer(contract, t, "key_tile");
+  c.contract.decode_lse_optional = flag(contract, t, "decode_lse_optional");
+  return c;
+}
+
+CheckResult check_of(const json& j, const std::string& where, const std::string& kernel) {
+  CheckResult r{kernel, text(j, where, "stage"), text(j, where, "check")};
+  const std::string verdict = text(j, where, "verdict");
+  if (verdict != "pass" && verdict != "fail" && verdict != "not covered" && verdict != "insufficient")
+    bad(where + ".verdict", "is not a verdict: \"" + shown(verdict) + "\"");
+  r.cases = count(j, where, "cases");
+  r.effective = count(j, where, "effective_cases");
+  r.floor = count(j, where, "floor");
+  r.skipped = counts(j, where, "skipped");
+  r.failures = count(j, where, "failures");
+  r.worst_utilisation = number_or_null(j, where, "worst_utilisation").value_or(INFINITY);
+  r.seconds = finite_number(j, where, "seconds");
+  // Optional fields: certificate_json leaves out empty ones.
+  if (j.contains("not_covered")) r.not_covered = text(j, where, "not_covered");
+  if (j.contains("feature_cases")) r.feature_cases = counts(j, where, "feature_cases");
+  if (j.contains("seed")) r.seed = unsigned_integer(j, where, "seed");
+  if (j.contains("first_failure")) r.first_failure = text(j, where, "first_failure");
+  if (j.contains("counterexample")) r.counterexample_path = text(j, where, "counterexample");
+  if (j.contains("reproduce")) r.reproduce = text(j, where, "reproduce");
+  if (j.contains("paths")) {
+    const json& paths = member(j, where, "paths");
+    if (!paths.is_object()) bad(where + ".paths", "must be an object");
+    for (const auto& [path, stats] : paths.items()) {
+      const std::string at = where + ".paths." + shown(path);
+      r.paths[path] = {count(stats, at, "cases"), number_or_null(stats, at, "worst_utilisation").value_or(INFINITY)};
+    }
+  }
+  return r;
+}
+
+KernelReport kernel_of(const json& j, const std::string& where, ShardId shard, std::string& descriptor) {
+  KernelReport k;
+  k.source = text(j, where, "source");
+  k.name = text(j, where, "name");
+  k.capabilities = capabilities_of(member(j, where, "descriptor"), where + ".descriptor");
+  descriptor = member(j, where, "descriptor").dump();
+  k.required = feature_set(j, where, "required_features");
+  k.shard = shard;
+  // What the writer derives from the checks is typed here and compared when written again.
+  flag(j, where, "certified");
+  counts(j, where, "covered_features");
+  feature_set(j, where, "exercised_features");
+  feature_set(j, where, "not_covered_features");
+  const json& paths = array(j, where, "paths");
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    const std::string at = fmt::format("{}.paths[{}]", where, i);
+    text(paths[i], at, "path");
+    count(paths[i], at, "cases");
+    number_or_null(paths[i], at, "worst_utilisation");
+  }
+  const json& checks = array(j, where, "checks");
+  for (std::size_t c = 0; c < checks.size(); ++c)
+    k.checks.push_back(check_of(checks[c], fmt::format("{}.checks[{}]", where, c), k.name));
+  return k;
+}
+
+// "/kernels/0/checks/3/verdict" -> "kernels[0].checks[3].verdict"
+std::string field_name(const std::string& pointer) {
+  std::string out;
+  std::size_t i = 1;
+  while (i <= pointer.size()) {
+    const std::size_t end = std::min(pointer.find('/', i), pointer.size());
+    std::string token;  // JSON pointer escapes: ~1 is '/', ~0 is '~'
+    for (std::size_t c = i; c < end; ++c) {
+      const bool escape = pointer[c] == '~' && c + 1 < end;
+      token += escape ? (pointer[c + 1] == '1' ? '/' : '~') : pointer[c];
+      c += escape;
+    }
+    const bool index = !token.empty() && token.find_first_not_of("0123456789") == std::string::npos;
+    out += index ? "[" + token + "]" : (out.empty() ? "" : ".") + token;
+    i = end + 1;
+  }
+  return shown(out.empty() ? std::string("the document") : out);
+}
+
+// The file must be what this attest writes for its checks, byte for byte but the time it was
+// written: so nothing the merge recomputes (verdicts, coverage, certified) was edited, and no
+// field is unknown.
+void check_as_written(const json& doc, const CertificateInfo& info) {
+  json again = json::parse(certificate_json(info));
+  again["created"] = doc["created"];
+  if (again == doc) return;
+  const json difference = json::diff(doc, again).at(0);
+  const std::string op = difference["op"].get<std::string>(), field = field_name(difference["path"].get<std::string>());
+  if (op == "add") bad(field, "is missing");
+  if (op == "remove") bad(field, "is not a field of an attest certificate");
+  bad(field, fmt::format("is {}, but attest writes {} for these checks (edited, or not written by attest certify)",
+                         shown(doc.at(json::json_pointer(difference["path"].get<std::string>()))),
+                         shown(difference["value"])));
+}
+
+ShardCertificate shard_of(const json& doc, const std::string& path) {
+  if (!doc.is_object() || !doc.contains("format") || doc["format"] != kCertificateFormat)
+    throw MergeError(fmt::format("not an attest certificate (format must be \"{}\")", kCertificateFormat));
+  if (const json& version = member(doc, "certificate", "version"); version != kCertificateVersion)
+    bad("version", fmt::format("is {} (shards are version {})", shown(version), kCertificateVersion));
+  if (!doc.contains("shard"))
+    throw MergeError("not a shard's certificate (no \"shard\" field: it was written without --shard)");
+  ShardCertificate s;
+  s.path = path;
+  if (text(member(doc, "certificate", "harness"), "harness", "name") != "attest") bad("harness.name", "must be \"attest\"");
+  s.harness_version = text(doc["harness"], "harness", "version");
+  if (s.harness_version != ATTEST_VERSION)
+    throw MergeError(fmt::format("written by attest {}, this is attest {} (merge with the attest that ran the shards)",
+                                 shown(s.harness_version), ATTEST_VERSION));
+  text(doc, "certificate", "created");
+  flag(doc, "certificate", "certified");
+  const json& shard = member(doc, "certificate", "shard");
+  const int count = static_cast<int>(integer(shard, "shard", "count", 1, 1000));
+  const int index = static_cast<int>(integer(shard, "shard", "index", 1, count));
+  s.info.shard = ShardId{index, count};
+  s.info.seed = unsigned_integer(doc, "certificate", "seed");
+  s.info.property_cases = static_cast<int>(integer(doc, "certificate", "cases_per_property", 0, 1'000'000));
+  const json& kernels = array(doc, "certificate", "kernels");
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    s.descriptors.emplace_back();
+    s.info.kernels.push_back(kernel_of(kernels[k], fmt::format("kernels[{}]", k), *s.info.shard, s.descriptors.back()));
+  }
+  check_as_written(doc, s.info);
+  return s;
+}
+
+std::string shard_name(const ShardCertificate& s) {
+  return fmt::format("{} (shard {}/{})", shown(s.path), s.info.shard->index, s.info.shard->count);
+}
+
+// Everything but the checks must be the same in every shard of one run.
+void check_belong_together(const std::vector<ShardCertificate>& shards) {
+  const ShardCertificate& first = shards.front();
+  const int n = first.info.shard->count;
+  for (const ShardCertificate& s : shards) {
+    auto differs = [&](const std::string& what, const std::string& mine, const std::string& theirs) {
+      throw MergeError(fmt::format("{}: {} {} differs from {} in {} (shards of one run share it)", shard_name(s), what,
+                                   shown(mine), shown(theirs), shard_name(first)));
+    };
+    if (s.info.shard->count != n)
+      differs("shard count", std::to_string(s.info.shard->count), std::to_string(n));
+    if (s.info.seed != first.info.seed) differs("seed", std::to_string(s.info.seed), std::to_string(first.info.seed));
+    if (s.info.property_cases != first.info.property_cases)
+      differs("cases per property", std::to_string(s.info.property_cases), std::to_string(first.info.property_cases));
+    if (s.harness_version != first.harness_version) differs("harness version", s.harness_version, first.harness_version);
+    if (s.info.kernels.size() != first.info.kernels.size())
+      differs("the number of kernels", std::to_string(s.info.kernels.size()), std::to_string(first.info.kernels.size()));
+    for (std::size_t k = 0; k < s.info.kernels.size(); ++k) {
+      const KernelReport &mine = s.info.kernels[k], &theirs = first.info.kernels[k];
+      const std::string at = fmt::format("kernels[{}]", k);
+      if (mine.source != theirs.source) differs(at + ".source", mine.source, theirs.source);
+      if (mine.name != theirs.name) differs(at + ".name", mine.name, theirs.name);
+      if (s.descriptors[k] != first.descriptors[k]) differs(at + ".descriptor", s.descriptors[k], first.descriptors[k]);
+      if (mine.required != theirs.required)
+        differs(at + ".required_features", mine.required.empty() ? "none" : mine.required.joined(),
+                theirs.required.empty() ? "none" : theirs.required.joined());
+    }
+  }
+  std::vector<const ShardCertificate*> by_index(static_cast<std::size_t>(n) + 1, nullptr);
+  for (const ShardCertificate& s : shards) {
+    const ShardCertificate*& slot = by_index[static_cast<std::size_t>(s.info.shard->index)];
+    if (slot)
+      throw MergeError(fmt::format("shard {}/{} is given twice: {} and {}", s.info.shard->index, n, shown(slot->path),
+                                   shown(s.path)));
+    slot = &s;
+  }
+  for (int i = 1; i <= n; ++i)
+    if (!by_index[static_cast<std::size_t>(i)])
+      throw MergeError(fmt::format("shard {}/{} is missing ({} of {} shards given)", i, n, shards.size(), n));
+}
+
+}  // namespace
+
+ShardCertificate read_shard_certificate(const std::string& path) {
+  try {
+    return shard_of(parse_json(read_file(path, kMaxShardCertificateBytes), shown(path)), path);
+  } catch (const FileError& e) {
+    throw MergeError("merge: " + one_line(e.what(), 400));
+  } catch (const FieldError& e) {
+    throw MergeError(fmt::format("merge: {}: {}", shown(path), one_line(e.what(), 400)));
+  } catch (const MergeError& e) {
+    throw MergeError(fmt::format("merge: {}: {}", shown(path), one_line(e.what(), 400)));
+  }
+}
+
+CertificateInfo merge_shards(const std::vector<ShardCertificate>& shards) {
+  if (shards.empty()) throw MergeError("merge: no shard certificates");
+  try {
+    check_belong_together(shards);
+  } catch (const MergeError& e) {
+    throw MergeError("merge: " + std::string(e.what()));
+  }
+  const std::size_t n = shards.size(), kernel_count = shards.front().info.kernels.size();
+  std::vector<const ShardCertificate*> by_index(n);
+  for (const ShardCertificate& s : shards) by_index[static_cast<std::size_t>(s.info.shard->index - 1)] = &s;
+
+  CertificateInfo merged{shards.front().info.seed, shards.front().info.property_cases, {}, std::nullopt};
+  // Shard K holds the checks at positions p with p % N == K - 1 of the unsharded order, in
+  // order, kernel by kernel: taking them back round-robin restores that order. A kernel has as
+  // many checks as its shards hold together.
+  std::vector<std::size_t> kernel_of_shard(n, 0), next_check(n, 0);
+  long position = 0;
+  for (std::size_t k = 0; k < kernel_count; ++k) {
+    KernelReport kernel = shards.front().info.kernels[k];
+    kernel.shard.reset();
+    kernel.checks.clear();
+    std::size_t total = 0;
+    for (const ShardCertificate& s : shards) total += s.info.kernels[k].checks.size();
+    std::set<std::pair<std::string, std::string>> seen;
+    for (std::size_t c = 0; c < total; ++c, ++position) {
+      const std::size_t s = static_cast<std::size_t>(position % static_cast<long>(n));
+      // This shard's next check, skipping kernels whose checks it has used up.
+      while (kernel_of_shard[s] < kernel_count &&
+             next_check[s] == by_index[s]->info.kernels[kernel_of_shard[s]].checks.size())
+        ++kernel_of_shard[s], next_check[s] = 0;
+      if (kernel_of_shard[s] != k)
+        throw MergeError(fmt::format(
+            "merge: the shards do not split one run: check {} of kernel {} should be the next check of {}, which "
+            "has {} (were they run with the same options, e.g. --fuzz-seconds, and kernels?)",
+            c + 1, shown(kernel.name), shard_name(*by_index[s]),
+            kernel_of_shard[s] < kernel_count ? "a check of a later kernel" : "no more checks"));
+      const CheckResult& r = by_index[s]->info.kernels[k].checks[next_check[s]++];
+      if (!seen.insert({r.stage, r.check}).second)
+        throw MergeError(fmt::format("merge: kernel {}: check {} {} is in more than one shard", shown(kernel.name),
+                                     shown(r.stage), shown(r.check)));
+      kernel.checks.push_back(r);
+    }
+    merged.kernels.push_back(std::move(kernel));
+  }
+  return merged;
+}
+
+}  // namespace attest

@@ -91,6 +91,7 @@ std::string certificate_json(const CertificateInfo& info) {
       if (!r.first_failure.empty()) check["first_failure"] = r.first_failure;
       if (!r.counterexample_path.empty()) check["counterexample"] = r.counterexample_path;
       if (!r.reproduce.empty()) check["reproduce"] = r.reproduce;
+      if (!r.path_shortfall.empty()) check["path_shortfall"] = r.path_shortfall;
       // A shard keeps each check's paths: the merge sums the kernel's paths over the merged checks.
       if (info.shard)
         for (const auto& [path, stats] : r.paths)

@@ -39,6 +39,8 @@ struct CertificateInfo {
 // The scope a kernel declared, in one line: "f32, empty rows zero, exp 2 ulp; contract: any problem".
 std::string declared_scope(const Capabilities& c);
 // The human report of one kernel: its declaration, a table of checks, failures, the verdict line.
+// Per internal path: effective cases over all checks, how many checks reached it, worst err/bound.
+std::string format_path_table(const KernelReport& k);
 std::string format_report(const KernelReport& k);
 
 // JSON, schema ci/schema/certificate.schema.json ("attest-certificate", version 2).

@@ -37,10 +37,9 @@ std::string save_case(const CheckPlan& plan, const NamedProblem& c, const Kernel
   return path;
 }
 
-// Whether this run does the next check (--shard); asked once per check, in the unsharded order.
-bool takes_next_check(const CertifyOptions& options) { return !options.shard || options.shard->take(); }
-
 }  // namespace
+
+bool takes_next_check(const CertifyOptions& options) { return !options.shard || options.shard->take(); }
 
 const char* to_string(CheckStatus s) {
   switch (s) {
@@ -55,7 +54,7 @@ const char* to_string(CheckStatus s) {
 CheckStatus CheckResult::status() const {
   if (failures) return CheckStatus::kFail;
   if (!not_covered.empty()) return CheckStatus::kNotCovered;
-  if (effective < floor) return CheckStatus::kInsufficient;
+  if (effective < floor || !path_shortfall.empty()) return CheckStatus::kInsufficient;
   return CheckStatus::kPass;
 }
 
@@ -118,6 +117,8 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
 
 std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyOptions& options) {
   std::vector<CheckResult> results;
+  // Paths the kernel takes across the ladder: each needs evidence in every property that reaches it.
+  const PathShapes discovered = options.sized_stages ? discover_paths(kernel, options) : PathShapes{};
   for (const PropertyInfo& property : property_catalogue()) {
     if (!takes_next_check(options)) continue;
     DriveOptions drive;
@@ -143,6 +144,7 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     r.seed = d.seed;
     r.seconds = d.seconds;
     r.paths = d.paths;
+    if (discovered.size() > 1) top_up_paths(r, property, kernel, drive, discovered);
     if (options.progress)
       std::cerr << fmt::format("[{:7.1f}s] {} property {}: {} ({} of {} cases effective{}, {:.2f} s)\n",
                                elapsed_seconds(), kernel.name(), property.name, to_string(r.status()), r.effective,
@@ -219,6 +221,10 @@ std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, co
   std::vector<CheckResult> results;
   for (const CheckPlan& plan : deterministic_plans())
     if (takes_next_check(options)) results.push_back(run_plan(plan, kernel, oracle, options));
+  if (options.sized_stages) {
+    std::vector<CheckResult> sized = run_sized_stages(kernel, options);
+    results.insert(results.end(), sized.begin(), sized.end());
+  }
   if (options.property_cases > 0) {
     std::vector<CheckResult> properties = run_property_stage(kernel, options);
     results.insert(results.end(), properties.begin(), properties.end());

@@ -13,6 +13,7 @@
 #include "attest/oracle.h"
 #include "attest/properties.h"
 #include "attest/property_driver.h"
+#include "attest/size_ladder.h"
 
 namespace attest {
 
@@ -41,6 +42,9 @@ struct CheckResult {
   std::uint64_t seed = 0;
   double seconds = 0.0;
   std::map<std::string, PathStats> paths;  // per internal path the kernel reported
+  // Paths the kernel was seen to take (in the size ladder) that this check reached too rarely:
+  // "multi-tile: 1 of 3 cases". Any makes the check insufficient.
+  std::vector<std::string> path_shortfall;
   bool passed() const { return failures == 0; }
   CheckStatus status() const;
   // Whether it keeps the kernel from being certified (a failure, or too little evidence).
@@ -73,7 +77,31 @@ struct CertifyOptions {
   bool isolated = false;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end
   ShardCursor* shard = nullptr;  // null: every check; the caller's, so positions run on across kernels
+  SizeOptions sizes;             // the ladder and long stages' lengths, widths, rows and threads
+  bool sized_stages = true;      // false: no ladder or long stage
 };
+
+// Sizes for a budget: quick stops at 4096 keys, default at 32768, thorough at 65536.
+SizeOptions sizes_for_budget(int property_cases);
+
+// Whether this run does the next check (--shard); asked once per check, in the unsharded order.
+bool takes_next_check(const CertifyOptions& options);
+
+// Effective cases each internal path needs in every property that can reach it.
+constexpr long kPathFloor = 3;
+
+// The internal paths a kernel takes across the size ladder, each with the shapes (Tq, Tk) that
+// reached it, smallest first. Forward calls only (no reference): every shard runs it.
+using PathShapes = std::map<std::string, std::vector<std::pair<int, int>>>;
+PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options);
+
+// The `ladder` stage (every row of each case) and the `long` stage (a sample of rows).
+std::vector<CheckResult> run_sized_stages(const Kernel& kernel, const CertifyOptions& options);
+
+// Tops up a property check for each discovered path it reached fewer than kPathFloor times
+// (problems of that path's shapes); what still falls short goes to r.path_shortfall.
+void top_up_paths(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
+                  const PathShapes& discovered);
 
 // Seconds since the certification started, for progress lines.
 double elapsed_seconds();

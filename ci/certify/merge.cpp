@@ -116,6 +116,13 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
   if (j.contains("first_failure")) r.first_failure = text(j, where, "first_failure");
   if (j.contains("counterexample")) r.counterexample_path = text(j, where, "counterexample");
   if (j.contains("reproduce")) r.reproduce = text(j, where, "reproduce");
+  if (j.contains("path_shortfall")) {
+    const json& list = array(j, where, "path_shortfall");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_string()) bad(fmt::format("{}.path_shortfall[{}]", where, i), "must be a string");
+      r.path_shortfall.push_back(list[i].get<std::string>());
+    }
+  }
   if (j.contains("paths")) {
     const json& paths = member(j, where, "paths");
     if (!paths.is_object()) bad(where + ".paths", "must be an object");

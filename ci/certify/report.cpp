@@ -63,6 +63,28 @@ std::string names_of(const std::vector<const CheckResult*>& checks) {
 
 }  // namespace
 
+std::string format_path_table(const KernelReport& k) {
+  struct Row {
+    long cases = 0, checks = 0;
+    double worst = 0;
+  };
+  std::map<std::string, Row> rows;
+  for (const CheckResult& r : k.checks)
+    for (const auto& [path, stats] : r.paths) {
+      Row& row = rows[path];
+      row.cases += stats.cases;
+      row.checks += stats.cases > 0;
+      row.worst = std::max(row.worst, stats.worst_utilisation);
+    }
+  if (rows.empty()) return {};
+  std::size_t width = 4;
+  for (const auto& [path, row] : rows) width = std::max(width, path.size());
+  std::string out = fmt::format("  {:<{}} {:>7} {:>7} {:>10}\n", "path", width, "cases", "checks", "err/bound");
+  for (const auto& [path, row] : rows)
+    out += fmt::format("  {:<{}} {:>7} {:>7} {:>10.3g}\n", path, width, row.cases, row.checks, row.worst);
+  return out;
+}
+
 std::string format_report(const KernelReport& k) {
   const Capabilities& c = k.capabilities;
   std::string out = fmt::format("{} ({})\n  declares: {}\n  {}\n", k.name, k.source,
@@ -74,6 +96,8 @@ std::string format_report(const KernelReport& k) {
   for (const CheckResult& r : k.checks)
     out += fmt::format("  {:<14} {:<{}} {:>7} {:>9} {:>12} {:>10.3g}\n", r.stage, r.check, width, r.cases, r.effective,
                        verdict_text(r), r.worst_utilisation);
+
+  out += format_path_table(k);
 
   std::vector<const CheckResult*> failed, insufficient, not_covered;
   for (const CheckResult& r : k.checks) {
@@ -92,8 +116,12 @@ std::string format_report(const KernelReport& k) {
   for (const CheckResult* r : insufficient) {
     std::string reasons;
     for (const auto& [why, n] : r->skipped) reasons += fmt::format("{}{} x {}", reasons.empty() ? "" : "; ", n, why);
-    out += fmt::format("\n  INSUFFICIENT {}: {} of {} cases exercised it (at least {} needed); the others: {}\n",
-                       r->check, r->effective, r->cases, r->floor, reasons.empty() ? "-" : reasons);
+    if (r->effective < r->floor)
+      out += fmt::format("\n  INSUFFICIENT {}: {} of {} cases exercised it (at least {} needed); the others: {}\n",
+                         r->check, r->effective, r->cases, r->floor, reasons.empty() ? "-" : reasons);
+    for (const std::string& shortfall : r->path_shortfall)
+      out += fmt::format("\n  INSUFFICIENT {}: path {} (every path the kernel takes needs its own evidence)\n",
+                         r->check, shortfall);
   }
   for (const CheckResult* r : not_covered) out += fmt::format("  not covered: {} ({})\n", r->check, r->not_covered);
 

@@ -50,6 +50,16 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   cert->add_option("--fuzz-seconds", fuzz_seconds,
                    "a short fuzz stage: random inputs through each fuzz target for this long (default 0: off)");
+  std::string max_len, jobs;
+  std::vector<std::string> lengths, head_dims;
+  cert->add_option("--max-len", max_len,
+                   "longest sequence of the size ladder and the long stage (default: 4096 quick, 32768 default, "
+                   "65536 thorough)");
+  cert->add_option("--lengths", lengths, "these lengths instead of the ladder, e.g. 127,128,129,4096")->delimiter(',');
+  cert->add_option("--head-dims", head_dims, "head widths of the ladder and long cases (default 64)")->delimiter(',');
+  cert->add_option("--jobs", jobs, "threads for the reference of long problems (default: every core)");
+  cert->add_flag("--no-size-stages", [&](std::int64_t) { request.options.sized_stages = false; },
+                 "skip the ladder and long stages");
   std::string shard;
   cert->add_option("--shard", shard,
                    "K/N: run only the checks at positions p with p % N == K - 1 (attest merge joins the N certificates)");
@@ -134,6 +144,8 @@ int main(int argc, char** argv) {
     };
     if (*cert) {
       request.options.property_cases = parse_budget("--budget", budget);
+      request.options.sizes = sized_flags(sizes_for_budget(request.options.property_cases), max_len, lengths,
+                                          head_dims, jobs);
       request.options.seed = seed_of_flag(seed_text);
       request.options.fuzz_seconds = parse_number("--fuzz-seconds", fuzz_seconds, 0, 86400);
       request.baseline_factor = parse_number("--baseline-factor", baseline_factor, 1, 1e6);

@@ -46,9 +46,12 @@ class LoopKernel final : public Kernel {
           std::copy_n(&p.q[at.q(b, h, i)], s.head_dim, query.begin());
           if (p.rope.enabled) rope_rotate(query.data(), s.head_dim, mask.position(i), p.rope.base);
 
+          // Keys outside the row's range (causal, window, chunk, padding) are never visited; the
+          // per-key terms are checked inside it.
+          const KeyRange seen = mask.range(b, i);
           float max_score = kNegInf;
-          for (int j = 0; j < s.k_len; ++j) {
-            if (!mask.visible(b, i, j)) {
+          for (int j = seen.lo; j < seen.hi; ++j) {
+            if (!mask.elementwise_visible(b, i, j)) {
               scores[j] = kNegInf;
               continue;
             }
@@ -64,12 +67,12 @@ class LoopKernel final : public Kernel {
             continue;
           }
           float sum = modifiers.has_sinks() ? std::exp(modifiers.sink(h) - max_score) : 0.0f;
-          for (int j = 0; j < s.k_len; ++j) {
+          for (int j = seen.lo; j < seen.hi; ++j) {
             weights[j] = scores[j] == kNegInf ? 0.0f : std::exp(scores[j] - max_score);
             sum = acc(sum + weights[j]);
           }
           std::fill(out, out + s.value_dim, 0.0f);
-          for (int j = 0; j < s.k_len; ++j) {
+          for (int j = seen.lo; j < seen.hi; ++j) {
             if (weights[j] == 0.0f) continue;  // masked keys must not touch the output
             const float pj = round_to(weights[j] / sum, p_.p);
             const float* value = &p.v[at.v(b, g, j)];

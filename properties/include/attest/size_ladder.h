@@ -17,7 +17,7 @@ struct SizeOptions {
   int max_len = 32768;          // the ladder of powers of two ends here
   std::vector<int> lengths;     // when set, these lengths instead of the ladder
   std::vector<int> head_dims;   // widths of every case (default 64, fitted to the contract)
-  int full_rows_limit = 1024;   // longer problems are checked on a sample of rows
+  int full_rows_limit = 512;    // longer problems are checked on a sample of rows
   int square_limit = 8192;      // the longest Tq = Tk problem without a window (its cost grows as T^2)
   int sampled_rows = 64;        // rows checked per long problem
   int jobs = 1;                 // threads for the reference

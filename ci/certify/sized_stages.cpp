@@ -1,0 +1,186 @@
+// The size ladder and long-sequence stages, path discovery, and per-path top-ups of the
+// property checks (issue 16: real kernels switch code by size; each path needs its evidence).
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <iostream>
+
+#include "attest/harness.h"
+#include "attest/problem_file.h"
+#include "attest/safe_text.h"
+#include "certify.h"
+
+namespace attest {
+namespace {
+
+// A failing sized case is saved for replay: matches_reference on the whole problem (the
+// sampled rows are where it failed; replay checks every row).
+std::string save_sized_case(const std::string& check, const SizedCase& c, const Kernel& kernel, const Verdict& v,
+                            const CertifyOptions& options) {
+  const std::string path =
+      fmt::format("{}/counterexamples/{}_{}__{}.json", options.out_dir, check, c.name, file_stem(kernel.name()));
+  try {
+    const std::string source = options.kernel_source.empty() ? kernel.name() : options.kernel_source;
+    const std::string property = c.decode_chunks.empty() ? "matches_reference" : "decode_matches_prefill";
+    save_problem_file(path, {c.problem, property, source, options.isolated, v.detail, 0});
+  } catch (const std::exception& e) {
+    std::cerr << "attest: cannot save counterexample: " << e.what() << "\n";
+    return {};
+  }
+  return path;
+}
+
+// Gate 1 on one case, with the kernel's failures turned into verdicts as check_safely does.
+Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs) {
+  try {
+    return check_sized_case(c, kernel, jobs);
+  } catch (const KernelLoadError&) {
+    throw;
+  } catch (const OutsideDeclaration& e) {
+    return Verdict::vacuous("matches_reference", e.what());
+  } catch (const KernelFailure& e) {
+    Verdict v = Verdict::fail("matches_reference", std::string("kernel failure: ") + e.what(), INFINITY);
+    v.isolation_failure = e.isolating();
+    return v;
+  } catch (const std::exception& e) {
+    return Verdict::fail("matches_reference", std::string("the kernel threw: ") + e.what(), INFINITY);
+  }
+}
+
+CheckResult run_sized_check(const std::string& stage, const std::string& check, const std::vector<SizedCase>& cases,
+                            const Kernel& kernel, const CertifyOptions& options) {
+  CheckResult r{kernel.name(), stage, check};
+  const auto start = std::chrono::steady_clock::now();
+  if (kernel.capabilities().contract.decode_only && cases.empty())
+    r.not_covered = "the kernel is decode-only and declares nothing a decode session can be held to at these sizes";
+  for (const SizedCase& c : cases) {
+    if (deadline_passed(options.deadline)) {
+      r.failures += r.failures == 0;
+      r.first_failure = fmt::format("the whole-run deadline was reached after {} cases", r.cases);
+      break;
+    }
+    ++r.cases;
+    const auto case_start = std::chrono::steady_clock::now();
+    const Verdict v = check_case(c, kernel, options.sizes.jobs);
+    if (!v.applicable || !v.exercised) {
+      ++r.skipped[v.detail];
+      continue;
+    }
+    ++r.effective;
+    for (const std::string& f : features_used_by(c.problem).names()) ++r.feature_cases[f];
+    r.worst_utilisation = std::max(r.worst_utilisation, v.utilisation);
+    PathStats& path = r.paths[kernel.last_path()];
+    ++path.cases;
+    path.worst_utilisation = std::max(path.worst_utilisation, v.utilisation);
+    if (options.progress && stage == "long")
+      std::cerr << fmt::format("[{:7.1f}s] {} {} {}: Tq {} Tk {}, {} rows, err/bound {:.3g} ({:.2f} s)\n",
+                               elapsed_seconds(), kernel.name(), stage, c.name, c.problem.shape.q_len, c.problem.shape.k_len,
+                               c.rows.empty() ? c.problem.shape.q_len : static_cast<int>(c.rows.size()), v.utilisation,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - case_start).count());
+    if (!v.passed && r.failures++ == 0) {
+      r.first_failure = fmt::format("{} (Tq {}, Tk {}): {}", c.name, c.problem.shape.q_len, c.problem.shape.k_len, v.detail);
+      r.counterexample_path = save_sized_case(check, c, kernel, v, options);
+    }
+    if (v.isolation_failure) {
+      r.first_failure += " (check stopped: the kernel crashed or hung)";
+      break;
+    }
+  }
+  if (r.cases == 0 && r.not_covered.empty()) r.not_covered = "no case of these sizes lies inside the kernel's declaration";
+  r.floor = r.not_covered.empty() ? effective_floor(r.cases) : 0;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (options.progress)
+    std::cerr << fmt::format("[{:7.1f}s] {} {} {}: {} ({} of {} cases effective, {:.2f} s)\n", elapsed_seconds(),
+                             kernel.name(), stage, check, to_string(r.status()), r.effective, r.cases, r.seconds);
+  return r;
+}
+
+}  // namespace
+
+SizeOptions sizes_for_budget(int property_cases) {
+  SizeOptions s;
+  if (property_cases <= 10) {  // quick
+    s.max_len = 4096, s.full_rows_limit = 256, s.square_limit = 2048, s.sampled_rows = 32;
+  } else if (property_cases >= 1000) {  // thorough
+    s.max_len = 65536, s.square_limit = 16384, s.sampled_rows = 128;
+  }
+  return s;
+}
+
+PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options) {
+  PathShapes found;
+  if (!kernel.capabilities().forward()) return found;
+  for (const SizedCase& c : ladder_cases(kernel.capabilities(), options.sizes)) {
+    if (!c.decode_chunks.empty()) continue;
+    try {
+      run_guarded(kernel, c.problem);
+    } catch (const KernelLoadError&) {
+      throw;
+    } catch (const std::exception&) {
+      continue;  // the ladder stage reports it; discovery only learns paths
+    }
+    found[kernel.last_path()].push_back({c.problem.shape.q_len, c.problem.shape.k_len});
+  }
+  for (auto& [path, shapes] : found) {
+    std::sort(shapes.begin(), shapes.end(), [](auto a, auto b) {
+      return std::make_pair(1LL * a.first * a.second, a) < std::make_pair(1LL * b.first * b.second, b);
+    });
+    shapes.erase(std::unique(shapes.begin(), shapes.end()), shapes.end());
+  }
+  return found;
+}
+
+std::vector<CheckResult> run_sized_stages(const Kernel& kernel, const CertifyOptions& options) {
+  std::vector<CheckResult> results;
+  const Capabilities caps = kernel.capabilities();
+  if (takes_next_check(options))
+    results.push_back(run_sized_check("ladder", "sizes", ladder_cases(caps, options.sizes), kernel, options));
+  if (takes_next_check(options))
+    results.push_back(run_sized_check("long", "sampled_rows", long_cases(caps, options.sizes), kernel, options));
+  return results;
+}
+
+void top_up_paths(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
+                  const PathShapes& discovered) {
+  if (!r.not_covered.empty() || r.failures > 0) return;
+  for (const auto& [path, all_shapes] : discovered) {
+    if (r.paths[path].cases >= kPathFloor) continue;
+    // The path's smallest shapes this property can generate (a property may cap the keys).
+    std::vector<std::pair<int, int>> shapes;
+    for (auto [tq, tk] : all_shapes)
+      if ((property.needs.max_keys == 0 || tk <= property.needs.max_keys) && shapes.size() < 4) shapes.push_back({tq, tk});
+    if (shapes.empty()) {
+      r.paths.erase(path);  // no problem this property can take reaches the path: nothing to require
+      continue;
+    }
+    DriveOptions more = drive;
+    more.lengths = shapes;
+    more.cases = static_cast<int>(2 * kPathFloor);
+    more.seed = drive.seed ^ std::hash<std::string>{}(path);
+    const DriveResult d = drive_property(property, kernel, more);
+    r.cases += d.asked;
+    r.effective += d.effective;
+    for (const auto& [why, n] : d.skipped) r.skipped[why] += n;
+    for (const auto& [f, n] : d.feature_cases) r.feature_cases[f] += n;
+    for (const auto& [p, stats] : d.paths) {
+      r.paths[p].cases += stats.cases;
+      r.paths[p].worst_utilisation = std::max(r.paths[p].worst_utilisation, stats.worst_utilisation);
+    }
+    r.seconds += d.seconds;
+    if (!d.passed) {
+      r.failures = 1;
+      r.worst_utilisation = std::max({r.worst_utilisation, d.worst_utilisation, d.failure_utilisation});
+      r.first_failure = fmt::format("[path {} top-up] {}", path, d.message);
+      r.counterexample_path = d.counterexample_path;
+      r.reproduce = d.reproduce;
+      r.seed = d.seed;
+      return;
+    }
+    r.worst_utilisation = std::max(r.worst_utilisation, d.worst_utilisation);
+  }
+  for (const auto& [path, shapes] : discovered)
+    if (auto it = r.paths.find(path); it != r.paths.end() && it->second.cases < kPathFloor)
+      r.path_shortfall.push_back(fmt::format("{}: {} of {} cases", path, it->second.cases, kPathFloor));
+}
+
+}  // namespace attest

@@ -407,5 +407,77 @@ def case_broken_numpy_bias():
         require(out, "NOT CERTIFIED example-numpy: failed: ", needle)
         print("numpy with bias bug %s: %s" % (name, verdict_line(out, "example-numpy")[:160]))
 
+
+def protocol_forward(argv, payload):
+    """Runs a process kernel as attest does (requests on descriptor 3, replies on 4), sends HELLO
+    and one FORWARD with `payload`; returns the FORWARD_RESULT's status, path, o and lse."""
+    import fcntl
+    import struct
+    requests, replies = os.pipe(), os.pipe()
+    # Above 9 so that placing them on 3 and 4 in the child cannot overwrite one with the other.
+    theirs = [fcntl.fcntl(requests[0], fcntl.F_DUPFD, 10), fcntl.fcntl(replies[1], fcntl.F_DUPFD, 10)]
+    for fd in (requests[0], replies[1]):
+        os.close(fd)
+    kernel = subprocess.Popen(argv, stdin=subprocess.DEVNULL, pass_fds=(3, 4),
+                              preexec_fn=lambda: (os.dup2(theirs[0], 3), os.dup2(theirs[1], 4)),
+                              env=dict(os.environ, ATTEST_PROTOCOL_FDS="3,4"))
+    for fd in theirs:
+        os.close(fd)
+    to_kernel, from_kernel = os.fdopen(requests[1], "wb"), os.fdopen(replies[0], "rb")
+
+    def send(kind, data):
+        to_kernel.write(struct.pack("<IIQ", 0x54535441, kind, len(data)) + data)
+        to_kernel.flush()
+
+    def receive(expected):
+        magic, kind, size = struct.unpack("<IIQ", from_kernel.read(16))
+        if magic != 0x54535441 or kind != expected:
+            sys.exit("%s: frame type %d, expected %d" % (argv, kind, expected))
+        return from_kernel.read(size)
+
+    send(1, struct.pack("<I", 2))  # HELLO, version 2 -> DESCRIPTOR
+    receive(2)
+    send(3, payload)  # FORWARD -> FORWARD_RESULT
+    reply, at = receive(4), 0
+    send(11, b"")  # BYE
+    kernel.wait(timeout=30)
+
+    def take(fmt):
+        nonlocal at
+        values = struct.unpack_from("<" + fmt, reply, at)
+        at += struct.calcsize("<" + fmt)
+        return values
+
+    def text():
+        return take("%ds" % take("I")[0])[0].decode()
+
+    status, error, path, _fault = take("i")[0], text(), text(), text()
+    o = take("%df" % (take("Q")[0] // 4))
+    lse = take("%df" % take("Q")[0])
+    if status != 0:
+        sys.exit("%s: status %d: %s" % (argv, status, error))
+    return path, o, lse
+
+
+def case_protocol_example():
+    # impl/PROTOCOL.md's worked example (softcap and sinks) is true: its bytes, sent as they are to
+    # the C example's process server and to the built-in loop kernel, give the reply it shows.
+    section = open(os.path.join(SOURCE, "impl/PROTOCOL.md")).read().split("### A worked example")[1]
+    blocks = section.split("```")
+    payload = bytes.fromhex("".join(line.split("#")[0] for line in blocks[1].splitlines()))
+    require(section, "The FORWARD payload, %d bytes" % len(payload))
+    shown = {}
+    for line in blocks[3].splitlines():
+        if "=" in line and not line.startswith("status"):
+            name, values = line.split("=")
+            shown[name.strip()] = [float(x) for x in values.split()]
+    for argv in ([os.path.join(EXAMPLES, "example_process_kernel")], [ATTEST, "kernel-host", "--builtin", "loop"]):
+        path, o, lse = protocol_forward(argv, payload)
+        for name, got in (("o", o), ("lse", lse)):
+            if len(got) != len(shown[name]) or any(abs(a - b) > 1e-6 for a, b in zip(got, shown[name])):
+                sys.exit("%s: %s = %s, PROTOCOL.md shows %s" % (argv[-1], name, got, shown[name]))
+        print("%s (path %r): o = %s, lse = %s" % (os.path.basename(argv[-1]), path, o, lse))
+    require(blocks[3], 'path "c-reference-loop"')
+
 globals()["case_" + CASE]()
 print("ok:", CASE)

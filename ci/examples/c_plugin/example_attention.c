@@ -1,7 +1,8 @@
 /* An attention kernel in plain C99 behind the attest C ABI, version 2: the full problem model
  * (every mask term including chunked attention, GQA, LSE, RoPE, the zero empty-row policy) and
- * two score modifiers (logit softcap, attention sinks) in float32. Copy it as the skeleton of your own plugin: fill in forward(), then declare in
- * `kernel` below what you support (capabilities) and what you accept (the contract).
+ * two score modifiers (logit softcap, attention sinks) in float32. Copy it as the skeleton of your
+ * own plugin: fill in forward(), then declare in `kernel` below what you support (capabilities)
+ * and what you accept (the contract).
  *
  *   cc -std=c99 -O2 -fPIC -shared -I impl/abi/include example_attention.c -lm -o libexample_attention.so
  *   attest certify --kernel ./libexample_attention.so
@@ -148,8 +149,10 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
 #ifdef BROKEN_SINK_IN_NUMERATOR
         /* The bug: the sink taken for a first token (StreamingLLM's sink token) rather than a logit
          * with no value: its share of the row goes to key 0's value. */
-        if (p->sinks)
-          for (int c = 0; c < dv; ++c) o[c] += expf(sink - max) / sum * v_all[((size_t)b * p->kv_heads + g) * tk * dv + c];
+        if (p->sinks) {
+          const float* v0 = v_all + ((size_t)b * p->kv_heads + g) * tk * dv;
+          for (int c = 0; c < dv; ++c) o[c] += expf(sink - max) / sum * v0[c];
+        }
 #endif
         if (out->lse) out->lse[row] = max + logf(sum);
       }

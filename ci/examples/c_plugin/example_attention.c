@@ -84,7 +84,7 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
     return ATTEST_INTERNAL_ERROR;
   }
   const float scale = (float)p->scale; /* always explicit: 1/sqrt(Dk) when the user left it default */
-  const float cap = (float)p->softcap;  /* 0: no softcap (attest sends 0 unless the kernel declares it) */
+  const float cap = (float)p->softcap; /* 0: no softcap (attest sends 0 unless the kernel declares it) */
   for (int b = 0; b < p->batch; ++b)
     for (int h = 0; h < p->heads; ++h) {
       const int g = h / group; /* GQA: `group` query heads share key/value head g */

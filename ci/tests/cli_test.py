@@ -310,5 +310,174 @@ def case_fp16_kv():
     if gate["verdict"] != "pass" or gate["effective_cases"] < 1:
         sys.exit("precision_gate: %s" % gate)
 
+
+# Score modifiers (DESIGN.md §2). Checks that a modifier reaches in every certificate; the
+# modifier's own properties (sink_takes_mass, softcap_saturates, ...) join when the catalogue has them.
+MODIFIER_CHECKS = ("matches_reference", "zero_masked_weight", "masked_inputs_have_no_influence", "empty_row_policy",
+                   "permutation_equivariance", "slices_are_independent")
+MODIFIER_PROPERTIES = {"softcap": ("softcap_saturates",), "sinks": ("sink_takes_mass",),
+                       "bias": ("bias_minus_inf_equals_mask",)}
+
+
+def require_modifier_cases(path, name, *features):
+    """The certificate at `path` certifies kernel `name` for each modifier in `features`, and every
+    modifier check passed with cases that drew the modifier (feature_cases > 0)."""
+    document, checks = checks_of(path)
+    kernel = document["kernels"][0]
+    if not kernel["certified"] or kernel["name"] != name:
+        sys.exit("%s is not certified: %s" % (name, kernel["name"]))
+    for feature in features:
+        if feature not in kernel["descriptor"]["features"] or kernel["covered_features"].get(feature, 0) < 1:
+            sys.exit("%s: %s is not declared and covered: %s" % (name, feature, kernel["covered_features"]))
+        own = [check for check in MODIFIER_PROPERTIES[feature] if check in checks]
+        counts = []
+        for check in MODIFIER_CHECKS + tuple(own):
+            entry = checks[check]
+            cases = entry.get("feature_cases", {}).get(feature, 0)
+            if entry["verdict"] != "pass" or cases < 1:
+                sys.exit("%s %s: %d cases with %s, verdict %s" % (name, check, cases, feature, entry["verdict"]))
+            counts.append("%s %d" % (check, cases))
+        print("%s, cases with %s: %s" % (name, feature, ", ".join(counts)))
+
+
+def case_modifiers_c_plugin():
+    # The C example computes softcap and sinks itself; served over the process protocol
+    # (example_process_kernel, the same C file) they reach it through the protocol's fields.
+    path = os.path.join(WORK, "c.json")
+    verdict = verdict_line(certify("--kernel", plugin("example_attention"), "--json", path, expect=0), "example-c")
+    require(verdict, "softcap, sinks")
+    require_modifier_cases(path, "example-c", "softcap", "sinks")
+    certify("--kernel-cmd", os.path.join(EXAMPLES, "example_process_kernel"), "--budget", "40", "--json", path, expect=0)
+    require_modifier_cases(path, "example-c", "softcap", "sinks")
+
+
+def broken_modifier(library, feature, needles):
+    """lib<library>.so, a modifier implemented wrongly: not certified, matches_reference among the
+    failing checks, its shrunk counterexample carries the modifier and replays to the same verdict."""
+    out = certify("--kernel", plugin(library), expect=1)
+    require(out, "FAIL example-c matches_reference: ", "NOT CERTIFIED example-c: failed: ", *needles)
+    saved = dict(saved_problems())
+    problem = saved["matches_reference__example-c.json"]["problem"]
+    modifiers = problem["modifiers"]
+    if not modifiers.get(feature):
+        sys.exit("the counterexample has no %s: %s" % (feature, modifiers))
+    print("%s: shrunk to Tq = %d, Tk = %d, %s = %s" % (library, problem["shape"]["q_len"], problem["shape"]["k_len"],
+                                                      feature, modifiers[feature]))
+    replay_all(plugin(library), expect=1)
+
+
+def case_broken_softcap_after_mask():
+    # Masked keys capped to -c take weight: a row that sees no key outputs a mean of values.
+    broken_modifier("broken_softcap_after_mask", "softcap", ("FAIL example-c zero_masked_weight: ",
+                                                             "FAIL example-c masked_inputs_have_no_influence: "))
+
+
+def case_broken_sink_in_numerator():
+    # The sink's share given to key 0's value: O is no longer sum_j p_j v_j.
+    broken_modifier("broken_sink_in_numerator", "sinks", ("a row that sees no key but a sink must output 0",))
+
+
+def numpy_variant(name, old, new):
+    """A copy of the numpy example in WORK with one line replaced (which must occur exactly once)."""
+    source = open(os.path.join(SOURCE, "ci/examples/process_python/numpy_kernel.py")).read()
+    if source.count(old) != 1:
+        sys.exit("numpy_kernel.py no longer has exactly one %r" % old)
+    path = os.path.join(WORK, name + ".py")
+    open(path, "w").write(source.replace(old, new))
+    return "/usr/bin/python3 " + path
+
+
+def case_modifiers_numpy():
+    # The numpy example adds the bias, broadcast over batch and heads as the flags say, and masks
+    # the keys whose bias is -inf before reading their scores.
+    path = os.path.join(WORK, "numpy.json")
+    out = certify("--kernel-cmd", PYTHON_KERNEL, "--budget", "40", "--json", path, expect=0)
+    verdict = verdict_line(out, "example-numpy")
+    require(verdict, "bias")
+    require_modifier_cases(path, "example-numpy", "bias")
+
+
+def case_broken_numpy_bias():
+    # Each of these lines of the numpy example's bias matters: without it, certify fails.
+    reshape = "bias = bias.reshape(B if bias_per_batch else 1, H if bias_per_head else 1, Tq, Tk)"
+    for name, old, new, needle in (
+            ("no_inf_mask", "mask = mask & (bias != -np.inf)", "pass", "got NaN"),
+            ("batch0", reshape, reshape + "[:1]", "FAIL example-numpy matches_reference: 1 of ")):
+        out = certify("--kernel-cmd", numpy_variant(name, old, new), "--budget", "20", expect=1)
+        require(out, "NOT CERTIFIED example-numpy: failed: ", needle)
+        print("numpy with bias bug %s: %s" % (name, verdict_line(out, "example-numpy")[:160]))
+
+
+def protocol_forward(argv, payload):
+    """Runs a process kernel as attest does (requests on descriptor 3, replies on 4), sends HELLO
+    and one FORWARD with `payload`; returns the FORWARD_RESULT's status, path, o and lse."""
+    import fcntl
+    import struct
+    requests, replies = os.pipe(), os.pipe()
+    # Above 9 so that placing them on 3 and 4 in the child cannot overwrite one with the other.
+    theirs = [fcntl.fcntl(requests[0], fcntl.F_DUPFD, 10), fcntl.fcntl(replies[1], fcntl.F_DUPFD, 10)]
+    for fd in (requests[0], replies[1]):
+        os.close(fd)
+    kernel = subprocess.Popen(argv, stdin=subprocess.DEVNULL, pass_fds=(3, 4),
+                              preexec_fn=lambda: (os.dup2(theirs[0], 3), os.dup2(theirs[1], 4)),
+                              env=dict(os.environ, ATTEST_PROTOCOL_FDS="3,4"))
+    for fd in theirs:
+        os.close(fd)
+    to_kernel, from_kernel = os.fdopen(requests[1], "wb"), os.fdopen(replies[0], "rb")
+
+    def send(kind, data):
+        to_kernel.write(struct.pack("<IIQ", 0x54535441, kind, len(data)) + data)
+        to_kernel.flush()
+
+    def receive(expected):
+        magic, kind, size = struct.unpack("<IIQ", from_kernel.read(16))
+        if magic != 0x54535441 or kind != expected:
+            sys.exit("%s: frame type %d, expected %d" % (argv, kind, expected))
+        return from_kernel.read(size)
+
+    send(1, struct.pack("<I", 2))  # HELLO, version 2 -> DESCRIPTOR
+    receive(2)
+    send(3, payload)  # FORWARD -> FORWARD_RESULT
+    reply, at = receive(4), 0
+    send(11, b"")  # BYE
+    kernel.wait(timeout=30)
+
+    def take(fmt):
+        nonlocal at
+        values = struct.unpack_from("<" + fmt, reply, at)
+        at += struct.calcsize("<" + fmt)
+        return values
+
+    def text():
+        return take("%ds" % take("I")[0])[0].decode()
+
+    status, error, path, _fault = take("i")[0], text(), text(), text()
+    o = take("%df" % (take("Q")[0] // 4))
+    lse = take("%df" % take("Q")[0])
+    if status != 0:
+        sys.exit("%s: status %d: %s" % (argv, status, error))
+    return path, o, lse
+
+
+def case_protocol_example():
+    # impl/PROTOCOL.md's worked example (softcap and sinks) is true: its bytes, sent as they are to
+    # the C example's process server and to the built-in loop kernel, give the reply it shows.
+    section = open(os.path.join(SOURCE, "impl/PROTOCOL.md")).read().split("### A worked example")[1]
+    blocks = section.split("```")
+    payload = bytes.fromhex("".join(line.split("#")[0] for line in blocks[1].splitlines()))
+    require(section, "The FORWARD payload, %d bytes" % len(payload))
+    shown = {}
+    for line in blocks[3].splitlines():
+        if "=" in line and not line.startswith("status"):
+            name, values = line.split("=")
+            shown[name.strip()] = [float(x) for x in values.split()]
+    for argv in ([os.path.join(EXAMPLES, "example_process_kernel")], [ATTEST, "kernel-host", "--builtin", "loop"]):
+        path, o, lse = protocol_forward(argv, payload)
+        for name, got in (("o", o), ("lse", lse)):
+            if len(got) != len(shown[name]) or any(abs(a - b) > 1e-6 for a, b in zip(got, shown[name])):
+                sys.exit("%s: %s = %s, PROTOCOL.md shows %s" % (argv[-1], name, got, shown[name]))
+        print("%s (path %r): o = %s, lse = %s" % (os.path.basename(argv[-1]), path, o, lse))
+    require(blocks[3], 'path "c-reference-loop"')
+
 globals()["case_" + CASE]()
 print("ok:", CASE)

@@ -1,13 +1,16 @@
 /* An attention kernel in plain C99 behind the attest C ABI, version 2: the full problem model
- * (every mask term including chunked attention, GQA, LSE, RoPE, the zero empty-row policy) in
- * float32. Copy it as the skeleton of your own plugin: fill in forward(), then declare in
- * `kernel` below what you support (capabilities) and what you accept (the contract).
+ * (every mask term including chunked attention, GQA, LSE, RoPE, the zero empty-row policy) and
+ * two score modifiers (logit softcap, attention sinks) in float32. Copy it as the skeleton of your
+ * own plugin: fill in forward(), then declare in `kernel` below what you support (capabilities)
+ * and what you accept (the contract).
  *
  *   cc -std=c99 -O2 -fPIC -shared -I impl/abi/include example_attention.c -lm -o libexample_attention.so
  *   attest certify --kernel ./libexample_attention.so
  *
  * The build compiles the same file with one of these defined to get other plugins:
  *   NARROW_LSE_GQA          the same kernel declaring only LSE + GQA (a narrower certificate);
+ *   BROKEN_SOFTCAP_AFTER_MASK, BROKEN_SINK_IN_NUMERATOR  a modifier implemented wrongly, the way
+ *                           real kernels got it wrong (see forward());
  *   BROKEN_SEGFAULT, BROKEN_HANG, BROKEN_WRITE_PAST, BROKEN_NO_WRITE, BROKEN_ABI_VERSION,
  *   BROKEN_UNSUPPORTED_DK7  broken plugins for the command-line tests (ci/tests/cli_test.py). */
 #include <math.h>
@@ -81,6 +84,7 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
     return ATTEST_INTERNAL_ERROR;
   }
   const float scale = (float)p->scale; /* always explicit: 1/sqrt(Dk) when the user left it default */
+  const float cap = (float)p->softcap; /* 0: no softcap (attest sends 0 unless the kernel declares it) */
   for (int b = 0; b < p->batch; ++b)
     for (int h = 0; h < p->heads; ++h) {
       const int g = h / group; /* GQA: `group` query heads share key/value head g */
@@ -89,7 +93,10 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
         float* o = o_all + row * dv;
         memcpy(query, q_all + row * dk, sizeof(float) * dk);
         if (p->rope) rotate(query, dk, p->q_offset + i, p->rope_base);
-        float max = -INFINITY;
+        /* The row's max runs over its logits and its sink: the sink is one more exponent in the
+         * denominator, and exp(sink - max) must not overflow when the sink dominates (1e4 is allowed). */
+        const float sink = p->sinks ? p->sinks[h] : -INFINITY; /* -INFINITY: no sink */
+        float max = sink;
         for (int j = 0; j < tk; ++j) {
           score[j] = -INFINITY;
           if (!visible(p, b, i, j)) continue;
@@ -98,18 +105,35 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
           float dot = 0.0f;
           for (int c = 0; c < dk; ++c) dot += query[c] * key[c];
           score[j] = dot * scale;
+#ifndef BROKEN_SOFTCAP_AFTER_MASK
+          /* Softcap bounds the scaled score itself (before ALiBi or a bias would be added), and only
+           * a visible key's: a masked key has no logit, so there is nothing to cap. */
+          if (cap > 0) score[j] = cap * tanhf(score[j] / cap);
+#endif
           if (score[j] > max) max = score[j];
         }
+#ifdef BROKEN_SOFTCAP_AFTER_MASK
+        /* The bug: the cap runs over the whole row after masking and turns a masked key's -inf into
+         * -cap, a finite logit: every masked key now takes weight exp(-cap - max). */
+        if (cap > 0)
+          for (int j = 0; j < tk; ++j) {
+            score[j] = cap * tanhf(score[j] / cap);
+            if (score[j] > max) max = score[j];
+          }
+#endif
 #ifndef BROKEN_NO_WRITE
         for (int c = 0; c < dv; ++c) o[c] = 0.0f;
 #else
         (void)o;
 #endif
-        if (max == -INFINITY) { /* empty row: the zero policy */
+        if (max == -INFINITY) { /* empty row without a sink: the zero policy */
           if (out->lse) out->lse[row] = -INFINITY;
           continue;
         }
-        float sum = 0.0f; /* stable softmax: exponents relative to the row's maximum */
+        /* Stable softmax: exponents relative to the row's maximum. The sink starts the sum and
+         * never reaches O. A row with a sink but no visible key is not empty: max = sink, sum = 1,
+         * so O stays 0 and LSE = sink, whatever the empty-row policy (DESIGN.md §2). */
+        float sum = p->sinks ? expf(sink - max) : 0.0f;
         for (int j = 0; j < tk; ++j)
           if (score[j] != -INFINITY) sum += score[j] = expf(score[j] - max);
         for (int j = 0; j < tk; ++j) {
@@ -122,6 +146,14 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
           (void)w, (void)v;
 #endif
         }
+#ifdef BROKEN_SINK_IN_NUMERATOR
+        /* The bug: the sink taken for a first token (StreamingLLM's sink token) rather than a logit
+         * with no value: its share of the row goes to key 0's value. */
+        if (p->sinks) {
+          const float* v0 = v_all + ((size_t)b * p->kv_heads + g) * tk * dv;
+          for (int c = 0; c < dv; ++c) o[c] += expf(sink - max) / sum * v0[c];
+        }
+#endif
         if (out->lse) out->lse[row] = max + logf(sum);
       }
     }
@@ -141,9 +173,10 @@ static const char* error(void* user) {
 #ifdef NARROW_LSE_GQA
 #define CAPABILITIES (ATTEST_CAP_GQA | ATTEST_CAP_LSE)
 #else
-#define CAPABILITIES                                                                                           \
+#define CAPABILITIES                                                                                              \
   (ATTEST_CAP_CAUSAL | ATTEST_CAP_WINDOW | ATTEST_CAP_CHUNK | ATTEST_CAP_KEY_PADDING | ATTEST_CAP_QUERY_PADDING | \
-   ATTEST_CAP_SEGMENTS | ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_LSE | ATTEST_CAP_ROPE)
+   ATTEST_CAP_SEGMENTS | ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_LSE | ATTEST_CAP_ROPE |           \
+   ATTEST_CAP_SOFTCAP | ATTEST_CAP_SINKS)
 #endif
 
 static const attest_kernel_v2 kernel = {

@@ -3,6 +3,7 @@
 
 Certify it with:  attest certify --kernel-cmd "python3 ci/examples/process_python/numpy_kernel.py"
 Scores and weighted sums run in float32; exp and log in float64, rounded to float32.
+Score modifiers: the additive bias (broadcast over batch and/or heads, -inf masks a key).
 """
 import os
 import struct
@@ -12,7 +13,8 @@ import numpy as np
 
 MAGIC = 0x54535441
 HELLO, DESCRIPTOR, FORWARD, FORWARD_RESULT, BYE, ERROR = 1, 2, 3, 4, 11, 12
-CAPS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10)
+CAP_BIAS = 1 << 13  # ATTEST_CAP_BIAS
+CAPS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | CAP_BIAS
 F32 = 0
 # The contract (ABI v2): head widths 1..256 and lengths up to 4096 (the scores are materialized);
 # anything else attest never sends.
@@ -100,7 +102,12 @@ def attention(r):
     kv_valid, q_valid = r.array("<i4"), r.array("<i4")
     q_segment, k_segment = r.array("<i4"), r.array("<i4")
     explicit = r.array("u1")
-    r.take("d"), r.array("<f4"), r.array("<f4"), r.take("ii"), r.array("<f4")  # score modifiers: none declared
+    # Score modifiers: softcap, ALiBi slopes and sinks stay 0 / empty (not declared); the bias is
+    # [B or 1][H or 1][Tq][Tk], the flags saying which dimensions it has.
+    _softcap, _slopes = r.take("d"), r.array("<f4")
+    bias = r.array("<f4")
+    bias_per_batch, bias_per_head = r.take("ii")
+    _sinks = r.array("<f4")
     q = r.floats().reshape(B, H, Tq, Dk)
     k = r.floats().reshape(B, Hkv, Tk, Dk)
     v = r.floats().reshape(B, Hkv, Tk, Dv)
@@ -127,8 +134,15 @@ def attention(r):
     if explicit.size:
         mask &= explicit.reshape(B, Tq, Tk) != 0
     mask = np.broadcast_to(mask[:, None, :, :], (B, H, Tq, Tk))
+    if bias.size:  # numpy broadcasting does the rest: a dimension of 1 serves every batch entry or head
+        bias = bias.reshape(B if bias_per_batch else 1, H if bias_per_head else 1, Tq, Tk)
+        # A -inf entry masks its key: decided here, before the score is read, so a NaN or inf in
+        # that key's K row never meets it (-inf + NaN would be NaN, not "masked").
+        mask = mask & (bias != -np.inf)
 
     scores = np.matmul(q, k.transpose(0, 1, 3, 2)) * np.float32(scale)
+    if bias.size:
+        scores = scores + bias  # the logit: scale * q.k + bias (no softcap or ALiBi declared)
     scores = np.where(mask, scores, -np.inf).astype(np.float32)
     empty = ~mask.any(axis=-1)
     row_max = np.where(empty, 0.0, scores.max(axis=-1, initial=-np.inf, where=mask))

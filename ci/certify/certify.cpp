@@ -222,7 +222,7 @@ std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, co
   for (const CheckPlan& plan : deterministic_plans())
     if (takes_next_check(options)) results.push_back(run_plan(plan, kernel, oracle, options));
   if (options.sized_stages) {
-    std::vector<CheckResult> sized = run_sized_stages(kernel, options);
+    std::vector<CheckResult> sized = run_sized_stages(kernel, oracle, options);
     results.insert(results.end(), sized.begin(), sized.end());
   }
   if (options.property_cases > 0) {

@@ -96,7 +96,7 @@ using PathShapes = std::map<std::string, std::vector<std::pair<int, int>>>;
 PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options);
 
 // The `ladder` stage (every row of each case) and the `long` stage (a sample of rows).
-std::vector<CheckResult> run_sized_stages(const Kernel& kernel, const CertifyOptions& options);
+std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options);
 
 // Tops up a property check for each discovered path it reached fewer than kPathFloor times
 // (problems of that path's shapes); what still falls short goes to r.path_shortfall.

@@ -31,9 +31,9 @@ std::string save_sized_case(const std::string& check, const SizedCase& c, const 
 }
 
 // Gate 1 on one case, with the kernel's failures turned into verdicts as check_safely does.
-Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs) {
+Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle& oracle) {
   try {
-    return check_sized_case(c, kernel, jobs);
+    return check_sized_case(c, kernel, jobs, &oracle);
   } catch (const KernelLoadError&) {
     throw;
   } catch (const OutsideDeclaration& e) {
@@ -48,7 +48,7 @@ Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs) {
 }
 
 CheckResult run_sized_check(const std::string& stage, const std::string& check, const std::vector<SizedCase>& cases,
-                            const Kernel& kernel, const CertifyOptions& options) {
+                            const Kernel& kernel, Oracle& oracle, const CertifyOptions& options) {
   CheckResult r{kernel.name(), stage, check};
   const auto start = std::chrono::steady_clock::now();
   if (kernel.capabilities().contract.decode_only && cases.empty())
@@ -61,7 +61,7 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
     }
     ++r.cases;
     const auto case_start = std::chrono::steady_clock::now();
-    const Verdict v = check_case(c, kernel, options.sizes.jobs);
+    const Verdict v = check_case(c, kernel, options.sizes.jobs, oracle);
     if (!v.applicable || !v.exercised) {
       ++r.skipped[v.detail];
       continue;
@@ -130,13 +130,14 @@ PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options) {
   return found;
 }
 
-std::vector<CheckResult> run_sized_stages(const Kernel& kernel, const CertifyOptions& options) {
+std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options) {
   std::vector<CheckResult> results;
   const Capabilities caps = kernel.capabilities();
+  oracle.set_jobs(options.sizes.jobs);
   if (takes_next_check(options))
-    results.push_back(run_sized_check("ladder", "sizes", ladder_cases(caps, options.sizes), kernel, options));
+    results.push_back(run_sized_check("ladder", "sizes", ladder_cases(caps, options.sizes), kernel, oracle, options));
   if (takes_next_check(options))
-    results.push_back(run_sized_check("long", "sampled_rows", long_cases(caps, options.sizes), kernel, options));
+    results.push_back(run_sized_check("long", "sampled_rows", long_cases(caps, options.sizes), kernel, oracle, options));
   return results;
 }
 

@@ -95,6 +95,11 @@ int main(int argc, char** argv) {
   mut->add_option("--json", mutants.json_path, "write the report as JSON");
   mut->add_option("--only", mutants.only, "one mutant by name");
   mut->add_option("--out", mutants.out_dir, "counterexamples per mutant")->capture_default_str();
+  std::string mutants_max_len = "2048";
+  mut->add_option("--max-len", mutants_max_len,
+                  "longest length of the ladder and long stages (certify's default is 32768; every mutant's bug "
+                  "shows far below)")
+      ->capture_default_str();
 
   BenchRequest bench;
   CLI::App* ben = app.add_subcommand("bench", "kernel speed and memory by sequence length, with the OpenBLAS baseline");
@@ -172,6 +177,7 @@ int main(int argc, char** argv) {
     if (*ben) return run_bench(bench);
     if (*mut) {
       mutants.property_cases = parse_budget("--budget", mutants_budget);
+      mutants.sizes = sized_flags(sizes_for_budget(mutants.property_cases), mutants_max_len, {}, {}, "");
       mutants.seed = seed_or_clock(seed_of_flag(mutants_seed));
       mutants.fuzz_seconds = static_cast<int>(parse_integer("--fuzz-seconds", mutants_fuzz_seconds, 0, 86400));
       std::cerr << "attest mutants: seed " << mutants.seed << "\n";

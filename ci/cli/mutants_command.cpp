@@ -48,6 +48,7 @@ MutantReport evaluate(const MutantEntry& entry, const MutantsRequest& request, O
   options.out_dir = request.out_dir + "/" + entry.name;
   options.progress = false;
   options.kernel_source = "mutant:" + entry.name;
+  options.sizes = request.sizes;
   std::filesystem::remove_all(options.out_dir);
   const std::vector<CheckResult> checks = certify_kernel(*kernel, oracle, options);
   bool first = true;

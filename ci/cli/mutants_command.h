@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "attest/size_ladder.h"
+
 namespace attest {
 
 struct MutantsRequest {
@@ -17,6 +19,7 @@ struct MutantsRequest {
   std::string out_dir = "attest-out/mutants";
   std::string json_path;
   std::string only;          // run one mutant
+  SizeOptions sizes;         // the ladder and long stages (certify's, up to a shorter maximum)
 };
 
 // Exit code: 0 every mutant killed, and by its expected property; 1 otherwise.

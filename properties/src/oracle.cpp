@@ -81,7 +81,7 @@ const Reference& Oracle::reference(const Problem& p, bool weights) {
   }
   ++computations_;
   // The double-double path: 100+ correct bits (cross-checked against MPFR in reference tests).
-  entries_.push_front({key, weights, compute_reference_fast(p, {.weights = weights})});
+  entries_.push_front({key, weights, compute_reference_fast(p, {.weights = weights, .jobs = jobs_})});
   if (entries_.size() > capacity_) entries_.pop_back();
   return entries_.front().ref;
 }

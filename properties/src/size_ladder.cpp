@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -39,6 +40,7 @@ void add_decode_modifiers(Problem& p) {
 // The case as the kernel declares it can take it; dropped (with nothing) when it cannot.
 void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string name, const Problem& p,
               bool sample, const SizeOptions& options, std::vector<int> chunks = {}) {
+  if (chunks.empty() && !caps.forward()) return;  // a decode-only kernel is held to its sessions
   const std::optional<Problem> fitted = fit_to_declaration(p, caps);
   if (!fitted) return;
   SizedCase c{std::move(name), *fitted, {}, std::move(chunks)};
@@ -176,13 +178,15 @@ std::vector<int> sample_rows(const Problem& p, const Capabilities& caps, int cou
   return {rows.begin(), rows.end()};
 }
 
-Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs) {
+Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle* oracle) {
   const Capabilities caps = kernel.capabilities();
   const Problem& p = c.problem;
   Outputs out;
   if (!c.decode_chunks.empty()) out = run_decode(kernel, p, c.decode_chunks, caps.lse());
   else out = run_guarded(kernel, p);
-  const Reference ref = compute_reference_fast(p, {.query_rows = c.rows, .jobs = jobs});
+  std::optional<Reference> own;
+  if (!oracle || !c.rows.empty()) own = compute_reference_fast(p, {.query_rows = c.rows, .jobs = jobs});
+  const Reference& ref = own ? *own : oracle->reference(p);
   Comparison result = compare_with_reference(p, ref, out, caps);
   if (!result.verdict.passed && !c.decode_chunks.empty())
     result.verdict.detail = fmt::format("decode in {} steps: {}", c.decode_chunks.size(), result.verdict.detail);

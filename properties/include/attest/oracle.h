@@ -16,6 +16,7 @@ class Oracle {
   // The reference for p (with weights when asked); computed once per distinct problem.
   const Reference& reference(const Problem& p, bool weights = false);
   std::size_t computations() const { return computations_; }
+  void set_jobs(int jobs) { jobs_ = jobs; }  // threads per reference computation
 
  private:
   struct Entry {
@@ -25,6 +26,7 @@ class Oracle {
   };
   std::size_t capacity_;
   std::size_t computations_ = 0;
+  int jobs_ = 1;
   std::list<Entry> entries_;  // most recent first
 };
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attest/kernel.h"
+#include "attest/oracle.h"
 #include "attest/verdict.h"
 
 namespace attest {
@@ -45,7 +46,8 @@ std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& o
 std::vector<int> sample_rows(const Problem& p, const Capabilities& caps, int count, std::uint64_t seed);
 
 // Gate 1 on the case's rows: the kernel's output (forward, or the decode session) against the
-// exact reference of those rows.
-Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs);
+// exact reference of those rows. A case checked on every row takes its reference from `oracle`
+// when given (shared by every kernel of a run); sampled ones compute theirs on `jobs` threads.
+Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle* oracle = nullptr);
 
 }  // namespace attest

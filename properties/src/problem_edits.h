@@ -49,6 +49,16 @@ std::optional<Problem> single_query_within(const Problem& p, int i, const Capabi
 // One (batch, head) as a problem of its own: B = H = Hkv = 1.
 Problem single_slice(const Problem& p, int b, int h);
 
+// Largest |<q, k>| over the (query, key) pairs a head reads, in double (float products are exact
+// there); with RoPE the rotated products' bound, since rotation can raise a dot product up to it.
+double max_abs_dot(const Problem& p);
+// Largest sum_k |q_k k_k| over those pairs (with RoPE the pairwise bound); NaN if any is NaN.
+double max_abs_product_sum(const Problem& p);
+// p with its largest logit magnitude brought to |target| (sign included), given dot = max_abs_dot(p)
+// > 0: through the scale (up to 1e30; not at all when the contract takes the default scale only),
+// then through Q, rounded to Q's storage format and saturating at its largest value.
+Problem with_logits_up_to(const Problem& p, double target, double dot, const Capabilities& caps);
+
 // The explicit mask that equals the problem's whole mask conjunction (from the reference's view).
 std::vector<std::uint8_t> visibility_of(const Problem& p);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "attest/oracle.h"
 #include "attest/reference.h"
@@ -190,6 +191,36 @@ Problem with_logits_up_to(const Problem& p, double target, double dot, const Cap
     for (float& x : scaled.q) x = round_to(std::clamp(static_cast<float>(x * boost), -largest, largest), scaled.storage.q);
   }
   return scaled;
+}
+
+int identity_probe_width(const Problem& p, const Capabilities& caps) {
+  return caps.contract.accepts_value_dim(p.shape.k_len, p.shape.head_dim) ? p.shape.k_len : p.shape.value_dim;
+}
+
+Problem identity_probe(const Problem& p, int width, int first) {
+  return with_values(p, width, [first](int j, int c) { return j == first + c ? 1.0f : 0.0f; });
+}
+
+Problem with_bias(const Problem& p, bool per_batch, bool per_head) {
+  Problem out = p;
+  ScoreModifiers& m = out.modifiers;
+  if (!m.bias.empty()) return out;
+  m.bias_per_batch = per_batch, m.bias_per_head = per_head;
+  const Shape& s = p.shape;
+  m.bias.assign(std::size_t(per_batch ? s.batch : 1) * (per_head ? s.heads : 1) * s.q_len * s.k_len, 0.0f);
+  return out;
+}
+
+Problem with_alibi_slopes(const Problem& p, std::uint64_t seed) {
+  Problem out = p;
+  if (!out.modifiers.alibi_slopes.empty()) return out;
+  std::mt19937_64 rng(seed);
+  const int heads = p.shape.heads;
+  for (int h = 0; h < heads; ++h) {
+    const float magnitude = std::exp2(-8.0f * (h + 1) / heads) * (rng() % 2 ? 4.0f : 1.0f);
+    out.modifiers.alibi_slopes.push_back(rng() % 3 == 0 ? -magnitude : magnitude);
+  }
+  return out;
 }
 
 std::vector<std::uint8_t> visibility_of(const Problem& p) { return reference_mask(p); }

@@ -24,6 +24,12 @@ Problem with_values(const Problem& p, int dv, Value value) {
   return out;
 }
 
+// The V = I probe (DESIGN.md §5: the output row is the weight row) in blocks the contract takes:
+// one block of width Tk when it accepts Dv = Tk, else blocks of the problem's own width.
+int identity_probe_width(const Problem& p, const Capabilities& caps);
+// Block `first` of the probe: v[j][c] = 1 where j == first + c (keys [first, first + width)).
+Problem identity_probe(const Problem& p, int width, int first);
+
 // The bias rebuilt for another shape: entry (b, h, i, j) of the new one is old(b', h', i', j') as
 // `source` maps it (nothing when the problem has no bias). The broadcast flags are kept.
 template <typename Source>
@@ -37,6 +43,13 @@ std::vector<float> rebuilt_bias(const Problem& old, const Shape& shape, Source s
         for (int j = 0; j < shape.k_len; ++j) out.push_back(source(b, h, i, j));
   return out;
 }
+
+// p with a bias: its own, or zeros broadcast as the flags say.
+Problem with_bias(const Problem& p, bool per_batch, bool per_head);
+
+// p with ALiBi slopes: its own, or one per query head drawn from `seed` (distinct magnitudes
+// 2^(-8(h+1)/H), the ALiBi paper's, times 1 or 4, either sign).
+Problem with_alibi_slopes(const Problem& p, std::uint64_t seed);
 
 // The single-query problem of row i: same keys and masks, q_offset fixed to the row's position.
 Problem single_query(const Problem& p, int i);

@@ -29,6 +29,13 @@ const std::vector<PropertyInfo>& property_catalogue() {
       {"overflow_safe", "logits up to 1e37 give finite outputs", overflow_safe, {}, {}},
       {"deterministic_and_in_bounds", "bitwise repeatable, outputs written, guards intact",
        deterministic_and_in_bounds, {}, {}},
+      {"bias_minus_inf_equals_mask", "a -inf bias entry equals masking that key", bias_minus_inf_equals_mask,
+       {F::kBias, F::kExplicitMask}, {}},
+      {"alibi_matches_bias", "ALiBi slopes equal the same terms as an explicit bias", alibi_matches_bias,
+       {F::kAlibi, F::kBias}, {}},
+      {"softcap_saturates", "capped logits: finite at any Q scale, no weight below the cap's floor",
+       softcap_saturates, {F::kSoftcap}, {.max_keys = 256}},
+      {"sink_takes_mass", "probe V = 1 with sinks outputs 1 - exp(sigma - LSE)", sink_takes_mass, {F::kSinks}, {}},
   };
   return catalogue;
 }

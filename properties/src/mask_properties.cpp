@@ -114,12 +114,10 @@ Verdict check_poisoned(const Problem& clean, const KeySet& keys, const Kernel& k
 
 Verdict masked_inputs_have_no_influence(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "masked_inputs_have_no_influence";
-  // Keys no row sees, over the whole problem; then single rows, where causal and window masks
-  // leave most keys unseen (first, last and middle rows).
   // Keys no row sees, over the whole problem; the keys one row may not see, compared on the rows
   // that see none of them (with bottom-right causality every key is seen by the last row, so this
-  // is where causal kernels are tested); and single rows, where causal and window masks leave most
-  // keys unseen (first, last and middle rows).
+  // is where causal kernels are tested); keys hidden by a -inf bias; and single rows, where causal
+  // and window masks leave most keys unseen (first, last and middle rows).
   const std::vector<std::uint8_t> visible = visibility_of(p);
   Verdict v = check_poisoned(p, unseen_keys(p, visible), kernel, oracle, "keys unseen by every row");
   if (!v.passed) return v;
@@ -129,6 +127,20 @@ Verdict masked_inputs_have_no_influence(const Problem& p, const Kernel& kernel, 
   for (int i : {0, tq / 2}) {
     v = check_poisoned(p, keys_masked_for_row(p, visible, i), kernel, oracle,
                        fmt::format("keys masked for row {}, on the rows that see none of them", i));
+    if (!v.passed) return v;
+    worst = std::max(worst, v.utilisation);
+    exercised = exercised || v.exercised;
+  }
+  if (kernel.capabilities().declares(Feature::kBias)) {
+    // Keys hidden by a -inf bias alone, in every row and head (every third key from a seed-chosen
+    // one): a kernel that adds the bias to a score it has already read lets a NaN K row through.
+    const Problem base = with_bias(p, false, false);
+    const int first = static_cast<int>(seed_of(p, 11) % 3);
+    Problem biased = base;
+    biased.modifiers.bias = rebuilt_bias(base, p.shape, [&](int b, int h, int i, int j) {
+      return j % 3 == first ? -INFINITY : base.modifiers.bias[base.modifiers.bias_index(p.shape, b, h, i, j)];
+    });
+    v = check_poisoned(biased, unseen_keys(biased, visibility_of(biased)), kernel, oracle, "keys hidden by a -inf bias");
     if (!v.passed) return v;
     worst = std::max(worst, v.utilisation);
     exercised = exercised || v.exercised;

@@ -1,5 +1,9 @@
 #include "problem_edits.h"
 
+#include <algorithm>
+#include <cmath>
+#include <random>
+
 #include "attest/oracle.h"
 #include "attest/reference.h"
 
@@ -115,6 +119,107 @@ Problem single_slice(const Problem& p, int b, int h) {
   md.bias = rebuilt_bias(p, out.shape, [&](int, int, int i, int j) {
     return p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j)];
   });
+  return out;
+}
+
+namespace {
+
+// Calls f(q_row, k_row) for every query row and every key row its head reads.
+template <typename F>
+void for_each_pair(const Problem& p, F f) {
+  const Shape& s = p.shape;
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h)
+      for (int i = 0; i < s.q_len; ++i)
+        for (int j = 0; j < s.k_len; ++j)
+          f(&p.q[((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim],
+            &p.k[((std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len + j) * s.head_dim]);
+}
+
+// sum_k |q_k k_k|, or with RoPE the pairwise bound (|q0| + |q1|)(|k0| + |k1|) of the rotated products.
+double abs_product_sum(const Problem& p, const float* q, const float* k) {
+  double sum = 0;
+  if (p.rope.enabled) {
+    for (int c = 0; c + 1 < p.shape.head_dim; c += 2)
+      sum += (std::fabs(q[c]) + std::fabs(q[c + 1])) * (std::fabs(double(k[c])) + std::fabs(k[c + 1]));
+  } else {
+    for (int c = 0; c < p.shape.head_dim; ++c) sum += std::fabs(double(q[c]) * k[c]);
+  }
+  return sum;
+}
+
+}  // namespace
+
+double max_abs_product_sum(const Problem& p) {
+  double best = 0;
+  bool nan = false;
+  for_each_pair(p, [&](const float* q, const float* k) {
+    const double sum = abs_product_sum(p, q, k);
+    nan = nan || std::isnan(sum);
+    best = std::max(best, sum);
+  });
+  return nan ? NAN : best;
+}
+
+double max_abs_dot(const Problem& p) {
+  double best = 0;
+  for_each_pair(p, [&](const float* q, const float* k) {
+    double dot = 0;
+    if (p.rope.enabled) {
+      dot = abs_product_sum(p, q, k);
+    } else {
+      for (int c = 0; c < p.shape.head_dim; ++c) dot += double(q[c]) * double(k[c]);
+    }
+    best = std::max(best, std::fabs(dot));
+  });
+  return best;
+}
+
+Problem with_logits_up_to(const Problem& p, double target, double dot, const Capabilities& caps) {
+  // Reach the target through the scale, and through Q where the scale alone would leave
+  // float range (a float kernel must be able to hold its scale).
+  // A kernel that takes only the default scale gets there through Q alone.
+  Problem scaled = p;
+  const bool default_scale = caps.contract.default_scale_only;
+  const double wanted = target / dot;
+  const double scale = default_scale ? p.effective_scale() : std::copysign(std::min(std::fabs(wanted), 1e30), wanted);
+  if (!default_scale) scaled.scale = scale;
+  if (scale != wanted) {
+    const double boost = wanted / scale;
+    // Q keeps its storage format: boosted values are rounded to it (saturating at its largest).
+    const float largest = static_cast<float>(info(scaled.storage.q).max_finite);
+    for (float& x : scaled.q) x = round_to(std::clamp(static_cast<float>(x * boost), -largest, largest), scaled.storage.q);
+  }
+  return scaled;
+}
+
+int identity_probe_width(const Problem& p, const Capabilities& caps) {
+  return caps.contract.accepts_value_dim(p.shape.k_len, p.shape.head_dim) ? p.shape.k_len : p.shape.value_dim;
+}
+
+Problem identity_probe(const Problem& p, int width, int first) {
+  return with_values(p, width, [first](int j, int c) { return j == first + c ? 1.0f : 0.0f; });
+}
+
+Problem with_bias(const Problem& p, bool per_batch, bool per_head) {
+  Problem out = p;
+  ScoreModifiers& m = out.modifiers;
+  if (!m.bias.empty()) return out;
+  m.bias_per_batch = per_batch, m.bias_per_head = per_head;
+  const Shape& s = p.shape;
+  m.bias.assign(std::size_t(per_batch ? s.batch : 1) * (per_head ? s.heads : 1) * s.q_len * s.k_len, 0.0f);
+  return out;
+}
+
+Problem with_alibi_slopes(const Problem& p, std::uint64_t seed) {
+  Problem out = p;
+  if (!out.modifiers.alibi_slopes.empty()) return out;
+  std::mt19937_64 rng(seed);
+  const int heads = p.shape.heads;
+  for (int h = 0; h < heads; ++h) {
+    const float magnitude = std::exp2(-8.0f * (h + 1) / heads) * (rng() % 2 ? 4.0f : 1.0f);
+    out.modifiers.alibi_slopes.push_back(rng() % 3 == 0 ? -magnitude : magnitude);
+  }
   return out;
 }
 

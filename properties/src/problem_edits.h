@@ -24,6 +24,12 @@ Problem with_values(const Problem& p, int dv, Value value) {
   return out;
 }
 
+// The V = I probe (DESIGN.md §5: the output row is the weight row) in blocks the contract takes:
+// one block of width Tk when it accepts Dv = Tk, else blocks of the problem's own width.
+int identity_probe_width(const Problem& p, const Capabilities& caps);
+// Block `first` of the probe: v[j][c] = 1 where j == first + c (keys [first, first + width)).
+Problem identity_probe(const Problem& p, int width, int first);
+
 // The bias rebuilt for another shape: entry (b, h, i, j) of the new one is old(b', h', i', j') as
 // `source` maps it (nothing when the problem has no bias). The broadcast flags are kept.
 template <typename Source>
@@ -38,6 +44,13 @@ std::vector<float> rebuilt_bias(const Problem& old, const Shape& shape, Source s
   return out;
 }
 
+// p with a bias: its own, or zeros broadcast as the flags say.
+Problem with_bias(const Problem& p, bool per_batch, bool per_head);
+
+// p with ALiBi slopes: its own, or one per query head drawn from `seed` (distinct magnitudes
+// 2^(-8(h+1)/H), the ALiBi paper's, times 1 or 4, either sign).
+Problem with_alibi_slopes(const Problem& p, std::uint64_t seed);
+
 // The single-query problem of row i: same keys and masks, q_offset fixed to the row's position.
 Problem single_query(const Problem& p, int i);
 
@@ -48,6 +61,16 @@ std::optional<Problem> single_query_within(const Problem& p, int i, const Capabi
 
 // One (batch, head) as a problem of its own: B = H = Hkv = 1.
 Problem single_slice(const Problem& p, int b, int h);
+
+// Largest |<q, k>| over the (query, key) pairs a head reads, in double (float products are exact
+// there); with RoPE the rotated products' bound, since rotation can raise a dot product up to it.
+double max_abs_dot(const Problem& p);
+// Largest sum_k |q_k k_k| over those pairs (with RoPE the pairwise bound); NaN if any is NaN.
+double max_abs_product_sum(const Problem& p);
+// p with its largest logit magnitude brought to |target| (sign included), given dot = max_abs_dot(p)
+// > 0: through the scale (up to 1e30; not at all when the contract takes the default scale only),
+// then through Q, rounded to Q's storage format and saturating at its largest value.
+Problem with_logits_up_to(const Problem& p, double target, double dot, const Capabilities& caps);
 
 // The explicit mask that equals the problem's whole mask conjunction (from the reference's view).
 std::vector<std::uint8_t> visibility_of(const Problem& p);

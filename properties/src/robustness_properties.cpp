@@ -7,49 +7,10 @@
 #include "attest/compare.h"
 #include "attest/harness.h"
 #include "attest/properties.h"
+#include "problem_edits.h"
 
 namespace attest {
 namespace {
-
-// Calls f(q_row, k_row) for every query row and every key row its head reads.
-template <typename F>
-void for_each_pair(const Problem& p, F f) {
-  const Shape& s = p.shape;
-  for (int b = 0; b < s.batch; ++b)
-    for (int h = 0; h < s.heads; ++h)
-      for (int i = 0; i < s.q_len; ++i)
-        for (int j = 0; j < s.k_len; ++j)
-          f(&p.q[((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim],
-            &p.k[((std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len + j) * s.head_dim]);
-}
-
-// sum_k |q_k k_k|, or with RoPE the pairwise bound (|q0| + |q1|)(|k0| + |k1|) of the rotated products.
-double abs_product_sum(const Problem& p, const float* q, const float* k) {
-  double sum = 0;
-  if (p.rope.enabled) {
-    for (int c = 0; c + 1 < p.shape.head_dim; c += 2)
-      sum += (std::fabs(q[c]) + std::fabs(q[c + 1])) * (std::fabs(double(k[c])) + std::fabs(k[c + 1]));
-  } else {
-    for (int c = 0; c < p.shape.head_dim; ++c) sum += std::fabs(double(q[c]) * k[c]);
-  }
-  return sum;
-}
-
-// Largest |<q, k>| over all pairs, in double (float products are exact there); with RoPE the
-// rotated products' bound, since rotation can raise a dot product up to it.
-double max_abs_dot(const Problem& p) {
-  double best = 0;
-  for_each_pair(p, [&](const float* q, const float* k) {
-    double dot = 0;
-    if (p.rope.enabled) {
-      dot = abs_product_sum(p, q, k);
-    } else {
-      for (int c = 0; c < p.shape.head_dim; ++c) dot += double(q[c]) * double(k[c]);
-    }
-    best = std::max(best, std::fabs(dot));
-  });
-  return best;
-}
 
 // A failure on the scaled problem: that problem is the one to save and replay (against the reference).
 Verdict with_witness(Verdict v, const Problem& scaled) {
@@ -66,9 +27,7 @@ bool within_float_range(const Problem& p) {
   double vmax = 0;
   for (float v : p.v) vmax = std::max<double>(vmax, std::fabs(v));
   if (!(vmax * p.shape.k_len < limit)) return false;
-  bool ok = true;
-  for_each_pair(p, [&](const float* q, const float* k) { ok = ok && abs_product_sum(p, q, k) * scale < limit; });
-  return ok;
+  return max_abs_product_sum(p) * scale < limit;
 }
 
 Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle) {
@@ -78,20 +37,7 @@ Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   double worst = 0;
   // Largest logit magnitude, both signs: a negative scale makes rows whose logits are all negative.
   for (double target : {1e2, -1e4, 1e8, -1e16, 1e37}) {
-    // Reach the target through the scale, and through Q where the scale alone would leave
-    // float range (a float kernel must be able to hold its scale).
-    // A kernel that takes only the default scale gets there through Q alone.
-    Problem scaled = p;
-    const bool default_scale = kernel.capabilities().contract.default_scale_only;
-    const double wanted = target / dot;
-    const double scale = default_scale ? p.effective_scale() : std::copysign(std::min(std::fabs(wanted), 1e30), wanted);
-    if (!default_scale) scaled.scale = scale;
-    if (scale != wanted) {
-      const double boost = wanted / scale;
-      // Q keeps its storage format: boosted values are rounded to it (saturating at its largest).
-      const float largest = static_cast<float>(info(scaled.storage.q).max_finite);
-      for (float& x : scaled.q) x = round_to(std::clamp(static_cast<float>(x * boost), -largest, largest), scaled.storage.q);
-    }
+    const Problem scaled = with_logits_up_to(p, target, dot, kernel.capabilities());
     const Reference& ref = oracle.reference(scaled);
     const GuardedOutputs out = run_guarded(kernel, scaled);
     for (std::size_t row = 0; row < ref.lse.size(); ++row) {

@@ -72,10 +72,14 @@ Verdict permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle&
   return compare_runs(p, ref, original, back, kernel.capabilities(), name, "permuted rows mapped back:");
 }
 
-Verdict gqa_matches_repeated_heads(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+Verdict gqa_matches_repeated_heads(const Problem& given, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "gqa_matches_repeated_heads";
-  const Shape& s = p.shape;
+  const Shape& s = given.shape;
   if (s.kv_heads == s.heads) return Verdict::vacuous(name, "H == Hkv: no head is shared");
+  // ALiBi slopes belong to query heads: for a kernel that declares them, every other problem
+  // without slopes gets distinct ones (a slope looked up by kv head differs only here).
+  const bool add_slopes = kernel.capabilities().declares(Feature::kAlibi) && seed_of(given, 6) % 2;
+  const Problem p = add_slopes ? with_alibi_slopes(given, seed_of(given, 6)) : given;
   Problem mha = p;
   mha.shape.kv_heads = s.heads;
   mha.k.clear();
@@ -88,7 +92,8 @@ Verdict gqa_matches_repeated_heads(const Problem& p, const Kernel& kernel, Oracl
     }
   const Reference& ref = oracle.reference(p);
   return compare_runs(p, ref, run_guarded(kernel, mha), run_guarded(kernel, p), kernel.capabilities(), name,
-                      fmt::format("GQA {}:{} vs repeated heads:", s.heads, s.kv_heads));
+                      fmt::format("GQA {}:{} vs repeated heads{}:", s.heads, s.kv_heads,
+                                  p.modifiers.alibi_slopes.empty() ? "" : " (ALiBi slopes per query head)"));
 }
 
 Verdict slices_are_independent(const Problem& p, const Kernel& kernel, Oracle& oracle) {

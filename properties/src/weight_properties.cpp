@@ -45,12 +45,11 @@ Verdict zero_masked_weight(const Problem& p, const Kernel& kernel, Oracle& oracl
   // V = I: one-hot values, so the output row is the weight row. When the contract does not take
   // Dv = Tk, the identity is sent in blocks of the problem's own width: block k covers keys
   // [k w, k w + w).
-  const Contract& contract = kernel.capabilities().contract;
-  const int width = contract.accepts_value_dim(tk, p.shape.head_dim) ? tk : p.shape.value_dim;
+  const int width = identity_probe_width(p, kernel.capabilities());
   bool masked_seen = false;
   double worst = 0;
   for (int first = 0; first < tk; first += width) {
-    const Problem probe = with_values(p, width, [first](int j, int c) { return j == first + c ? 1.0f : 0.0f; });
+    const Problem probe = identity_probe(p, width, first);
     const Reference& ref = oracle.reference(probe, /*weights=*/true);
     const GuardedOutputs out = run_guarded(kernel, probe);
     for (std::size_t row = 0; row < ref.lse.size(); ++row) {

@@ -60,6 +60,15 @@ const Catch kCatches[] = {
     {"overflow_safe", "no_max_subtraction"},
     {"deterministic_and_in_bounds", "write_past_output"},
     {"deterministic_and_in_bounds", "accumulate_into_output"},
+    {"bias_minus_inf_equals_mask", "bias_inf_as_lowest"},
+    {"alibi_matches_bias", "alibi_distance_flipped"},
+    {"softcap_saturates", "softcap_naive_tanh"},
+    {"softcap_saturates", "softcap_after_mask"},
+    {"sink_takes_mass", "sink_outside_max"},
+    {"sink_takes_mass", "sink_per_key_tile"},
+    {"gqa_matches_repeated_heads", "alibi_kv_head"},
+    {"slices_are_independent", "bias_batch0"},
+    {"masked_inputs_have_no_influence", "bias_inf_as_lowest"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Mutants, PropertyCatchesMutant, ::testing::ValuesIn(kCatches),

@@ -85,15 +85,25 @@ class ModifierView {
   bool changes_logits() const { return softcap_ > 0 || slopes_ || bias_; }
   bool has_sinks() const { return sinks_ != nullptr; }
   float sink(int h) const { return sinks_[h]; }
+  bool has_softcap() const { return softcap_ > 0; }
+  float softcap() const { return softcap_; }
+  bool has_slopes() const { return slopes_ != nullptr; }
+  float slope(int h) const { return slopes_[h]; }
+  bool has_bias() const { return bias_ != nullptr; }
+  float bias(int b, int h, int i, int j) const { return bias_[p_.modifiers.bias_index(p_.shape, b, h, i, j)]; }
+  // Whether a -inf bias masks key j of query i (batch b, head h).
+  bool masks(int b, int h, int i, int j) const {
+    return bias_ && bias(b, h, i, j) == -std::numeric_limits<float>::infinity();
+  }
 
   // The logit of scaled score x for key j of query i (at position pos) in batch b, head h.
   // A -inf bias masks the key before its score is looked at: a NaN or inf in its K row must not leak.
   float logit(float x, int b, int h, int i, int j, long long pos) const {
-    const float bias = bias_ ? bias_[p_.modifiers.bias_index(p_.shape, b, h, i, j)] : 0.0f;
-    if (bias == -std::numeric_limits<float>::infinity()) return bias;
+    const float b_ij = bias_ ? bias(b, h, i, j) : 0.0f;
+    if (b_ij == -std::numeric_limits<float>::infinity()) return b_ij;
     if (softcap_ > 0) x = softcap_ * std::tanh(x / softcap_);
     if (slopes_) x += slopes_[h] * static_cast<float>(j - pos);
-    return x + bias;
+    return x + b_ij;
   }
 
  private:

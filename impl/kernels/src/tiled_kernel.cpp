@@ -2,6 +2,7 @@
 // running max and sum per row, deferred normalization, no Tq x Tk buffer. With every switch
 // off it is a correct kernel (tested as "tiled-scalar"); the `faults_` switches inject the bugs
 // of impl/mutants/. The built-in "tiled" is the vectorized tiled_fast_kernel.cpp.
+#include <limits>
 #include <vector>
 
 #include "attest/faults.h"
@@ -23,6 +24,7 @@ class TiledKernel final : public Kernel {
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
     Capabilities c;
+    c.features = c.features | FeatureSet::of_kind(FeatureKind::kModifier);
     c.contract.query_tile = cfg_.block_q;
     c.contract.key_tile = cfg_.block_k;
     c.precision = cfg_.precision;
@@ -35,6 +37,7 @@ class TiledKernel final : public Kernel {
     const Shape& s = p.shape;
     const Layout at{s};
     const MaskView mask(p);
+    const ModifierView modifiers(p);
     const float scale = kernel_scale(p);
     const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
     path_ = s.k_len > bc ? "multi-tile" : "single-tile";
@@ -45,6 +48,7 @@ class TiledKernel final : public Kernel {
     std::vector<unsigned char> visible(std::size_t(br) * (bc + 1));
     std::vector<float> acc(std::size_t(br) * dv);
     std::vector<float> row_max(br), row_sum(br);
+    std::vector<int> tiles_seen(br);
     std::vector<KeyRange> tile_ranges(br), key_ranges(br);
 
     for (int b = 0; b < s.batch; ++b) {
@@ -66,8 +70,11 @@ class TiledKernel final : public Kernel {
             const long long qpos = f.rope_query_at_zero ? i0 + r : mask.position(i0 + r);
             if (p.rope.enabled) rope_rotate(&q_tile[std::size_t(r) * dk], dk, qpos, p.rope.base);
           }
-          std::fill(row_max.begin(), row_max.end(), f.initial_max);
-          std::fill(row_sum.begin(), row_sum.end(), 0.0f);
+          // A sink starts each row's state: the first term of the max and of the sum.
+          const bool sink = modifiers.has_sinks() && !f.sink_outside_max;
+          std::fill(row_max.begin(), row_max.end(), sink ? modifiers.sink(h) : f.initial_max);
+          std::fill(row_sum.begin(), row_sum.end(), sink ? 1.0f : 0.0f);
+          std::fill(tiles_seen.begin(), tiles_seen.end(), 0);
           std::fill(acc.begin(), acc.end(), 0.0f);
           if (f.mask_after_softmax) lo = 0, hi = s.k_len;
 
@@ -75,9 +82,11 @@ class TiledKernel final : public Kernel {
             int cols = std::min(bc, s.k_len - j0);
             if (f.drop_partial_tile && cols < bc) continue;
             if (f.read_past_keys && j0 + cols == s.k_len) ++cols;
-            if (!score_tile(p, mask, b, g, i0, rows, j0, cols, scale, key_ranges, q_tile, k_tile, s_tile, visible))
+            if (!score_tile(p, mask, modifiers, b, h, g, i0, rows, j0, cols, scale, key_ranges, q_tile, k_tile, s_tile,
+                            visible))
               continue;
-            for (int r = 0; r < rows; ++r) online_update(p, b, g, r, j0, cols, s_tile, visible, row_max, row_sum, acc);
+            for (int r = 0; r < rows; ++r)
+              online_update(p, modifiers, b, h, g, r, j0, cols, s_tile, visible, row_max, row_sum, tiles_seen[r], acc);
           }
 
           for (int r = 0; r < rows; ++r) {
@@ -87,6 +96,7 @@ class TiledKernel final : public Kernel {
               write_empty_row(out, dv, out_lse);
               continue;
             }
+            if (modifiers.has_sinks() && f.sink_outside_max) row_sum[r] += std::exp(modifiers.sink(h) - row_max[r]);
             const float* arow = &acc[std::size_t(r) * dv];
             for (int d = 0; d < dv; ++d) {
               const float value = stored_output(arow[d] / row_sum[r]);
@@ -136,10 +146,12 @@ class TiledKernel final : public Kernel {
     return {static_cast<int>(lo), static_cast<int>(hi)};
   }
 
-  // Fills s_tile with scaled scores and `visible` with the mask; false when all are masked.
-  bool score_tile(const Problem& p, const MaskView& mask, int b, int g, int i0, int rows, int j0, int cols,
-                  float scale, const std::vector<KeyRange>& ranges, const std::vector<float>& q_tile,
-                  std::vector<float>& k_tile, std::vector<float>& s_tile, std::vector<unsigned char>& visible) const {
+  // Fills s_tile with logits (scaled scores, then the score modifiers of query head h) and `visible`
+  // with the mask, a -inf bias included; false when all are masked.
+  bool score_tile(const Problem& p, const MaskView& mask, const ModifierView& modifiers, int b, int h, int g, int i0,
+                  int rows, int j0, int cols, float scale, const std::vector<KeyRange>& ranges,
+                  const std::vector<float>& q_tile, std::vector<float>& k_tile, std::vector<float>& s_tile,
+                  std::vector<unsigned char>& visible) const {
     const KernelFaults& f = faults_;
     const Layout at{p.shape};
     const int dk = p.shape.head_dim, bc = cfg_.block_k;
@@ -155,22 +167,57 @@ class TiledKernel final : public Kernel {
         const int j = j0 + c;
         const bool in_range = (j >= ranges[r].lo && j < ranges[r].hi) || (f.read_past_keys && j == p.shape.k_len &&
                                                                            ranges[r].hi == p.shape.k_len);
-        const bool vis = in_range && (!mask.elementwise() || j >= p.shape.k_len || mask.elementwise_visible(b, i0 + r, j));
+        const bool modified = j < p.shape.k_len && modifiers.changes_logits();  // (read_past_keys reads one more)
+        // A -inf bias masks the key before its score is read (unless the bias is taken for a mere number).
+        const bool bias_masked = modified && !f.bias_inf_as_lowest && modifiers.masks(f.bias_batch0 ? 0 : b, h, i0 + r, j);
+        const bool unmasked =
+            in_range && (!mask.elementwise() || j >= p.shape.k_len || mask.elementwise_visible(b, i0 + r, j));
+        const bool vis = unmasked && !bias_masked;
         const std::size_t t = std::size_t(r) * (bc + 1) + c;
         visible[t] = vis;
         s_tile[t] = vis || raw_scores_of_masked ? dot(&q_tile[std::size_t(r) * dk], &k_tile[std::size_t(c) * dk], dk) * scale
                                                 : f.masked_sentinel;
+        if (modified && (vis || raw_scores_of_masked)) s_tile[t] = logit(modifiers, s_tile[t], b, h, g, i0 + r, j, mask);
         if (!vis && f.masked_sentinel != kNegInf) visible[t] = 1;  // a finite sentinel takes part like any score
+        if (modified && !unmasked && !bias_masked && f.softcap_after_mask && modifiers.has_softcap()) {
+          s_tile[t] = logit(modifiers, kNegInf, b, h, g, i0 + r, j, mask);  // c tanh(-inf) = -c, then ALiBi and bias
+          visible[t] = s_tile[t] != kNegInf;
+        }
         any = any || visible[t];
       }
     }
     return any || f.mask_after_softmax;
   }
 
+  // The logit of scaled score x for key j of query i: softcap, ALiBi's distance term, the bias (a key
+  // whose bias is -inf is masked before it gets here, unless a fault says otherwise).
+  float logit(const ModifierView& m, float x, int b, int h, int g, int i, int j, const MaskView& mask) const {
+    const KernelFaults& f = faults_;
+    if (m.has_softcap()) {
+      const float c = m.softcap();
+      if (f.softcap_naive_tanh) {
+        const float e = std::exp(2.0f * (x / c));
+        x = c * ((e - 1.0f) / (e + 1.0f));
+      } else {
+        x = c * std::tanh(x / c);
+      }
+    }
+    if (m.has_slopes()) {
+      const long long pos = mask.position(i);
+      x += m.slope(f.alibi_kv_head ? g : h) * static_cast<float>(f.alibi_distance_flipped ? pos - j : j - pos);
+    }
+    if (m.has_bias()) {
+      const float bias = m.bias(f.bias_batch0 ? 0 : b, h, i, j);
+      x += bias == kNegInf && f.bias_inf_as_lowest ? std::numeric_limits<float>::lowest() : bias;
+    }
+    return x;
+  }
+
   // One row's online-softmax step over one key tile.
-  void online_update(const Problem& p, int b, int g, int r, int j0, int cols, const std::vector<float>& s_tile,
-                     const std::vector<unsigned char>& visible, std::vector<float>& row_max,
-                     std::vector<float>& row_sum, std::vector<float>& acc) const {
+  void online_update(const Problem& p, const ModifierView& modifiers, int b, int h, int g, int r, int j0, int cols,
+                     const std::vector<float>& s_tile, const std::vector<unsigned char>& visible,
+                     std::vector<float>& row_max, std::vector<float>& row_sum, int& tiles_seen,
+                     std::vector<float>& acc) const {
     const KernelFaults& f = faults_;
     const Layout at{p.shape};
     const int dv = p.shape.value_dim, bc = cfg_.block_k;
@@ -186,6 +233,9 @@ class TiledKernel final : public Kernel {
     if (!f.no_rescale)
       for (int d = 0; d < dv; ++d) arow[d] *= rescale;
     float tile_sum = 0.0f;
+    // Split-KV with the sink in every split's state: the merge counts it once per tile.
+    if (f.sink_per_key_tile && modifiers.has_sinks() && tiles_seen > 0) tile_sum = std::exp(modifiers.sink(h) - new_max);
+    ++tiles_seen;
     for (int c = 0; c < cols; ++c) {
       const bool counted = vrow[c] || f.mask_after_softmax;
       if (!counted && !f.masked_value_times_zero) continue;  // masked: never touch its value row

@@ -43,6 +43,16 @@ Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& o
 Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // Two runs agree bitwise; outputs fully written; nothing outside them touched.
 Verdict deterministic_and_in_bounds(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// A -inf bias entry gives the same result as masking that key with the explicit mask.
+Verdict bias_minus_inf_equals_mask(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// ALiBi slopes give the same result as the equivalent explicit bias slope[h] * (j - qpos(i)).
+Verdict alibi_matches_bias(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// With a cap c, Q scaled up to huge keeps outputs finite and within the bound, and no visible
+// key's weight falls below e^(a_j - c) / (e^sigma + e^(a_j - c) + sum_{k != j} e^(a_k + c)).
+Verdict softcap_saturates(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Probe V = 1 with sinks: every row outputs 1 - exp(sigma_h - LSE); a row with no visible key
+// outputs 0 and LSE = sigma_h.
+Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle);
 
 // Whether a float32 kernel can hold every intermediate: sum_k |q_k k_k| (and times the scale)
 // and Tk x max|v| below FLT_MAX / 4. Outside it, inf is not a kernel bug.

@@ -30,6 +30,15 @@ struct KernelFaults {
   bool masked_value_times_zero = false;  // masked V rows multiplied by weight 0 (0 * NaN)
   bool empty_row_nan = false;            // empty rows divide 0 by 0
   bool lse_without_max = false;          // LSE = log(sum) without the max term
+  // Score modifiers
+  bool alibi_kv_head = false;           // ALiBi slope of the kv head h / (H / Hkv), not of query head h
+  bool alibi_distance_flipped = false;  // slope * (qpos - j) instead of slope * (j - qpos)
+  bool softcap_after_mask = false;      // masked scores set to -inf, then capped: a masked key gets -c
+  bool softcap_naive_tanh = false;      // tanh as (e^2y - 1) / (e^2y + 1): inf / inf = NaN past y = 44
+  bool bias_batch0 = false;             // batch 0's bias read for every batch (a per-batch bias taken as broadcast)
+  bool bias_inf_as_lowest = false;      // a -inf bias replaced by the lowest float (a finfo.min mask): not a mask
+  bool sink_outside_max = false;        // the sink joins the sum at the end, not the running max
+  bool sink_per_key_tile = false;       // every key tile's partial state starts with the sink (split-KV merge)
   // Decode
   bool decode_skips_self = false;      // a new token does not attend to itself
   bool decode_page_off_by_one = false;  // the last key of each page is skipped

@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
   mut->add_option("--json", mutants.json_path, "write the report as JSON");
   mut->add_option("--only", mutants.only, "one mutant by name");
   mut->add_option("--out", mutants.out_dir, "counterexamples per mutant")->capture_default_str();
-  std::string mutants_max_len = "2048";
+  std::string mutants_max_len = "512";
   mut->add_option("--max-len", mutants_max_len,
                   "longest length of the ladder and long stages (certify's default is 32768; every mutant's bug "
                   "shows far below)")

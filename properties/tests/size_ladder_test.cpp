@@ -4,6 +4,7 @@
 
 #include "attest/builtin_kernels.h"
 #include "attest/faults.h"
+#include "attest/mutants.h"
 #include "attest/size_ladder.h"
 
 namespace attest {
@@ -60,12 +61,25 @@ TEST(SizeLadder, BuiltInKernelsPassLadderAndLongCases) {
   }
 }
 
-// A bug beyond the first tiles is found by the ladder: the last partial key tile dropped.
-TEST(SizeLadder, LadderFindsABugPastTheFirstTile) {
-  const auto broken = make_faulty_tiled_kernel({128, 64}, {.drop_partial_tile = true}, "drop_partial_tile");
+// Bugs beyond the first tiles of a 128 x 64 kernel are found by the ladder: the last partial key
+// tile dropped, the third key tile reading a stale buffer, rows past the first query tile
+// masked from their index within the tile. Lengths up to 72 (the generators') never show them.
+TEST(SizeLadder, LadderFindsBugsPastTheFirstTiles) {
+  for (const char* name : {"mutant:third_key_tile_stale", "mutant:query_tile_local_positions"}) {
+    const auto broken = make_in_process_kernel(name);
+    int failures = 0, short_failures = 0;
+    for (const SizedCase& c : ladder_cases(broken->capabilities(), {.max_len = 512})) {
+      const bool failed = !check_sized_case(c, *broken, 1).passed;
+      failures += failed;
+      short_failures += failed && c.problem.shape.q_len <= 72 && c.problem.shape.k_len <= 72;
+    }
+    EXPECT_GT(failures, 0) << name;
+    EXPECT_EQ(short_failures, 0) << name;
+  }
+  const auto dropped = make_faulty_tiled_kernel({128, 64}, {.drop_partial_tile = true}, "drop_partial_tile");
   int failures = 0;
-  for (const SizedCase& c : ladder_cases(broken->capabilities(), {.max_len = 256}))
-    failures += !check_sized_case(c, *broken, 1).passed;
+  for (const SizedCase& c : ladder_cases(dropped->capabilities(), {.max_len = 256}))
+    failures += !check_sized_case(c, *dropped, 1).passed;
   EXPECT_GT(failures, 0);
 }
 

@@ -126,11 +126,12 @@ class TiledKernel final : public Kernel {
   KeyRange row_range(const Problem& p, const MaskView& mask, int b, int i, bool for_tile_skip) const {
     const KernelFaults& f = faults_;
     const bool faulty = f.causal_sees_next || f.causal_excludes_self || f.causal_top_left || f.causal_tile_only ||
-                        f.ignore_key_padding || f.window_one_wider || f.batch0_padding_for_all || f.chunk_from_query_index;
+                        f.ignore_key_padding || f.window_one_wider || f.batch0_padding_for_all || f.chunk_from_query_index ||
+                        f.query_tile_local_positions;
     if (!faulty) return mask.range(b, i);
     const MaskSpec& m = p.mask;
     if (!m.q_valid.empty() && i >= m.q_valid[b]) return {0, 0};
-    const long long pos = f.causal_top_left ? i : mask.position(i);
+    const long long pos = f.causal_top_left ? i : mask.position(f.query_tile_local_positions ? i % cfg_.block_q : i);
     long long lo = 0, hi = p.shape.k_len;
     if (m.causal && !(f.causal_tile_only && !for_tile_skip))
       hi = std::min(hi, pos + 1 + (f.causal_sees_next ? 1 : 0) - (f.causal_excludes_self ? 1 : 0));
@@ -155,7 +156,8 @@ class TiledKernel final : public Kernel {
     const KernelFaults& f = faults_;
     const Layout at{p.shape};
     const int dk = p.shape.head_dim, bc = cfg_.block_k;
-    std::copy_n(p.k.data() + at.k(b, g, j0), std::size_t(cols) * dk, k_tile.begin());
+    const int stale = f.third_key_tile_stale && j0 == 2 * bc ? 2 * bc : 0;  // the buffer the first tile left
+    std::copy_n(p.k.data() + at.k(b, g, j0 - stale), std::size_t(cols) * dk, k_tile.begin());
     if (f.k_as_f16)
       for (float& x : k_tile) x = round_to(x, Scalar::kF16);
     if (p.rope.enabled)

@@ -12,6 +12,11 @@ MutantEntry tiled(std::string name, std::string bug, std::string property, Kerne
   return {name, std::move(bug), std::move(property),
           [=] { return make_faulty_tiled_kernel({32, 32}, faults, "mutant:" + name); }};
 }
+// The same kernel with the built-in tiled kernel's 128 x 64 tiles: bugs past the first tiles.
+MutantEntry tiled_128x64(std::string name, std::string bug, std::string property, KernelFaults faults) {
+  return {name, std::move(bug), std::move(property),
+          [=] { return make_faulty_tiled_kernel({128, 64}, faults, "mutant:" + name); }};
+}
 // The same tiled kernel storing Q, K, V and O in bf16 with f32 accumulation and P rounded to
 // bf16 before P.V (the FlashAttention-2 arrangement), with one precision fault.
 MutantEntry tiled_bf16(std::string name, std::string bug, std::string property, KernelFaults faults,
@@ -111,6 +116,10 @@ const std::vector<MutantEntry>& mutant_registry() {
             "sink_takes_mass", {.sink_outside_max = true}),
       tiled("sink_per_key_tile", "split-KV merge with the sink in every split's state: counted once per key tile",
             "sink_takes_mass", {.sink_per_key_tile = true}),
+      tiled_128x64("third_key_tile_stale", "128x64 tiles: the third key tile scores the first tile's keys (a stale "
+                   "double buffer)", "sizes", {.third_key_tile_stale = true}),
+      tiled_128x64("query_tile_local_positions", "128x64 tiles: past the first query tile a row's mask position comes "
+                   "from its index within the tile", "sizes", {.query_tile_local_positions = true}),
       decode("decode_skips_self", "decode: the new token does not attend to itself", "decode_matches_prefill",
              {.decode_skips_self = true}),
       decode("decode_page_off_by_one", "decode: the last key of every page is skipped", "decode_matches_prefill",

@@ -60,6 +60,9 @@ struct KernelFaults {
   bool scale_in_storage = false;         // the scale folded into Q, rounded to Q's storage format
   bool k_as_f16 = false;                 // K kept as f16 (max 65504) while declaring bf16 storage
   bool lse_in_storage = false;           // LSE rounded to the storage format
+  // Sizes: bugs only past the first tiles
+  bool third_key_tile_stale = false;     // double-buffered K: the third key tile scores the first tile's keys
+  bool query_tile_local_positions = false;  // a row's mask position from its index within its query tile
 };
 
 }  // namespace attest

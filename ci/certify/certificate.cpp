@@ -81,6 +81,7 @@ std::string certificate_json(const CertificateInfo& info) {
                     {"cases", r.cases},
                     {"effective_cases", r.effective},
                     {"floor", r.floor},
+                    {"longest", {{"q_len", r.longest_q}, {"k_len", r.longest_k}}},
                     {"skipped", r.skipped},
                     {"failures", r.failures},
                     {"worst_utilisation", number_or_null(r.worst_utilisation)},

@@ -94,6 +94,7 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
     }
     ++r.effective;
     for (const std::string& f : features_used_by(c.problem).names()) ++r.feature_cases[f];
+    r.count_lengths(c.problem);
     r.worst_utilisation = std::max(r.worst_utilisation, v.utilisation);
     PathStats& path = r.paths[kernel.last_path()];
     ++path.cases;
@@ -136,6 +137,7 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     r.floor = d.applicable ? effective_floor(d.asked) : 0;
     r.skipped = d.skipped;
     r.feature_cases = d.feature_cases;
+    r.longest_q = d.longest_q, r.longest_k = d.longest_k;
     r.failures = d.passed ? 0 : 1;
     r.worst_utilisation = d.passed ? d.worst_utilisation : std::max(d.worst_utilisation, d.failure_utilisation);
     r.first_failure = d.message;

@@ -34,7 +34,12 @@ struct CheckResult {
   SkipCounts skipped;  // cases that were not evidence, by reason
   std::string not_covered;  // why the declaration leaves nothing to check (status kNotCovered)
   std::map<std::string, long> feature_cases;  // effective cases per feature they used
+  int longest_q = 0, longest_k = 0;  // the largest Tq and Tk of an effective case
   long failures = 0;
+  void count_lengths(const Problem& p) {
+    longest_q = std::max(longest_q, p.shape.q_len);
+    longest_k = std::max(longest_k, p.shape.k_len);
+  }
   double worst_utilisation = 0.0;
   std::string first_failure;  // "case name: explanation"
   std::string counterexample_path;

@@ -105,6 +105,9 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
   r.cases = count(j, where, "cases");
   r.effective = count(j, where, "effective_cases");
   r.floor = count(j, where, "floor");
+  const json& longest = member(j, where, "longest");
+  r.longest_q = static_cast<int>(count(longest, where + ".longest", "q_len"));
+  r.longest_k = static_cast<int>(count(longest, where + ".longest", "k_len"));
   r.skipped = counts(j, where, "skipped");
   r.failures = count(j, where, "failures");
   r.worst_utilisation = number_or_null(j, where, "worst_utilisation").value_or(INFINITY);

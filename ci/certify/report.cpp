@@ -91,11 +91,12 @@ std::string format_report(const KernelReport& k) {
                                 c.features.empty() ? "no features" : c.features.joined(), declared_scope(c));
   std::size_t width = 6;
   for (const CheckResult& r : k.checks) width = std::max(width, r.check.size());
-  out += fmt::format("  {:<14} {:<{}} {:>7} {:>9} {:>12} {:>10}\n", "stage", "check", width, "cases", "effective",
-                     "verdict", "err/bound");
+  out += fmt::format("  {:<14} {:<{}} {:>7} {:>9} {:>12} {:>10} {:>12}\n", "stage", "check", width, "cases",
+                     "effective", "verdict", "err/bound", "max Tq x Tk");
   for (const CheckResult& r : k.checks)
-    out += fmt::format("  {:<14} {:<{}} {:>7} {:>9} {:>12} {:>10.3g}\n", r.stage, r.check, width, r.cases, r.effective,
-                       verdict_text(r), r.worst_utilisation);
+    out += fmt::format("  {:<14} {:<{}} {:>7} {:>9} {:>12} {:>10.3g} {:>12}\n", r.stage, r.check, width, r.cases,
+                       r.effective, verdict_text(r), r.worst_utilisation,
+                       r.effective ? fmt::format("{}x{}", r.longest_q, r.longest_k) : "-");
 
   out += format_path_table(k);
 

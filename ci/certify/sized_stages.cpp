@@ -68,6 +68,7 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
     }
     ++r.effective;
     for (const std::string& f : features_used_by(c.problem).names()) ++r.feature_cases[f];
+    r.count_lengths(c.problem);
     r.worst_utilisation = std::max(r.worst_utilisation, v.utilisation);
     PathStats& path = r.paths[kernel.last_path()];
     ++path.cases;
@@ -163,6 +164,7 @@ void top_up_paths(CheckResult& r, const PropertyInfo& property, const Kernel& ke
     r.effective += d.effective;
     for (const auto& [why, n] : d.skipped) r.skipped[why] += n;
     for (const auto& [f, n] : d.feature_cases) r.feature_cases[f] += n;
+    r.longest_q = std::max(r.longest_q, d.longest_q), r.longest_k = std::max(r.longest_k, d.longest_k);
     for (const auto& [p, stats] : d.paths) {
       r.paths[p].cases += stats.cases;
       r.paths[p].worst_utilisation = std::max(r.paths[p].worst_utilisation, stats.worst_utilisation);

@@ -88,6 +88,8 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
       if (v.exercised && v.applicable) {
         ++result.effective;
         for (const std::string& f : features_used_by(p).names()) ++result.feature_cases[f];
+        result.longest_q = std::max(result.longest_q, p.shape.q_len);
+        result.longest_k = std::max(result.longest_k, p.shape.k_len);
       } else {
         ++result.skipped[v.detail.empty() ? "exercised nothing" : v.detail];
       }

@@ -3,55 +3,92 @@
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
-#include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <tuple>
 
 #include "attest/cases.h"
+#include "attest/file_io.h"
 #include "attest/reference.h"
+#include "attest/safe_text.h"
 #include "blas_baseline.h"
 #include "kernel_resolver.h"
 #include "memory_meter.h"
+#include "plugin_library.h"
+#include "process_kernel.h"
 
 namespace attest {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Row {
-  std::string kernel, mode;
-  int head_dim = 0, length = 0;
-  bool causal = false;
-  double seconds = 0;            // best of the repetitions: one prefill, or one decode step
-  double gflops = 0;             // attention FLOPs (4 Tq Tk D, halved when causal) per second
-  std::size_t peak_extra = 0;    // heap bytes beyond inputs and outputs
-  std::size_t kv_cache = 0;      // decode: bytes of the KV cache
+// Seconds of each timed call, and their summary: the median, the quartiles (linear
+// interpolation between order statistics), min and max.
+struct Timing {
+  int calls = 0;
+  double median = 0, q1 = 0, q3 = 0, min = 0, max = 0;
 };
 
+Timing summarize(std::vector<double> seconds) {
+  std::sort(seconds.begin(), seconds.end());
+  auto quantile = [&](double f) {
+    const double at = f * double(seconds.size() - 1);
+    const std::size_t i = std::size_t(at);
+    const double frac = at - double(i);
+    return i + 1 < seconds.size() ? seconds[i] + frac * (seconds[i + 1] - seconds[i]) : seconds[i];
+  };
+  return {int(seconds.size()), quantile(0.5), quantile(0.25), quantile(0.75), seconds.front(), seconds.back()};
+}
 
-// Best time of repeated calls, at least once and until min_time has been spent.
+// Each call timed on its own, until at least `repetitions` calls and `min_time` seconds.
 template <typename F>
-double best_time(F&& call, double min_time) {
-  double best = 1e300, spent = 0;
+Timing time_calls(F&& call, double min_time, int repetitions) {
+  std::vector<double> seconds;
+  seconds.reserve(std::size_t(std::max(repetitions, 16)));
+  double spent = 0;
   do {
     const auto t0 = Clock::now();
     call();
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    best = std::min(best, dt);
+    seconds.push_back(dt);
     spent += dt;
-  } while (spent < min_time);
-  return best;
+  } while (spent < min_time || int(seconds.size()) < repetitions);
+  return summarize(std::move(seconds));
 }
 
-double flops(int tq, int tk, int d, bool causal) { return 4.0 * tq * tk * d * (causal ? 0.5 : 1.0); }
+struct Row {
+  std::string kernel, runs, mode;  // runs: "in-process" or "child-process"
+  int head_dim = 0, length = 0;
+  bool causal = false;
+  Timing time;                   // one prefill, or one decode step
+  double gflops = 0;             // attention FLOPs (4 B H Tq Tk D, halved when causal) per median second
+  std::optional<std::size_t> peak_extra;  // heap bytes beyond inputs and outputs (not for plugins)
+  std::size_t kv_cache = 0;      // decode: bytes of the KV cache
+};
 
-// The benchmark problem with its inputs in the kernel's storage formats, as certify sends them
-// (a bf16 kernel is timed on bf16 values, not on f32 values outside its declaration).
-Problem stored_benchmark_problem(const Kernel& kernel, int tq, int tk, int d, bool causal) {
-  Problem p = benchmark_problem(tq, tk, d, causal);
+// Where a kernel runs, and whether attest's memory meter sees its allocations (operator new in
+// this process: not a child's, nor a C plugin's malloc).
+bool in_child(const Kernel& kernel) { return dynamic_cast<const ProcessKernel*>(&kernel) != nullptr; }
+bool metered(const Kernel& kernel) { return !in_child(kernel) && !dynamic_cast<const InProcessPlugin*>(&kernel); }
+
+double flops(const Shape& s, bool causal) {
+  return 4.0 * s.batch * s.heads * s.q_len * s.k_len * s.head_dim * (causal ? 0.5 : 1.0);
+}
+
+// The benchmark problem (B, H = Hkv heads, Dv = Dk, random values) with its inputs in the
+// kernel's storage formats, as certify sends them (a bf16 kernel is timed on bf16 values, not on
+// f32 values outside its declaration).
+Problem bench_problem(const Kernel& kernel, const BenchRequest& request, int tq, int tk, int d, bool causal) {
+  Problem p;
+  p.shape = {request.batch, request.heads, request.heads, tq, tk, d, d};
+  p.mask.causal = causal;
+  p.resize_buffers();
+  fill_random(p, 1);
   const Precision precision = kernel.capabilities().precision;
   for (auto [values, stored, format] : {std::tuple{&p.q, &p.storage.q, precision.q},
                                         std::tuple{&p.k, &p.storage.k, precision.k},
@@ -62,30 +99,60 @@ Problem stored_benchmark_problem(const Kernel& kernel, int tq, int tk, int d, bo
   return p;
 }
 
-Row prefill(const Kernel& kernel, int t, int d, bool causal, double min_time) {
-  const Problem p = stored_benchmark_problem(kernel, t, t, d, causal);
+// One forward call as it is timed: an in-process plugin's C function alone, on a problem
+// converted to the ABI's form beforehand; otherwise the kernel's forward (for a kernel in a
+// child process that includes the protocol round trip and the guard pages, as in certify).
+std::function<void()> timed_forward(const Kernel& kernel, const Problem& p, std::vector<float>& o,
+                                    std::vector<float>& lse) {
+  if (const auto* plugin = dynamic_cast<const InProcessPlugin*>(&kernel)) {
+    auto call = std::make_shared<InProcessPlugin::Prepared>(plugin->prepare(p));
+    return [call] { (*call)(); };
+  }
+  return [&kernel, &p, &o, &lse] { kernel.forward(p, o, lse); };
+}
+
+// The interquartile range in % of the median.
+double spread_percent(const Timing& t) { return t.median > 0 ? (t.q3 - t.q1) / t.median * 100 : 0; }
+
+// Inputs larger than this (elements of Q, K or V) are refused before anything runs.
+constexpr long long kMaxElements = (1LL << 31) - 1;
+
+Row row_of(const Kernel& kernel, const char* mode, int d, int t, bool causal) {
+  return Row{kernel.name(), in_child(kernel) ? "child-process" : "in-process", mode, d, t, causal};
+}
+
+// Why the kernel's declaration excludes the problem (the cell is skipped), or empty.
+std::string refusal(const Kernel& kernel, const Problem& p) { return kernel.capabilities().unsupported_because(p); }
+
+std::optional<Row> prefill(const Kernel& kernel, const BenchRequest& request, int t, int d, bool causal,
+                           std::string& skipped) {
+  const Problem p = bench_problem(kernel, request, t, t, d, causal);
+  if (!(skipped = refusal(kernel, p)).empty()) return std::nullopt;
   std::vector<float> o(p.o_size()), lse(p.lse_size());
+  Row r = row_of(kernel, "prefill", d, t, causal);
   memory_meter::start();
   kernel.forward(p, o, lse);
-  Row r{kernel.name(), "prefill", d, t, causal};
-  r.peak_extra = memory_meter::peak_extra();
-  r.seconds = best_time([&] { kernel.forward(p, o, lse); }, min_time);
-  r.gflops = flops(t, t, d, causal) / r.seconds * 1e-9;
+  if (metered(kernel)) r.peak_extra = memory_meter::peak_extra();
+  r.time = time_calls(timed_forward(kernel, p, o, lse), request.min_time, request.repetitions);
+  r.gflops = flops(p.shape, causal) / r.time.median * 1e-9;
   return r;
 }
 
 // One new token against a cache of t: the decode kernel's session, or a one-query forward.
-Row decode_step(const Kernel& kernel, int t, int d, double min_time) {
-  Row r{kernel.name(), "decode", d, t, true};
+std::optional<Row> decode_step(const Kernel& kernel, const BenchRequest& request, int t, int d, std::string& skipped) {
+  const int b = request.batch, h = request.heads;
+  Row r = row_of(kernel, "decode", d, t, true);
   if (kernel.capabilities().decode()) {
-    auto session = kernel.open_decode({.batch = 1, .heads = 1, .kv_heads = 1, .head_dim = d, .value_dim = d,
+    const Problem p = bench_problem(kernel, request, t, t, d, true);
+    auto session = kernel.open_decode({.batch = b, .heads = h, .kv_heads = h, .head_dim = d, .value_dim = d,
                                        .scale = 1.0 / std::sqrt(double(d))});
-    const Problem p = benchmark_problem(t, t, d, true);
     std::vector<float> o(p.o_size()), lse(p.lse_size());
     session->step(t, p.q, p.k, p.v, o, lse);
-    // 32 steps right after the prefill: the cache stays within 32 tokens of t. Median step.
-    std::vector<float> q(d, 0.1f), k(d, 0.2f), v(d, 0.3f), o1(d), lse1(1);
+    // 32 steps right after the prefill: the cache stays within 32 tokens of t.
+    const std::size_t rows = std::size_t(b) * h;
+    std::vector<float> q(rows * d, 0.1f), k(rows * d, 0.2f), v(rows * d, 0.3f), o1(rows * d), lse1(rows);
     std::vector<double> steps;
+    steps.reserve(32);
     r.kv_cache = session->cache_bytes();
     memory_meter::start();
     for (int n = 0; n < 32; ++n) {
@@ -93,19 +160,20 @@ Row decode_step(const Kernel& kernel, int t, int d, double min_time) {
       session->step(1, q, k, v, o1, lse1);
       steps.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    r.peak_extra = memory_meter::peak_extra();
-    std::nth_element(steps.begin(), steps.begin() + 16, steps.end());
-    r.seconds = steps[16];
-    (void)min_time;
+    if (metered(kernel)) r.peak_extra = memory_meter::peak_extra();
+    r.time = summarize(std::move(steps));
   } else {
-    const Problem p = stored_benchmark_problem(kernel, 1, t, d, true);
-    std::vector<float> o(p.o_size()), lse(p.lse_size());
+    const Problem one = bench_problem(kernel, request, 1, t, d, true);
+    if (!(skipped = refusal(kernel, one)).empty()) return std::nullopt;
+    std::vector<float> o(one.o_size()), lse(one.lse_size());
     memory_meter::start();
-    r.seconds = best_time([&] { kernel.forward(p, o, lse); }, min_time);
-    r.peak_extra = memory_meter::peak_extra();
-    r.kv_cache = 2 * std::size_t(t) * d * sizeof(float);  // the K and V it was given
+    kernel.forward(one, o, lse);
+    if (metered(kernel)) r.peak_extra = memory_meter::peak_extra();
+    r.time = time_calls(timed_forward(kernel, one, o, lse), request.min_time, request.repetitions);
+    const Precision precision = kernel.capabilities().precision;  // the K and V it was given
+    r.kv_cache = std::size_t(b) * h * t * d * (info(precision.k).bytes + info(precision.v).bytes);
   }
-  r.gflops = flops(1, t, d, false) / r.seconds * 1e-9;
+  r.gflops = flops({b, h, h, 1, t, d, d}, false) / r.time.median * 1e-9;
   return r;
 }
 
@@ -184,52 +252,101 @@ void double_loop(const Problem& p, std::vector<double>& out) {
   }
 }
 
-int reference_cost(double min_time) {
+int reference_cost(const BenchRequest& request) {
   const int t = 512, d = 64;
   const Problem p = benchmark_problem(t, t, d, false);
   std::vector<double> sink;
-  const double loop = best_time([&] { double_loop(p, sink); }, min_time);
-  const double fast = best_time([&] { compute_reference_fast(p); }, min_time);
-  const double mpfr = best_time([&] { compute_reference(p); }, min_time);
-  std::cout << fmt::format("reference cost per output row, T = {}, Dk = Dv = {}, one head:\n", t, d);
-  std::cout << fmt::format("  {:<40} {:9.3f} us {:7.1f}x\n", "double loop", loop / t * 1e6, 1.0);
-  std::cout << fmt::format("  {:<40} {:9.3f} us {:7.1f}x\n", "double-double, 100+ bits (the oracle)", fast / t * 1e6,
-                           fast / loop);
-  std::cout << fmt::format("  {:<40} {:9.3f} us {:7.1f}x\n", "MPFR 136 bits (the cross-check)", mpfr / t * 1e6,
-                           mpfr / loop);
+  const Timing loop = time_calls([&] { double_loop(p, sink); }, request.min_time, request.repetitions);
+  const Timing fast = time_calls([&] { compute_reference_fast(p); }, request.min_time, request.repetitions);
+  const Timing mpfr = time_calls([&] { compute_reference(p); }, request.min_time, request.repetitions);
+  std::cout << fmt::format("reference cost per output row, T = {}, Dk = Dv = {}, one head (median of n calls, IQR as "
+                           "% of the median):\n",
+                           t, d);
+  for (auto [what, time] : {std::pair{"double loop", loop}, {"double-double, 100+ bits (the oracle)", fast},
+                            {"MPFR 136 bits (the cross-check)", mpfr}})
+    std::cout << fmt::format("  {:<40} {:9.3f} us {:7.1f}x  IQR {:4.1f}%  n = {}\n", what, time.median / t * 1e6,
+                             time.median / loop.median, spread_percent(time), time.calls);
   return 0;
 }
 
 }  // namespace
 
 int run_bench(const BenchRequest& request) {
-  if (request.reference) return reference_cost(request.min_time);
+  if (!request.json_path.empty()) check_writable("--json", request.json_path);
+  if (!request.svg_path.empty()) check_writable("--svg", request.svg_path);
+  if (request.reference) return reference_cost(request);
+  const int widest = *std::max_element(request.head_dims.begin(), request.head_dims.end());
+  const int longest = *std::max_element(request.lengths.begin(), request.lengths.end());
+  const double elements = double(request.batch) * request.heads * longest * widest;
+  if (elements > double(kMaxElements))
+    throw std::invalid_argument(
+        fmt::format("bench: --batch x --heads x T x Dk = {} x {} x {} x {} = {:.0f} elements per input, more than {}",
+                    request.batch, request.heads, longest, widest, elements, kMaxElements));
   set_blas_threads(1);
   std::vector<std::string> names = request.kernels;
   if (names.empty()) {
     for (const KernelEntry& e : kernel_registry()) names.push_back(e.name);
     names.push_back("baseline:blas");
   }
+  LoadOptions load;
+  load.plugin_in_process = request.in_process;
   std::vector<std::unique_ptr<Kernel>> kernels;
-  for (const std::string& n : names) kernels.push_back(resolve_kernel(n));
+  std::size_t name_width = 6;
+  for (const std::string& n : names) {
+    kernels.push_back(resolve_kernel(n, load));
+    name_width = std::max(name_width, kernels.back()->name().size());
+  }
 
-  std::cout << fmt::format("attest bench: 1 thread, {} hardware threads, B = H = 1, Dv = Dk\n",
-                           std::thread::hardware_concurrency());
-  std::cout << fmt::format("{:<8} {:<8} {:>4} {:>6} {:>6} {:>12} {:>9} {:>12} {:>11}\n", "kernel", "mode", "Dk",
-                           "causal", "T", "seconds", "GFLOP/s", "peak extra", "KV bytes");
+  std::cout << fmt::format("attest bench: 1 thread, {} hardware threads, B = {}, H = Hkv = {}, Dv = Dk\n",
+                           std::thread::hardware_concurrency(), request.batch, request.heads);
+  std::cout << fmt::format("time per call: the median of n calls (at least {} and {} s; decode sessions: 32 steps); "
+                           "spread: the interquartile range (25th to 75th percentile) in % of the median\n",
+                           request.repetitions, request.min_time);
+  std::cout << (request.in_process
+                    ? "plugins: in process (--in-process): loaded into attest and called directly through the C ABI, "
+                      "no child process, protocol or guard pages (a crash is attest's)\n"
+                    : "plugins: in a child process, as certify runs them: each call crosses the process protocol, "
+                      "its buffers between guard pages (--in-process calls them directly)\n");
+  std::cout << "peak extra: operator new in attest's process during one call (not measured for plugins or process "
+               "kernels)\n";
+  const std::string row_format = fmt::format("{{:<{}}} {{:<7}} {{:<8}} {{:>4}} {{:>6}} {{:>6}} ", name_width);
+  std::cout << fmt::format(fmt::runtime(row_format), "kernel", "runs", "mode", "Dk", "causal", "T")
+            << fmt::format("{:>12} {:>6} {:>7} {:>9} {:>12} {:>11}\n", "median s", "IQR %", "n", "GFLOP/s",
+                           "peak extra", "KV bytes");
   std::vector<Row> rows;
-  std::map<std::string, std::pair<int, double>> last;  // kernel/mode/config -> (T, seconds)
+  std::map<std::string, std::pair<int, double>> last;  // kernel/mode/config -> (T, median seconds)
   auto report = [&](const Row& r) {
     rows.push_back(r);
-    std::cout << fmt::format("{:<8} {:<8} {:>4} {:>6} {:>6} {:>12.6f} {:>9.2f} {:>12} {:>11}\n", r.kernel, r.mode,
-                             r.head_dim, r.causal ? "yes" : "no", r.length, r.seconds, r.gflops,
-                             human_bytes(double(r.peak_extra)), r.kv_cache ? human_bytes(double(r.kv_cache)) : "-");
+    std::cout << fmt::format(fmt::runtime(row_format), r.kernel, r.runs == "child-process" ? "child" : "in-proc",
+                             r.mode, r.head_dim, r.causal ? "yes" : "no", r.length)
+              << fmt::format("{:>12.6f} {:>6.1f} {:>7} {:>9.2f} {:>12} {:>11}\n", r.time.median, spread_percent(r.time),
+                             r.time.calls, r.gflops, r.peak_extra ? human_bytes(double(*r.peak_extra)) : "-",
+                             r.kv_cache ? human_bytes(double(r.kv_cache)) : "-");
     std::cout.flush();
+  };
+  auto skip = [&](const Kernel& kernel, const char* mode, int d, bool causal, int t, const std::string& why) {
+    std::cout << fmt::format(fmt::runtime(row_format), kernel.name(), in_child(kernel) ? "child" : "in-proc", mode, d,
+                             causal ? "yes" : "no", t)
+              << " skipped: " << why << "\n";
   };
   // Skip a cell when doubling T from the last measured one would take longer than max_seconds.
   auto too_slow = [&](const std::string& key, int t, double power) {
     const auto it = last.find(key);
     return it != last.end() && it->second.second * std::pow(double(t) / it->second.first, power) > request.max_seconds;
+  };
+  // A cell the kernel refuses (outside its contract, or failing) is skipped with the reason.
+  auto measure = [&](const Kernel& kernel, const char* mode, int d, bool causal, int t, const std::string& key,
+                     auto&& run) {
+    std::string why;
+    std::optional<Row> r;
+    try {
+      r = run(why);
+    } catch (const std::exception& e) {
+      why = safe_text(e.what(), 300);
+    }
+    if (!r) return skip(kernel, mode, d, causal, t, why);
+    last[key] = {t, r->time.median};
+    report(*r);
   };
   for (int d : request.head_dims)
     for (const auto& kernel : kernels) {
@@ -238,31 +355,39 @@ int run_bench(const BenchRequest& request) {
           for (int t : request.lengths) {
             const std::string key = fmt::format("{}/p/{}/{}", kernel->name(), d, causal);
             if (too_slow(key, t, 2.0)) continue;
-            const Row r = prefill(*kernel, t, d, causal, request.min_time);
-            last[key] = {t, r.seconds};
-            report(r);
+            measure(*kernel, "prefill", d, causal, t, key,
+                    [&](std::string& why) { return prefill(*kernel, request, t, d, causal, why); });
           }
       if (request.decode)
         for (int t : request.lengths) {
           const std::string key = fmt::format("{}/d/{}", kernel->name(), d);
           if (too_slow(key, t, 1.0)) continue;
-          const Row r = decode_step(*kernel, t, d, request.min_time);
-          last[key] = {t, r.seconds};
-          report(r);
+          measure(*kernel, "decode", d, true, t, key,
+                  [&](std::string& why) { return decode_step(*kernel, request, t, d, why); });
         }
     }
 
   if (!request.json_path.empty()) {
     nlohmann::json out = nlohmann::json::array();
     for (const Row& r : rows)
-      out.push_back({{"kernel", r.kernel}, {"mode", r.mode}, {"head_dim", r.head_dim}, {"causal", r.causal},
-                     {"length", r.length}, {"seconds", r.seconds}, {"gflops", r.gflops},
-                     {"peak_extra_bytes", r.peak_extra}, {"kv_cache_bytes", r.kv_cache}});
-    std::ofstream(request.json_path) << nlohmann::json{{"format", "attest-bench"}, {"version", 1},
-                                                      {"threads", 1}, {"rows", out}}.dump(2)
-                                     << "\n";
+      out.push_back({{"kernel", r.kernel}, {"runs", r.runs}, {"mode", r.mode}, {"head_dim", r.head_dim},
+                     {"causal", r.causal}, {"length", r.length}, {"median_seconds", r.time.median},
+                     {"q1_seconds", r.time.q1}, {"q3_seconds", r.time.q3}, {"min_seconds", r.time.min},
+                     {"max_seconds", r.time.max}, {"calls", r.time.calls}, {"gflops", r.gflops},
+                     {"peak_extra_bytes", r.peak_extra ? nlohmann::json(*r.peak_extra) : nlohmann::json(nullptr)},
+                     {"kv_cache_bytes", r.kv_cache}});
+    const nlohmann::json doc{{"format", "attest-bench"},
+                             {"version", 2},
+                             {"threads", 1},
+                             {"batch", request.batch},
+                             {"heads", request.heads},
+                             {"kv_heads", request.heads},
+                             {"plugins", request.in_process ? "in-process" : "child-process"},
+                             {"statistic", "median of calls; q1/q3 the quartiles (linear interpolation)"},
+                             {"rows", out}};
+    write_file_atomically(request.json_path, doc.dump(2) + "\n");
   }
-  if (!request.svg_path.empty()) std::ofstream(request.svg_path) << svg_plot(rows, request.head_dims.front());
+  if (!request.svg_path.empty()) write_file_atomically(request.svg_path, svg_plot(rows, request.head_dims.front()));
   return 0;
 }
 

@@ -102,13 +102,22 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   BenchRequest bench;
+  std::vector<std::string> bench_lengths{"128", "256", "512", "1024", "2048", "4096", "8192", "16384"},
+      bench_dims{"64", "128"}, bench_causal{"0", "1"};
+  std::string bench_batch = "1", bench_heads = "1", bench_max_seconds = "2", bench_min_time = "0.2",
+              bench_repetitions = "5";
   CLI::App* ben = app.add_subcommand("bench", "kernel speed and memory by sequence length, with the OpenBLAS baseline");
   ben->add_option("--kernel", bench.kernels, "kernels (default: every built-in kernel and baseline:blas)");
-  ben->add_option("--lengths", bench.lengths, "sequence lengths")->delimiter(',')->capture_default_str();
-  ben->add_option("--dims", bench.head_dims, "head widths")->delimiter(',')->capture_default_str();
-  ben->add_option("--causal", bench.causal, "0 (no mask), 1 (causal) or both")->delimiter(',')->capture_default_str();
-  ben->add_option("--max-seconds", bench.max_seconds, "skip cells estimated to take longer")->capture_default_str();
-  ben->add_option("--min-time", bench.min_time, "seconds of repetition per cell")->capture_default_str();
+  ben->add_option("--lengths", bench_lengths, "sequence lengths")->delimiter(',')->capture_default_str();
+  ben->add_option("--dims", bench_dims, "head widths (Dk = Dv)")->delimiter(',')->capture_default_str();
+  ben->add_option("--causal", bench_causal, "0 (no mask), 1 (causal) or both")->delimiter(',')->capture_default_str();
+  ben->add_option("--batch", bench_batch, "batch size B")->capture_default_str();
+  ben->add_option("--heads", bench_heads, "heads H (as many KV heads)")->capture_default_str();
+  ben->add_option("--max-seconds", bench_max_seconds, "skip cells estimated to take longer")->capture_default_str();
+  ben->add_option("--min-time", bench_min_time, "seconds of repetition per cell")->capture_default_str();
+  ben->add_option("--repetitions", bench_repetitions, "timed calls per cell, at least")->capture_default_str();
+  ben->add_flag("--in-process", bench.in_process,
+                "load plugins into attest and call them directly (default: a child process, guard pages)");
   ben->add_flag("!--no-decode", bench.decode, "skip the decode measurements");
   ben->add_flag("!--no-prefill", bench.prefill, "skip the prefill measurements");
   ben->add_flag("--reference", bench.reference, "measure the reference's cost per row against a double loop");
@@ -174,7 +183,23 @@ int main(int argc, char** argv) {
       fuzz.seconds = static_cast<int>(parse_integer("--seconds", fuzz_target_seconds, 1, 86400));
       return run_fuzz(fuzz);
     }
-    if (*ben) return run_bench(bench);
+    if (*ben) {
+      auto integers = [](const std::string& flag, const std::vector<std::string>& texts, long long lo, long long hi) {
+        std::vector<int> out;
+        for (const std::string& t : texts) out.push_back(static_cast<int>(parse_integer(flag, t, lo, hi)));
+        if (out.empty()) throw FlagError(flag + ": at least one value is needed");
+        return out;
+      };
+      bench.lengths = integers("--lengths", bench_lengths, 1, 1 << 20);
+      bench.head_dims = integers("--dims", bench_dims, 1, 4096);
+      bench.causal = integers("--causal", bench_causal, 0, 1);
+      bench.batch = static_cast<int>(parse_integer("--batch", bench_batch, 1, 65536));
+      bench.heads = static_cast<int>(parse_integer("--heads", bench_heads, 1, 65536));
+      bench.max_seconds = parse_seconds("--max-seconds", bench_max_seconds, 86400);
+      bench.min_time = parse_number("--min-time", bench_min_time, 0, 3600);
+      bench.repetitions = static_cast<int>(parse_integer("--repetitions", bench_repetitions, 1, 1'000'000));
+      return run_bench(bench);
+    }
     if (*mut) {
       mutants.property_cases = parse_budget("--budget", mutants_budget);
       mutants.sizes = sized_flags(sizes_for_budget(mutants.property_cases), mutants_max_len, {}, {}, "");

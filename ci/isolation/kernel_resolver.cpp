@@ -4,6 +4,7 @@
 
 #include "blas_baseline.h"
 #include "attest/mutants.h"
+#include "plugin_library.h"
 #include "process_kernel.h"
 
 namespace attest {
@@ -13,6 +14,7 @@ std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOption
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".so");
   if (is_path) {
     if (!std::filesystem::exists(name)) throw KernelLoadError("no such file: " + name);
+    if (options.plugin_in_process) return std::make_unique<InProcessPlugin>(name);
     return std::make_unique<ProcessKernel>(
         ProcessKernel::Options{kernel_host_argv({"--plugin", name}), options.containment, name});
   }

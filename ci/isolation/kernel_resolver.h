@@ -2,7 +2,8 @@
 //   NAME, builtin:NAME   a built-in kernel (in this process, or isolated with `isolate`)
 //   mutant:NAME          a deliberately broken kernel from impl/mutants/
 //   baseline:blas        the OpenBLAS materialized-attention baseline of `attest bench`
-//   PATH.so (or a path)  a plugin through the C ABI, always in a child process
+//   PATH.so (or a path)  a plugin through the C ABI, in a child process (in this process only
+//                        for `attest bench --in-process`: plugin_library.h)
 //   cmd:PROGRAM ARGS     a separate program speaking the process protocol (--kernel-cmd)
 // In-process names go through make_in_process_kernel (impl/mutants), which the fuzz targets use.
 #pragma once
@@ -17,6 +18,7 @@ namespace attest {
 
 struct LoadOptions {
   bool isolate = false;     // run built-in kernels and mutants in a child process too
+  bool plugin_in_process = false;  // attest bench --in-process: load a plugin into this process
   Containment containment;  // for kernels in a child process
 };
 

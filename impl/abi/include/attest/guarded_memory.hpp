@@ -2,8 +2,10 @@
 // its inputs and outputs in these, so a read or write outside a buffer faults instead of
 // passing unseen (DESIGN.md §9). Each buffer sits either flush against its trailing guard
 // (kEnd: one float past the end faults) or at its leading guard (kStart: one float before the
-// start faults); callers alternate the two. The page slack on the other side is filled with a
-// NaN canary: a read there poisons the result, a write there is reported by damage().
+// start faults); callers alternate the two. The slack on the other side (the rest of the last
+// page; more when a released mapping is reused, at most the buffer's size) is filled with a NaN
+// canary: a read there poisons the result, a write there is reported by damage(). An empty
+// buffer is not mapped (its data() is NULL).
 // A fault inside a guard is named by fault_report() from a SIGSEGV handler.
 #pragma once
 
@@ -34,21 +36,42 @@ struct Registration {
 inline constexpr int kMaxRegistrations = 64;
 inline Registration registry[kMaxRegistrations];
 
+// Mappings of released buffers, kept for the next buffers of a similar size: once a call of a
+// given shape has run, its buffers cost no mmap, munmap or page fault again, only the mprotect
+// that seals an input. The guards stay PROT_NONE throughout and a reused region is refilled with
+// canaries. Not thread-safe, like the registry (the kernel server is single-threaded).
+struct CachedRegion {
+  char* region;
+  std::size_t size;  // the whole mapping, guards included
+  bool sealed;       // its usable part is read-only
+};
+inline constexpr int kMaxCachedRegions = 32;
+inline constexpr std::size_t kMaxCachedBytes = std::size_t{16} << 20;  // usable bytes kept, in all
+inline CachedRegion region_cache[kMaxCachedRegions];
+inline std::size_t cached_bytes = 0;
+
+// Unmaps every cached region (when a new mapping fails under the memory limit).
+inline bool release_cached_regions() {
+  bool any = false;
+  for (CachedRegion& c : region_cache)
+    if (c.region) {
+      ::munmap(c.region, c.size);
+      c = {};
+      any = true;
+    }
+  cached_bytes = 0;
+  return any;
+}
+
 class Buffer {
  public:
   Buffer(const char* name, std::size_t bytes, Placement placement) : name_(name), bytes_(bytes) {
+    if (bytes == 0) return;  // an empty array is passed as NULL: nothing to map or to guard
     const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
     const std::size_t data_pages = (bytes + page - 1) / page * page;
-    size_ = kGuardBytes + (data_pages ? data_pages : page) + kGuardBytes;
-    void* m = ::mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) throw std::bad_alloc();
-    region_ = static_cast<char*>(m);
+    map(data_pages);
     char* usable = region_ + kGuardBytes;
     const std::size_t usable_bytes = size_ - 2 * kGuardBytes;
-    if (::mprotect(usable, usable_bytes, PROT_READ | PROT_WRITE) != 0) {
-      ::munmap(region_, size_);
-      throw std::bad_alloc();
-    }
     for (std::size_t i = 0; i + 4 <= usable_bytes; i += 4) std::memcpy(usable + i, &kSlackCanary, 4);
     data_ = placement == Placement::kStart ? usable : usable + usable_bytes - bytes;
     slot_ = -1;
@@ -64,16 +87,28 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer() {
     if (slot_ >= 0) registry[slot_] = {};
+    if (!region_) return;
+    const std::size_t usable_bytes = size_ - 2 * kGuardBytes;
+    if (cached_bytes + usable_bytes <= kMaxCachedBytes)
+      for (CachedRegion& c : region_cache)
+        if (!c.region) {
+          c = {region_, size_, sealed_};
+          cached_bytes += usable_bytes;
+          return;
+        }
     ::munmap(region_, size_);
   }
 
   void* data() { return bytes_ ? data_ : nullptr; }
   std::size_t bytes() const { return bytes_; }
   // Inputs: no write at all after they are filled.
-  void seal() { ::mprotect(region_ + kGuardBytes, size_ - 2 * kGuardBytes, PROT_READ); }
+  void seal() {
+    if (region_) sealed_ = ::mprotect(region_ + kGuardBytes, size_ - 2 * kGuardBytes, PROT_READ) == 0;
+  }
 
   // Empty when the slack canaries are intact; else the first write outside the buffer.
   std::string damage() const {
+    if (!region_) return {};
     const char* usable = region_ + kGuardBytes;
     const char* usable_end = region_ + size_ - kGuardBytes;
     auto intact = [&](const char* p) {
@@ -92,12 +127,44 @@ class Buffer {
   }
 
  private:
+  // A region whose usable part holds `data_pages` (at most twice as many pages): the smallest
+  // cached one, writable again, or a new mapping.
+  void map(std::size_t data_pages) {
+    CachedRegion* best = nullptr;
+    for (CachedRegion& c : region_cache) {
+      const std::size_t usable = c.region ? c.size - 2 * kGuardBytes : 0;
+      if (c.region && usable >= data_pages && usable <= 2 * data_pages && (!best || c.size < best->size)) best = &c;
+    }
+    if (best) {
+      const CachedRegion c = *best;
+      *best = {};
+      cached_bytes -= c.size - 2 * kGuardBytes;
+      if (!c.sealed || ::mprotect(c.region + kGuardBytes, c.size - 2 * kGuardBytes, PROT_READ | PROT_WRITE) == 0) {
+        region_ = c.region, size_ = c.size;
+        return;
+      }
+      ::munmap(c.region, c.size);
+    }
+    size_ = kGuardBytes + data_pages + kGuardBytes;
+    void* m = MAP_FAILED;
+    do {
+      m = ::mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (m != MAP_FAILED && ::mprotect(static_cast<char*>(m) + kGuardBytes, data_pages, PROT_READ | PROT_WRITE) != 0) {
+        ::munmap(m, size_);
+        m = MAP_FAILED;
+      }
+    } while (m == MAP_FAILED && release_cached_regions());
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    region_ = static_cast<char*>(m);
+  }
+
   const char* name_;
   std::size_t bytes_;
   std::size_t size_ = 0;
   char* region_ = nullptr;
   char* data_ = nullptr;
   int slot_ = -1;
+  bool sealed_ = false;
 };
 
 namespace detail {

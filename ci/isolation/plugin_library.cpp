@@ -1,0 +1,140 @@
+#include "plugin_library.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+
+#include "attest/abi_adapter.h"
+#include "attest/safe_text.h"
+#include "process_kernel.h"
+
+namespace attest {
+
+const void* open_plugin(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw KernelLoadError("no such file: " + path);
+  void* library = ::dlopen(std::filesystem::absolute(path).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!library) throw KernelLoadError(fmt::format("cannot load {}: {}", path, ::dlerror()));
+  auto entry = reinterpret_cast<attest_kernel_entry_any_fn>(::dlsym(library, ATTEST_ENTRY_SYMBOL));
+  if (!entry) throw KernelLoadError(fmt::format("{} does not export {}", path, ATTEST_ENTRY_SYMBOL));
+  const void* descriptor = entry();
+  if (!descriptor) throw KernelLoadError(fmt::format("{}: {}() returned NULL", path, ATTEST_ENTRY_SYMBOL));
+  const std::uint32_t version = *static_cast<const std::uint32_t*>(descriptor);
+  if (version == ATTEST_ABI_VERSION_1) {
+    if (!static_cast<const attest_kernel*>(descriptor)->forward)
+      throw KernelLoadError(fmt::format("{}: descriptor has no forward function", path));
+  } else if (version == ATTEST_ABI_VERSION_2) {
+    const auto* v2 = static_cast<const attest_kernel_v2*>(descriptor);
+    if (v2->struct_size < sizeof(attest_kernel_v2))
+      throw KernelLoadError(fmt::format("{}: descriptor struct_size {} is smaller than attest_kernel_v2 ({})", path,
+                                        v2->struct_size, sizeof(attest_kernel_v2)));
+    if (!v2->forward && !v2->contract.decode_only)
+      throw KernelLoadError(
+          fmt::format("{}: descriptor has no forward function (and its contract is not decode_only)", path));
+  } else {
+    throw KernelLoadError(
+        fmt::format("{}: kernel ABI version {}, this attest speaks versions 1 and 2", path, version));
+  }
+  return descriptor;
+}
+
+namespace {
+
+[[noreturn]] void status_failure(const char* call, attest_status status, const protocol::ServedKernel& served) {
+  throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("{} returned status {}: {}", call, int(status),
+                                                                safe_text(served.last_error(), kMaxKernelMessage)));
+}
+
+std::string path_of(const char (&path)[32]) {
+  const std::string p(path, ::strnlen(path, sizeof path));
+  return p.empty() ? "default" : safe_text(p, kMaxKernelName);
+}
+
+// Values into O's storage format and back; f32 buffers are used as they are.
+void copy_out(const std::vector<std::uint8_t>& bytes, Scalar format, std::span<float> o) {
+  const std::vector<float> values = floats_from_storage(bytes.data(), o.size(), format);
+  std::copy(values.begin(), values.end(), o.begin());
+}
+
+}  // namespace
+
+InProcessPlugin::InProcessPlugin(const std::string& path) : served_(open_plugin(path)) {
+  const protocol::Descriptor d = served_.descriptor();
+  try {
+    caps_ = capabilities_from_descriptor(d);
+  } catch (const std::invalid_argument& e) {
+    throw KernelLoadError(path + ": " + e.what());
+  }
+  name_ = safe_text(d.name, kMaxKernelName);
+  if (name_.empty()) name_ = safe_text(path, kMaxKernelName);
+}
+
+InProcessPlugin::Prepared InProcessPlugin::prepare(const Problem& p) const {
+  if (!caps_.forward()) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel is decode-only (no forward)");
+  Prepared call;
+  call.kernel_ = this;
+  call.wire_ = to_wire(p, caps_.precision);
+  call.view_ = call.wire_.view();
+  call.o_.assign(p.o_size() * info(caps_.precision.o).bytes, 0);
+  if (caps_.lse()) call.lse_.assign(p.lse_size(), 0.0f);
+  return call;
+}
+
+void InProcessPlugin::Prepared::operator()() {
+  attest_outputs_v2 out{};
+  out.o = o_.data();
+  out.lse = lse_.empty() ? nullptr : lse_.data();
+  const attest_status status = kernel_->served_.forward(view_, out);
+  if (status != ATTEST_OK) status_failure("kernel", status, kernel_->served_);
+  kernel_->last_path_ = path_of(out.path);
+}
+
+void InProcessPlugin::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {
+  Prepared call = prepare(p);
+  call();
+  copy_out(call.o_, caps_.precision.o, o);
+  if (!lse.empty() && !call.lse_.empty()) std::copy(call.lse_.begin(), call.lse_.end(), lse.begin());
+}
+
+class InProcessDecode final : public DecodeSession {
+ public:
+  InProcessDecode(const InProcessPlugin& kernel, const DecodeConfig& config) : kernel_(kernel), config_(config) {
+    const protocol::WireDecodeConfig wire = to_wire(config);
+    const attest_status status = kernel_.served_.decode_open(wire.view(), &handle_);
+    if (status != ATTEST_OK) status_failure("decode open", status, kernel_.served_);
+  }
+  ~InProcessDecode() override { kernel_.served_.decode_close(handle_); }
+
+  void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v, std::span<float> o,
+            std::span<float> lse) override {
+    const Precision& precision = kernel_.caps_.precision;
+    auto as_stored = [](std::span<const float> x, Scalar s) { return stored(std::vector<float>(x.begin(), x.end()), s); };
+    const std::vector<std::uint8_t> qs = as_stored(q, precision.q), ks = as_stored(k, precision.k),
+                                    vs = as_stored(v, precision.v);
+    std::vector<std::uint8_t> os(o.size() * info(precision.o).bytes);
+    char path[32] = {};
+    const attest_status status = kernel_.served_.decode_step(handle_, n, qs.data(), ks.data(), vs.data(), os.data(),
+                                                             lse.empty() ? nullptr : lse.data(), path);
+    if (status != ATTEST_OK) status_failure("decode step", status, kernel_.served_);
+    copy_out(os, precision.o, o);
+    length_ += n;
+  }
+  long long length() const override { return length_; }
+  std::size_t cache_bytes() const override { return 0; }  // the plugin does not report it
+
+ private:
+  const InProcessPlugin& kernel_;
+  DecodeConfig config_;
+  void* handle_ = nullptr;
+  long long length_ = 0;
+};
+
+std::unique_ptr<DecodeSession> InProcessPlugin::open_decode(const DecodeConfig& config) const {
+  config.validate();
+  if (!served_.decodes())
+    throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel does not decode (no decode functions)");
+  return std::make_unique<InProcessDecode>(*this, config);
+}
+
+}  // namespace attest

@@ -85,7 +85,7 @@ Outcome evaluate_target(Target target, const std::uint8_t* data, std::size_t siz
   const Capabilities caps = kernel.capabilities();
   if (const FeatureSet missing = t.required.minus(caps.features); !missing.empty())
     return {std::nullopt, false, "the kernel does not declare " + missing.joined()};
-  FuzzCase c = decode_input(data, size, t.flavor);
+  FuzzCase c = decode_input(data, size, t.flavor, reach_of(caps));  // lengths and modifiers per the declaration
   // The input as the kernel's declaration can take it (identity for the built-in kernels).
   std::string why;
   std::optional<Problem> fitted = fit_to_declaration(c.problem, caps, &why);

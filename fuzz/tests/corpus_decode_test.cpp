@@ -15,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "attest/mutants.h"
 #include "fuzz_input.h"
 #include "fuzz_targets.h"
 
@@ -113,6 +114,16 @@ std::map<std::string, std::uint64_t> recorded_fingerprints() {
   return out;
 }
 
+// The reach the fingerprints are taken with: a 128x64-tile kernel declaring every score
+// modifier, fixed here (not any kernel's declaration, which may change), so extended inputs pin
+// their lengths and modifiers too. Basic inputs decode the same under any reach (next test).
+Reach pinned_reach() {
+  Reach r;
+  r.query_tile = 128, r.key_tile = 64, r.max_length = 258;
+  r.modifiers = FeatureSet::of_kind(FeatureKind::kModifier);
+  return r;
+}
+
 TEST(CorpusDecode, EveryCommittedInputDecodesAsWhenItWasCommitted) {
   const auto inputs = corpus_inputs();
   const auto recorded = recorded_fingerprints();
@@ -120,7 +131,7 @@ TEST(CorpusDecode, EveryCommittedInputDecodesAsWhenItWasCommitted) {
   for (const auto& [path, input] : inputs) {
     const auto& [flavor, bytes] = input;
     const auto it = recorded.find(path);
-    const std::uint64_t actual = decoded_fingerprint(decode_input(bytes.data(), bytes.size(), flavor));
+    const std::uint64_t actual = decoded_fingerprint(decode_input(bytes.data(), bytes.size(), flavor, pinned_reach()));
     if (it == recorded.end()) {
       ADD_FAILURE() << "corpus/" << path << " has no line in fuzz/tests/corpus_fingerprints.txt; add \"" << path
                     << " " << std::hex << actual << "\" if it decodes as intended";
@@ -129,6 +140,22 @@ TEST(CorpusDecode, EveryCommittedInputDecodesAsWhenItWasCommitted) {
     EXPECT_EQ(actual, it->second) << "corpus/" << path << " decodes to another problem than when it was committed";
   }
   for (const auto& [path, fp] : recorded) EXPECT_TRUE(inputs.count(path)) << "corpus/" << path << " is gone";
+}
+
+// Inputs without kExtended decode the same on every kernel: their lengths and features do not
+// depend on the kernel's tiles or declaration (only the extension reads those).
+TEST(CorpusDecode, BasicInputsDecodeTheSameOnEveryKernel) {
+  std::vector<std::pair<std::string, Reach>> reaches;
+  for (const KernelEntry& e : kernel_registry()) reaches.push_back({e.name, reach_of(e.make()->capabilities())});
+  for (const MutantEntry& m : mutant_registry()) reaches.push_back({"mutant:" + m.name, reach_of(m.make()->capabilities())});
+  for (const auto& [path, input] : corpus_inputs()) {
+    const auto& [flavor, bytes] = input;
+    if (decode_controls(bytes.data(), bytes.size(), flavor).flags & kExtended) continue;
+    const std::uint64_t plain = decoded_fingerprint(decode_input(bytes.data(), bytes.size(), flavor));
+    for (const auto& [kernel, reach] : reaches)
+      EXPECT_EQ(decoded_fingerprint(decode_input(bytes.data(), bytes.size(), flavor, reach)), plain)
+          << "corpus/" << path << " on " << kernel;
+  }
 }
 
 }  // namespace

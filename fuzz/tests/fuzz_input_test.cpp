@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <random>
 #include <set>
 
@@ -291,6 +292,73 @@ TEST(FuzzTargets, TableAndTargetFilesAgree) {
     EXPECT_NO_THROW(find_mutant(t.mutant)) << t.name;
   }
   EXPECT_EQ(files, rows);
+}
+
+}  // namespace
+}  // namespace attest::fuzz
+
+namespace attest::fuzz {
+namespace {
+
+// builtin:tiled (128 x 64 tiles) with a bug past its first tiles, for the test below: keys past
+// the second key tile dropped (a split-K loop that stops after two tiles), or, when Tq > 128, the
+// rows of the last partial query tile never written (a grid of Tq / 128 query tiles, rounded down).
+class BeyondFirstTiles final : public Kernel {
+ public:
+  enum class Bug { kThirdKeyTileDropped, kPartialQueryTileUnwritten };
+  explicit BeyondFirstTiles(Bug bug) : inner_(make_kernel("tiled")), bug_(bug) {}
+  std::string name() const override {
+    return bug_ == Bug::kThirdKeyTileDropped ? "test:third_key_tile_dropped" : "test:partial_query_tile_unwritten";
+  }
+  Capabilities capabilities() const override { return inner_->capabilities(); }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    const int tiles_q = inner_->capabilities().contract.query_tile, tiles_k = inner_->capabilities().contract.key_tile;
+    if (bug_ == Bug::kThirdKeyTileDropped && p.shape.k_len > 2 * tiles_k) {
+      Problem cut = p;
+      if (cut.mask.kv_valid.empty()) cut.mask.kv_valid.assign(p.shape.batch, p.shape.k_len);
+      for (int& n : cut.mask.kv_valid) n = std::min(n, 2 * tiles_k);
+      return inner_->forward(cut, o, lse);
+    }
+    inner_->forward(p, o, lse);
+    const Shape& s = p.shape;
+    if (bug_ != Bug::kPartialQueryTileUnwritten || s.q_len <= tiles_q) return;
+    for (int bh = 0; bh < s.batch * s.heads; ++bh)
+      for (int i = s.q_len / tiles_q * tiles_q; i < s.q_len; ++i)
+        std::fill_n(&o[(std::size_t(bh) * s.q_len + i) * s.value_dim], s.value_dim, 0.0f);
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  Bug bug_;
+};
+
+// Random inputs (as certify's fuzz stage draws them) until fuzz_differential reports a violation;
+// with `basic_only`, inputs with the extension are passed over (the decoder before it). Returns
+// how many inputs ran, or -1 when none of `budget` was caught.
+int inputs_until_caught(const Kernel& kernel, bool basic_only, int budget) {
+  std::mt19937_64 rng(3);
+  Oracle oracle(4);
+  for (int n = 1; n <= budget;) {
+    std::vector<std::uint8_t> bytes(rng() % 512);
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+    if (basic_only && (decode_controls(bytes.data(), bytes.size(), Flavor::kGeneral).flags & kExtended)) continue;
+    if (evaluate_target(Target::kDifferential, bytes.data(), bytes.size(), kernel, oracle).violation) return n;
+    ++n;
+  }
+  return -1;
+}
+
+// Issue 16: fuzzing reaches builtin:tiled's second tiles. A bug only in the third key tile, or only
+// when Tq > 128, is out of reach of basic inputs (lengths up to 40) and caught by random inputs
+// (with this seed after about 80 each: most inputs mask or pad the keys and rows in question, or stay small).
+TEST(FuzzReach, BugsPastTheFirstTilesOfA128x64KernelAreCaught) {
+  for (auto bug : {BeyondFirstTiles::Bug::kThirdKeyTileDropped, BeyondFirstTiles::Bug::kPartialQueryTileUnwritten}) {
+    const BeyondFirstTiles kernel(bug);
+    const int caught = inputs_until_caught(kernel, false, 1000);
+    std::cout << kernel.name() << ": caught after " << caught << " random inputs\n";
+    EXPECT_GT(caught, 0) << kernel.name();
+    EXPECT_EQ(inputs_until_caught(kernel, true, 1000), -1) << kernel.name() << ": basic inputs reach it";
+  }
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 namespace attest::fuzz {
 namespace {
@@ -240,16 +242,25 @@ FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor,
 
   FuzzCase out;
   Problem& p = out.problem;
-  const auto [heads, kv_heads] = kHeadPairs[c.head_config];
+  auto [heads, kv_heads] = kHeadPairs[c.head_config];
   const bool rope = c.flags & kRope;
   const int head_dim = rope ? c.head_dim + c.head_dim % 2 : c.head_dim;
-  const int q_len = extended ? extended_length(c.q_size, c.q_len, reach.query_tile, reach.max_length) : c.q_len;
   const int k_len = extended ? extended_length(c.k_size, c.k_len, reach.key_tile, reach.max_length) : c.k_len;
+  const int q_len = flavor == Flavor::kDecode ? k_len  // decode replays a causal prefill of Tk tokens
+                    : extended                 ? extended_length(c.q_size, c.q_len, reach.query_tile, reach.max_length)
+                                               : c.q_len;
   const int window = extended ? extended_length(c.window_size, c.window, reach.key_tile, reach.max_length) : c.window;
   if (extended) {  // padding lengths over the decoded lengths
     for (int b = 0; b < c.batch; ++b) {
       c.kv_valid[b] = valid_length(c.kv_valid_size[b], c.kv_valid[b], c.k_len, k_len, reach.key_tile);
       c.q_valid[b] = valid_length(c.q_valid_size[b], c.q_valid[b], c.q_len, q_len, reach.query_tile);
+    }
+    // Long inputs run fewer slices: one batch entry, at most two heads (GQA kept), so that the
+    // exact reference of one input stays in milliseconds.
+    if (std::int64_t(c.batch) * heads * q_len * k_len > kSliceBudget) {
+      c.batch = 1;
+      c.kv_valid.resize(1), c.q_valid.resize(1);
+      if (heads > 2) std::tie(heads, kv_heads) = kv_heads < heads ? std::pair{2, 1} : std::pair{2, 2};
     }
   }
   p.shape = {c.batch, heads, kv_heads, q_len, k_len, head_dim, c.value_dim};
@@ -258,7 +269,6 @@ FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor,
       !(flags & (kCausal | kWindow | kChunk | kKeyPadding | kQueryPadding | kSegments | kExplicit)))
     flags |= kCausal | kKeyPadding;  // this target is about masks: never fuzz without one
   if (flavor == Flavor::kDecode) {
-    p.shape.q_len = k_len;  // decode replays a causal prefill of Tk tokens
     flags = static_cast<std::uint16_t>((flags & (kWindow | kChunk | kRope)) | kCausal);
   }
   MaskSpec& m = p.mask;

@@ -31,6 +31,9 @@ enum class Flavor {
 inline constexpr int kMaxLength = 40;  // lengths of the basic controls
 inline constexpr int kMaxWidth = 16;
 inline constexpr int kDefaultTile = 32;  // the tile assumed for a kernel that declares none
+// An extended input with more logits than this (B x H x Tq x Tk) runs one batch entry and at
+// most two heads (never reached below 64 x 64 tiles: 8 x 66 x 66 is under it).
+inline constexpr std::int64_t kSliceBudget = 1 << 16;
 
 // What an extended input may reach on a kernel: lengths up to `max_length` (at least twice its
 // largest tile, never below kMaxLength), tile edges of `query_tile` and `key_tile`, and the

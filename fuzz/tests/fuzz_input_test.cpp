@@ -78,6 +78,11 @@ TEST(FuzzInput, AnyBytesGiveABoundedValidProblem) {
         const int limit = extended ? reach.max_length : kMaxLength;
         EXPECT_LE(c.problem.shape.q_len, limit);
         EXPECT_LE(c.problem.shape.k_len, limit);
+        const Shape& s = c.problem.shape;
+        const std::int64_t slices = std::int64_t(s.batch) * s.heads * s.q_len * s.k_len;
+        if (extended) {
+          EXPECT_LE(slices, std::max<std::int64_t>(kSliceBudget, 2 * limit * limit));
+        }
         if (!extended) {
           EXPECT_EQ(features_used_by(c.problem) & FeatureSet::of_kind(FeatureKind::kModifier), FeatureSet{});
         }
@@ -147,7 +152,7 @@ Controls extended_sample() {
   Controls c = sample();
   c.flags |= kExtended;
   c.extended = kSoftcapOn | kAlibiOn | kBiasOn | kSinksOn | kBiasPerHead;
-  c.q_size = tile_edge_pick(2, 1), c.k_size = tile_edge_pick(1, -1), c.window_size = kSmallPick;
+  c.q_size = tile_edge_pick(1, 1), c.k_size = tile_edge_pick(1, -1), c.window_size = kSmallPick;
   c.kv_valid_size = {0, 0}, c.q_valid_size = {0, 0};
   c.softcap = 255, c.slope_kinds = 0b11100100, c.slope_exponent = 192;
   c.bias_exponent = 51, c.bias_minus_inf = 64, c.bias_seed = 7;
@@ -168,7 +173,7 @@ TEST(FuzzInput, ExtendedControlsDecodeAsWritten) {
 
   const FuzzCase tiled = decode_input(bytes.data(), bytes.size(), Flavor::kGeneral, reach_with(128, 64, true));
   const Problem& p = tiled.problem;
-  EXPECT_EQ(p.shape.q_len, 257);  // 2 query tiles + 1
+  EXPECT_EQ(p.shape.q_len, 129);  // 1 query tile + 1
   EXPECT_EQ(p.shape.k_len, 63);   // 1 key tile - 1
   EXPECT_EQ(p.mask.window, 9);    // the basic window
   EXPECT_EQ(p.mask.kv_valid, (std::vector<int>{int(30L * 63 / 33), 0}));  // scaled to the new Tk
@@ -180,7 +185,7 @@ TEST(FuzzInput, ExtendedControlsDecodeAsWritten) {
   EXPECT_EQ(p.modifiers.alibi_slopes[3], 1.0f);  // 2^(192 / 32 - 6)
   EXPECT_FALSE(p.modifiers.bias_per_batch);
   EXPECT_TRUE(p.modifiers.bias_per_head);
-  EXPECT_EQ(p.modifiers.bias.size(), std::size_t(4) * 257 * 63);
+  EXPECT_EQ(p.modifiers.bias.size(), std::size_t(4) * 129 * 63);
   const auto minus_inf = std::count(p.modifiers.bias.begin(), p.modifiers.bias.end(), -INFINITY);
   EXPECT_GT(minus_inf, 0);  // a quarter, about
   EXPECT_LT(minus_inf, std::ptrdiff_t(p.modifiers.bias.size() / 2));
@@ -189,7 +194,7 @@ TEST(FuzzInput, ExtendedControlsDecodeAsWritten) {
 
   // The same bytes on a 32x32 kernel with no modifiers: its own tile edges, no modifier drawn.
   const Problem q = decode_input(bytes.data(), bytes.size(), Flavor::kGeneral, reach_with(32, 32, false)).problem;
-  EXPECT_EQ(q.shape.q_len, 65);
+  EXPECT_EQ(q.shape.q_len, 33);
   EXPECT_EQ(q.shape.k_len, 31);
   EXPECT_EQ(features_used_by(q) & FeatureSet::of_kind(FeatureKind::kModifier), FeatureSet{});
   // Decode sessions take no bias.

@@ -183,7 +183,7 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
         throw;
       } catch (const std::exception& e) {
         // A crash, hang or fault of an isolated kernel: fail, and keep the input as this target decodes it.
-        const fuzz::FuzzCase c = fuzz::decode_input(input.data(), input.size(), target.flavor);
+        const fuzz::FuzzCase c = fuzz::decode_input(input.data(), input.size(), target.flavor, fuzz::reach_of(caps));
         outcome.violation = fuzz::Violation{kernel.name(), Verdict::fail("deterministic_and_in_bounds", e.what(), INFINITY),
                                             fit_to_declaration(c.problem, caps).value_or(c.problem)};
       }

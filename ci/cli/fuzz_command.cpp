@@ -84,7 +84,8 @@ std::optional<fuzz::Violation> first_violation(fuzz::Target target, const std::v
     try {
       if (auto v = fuzz::run_target_on(target, data, bytes.size(), *kernel, oracle)) return v;
     } catch (const std::exception& e) {
-      const Problem p = fuzz::decode_input(data, bytes.size(), fuzz::flavor_of(target)).problem;
+      const Problem p =
+          fuzz::decode_input(data, bytes.size(), fuzz::flavor_of(target), fuzz::reach_of(kernel->capabilities())).problem;
       return fuzz::Violation{kernel->name(), Verdict::fail("deterministic_and_in_bounds", e.what(), INFINITY), p};
     }
   }

@@ -1,13 +1,22 @@
 // Bytes -> problem for every fuzz target (one decoder). Shape and mask controls are read
 // from the END of the input (FuzzedDataProvider's integers), values from the FRONT, so a
 // mutation of a shape field leaves the data bytes where they were. Sizes are bounded so
-// one input runs in milliseconds.
+// one input runs in milliseconds to a few hundred.
+//
+// Two layers. The basic controls (every input written before the extension, and any input
+// with flag bit 15 clear) give lengths up to kMaxLength and no score modifiers; they decode
+// exactly as they always did, whatever the kernel. With kExtended (bit 15) a few more controls
+// follow: lengths up to twice the kernel's largest tile, biased to its tile edges, and the
+// score modifiers the kernel declares (softcap, ALiBi slopes, a bias with -inf entries and
+// broadcast flags, sinks). So an extended input decodes relative to the kernel given: the same
+// bytes mean "the second query tile plus one" on a 32x32 kernel and on a 128x64 one.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "attest/kernel.h"
 #include "attest/problem.h"
 
 namespace attest::fuzz {
@@ -19,8 +28,37 @@ enum class Flavor {
   kDecode,    // causal decode shapes; chunk sizes follow
 };
 
-inline constexpr int kMaxLength = 40;
+inline constexpr int kMaxLength = 40;  // lengths of the basic controls
 inline constexpr int kMaxWidth = 16;
+inline constexpr int kDefaultTile = 32;  // the tile assumed for a kernel that declares none
+// An extended input with more logits than this (B x H x Tq x Tk) runs one batch entry and at
+// most two heads (never reached below 64 x 64 tiles: 8 x 66 x 66 is under it).
+inline constexpr std::int64_t kSliceBudget = 1 << 16;
+
+// What an extended input may reach on a kernel: lengths up to `max_length` (at least twice its
+// largest tile, never below kMaxLength), tile edges of `query_tile` and `key_tile`, and the
+// score modifiers it declares. Decoding is a function of the bytes and this.
+struct Reach {
+  int query_tile = kDefaultTile, key_tile = kDefaultTile;
+  int max_length = 2 * kDefaultTile + 2;
+  FeatureSet modifiers;  // declared score modifiers: the only ones drawn
+};
+Reach reach_of(const Capabilities& caps);
+
+// A length control of an extended input (0..255), read next to a basic length `small`:
+//   pick % 4 == 0 or 1: `small` itself (most bugs shrink small: keep them frequent);
+//   pick % 4 == 2: a tile edge m * tile + delta (u = pick / 4: delta = u % 3 - 1, m = 1 + (u / 3) % M,
+//                  M the whole tiles below the cap), so u = 3 (m - 1) + delta + 1 names the same
+//                  edge on every kernel with at least m tiles below its cap;
+//   pick % 4 == 3: anywhere in 1..cap.
+constexpr int kSmallPick = 0;
+constexpr int tile_edge_pick(int m, int delta) { return 4 * (3 * (m - 1) + delta + 1) + 2; }
+int extended_length(int pick, int small, int tile, int cap);
+// A padding length of an extended input (0..255) over a length `len`, next to the basic control
+// `small_valid` (read against the basic length `small_len`):
+//   pick % 4 == 0: small_valid scaled to len (0 stays 0, all stays all);  == 1: small_valid itself;
+//   == 2: a tile edge as above, at most len;  == 3: anywhere in 0..len.
+int valid_length(int pick, int small_valid, int small_len, int len, int tile);
 
 // Everything the decoder reads, in order: the decoded form of an input's control bytes.
 struct Controls {
@@ -40,6 +78,27 @@ struct Controls {
   int explicit_density = 0;          // 0..255
   std::uint32_t explicit_seed = 0;
   std::vector<int> chunks;           // decode: chunk sizes 1..kMaxLength
+  // Read only with kExtended, after all of the above (Reach and extended_length say how they decode):
+  std::uint8_t extended = 0;          // Extended bits: modifiers wanted, bias broadcast
+  int q_size = kSmallPick, k_size = kSmallPick, window_size = kSmallPick;  // 0..255, extended_length
+  std::vector<int> kv_valid_size, q_valid_size;  // per batch, 0..255: padding lengths (valid_length)
+  int softcap = 0;                    // 0..255: c = 10^(4 x / 255), 1 to 1e4
+  int slope_exponent = 0;             // 0..255: magnitude 2^(x / 32 - 6), 1/64 to 4
+  int slope_kinds = 0;                // 0..255: 2 bits per head: 0, +geometric, -geometric, +magnitude
+  int bias_exponent = 0;              // 0..255: magnitude 10^(5 x / 255 - 1), 0.1 to 1e4
+  int bias_minus_inf = 0;             // 0..255: an entry is -inf with probability x / 256
+  std::uint32_t bias_seed = 0;
+  int sink_exponent = 0;              // 0..255: magnitude 10^(6 x / 255 - 2), 0.01 to 1e4
+  int sink_kinds = 0;                 // 0..255: 2 bits per head: 0, +magnitude, -magnitude, -magnitude (h+1)/H
+};
+
+enum Extended : std::uint8_t {
+  kSoftcapOn = 1 << 0,
+  kAlibiOn = 1 << 1,
+  kBiasOn = 1 << 2,
+  kSinksOn = 1 << 3,
+  kBiasPerBatch = 1 << 4,
+  kBiasPerHead = 1 << 5,
 };
 
 enum Flag : std::uint16_t {
@@ -57,6 +116,9 @@ enum Flag : std::uint16_t {
   kChunk = 1 << 11,  // chunked local attention; the chunk size is the window control (no new control:
                      // inputs written before it decode as they did)
   kKvStorageOnly = 1 << 12,  // with kBf16 / kF16: only K and V stored in that format (an f16 KV cache)
+  // Bits 13 and 14 are ignored, but set in inputs the fuzzer found before (corpus/regressions/):
+  // never give them a meaning. Bit 15 was clear in every committed input when it got one.
+  kExtended = 1 << 15,  // the extended controls follow (tile-relative lengths, score modifiers)
 };
 
 struct FuzzCase {
@@ -64,7 +126,12 @@ struct FuzzCase {
   std::vector<int> chunks;  // decode flavor: chunk sizes summing to Tk
 };
 
+// The input as the kernel with this reach reads it; without one, as a kernel that declares no
+// tiles and no score modifiers (inputs without kExtended decode the same either way).
+FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor, const Reach& reach);
 FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor);
+// The controls alone (tests, seeds).
+Controls decode_controls(const std::uint8_t* data, std::size_t size, Flavor flavor);
 
 // The inverse, for seeds: the bytes whose decoding yields these controls and values.
 std::vector<std::uint8_t> encode_input(const Controls& controls, const std::vector<std::int16_t>& values,

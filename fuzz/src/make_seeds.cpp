@@ -37,6 +37,24 @@ Controls with(Controls c, F edit) {
   return c;
 }
 
+// An extended input (flag::kExtended): lengths named by tile edges of the kernel replaying it
+// (tile_edge_pick(m, delta) is m * tile + delta on each kernel) and the score modifiers in
+// `modifiers` (flag::Extended bits), drawn on the kernels that declare them.
+Controls extended(Controls c, int q_size, int k_size, std::uint8_t modifiers) {
+  c.flags |= flag::kExtended;
+  c.q_size = q_size, c.k_size = k_size;
+  c.extended = modifiers;
+  c.kv_valid_size.assign(c.batch, 0);  // padding lengths: the basic ones, scaled
+  c.q_valid_size.assign(c.batch, 0);
+  c.softcap = 128;                     // c = 100
+  c.slope_exponent = 160, c.slope_kinds = 0b11'10'01'00;  // magnitude 1/2: 0, +geometric, -geometric, +1/2
+  c.bias_exponent = 51, c.bias_minus_inf = 32;            // |bias| < 1, one entry in eight -inf
+  c.bias_seed = 0x5eed;
+  c.sink_exponent = 128, c.sink_kinds = 0b01'10'01'10;   // +-10
+  return c;
+}
+using flag::tile_edge_pick;
+
 std::vector<Seed> seeds() {
   const Flavor masks = Flavor::kMasks, over = Flavor::kOverflow, dec = Flavor::kDecode, gen = Flavor::kGeneral;
   return {
@@ -79,6 +97,50 @@ std::vector<Seed> seeds() {
        with(shape(1, 2, 6, 20, 8, 8, flag::kRope | flag::kOffsetExplicit), [](Controls& c) { c.q_offset = 40; })},
       {"fuzz_differential", "bf16_inputs", gen, shape(1, 1, 8, 8, 8, 8, flag::kBf16)},
       {"fuzz_differential", "f16_inputs_window", gen, shape(1, 1, 8, 16, 8, 8, flag::kF16 | flag::kWindow)},
+      // Extended inputs: second tiles (on builtin:tiled 257 x 129, on the 32x32 mutants 65 x 65) and modifiers.
+      {"fuzz_differential", "ext_two_tiles_plus_1", gen,
+       extended(shape(1, 0, 5, 5, 8, 8, 0), tile_edge_pick(2, 1), tile_edge_pick(2, 1), 0)},
+      {"fuzz_differential", "ext_tile_edges_minus_1_causal", gen,
+       extended(shape(1, 1, 5, 5, 8, 8, flag::kCausal), tile_edge_pick(2, -1), tile_edge_pick(1, -1), 0)},
+      {"fuzz_differential", "ext_query_tile_exact_keys_long", gen,
+       extended(shape(1, 0, 5, 5, 4, 4, flag::kCausal | flag::kOffsetTopLeft), tile_edge_pick(1, 0), tile_edge_pick(2, 0), 0)},
+      {"fuzz_differential", "ext_softcap_30_logits_1e4", gen,
+       with(extended(shape(1, 2, 9, 17, 8, 8, flag::kCausal), flag::kSmallPick, tile_edge_pick(1, 1), flag::kSoftcapOn),
+            [](Controls& c) { c.softcap = 94, c.qk_exponent = 8; })},
+      {"fuzz_differential", "ext_alibi_mixed_signs_gqa_4_to_1", gen,
+       extended(shape(1, 4, 17, 33, 8, 8, flag::kCausal), flag::kSmallPick, tile_edge_pick(1, 1), flag::kAlibiOn)},
+      {"fuzz_differential", "ext_bias_broadcast_over_batch_minus_inf", gen,
+       extended(shape(2, 3, 7, 9, 4, 4, 0), tile_edge_pick(1, 1), tile_edge_pick(2, 1), flag::kBiasOn | flag::kBiasPerHead)},
+      {"fuzz_differential", "ext_bias_mostly_minus_inf_with_sinks", gen,
+       with(extended(shape(1, 2, 8, 8, 4, 4, 0), flag::kSmallPick, tile_edge_pick(1, 0),
+                     flag::kBiasOn | flag::kBiasPerBatch | flag::kBiasPerHead | flag::kSinksOn),
+            [](Controls& c) { c.bias_minus_inf = 250; })},
+      {"fuzz_differential", "ext_sinks_plus_minus_1e4", gen,
+       with(extended(shape(1, 6, 6, 11, 4, 4, flag::kCausal), flag::kSmallPick, flag::kSmallPick, flag::kSinksOn),
+            [](Controls& c) { c.sink_exponent = 255, c.sink_kinds = 0b11'10'01'10; })},
+      {"fuzz_differential", "ext_all_modifiers_second_tiles", gen,
+       extended(shape(1, 2, 5, 5, 8, 8, flag::kCausal), tile_edge_pick(2, 1), tile_edge_pick(2, -1),
+                flag::kSoftcapOn | flag::kAlibiOn | flag::kBiasOn | flag::kSinksOn)},
+      {"fuzz_mask_leak", "ext_padding_at_key_tile_edge", masks,
+       with(extended(shape(2, 2, 5, 5, 4, 4, flag::kKeyPadding | flag::kCausal), tile_edge_pick(1, 1), tile_edge_pick(2, 1), 0),
+            [](Controls& c) { c.kv_valid_size = {tile_edge_pick(1, 0), tile_edge_pick(1, 1)}; })},
+      {"fuzz_mask_leak", "ext_window_one_tile_wide_long", masks,
+       with(extended(shape(1, 0, 5, 5, 4, 4, flag::kWindow | flag::kCausal), tile_edge_pick(2, 1), tile_edge_pick(2, 1), 0),
+            [](Controls& c) { c.window_size = tile_edge_pick(1, 1); })},
+      {"fuzz_mask_leak", "ext_bias_minus_inf_with_masks", masks,
+       with(extended(shape(2, 4, 9, 17, 4, 4, flag::kCausal | flag::kKeyPadding), flag::kSmallPick, tile_edge_pick(1, 1),
+                     flag::kBiasOn | flag::kBiasPerBatch | flag::kAlibiOn | flag::kSinksOn),
+            [](Controls& c) { c.kv_valid = {12, 17}, c.bias_minus_inf = 96; })},
+      {"fuzz_overflow", "ext_softcap_1_logits_1e8", over,
+       with(extended(shape(1, 0, 4, 6, 4, 4, 0), flag::kSmallPick, flag::kSmallPick, flag::kSoftcapOn),
+            [](Controls& c) { c.softcap = 0, c.qk_exponent = 16; })},
+      {"fuzz_overflow", "ext_alibi_slope_4_long", over,
+       with(extended(shape(1, 2, 4, 6, 4, 4, flag::kCausal), flag::kSmallPick, tile_edge_pick(2, 1), flag::kAlibiOn),
+            [](Controls& c) { c.slope_exponent = 255; })},
+      {"fuzz_decode", "ext_t33_softcap_slopes_sinks", dec,
+       with(extended(shape(1, 4, 5, 5, 4, 4, 0), flag::kSmallPick, tile_edge_pick(2, 1),
+                     flag::kSoftcapOn | flag::kAlibiOn | flag::kSinksOn),
+            [](Controls& c) { c.chunks = {1, 15, 2, 16}; })},
   };
 }
 

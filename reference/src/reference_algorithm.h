@@ -8,6 +8,7 @@
 #include <limits>
 #include <mutex>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -352,18 +353,28 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
         run(0);
         continue;
       }
+      // Job 0 runs here. A job whose thread cannot be started (a thread or process limit)
+      // runs here too: fewer threads, the same rows, the same bits.
       std::vector<std::thread> threads;
+      std::vector<int> inline_jobs = {0};
       std::exception_ptr failure;
       std::mutex failure_lock;
-      for (int job = 0; job < jobs; ++job)
-        threads.emplace_back([&, job] {
-          try {
-            run(job);
-          } catch (...) {
-            std::lock_guard<std::mutex> hold(failure_lock);
-            if (!failure) failure = std::current_exception();
-          }
-        });
+      auto guarded = [&](int job) {
+        try {
+          run(job);
+        } catch (...) {
+          std::lock_guard<std::mutex> hold(failure_lock);
+          if (!failure) failure = std::current_exception();
+        }
+      };
+      for (int job = 1; job < jobs; ++job) {
+        try {
+          threads.emplace_back(guarded, job);
+        } catch (const std::system_error&) {
+          inline_jobs.push_back(job);
+        }
+      }
+      for (int job : inline_jobs) guarded(job);
       for (std::thread& t : threads) t.join();
       if (failure) std::rethrow_exception(failure);
     }

@@ -8,8 +8,12 @@ cd "$(dirname "$0")/.."
 bash ci/install-deps.sh
 cmake --preset release
 cmake --build --preset release
-ctest --preset release
+# On a failure the log ends with the machine's facts and each failing test's last lines.
+run_tests() {
+  ctest --preset "$1" "${@:2}" || { python3 ci/failure-summary.py "build/$1"; return 1; }
+}
+run_tests release
 cmake --preset asan
 cmake --build --preset asan
-ctest --preset asan --label-exclude slow
+run_tests asan --label-exclude slow
 bash ci/fuzz-stage.sh

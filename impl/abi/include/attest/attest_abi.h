@@ -145,9 +145,11 @@ typedef struct attest_contract {
   int32_t reserved[8];           /* zero */
 } attest_contract;
 
-/* Where the kernel rounds (DESIGN.md §2). Buffers arrive and leave in their storage types.
- * Version 2 of attest certifies float32 storage and arithmetic; other values are declared
- * here already and refused at load time until their support lands. */
+/* Where the kernel rounds (DESIGN.md §2). Buffers arrive and leave in their storage types:
+ * a BF16 or F16 buffer holds 16-bit values (uint16_t bits), an F32 one floats. attest draws
+ * inputs representable in each storage type, computes the reference on the stored values,
+ * bounds the error from where the kernel says it rounds, and runs its precision gate against
+ * a model kernel rounding at exactly those places (ci/examples/c_plugin/fp16_kv_attention.c). */
 typedef struct attest_precision_spec {
   int32_t q, k, v, o;     /* storage of each buffer: attest_precision */
   int32_t scores;         /* precision q.k is accumulated in */

@@ -6,6 +6,7 @@
 #include "attest/cases.h"
 #include "attest/kernel.h"
 #include "attest/reference.h"
+#include "attest/size_ladder.h"
 
 namespace attest {
 namespace {
@@ -41,6 +42,19 @@ void reference_fast(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(compute_reference_fast(p));
 }
 
+// The long stage's reference: one head at T = state.range(0), Dk = 64, causal, on
+// state.range(1) rows sampled as certify samples them (tile edges, first, last, random), on
+// state.range(2) threads.
+void reference_sampled_rows(benchmark::State& state) {
+  const int t = int(state.range(0));
+  const Problem p = benchmark_problem(t, t, 64, true);
+  const auto tiled = make_kernel("tiled");
+  const std::vector<int> rows = sample_rows(p, tiled->capabilities(), int(state.range(1)), 1);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(compute_reference_fast(p, {.query_rows = rows, .jobs = int(state.range(2))}));
+  state.counters["rows"] = double(rows.size());
+}
+
 void lengths(benchmark::internal::Benchmark* b) {
   for (int t : {128, 512, 2048})
     for (int causal : {0, 1}) b->Args({t, 64, causal});
@@ -49,9 +63,11 @@ void lengths(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(prefill, loop, std::string("loop"))->Apply(lengths)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(prefill, blocked, std::string("blocked"))->Apply(lengths)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(prefill, tiled, std::string("tiled"))->Apply(lengths)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(prefill, tiled_bf16, std::string("tiled_bf16"))->Apply(lengths)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(prefill, decode, std::string("decode"))->Apply(lengths)->Unit(benchmark::kMillisecond);
 BENCHMARK(decode_step)->Arg(1024)->Arg(4096)->Arg(16384)->Unit(benchmark::kMicrosecond);
 BENCHMARK(reference_fast)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK(reference_sampled_rows)->Args({32768, 64, 1})->Args({32768, 64, 2})->Unit(benchmark::kSecond)->UseRealTime();
 
 }  // namespace
 }  // namespace attest

@@ -67,6 +67,12 @@ DoubleDouble pow(DoubleDouble a, DoubleDouble b) {
   return remembered('p', a, b, [&] { return from_mpfr(boost::multiprecision::pow(to_mpfr(a), to_mpfr(b))); });
 }
 
+void release_thread_caches() {
+  // MPFR keeps its constants (pi for cos and sin, log 2 for pow) per thread; a worker thread
+  // that ends without freeing them leaks them.
+  mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+}
+
 }  // namespace reference_detail
 
 namespace {

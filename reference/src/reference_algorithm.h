@@ -102,6 +102,9 @@ Rotated<Real> as_complex(const float* x, int dk, long long pos, const Rope& rope
   return r;
 }
 
+// Frees what a worker thread's MPFR calls cached; called before the thread ends.
+void release_thread_caches();
+
 // Per-thread working space of one row's computation.
 template <typename Real>
 struct RowScratch {
@@ -369,7 +372,10 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
       };
       for (int job = 1; job < jobs; ++job) {
         try {
-          threads.emplace_back(guarded, job);
+          threads.emplace_back([&guarded, job] {
+            guarded(job);
+            release_thread_caches();
+          });
         } catch (const std::system_error&) {
           inline_jobs.push_back(job);
         }

@@ -86,7 +86,7 @@ Verdict deterministic_and_in_bounds(const Problem& p, const Kernel& kernel, Orac
                          INFINITY);
   }
   auto bits_equal = [](const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
   };
   if (!bits_equal(first.o, second.o) || !bits_equal(first.lse, second.lse))
     return Verdict::fail(name, "two runs on the same inputs differ bitwise", INFINITY);

@@ -117,8 +117,11 @@ PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options) {
       run_guarded(kernel, c.problem);
     } catch (const KernelLoadError&) {
       throw;
+    } catch (const KernelFailure& e) {
+      if (e.isolating()) break;  // a crash or hang: every further case would repeat it, slowly
+      continue;                  // the ladder stage reports it; discovery only learns paths
     } catch (const std::exception&) {
-      continue;  // the ladder stage reports it; discovery only learns paths
+      continue;
     }
     found[kernel.last_path()].push_back({c.problem.shape.q_len, c.problem.shape.k_len});
   }

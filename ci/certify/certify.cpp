@@ -129,6 +129,7 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     drive.kernel_source = options.kernel_source;
     drive.isolated = options.isolated;
     drive.deadline = options.deadline;
+    drive.shrink = options.shrink;
     const DriveResult d = drive_property(property, kernel, drive);
     CheckResult r{kernel.name(), "property", property.name};
     r.not_covered = d.not_covered;

@@ -84,6 +84,7 @@ struct CertifyOptions {
   ShardCursor* shard = nullptr;  // null: every check; the caller's, so positions run on across kernels
   SizeOptions sizes;             // the ladder and long stages' lengths, widths, rows and threads
   bool sized_stages = true;      // false: no ladder or long stage
+  bool shrink = true;            // false: a failing property reports its first counterexample as found
 };
 
 // Sizes for a budget: quick stops at 4096 keys, default at 32768, thorough at 65536.

@@ -60,6 +60,9 @@ int main(int argc, char** argv) {
   cert->add_option("--jobs", jobs, "threads for the reference of long problems (default: every core)");
   cert->add_flag("--no-size-stages", [&](std::int64_t) { request.options.sized_stages = false; },
                  "skip the ladder and long stages");
+  cert->add_flag("--no-shrink", [&](std::int64_t) { request.options.shrink = false; },
+                 "save each failing property's first counterexample unshrunk (quick triage of a kernel that "
+                 "fails everywhere)");
   std::string shard;
   cert->add_option("--shard", shard,
                    "K/N: run only the checks at positions p with p % N == K - 1 (attest merge joins the N certificates)");

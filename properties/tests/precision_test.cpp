@@ -96,5 +96,24 @@ TEST(Precision, F16AccumulatorFailsGateTwoUnlessDeclared) {
   EXPECT_TRUE(matches_reference(p, honest, oracle).passed);
 }
 
+
+// A kernel that accumulates in bf16 over 2048 keys has an infinite bound: the check is not a
+// pass (it says "bound vacuous"), even for a kernel adding +100 to an output in [-1, 1]; gate 2
+// still runs and catches the +100.
+TEST(Precision, VacuousBoundNeverPassesByItself) {
+  Precision bf16_everywhere = storage_only(Scalar::kBF16);
+  bf16_everywhere.scores = bf16_everywhere.p = bf16_everywhere.accumulator = Scalar::kBF16;
+  const Problem p = long_problem(2048, Scalar::kBF16);
+  Oracle oracle;
+  for (float offset : {0.0f, 100.0f}) {
+    const Wrapped kernel(make_model_kernel(bf16_everywhere), bf16_everywhere, offset);
+    const Verdict v = matches_reference(p, kernel, oracle);
+    EXPECT_FALSE(v.passed && v.exercised) << "offset " << offset << ": " << v.detail;
+    EXPECT_NE(v.detail.find("bound vacuous"), std::string::npos) << v.detail;
+  }
+  const Wrapped shifted(make_model_kernel(bf16_everywhere), bf16_everywhere, 100.0f);
+  EXPECT_FALSE(precision_gate(p, shifted, oracle).passed);
+}
+
 }  // namespace
 }  // namespace attest

@@ -95,8 +95,10 @@ double lse_bound(const Problem& p, const Reference& ref, std::size_t row, const 
     exponent = std::min(exponent, first_order);
   }
   const double magnitude = std::fabs(ref.lse[row]);
-  // Sum errors enter as log(1 + gamma); then m + log Z and the log itself round.
-  return exponent - std::log1p(-std::min(c.sums, 0.5)) + 2 * u * (magnitude + 1.0) + 2 * k.exp_error +
+  // Sum errors enter as -log(1 - gamma), for gamma < 1 only: past that (a bf16 accumulator over
+  // thousands of keys) the sum may stagnate anywhere and the bound is vacuous, never capped.
+  if (!(c.sums < 1.0)) return std::numeric_limits<double>::infinity();
+  return exponent - std::log1p(-c.sums) + 2 * u * (magnitude + 1.0) + 2 * k.exp_error +
          reference_error(ref, magnitude + 1.0);
 }
 

@@ -60,7 +60,7 @@ std::size_t default_memory_limit() {
 int run_certify(CertifyRequest request) {
   CertifyOptions& options = request.options;
   // Everything that can be refused is refused before the first check runs.
-  if (!request.json_path.empty() && request.json_path == request.junit_path)
+  if (!request.json_path.empty() && same_file_path(request.json_path, request.junit_path))
     throw FlagError("--json and --junit name the same file " + request.json_path);
   if (!request.json_path.empty()) check_writable("--json", request.json_path);
   if (!request.junit_path.empty()) check_writable("--junit", request.junit_path);

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "attest/file_io.h"
 #include "attest/problem_file.h"
 #include "certify.h"
 #include "fuzz_command.h"
@@ -118,6 +119,7 @@ nlohmann::json fuzz_json(const FuzzResult& f) {
 }  // namespace
 
 int run_mutants(const MutantsRequest& request) {
+  if (!request.json_path.empty()) check_writable("--json", request.json_path);  // before an hour of mutants
   Oracle oracle(1024);
   std::vector<MutantReport> reports;
   for (const MutantEntry& m : mutant_registry()) {
@@ -192,7 +194,7 @@ int run_mutants(const MutantsRequest& request) {
                                 {"fuzz_seconds", request.fuzz_seconds}, {"fuzz_killed", fuzz_killed},
                                 {"fuzz_findings", findings}, {"fuzz_findings_counted", counted},
                                 {"mutants", rows}};
-    std::ofstream(request.json_path) << doc.dump(2) << "\n";
+    write_file_atomically(request.json_path, doc.dump(2) + "\n");
   }
   return killed == static_cast<int>(reports.size()) && expected == static_cast<int>(reports.size()) ? 0 : 1;
 }

@@ -122,4 +122,13 @@ void check_writable(const std::string& flag, const std::string& path) {
     throw FileError(fmt::format("{} {}: cannot write in {}: {}", flag, path, folder.string(), reason()));
 }
 
+bool same_file_path(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code error_a, error_b;
+  const auto canonical_a = std::filesystem::weakly_canonical(a, error_a);
+  const auto canonical_b = std::filesystem::weakly_canonical(b, error_b);
+  if (error_a || error_b) return a == b;
+  return canonical_a == canonical_b;
+}
+
 }  // namespace attest

@@ -495,7 +495,10 @@ def case_strict_flags():
         refused_before_running(certify("--kernel", "builtin:loop", *budget, *args, timeout=5, expect=(2,)), *names)
 
     every([(flag, flag.split(), [flag.split()[0].lstrip("-")]) for flag in STRICT_FLAGS] +
-          [("--json X --junit X", ["--json", same, "--junit", same], [])], refused)
+          [("--json X --junit X", ["--json", same, "--junit", same], []),
+           ("--json X --junit ./X spelled differently", ["--json", same, "--junit", os.path.join(WORK, ".", "same")], []),
+           ("--json X --junit d/../X", ["--json", same, "--junit", os.path.join(WORK, "d", "..", "same")], [])],
+          refused)
 
 
 def case_output_path_checked_first():
@@ -507,6 +510,12 @@ def case_output_path_checked_first():
     every([(flag, flag, path) for flag, path in (("--json", missing + "/x.json"), ("--junit", missing + "/x.xml"),
                                                  ("--baseline", os.path.join(WORK, "no-such-baseline.json")))],
           refused)
+    # attest mutants --json: refused before the first mutant runs.
+    run = attest("mutants", "--only", "causal_sees_next", "--json", missing + "/m.json", timeout=10, expect=(2,))
+    refused_before_running(run)
+    require(run, "--json", text=run.stderr)
+    if "causal_sees_next" in run.stdout:
+        fail("mutants ran before refusing its --json path:\n" + run.describe())
 
 
 # --- 16-19: strings from the kernel ------------------------------------------------------

@@ -34,4 +34,7 @@ void write_file_atomically(const std::string& path, const std::string& text);
 // path is not a folder). `flag` names the option in the message. Creates nothing.
 void check_writable(const std::string& flag, const std::string& path);
 
+// Whether two paths name the same file however spelled (./x, a/../x, links), existing or not.
+bool same_file_path(const std::string& a, const std::string& b);
+
 }  // namespace attest

@@ -2,7 +2,12 @@
 // a mutant from impl/mutants/, its shrunk counterexample is saved, and the file replays.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
+#include "attest/builtin_kernels.h"
 #include "attest/oracle.h"
+#include "attest/properties.h"
 #include "attest/problem_file.h"
 #include "attest/property_driver.h"
 #include "attest/mutants.h"
@@ -96,6 +101,45 @@ TEST(Shrinking, TileBoundaryCounterexampleIsSmall) {
     EXPECT_LE(r.counterexample->shape.k_len, 33) << "seed " << seed;
     EXPECT_EQ(r.counterexample->shape.batch, 1) << "seed " << seed;
   }
+}
+
+
+// K and V are poisoned separately: a kernel that zeroes its rows when a masked K row holds NaN
+// (seen in a real CPU kernel) and one that lets a masked V row's NaN through are each caught,
+// and the failure says which input was poisoned.
+class PoisonReaction final : public Kernel {
+ public:
+  explicit PoisonReaction(bool keys) : inner_(make_kernel("loop")), keys_(keys) {}
+  std::string name() const override { return keys_ ? "zeroes-on-nan-k" : "nan-on-nan-v"; }
+  Capabilities capabilities() const override { return inner_->capabilities(); }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    inner_->forward(p, o, lse);
+    const std::vector<float>& input = keys_ ? p.k : p.v;
+    if (std::none_of(input.begin(), input.end(), [](float x) { return std::isnan(x); })) return;
+    for (float& x : o) x = keys_ ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  bool keys_;
+};
+
+TEST(MaskedInputs, KAndVPoisonedSeparately) {
+  Problem p;
+  p.shape = {1, 1, 1, 8, 8, 4, 4};
+  p.mask.causal = true;
+  p.resize_buffers();
+  for (std::size_t i = 0; i < p.q.size(); ++i) p.q[i] = 0.1f * float(i % 7) - 0.3f;
+  for (std::size_t i = 0; i < p.k.size(); ++i) p.k[i] = 0.2f * float(i % 5) - 0.4f;
+  for (std::size_t i = 0; i < p.v.size(); ++i) p.v[i] = 0.3f * float(i % 3) - 0.2f;
+  Oracle oracle;
+  EXPECT_TRUE(masked_inputs_have_no_influence(p, *make_kernel("loop"), oracle).passed);
+  const Verdict k = masked_inputs_have_no_influence(p, PoisonReaction(true), oracle);
+  EXPECT_FALSE(k.passed);
+  EXPECT_NE(k.detail.find("masked K rows poisoned (V clean)"), std::string::npos) << k.detail;
+  const Verdict v = masked_inputs_have_no_influence(p, PoisonReaction(false), oracle);
+  EXPECT_FALSE(v.passed);
+  EXPECT_NE(v.detail.find("masked V rows poisoned (K clean)"), std::string::npos) << v.detail;
 }
 
 }  // namespace

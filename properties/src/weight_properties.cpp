@@ -99,6 +99,12 @@ Verdict output_in_convex_hull(const Problem& p, const Kernel& kernel, Oracle& or
       const std::size_t e = row * s.value_dim + c;
       const double got = out.o[e], slack = output_bound(p, ref, e, numerics);
       const double outside = std::max(lo - got, got - hi);
+      if (std::isnan(got))  // not "-nan outside [...]": say what it is
+        return Verdict::fail(name,
+                             fmt::format("{}: output {} where the visible values span [{:.9g}, {:.9g}]",
+                                         describe_element(p, e),
+                                         never_written(out.o[e]) ? "never written" : "NaN computed", lo, hi),
+                             INFINITY);
       if (!(outside <= slack))
         return Verdict::fail(name, fmt::format("{}: output {:.9g} outside the visible values [{:.9g}, {:.9g}]",
                                                describe_element(p, e), got, lo, hi),

@@ -142,5 +142,29 @@ TEST(MaskedInputs, KAndVPoisonedSeparately) {
   EXPECT_NE(v.detail.find("masked V rows poisoned (K clean)"), std::string::npos) << v.detail;
 }
 
+
+// A computed NaN is called that, never printed as "-nan outside [...]".
+TEST(Reports, ComputedNanIsNamed) {
+  class NanAtZero final : public Kernel {
+   public:
+    std::string name() const override { return "nan-at-zero"; }
+    Capabilities capabilities() const override { return inner_->capabilities(); }
+    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+      inner_->forward(p, o, lse);
+      o[0] = -std::numeric_limits<float>::quiet_NaN();
+    }
+    std::unique_ptr<Kernel> inner_ = make_kernel("loop");
+  };
+  Problem p;
+  p.shape = {1, 1, 1, 2, 3, 2, 2};
+  p.resize_buffers();
+  for (std::size_t i = 0; i < p.v.size(); ++i) p.v[i] = float(i) - 2.0f;
+  Oracle oracle;
+  const Verdict v = output_in_convex_hull(p, NanAtZero(), oracle);
+  EXPECT_FALSE(v.passed);
+  EXPECT_NE(v.detail.find("NaN computed"), std::string::npos) << v.detail;
+  EXPECT_EQ(v.detail.find("nan"), std::string::npos) << v.detail;
+}
+
 }  // namespace
 }  // namespace attest

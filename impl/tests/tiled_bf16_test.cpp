@@ -133,6 +133,34 @@ TEST(TiledBf16, BothPathsMatchDoubleAttentionOnBf16Inputs) {
     for (const auto& kernel : both_paths()) expect_close(p, run_forward(*kernel, p), name + " " + kernel->last_path());
 }
 
+// Score modifiers on both paths: softcap, ALiBi of both signs, a bias with -inf entries (whole
+// key tiles of some rows included) and sinks, past the first query and key tiles.
+TEST(TiledBf16, BothPathsTakeScoreModifiers) {
+  Problem p = bf16_problem({1, 2, 1, 130, 140, 64, 64}, 8);
+  p.mask.causal = true;
+  p.modifiers.softcap = 20.0;
+  p.modifiers.alibi_slopes = {0.25f, -0.125f};
+  p.modifiers.bias_per_batch = p.modifiers.bias_per_head = false;
+  p.modifiers.bias.resize(std::size_t(130) * 140);
+  for (int i = 0; i < 130; ++i)
+    for (int j = 0; j < 140; ++j)
+      p.modifiers.bias[std::size_t(i) * 140 + j] =
+          (j % 7 == 3 || (i % 5 == 0 && j >= 64 && j < 128)) ? -INFINITY : 0.01f * float((i + 3 * j) % 11);
+  p.modifiers.sinks = {0.5f, -2.0f};
+  // The f32 loop kernel on the same bf16 inputs; the bf16 kernel differs by P's and O's roundings.
+  const Outputs want = run_forward(*make_kernel("loop"), p);
+  float v_max = 0;
+  for (float v : p.v) v_max = std::max(v_max, std::fabs(v));
+  for (const auto& kernel : both_paths()) {
+    ASSERT_TRUE(kernel->capabilities().supports(p)) << kernel->capabilities().unsupported_because(p);
+    const Outputs got = run_forward(*kernel, p);
+    for (std::size_t e = 0; e < want.o.size(); ++e)
+      ASSERT_NEAR(got.o[e], want.o[e], 0x1p-6 * v_max) << kernel->last_path() << " element " << e;
+    for (std::size_t row = 0; row < want.lse.size(); ++row)
+      ASSERT_NEAR(got.lse[row], want.lse[row], 1e-3 * (std::fabs(want.lse[row]) + 1)) << kernel->last_path() << " row " << row;
+  }
+}
+
 TEST(TiledBf16, NanBehindMaskedKeysNeverLeaks) {
   Problem p = bf16_problem({1, 2, 1, 100, 150, 64, 64}, 6);
   p.mask.causal = true;

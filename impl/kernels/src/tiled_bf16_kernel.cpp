@@ -8,7 +8,9 @@
 // weights, a tiny rescaled accumulator, non-finite V where a masked key must not leak) goes
 // through the f32 micro-kernels with the same roundings. RoPE rotates in f32, and the rotated Q and
 // K stay f32 (rounding them would be a rounding the declaration does not have): their scores use
-// the f32 micro-kernel, P.V still the dot product.
+// the f32 micro-kernel, P.V still the dot product. Score modifiers are tiled's: softcap, ALiBi and
+// bias on the f32 scores in the shared mask step, and a sink as the first term of each row's max
+// and sum.
 #include <limits>
 #include <vector>
 
@@ -36,6 +38,7 @@ class TiledBf16Kernel final : public Kernel {
   std::string name() const override { return "tiled_bf16"; }
   Capabilities capabilities() const override {
     Capabilities c;
+    c.features = c.features | FeatureSet::of_kind(FeatureKind::kModifier);
     c.contract.query_tile = cfg_.block_q;
     c.contract.key_tile = cfg_.block_k;
     Precision& p = c.precision;
@@ -75,7 +78,7 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
   const Shape& s = p.shape;
   const Layout at{s};
   const MaskView mask(p);
-  const ModifierView modifiers(p);  // no modifier is declared: a view of none, so the shared mask step serves both kernels
+  const ModifierView modifiers(p);  // softcap, ALiBi and bias in the shared mask step, as tiled's
   const float scale = static_cast<float>(p.effective_scale());
   const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
   const bool rope = p.rope.enabled;
@@ -98,8 +101,10 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
         // Rotated queries stay f32; unrotated ones are packed (a tiny value keeps them f32).
         const bool q_dot = dot_ && !rope &&
                            bf16::pack_rows(w.q.data(), rows, dk, dk, w.q2.data(), w.dk2, bf16::kTinyInput).dot_safe();
-        std::fill_n(w.row_max.begin(), rows, kNegInf);
-        std::fill_n(w.row_sum.begin(), rows, 0.0f);
+        // A sink starts each row's state: it is the first term of the max and of the sum.
+        const bool sink = modifiers.has_sinks();
+        std::fill_n(w.row_max.begin(), rows, sink ? modifiers.sink(h) : kNegInf);
+        std::fill_n(w.row_sum.begin(), rows, sink ? 1.0f : 0.0f);
         std::fill_n(w.acc.begin(), std::size_t(rows) * dv, 0.0f);
 
         for (int j0 = (tile_range.lo / bc) * bc; j0 < tile_range.hi; j0 += bc) {

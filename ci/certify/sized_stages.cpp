@@ -33,7 +33,9 @@ std::string save_sized_case(const std::string& check, const SizedCase& c, const 
 // Gate 1 on one case, with the kernel's failures turned into verdicts as check_safely does.
 Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle& oracle) {
   try {
-    return check_sized_case(c, kernel, jobs, &oracle);
+    Verdict v = check_sized_case(c, kernel, jobs, &oracle);
+    if (!v.passed) v.detail += " [path: " + kernel.last_path() + "]";  // which internal path served the call
+    return v;
   } catch (const KernelLoadError&) {
     throw;
   } catch (const OutsideDeclaration& e) {

@@ -459,6 +459,28 @@ def protocol_forward(argv, payload):
     return path, o, lse
 
 
+def case_report_polish():
+    # What a failing report must not say (issue 13): an empty RapidCheck reproduce string after a
+    # deterministic check, a RapidCheck seed line naming another seed than attest's, "-nan"; and
+    # every failure line names the internal path that served the call.
+    out = certify("--kernel", "mutant:no_max_subtraction", "--kernel", "mutant:causal_sees_next",
+                  "--budget", "quick", expect=1)
+    for bad in ('RC_PARAMS=""', "-nan", "expected nan, got nan"):
+        if bad in out:
+            sys.exit("%r in the report:\n%s" % (bad, out))
+    for line in out.splitlines():
+        if line.startswith("Using configuration:") and "seed=11" not in line:
+            sys.exit("RapidCheck names another seed than attest's 11: %r" % line)
+    fails = [l for l in out.splitlines() if l.strip().startswith("FAIL ") and "kernel failure" not in l]
+    if not fails or any("[path: " not in l for l in fails):
+        sys.exit("a failure line without its path:\n" + "\n".join(fails))
+    # Columns fit a long kernel name: every table row of a kernel has the same verdict column.
+    rows = [l for l in out.splitlines() if l.startswith("  property ")]
+    starts = {l.index(" PASS") if " PASS" in l else l.index(" FAIL") for l in rows if " PASS" in l or " FAIL" in l}
+    if len(starts) > 2:  # one per kernel at most
+        sys.exit("verdict columns move within a table:\n" + "\n".join(rows))
+
+
 def case_protocol_example():
     # impl/PROTOCOL.md's worked example (softcap and sinks) is true: its bytes, sent as they are to
     # the C example's process server and to the built-in loop kernel, give the reply it shows.

@@ -431,6 +431,22 @@ def case_kill9_host():
     left = lambda: sorted({p for p in hosts if process_alive(p)} | set(processes_with(path)))
     if not wait_until(lambda: not left(), 5):
         fail("5 s after kill -9 of attest its kernel host still runs: %s" % left())
+    # A kernel that forked a helper: the helper dies with the host too.
+    path = plugin("fork_keeps_stderr")
+    cmd = [ATTEST, "certify", "--out", os.path.join(WORK, "out2"), "--kernel", path, "--budget", "default",
+           "--seed", "3"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        if not wait_until(lambda: len(descendants(proc.pid)) >= 2, 30):
+            fail("the forking kernel's host and helper did not appear within 30 s")
+        family = descendants(proc.pid)
+        PIDS.extend(family)
+    finally:
+        proc.kill()
+        proc.wait()
+    alive = lambda: [p for p in family if process_alive(p)]
+    if not wait_until(lambda: not alive(), 5):
+        fail("5 s after kill -9 of attest, what its kernel forked still runs: %s" % alive())
 
 
 def case_crash_after_fork():

@@ -58,6 +58,22 @@ CheckStatus CheckResult::status() const {
   return CheckStatus::kPass;
 }
 
+bool CheckResult::record_case(const Verdict& v, const Problem& p, const std::string& path) {
+  if (!v.applicable || !v.exercised) {
+    ++skipped[v.detail];
+    return false;
+  }
+  ++effective;
+  for (const std::string& f : features_used_by(p).names()) ++feature_cases[f];
+  longest_q = std::max(longest_q, p.shape.q_len);
+  longest_k = std::max(longest_k, p.shape.k_len);
+  worst_utilisation = std::max(worst_utilisation, v.utilisation);
+  PathStats& stats = paths[path];
+  ++stats.cases;
+  stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
+  return true;
+}
+
 std::vector<CheckPlan> deterministic_plans() {
   return {
       {"deterministic", "golden", golden_problems(), "matches_reference"},
@@ -88,17 +104,7 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
     }
     const NamedProblem c{named.name, *fitted};
     const Verdict v = check_safely(property, c.problem, kernel, oracle);
-    if (!v.applicable || !v.exercised) {
-      ++r.skipped[v.detail];
-      continue;
-    }
-    ++r.effective;
-    for (const std::string& f : features_used_by(c.problem).names()) ++r.feature_cases[f];
-    r.count_lengths(c.problem);
-    r.worst_utilisation = std::max(r.worst_utilisation, v.utilisation);
-    PathStats& path = r.paths[kernel.last_path()];
-    ++path.cases;
-    path.worst_utilisation = std::max(path.worst_utilisation, v.utilisation);
+    if (!r.record_case(v, c.problem, kernel.last_path())) continue;
     if (!v.passed && r.failures++ == 0) {
       r.first_failure = c.name + ": " + v.detail;
       r.counterexample_path = save_case(plan, c, kernel, v, options);

@@ -36,10 +36,9 @@ struct CheckResult {
   std::map<std::string, long> feature_cases;  // effective cases per feature they used
   int longest_q = 0, longest_k = 0;  // the largest Tq and Tk of an effective case
   long failures = 0;
-  void count_lengths(const Problem& p) {
-    longest_q = std::max(longest_q, p.shape.q_len);
-    longest_k = std::max(longest_k, p.shape.k_len);
-  }
+  // One case's verdict: false (the skip counted with its reason) when it exercised nothing;
+  // otherwise an effective case, with its features, lengths, err/bound and the path that served it.
+  bool record_case(const Verdict& v, const Problem& p, const std::string& path);
   double worst_utilisation = 0.0;
   std::string first_failure;  // "case name: explanation"
   std::string counterexample_path;

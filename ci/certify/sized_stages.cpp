@@ -64,17 +64,7 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
     ++r.cases;
     const auto case_start = std::chrono::steady_clock::now();
     const Verdict v = check_case(c, kernel, options.sizes.jobs, oracle);
-    if (!v.applicable || !v.exercised) {
-      ++r.skipped[v.detail];
-      continue;
-    }
-    ++r.effective;
-    for (const std::string& f : features_used_by(c.problem).names()) ++r.feature_cases[f];
-    r.count_lengths(c.problem);
-    r.worst_utilisation = std::max(r.worst_utilisation, v.utilisation);
-    PathStats& path = r.paths[kernel.last_path()];
-    ++path.cases;
-    path.worst_utilisation = std::max(path.worst_utilisation, v.utilisation);
+    if (!r.record_case(v, c.problem, kernel.last_path())) continue;
     if (options.progress && stage == "long")
       std::cerr << fmt::format("[{:7.1f}s] {} {} {}: Tq {} Tk {}, {} rows, err/bound {:.3g} ({:.2f} s)\n",
                                elapsed_seconds(), kernel.name(), stage, c.name, c.problem.shape.q_len, c.problem.shape.k_len,

@@ -68,6 +68,12 @@ void visit_controls(Source& s, Controls& c, Flavor flavor) {
   s.u32(c.bias_seed);
   s.integral(c.sink_exponent, 0, 255);
   s.integral(c.sink_kinds, 0, 255);
+  if (c.extended & kMoreTerms) s.integral(c.integer_terms, 0, 255);
+}
+
+// The flag bits that turned window and chunk on before the integer_terms control existed.
+std::uint16_t legacy_flag(Feature term) {
+  return term == Feature::kWindow ? kWindow : term == Feature::kChunk ? kChunk : 0;
 }
 
 // Reads controls with FuzzedDataProvider (integers come from the end of the input).
@@ -265,7 +271,9 @@ FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor,
   }
   p.shape = {c.batch, heads, kv_heads, q_len, k_len, head_dim, c.value_dim};
   std::uint16_t flags = c.flags;
-  if (flavor == Flavor::kMasks &&
+  const int known_terms = (1 << integer_mask_terms().size()) - 1;
+  const int integer_terms = (c.extended & kMoreTerms) ? c.integer_terms & known_terms : 0;
+  if (flavor == Flavor::kMasks && !integer_terms &&
       !(flags & (kCausal | kWindow | kChunk | kKeyPadding | kQueryPadding | kSegments | kExplicit)))
     flags |= kCausal | kKeyPadding;  // this target is about masks: never fuzz without one
   if (flavor == Flavor::kDecode) {
@@ -273,8 +281,9 @@ FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor,
   }
   MaskSpec& m = p.mask;
   m.causal = flags & kCausal;
-  if (flags & kWindow) m.window = window;
-  if (flags & kChunk) m.chunk = window;
+  const std::vector<const FeatureInfo*>& terms = integer_mask_terms();
+  for (std::size_t k = 0; k < terms.size(); ++k)
+    if ((flags & legacy_flag(terms[k]->feature)) || (integer_terms >> k & 1)) m.*terms[k]->parameter = window;
   if (flags & kOffsetTopLeft) p.q_offset = 0;
   else if (flags & kOffsetExplicit) p.q_offset = c.q_offset;
   if (flags & kKeyPadding) m.kv_valid = c.kv_valid;

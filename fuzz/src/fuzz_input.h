@@ -90,6 +90,9 @@ struct Controls {
   std::uint32_t bias_seed = 0;
   int sink_exponent = 0;              // 0..255: magnitude 10^(6 x / 255 - 2), 0.01 to 1e4
   int sink_kinds = 0;                 // 0..255: 2 bits per head: 0, +magnitude, -magnitude, -magnitude (h+1)/H
+  // Read only with kMoreTerms in `extended`, last:
+  int integer_terms = 0;  // 0..255: bit k turns on the k-th integer mask term of the feature table
+                          // (its parameter the window control; window and chunk have flags too)
 };
 
 enum Extended : std::uint8_t {
@@ -99,6 +102,7 @@ enum Extended : std::uint8_t {
   kSinksOn = 1 << 3,
   kBiasPerBatch = 1 << 4,
   kBiasPerHead = 1 << 5,
+  kMoreTerms = 1 << 6,  // the integer_terms control follows (a new integer mask term needs no new bit)
 };
 
 enum Flag : std::uint16_t {

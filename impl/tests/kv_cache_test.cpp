@@ -39,7 +39,7 @@ TEST(DecodeConfig, InvalidFieldsAreNamed) {
   const auto kernel = make_decode_kernel(4);
   EXPECT_THROW(kernel->open_decode({.batch = 0}), ProblemError);
   EXPECT_THROW(kernel->open_decode({.heads = 3, .kv_heads = 2}), ProblemError);
-  EXPECT_THROW(kernel->open_decode({.window = 0}), ProblemError);
+  EXPECT_THROW(kernel->open_decode({.mask = {.window = 0}}), ProblemError);
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ void reshape_masks(Problem& p, const Shape& old) {
 std::optional<Problem> fit_to_declaration(const Problem& original, const Capabilities& caps, std::string* why) {
   const Contract& c = caps.contract;
   Problem p = original;
-  for (Feature f : features_used_by(p).minus(caps.features).members()) info(f).remove(p);
+  for (Feature f : features_used_by(p).minus(caps.features).members()) remove_feature(info(f), p);
 
   Shape& s = p.shape;
   s.batch = static_cast<int>(c.batch.clamp(s.batch));

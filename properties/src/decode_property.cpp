@@ -18,9 +18,8 @@ Problem prefill_of(const Problem& p) {
   out.shape.q_len = s.k_len;
   out.scale = p.scale;
   out.rope = p.rope;
+  out.mask = integer_mask_terms_of(p.mask);
   out.mask.causal = true;
-  out.mask.window = p.mask.window;
-  out.mask.chunk = p.mask.chunk;
   out.modifiers = p.modifiers;
   out.modifiers.bias.clear();  // a prefill feature: decode sessions take slopes, softcap and sinks
   out.storage = p.storage;
@@ -52,8 +51,8 @@ Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vect
   const Shape& s = prefill.shape;
   auto session = kernel.open_decode({.batch = s.batch, .heads = s.heads, .kv_heads = s.kv_heads,
                                      .head_dim = s.head_dim, .value_dim = s.value_dim,
-                                     .scale = prefill.effective_scale(), .window = prefill.mask.window,
-                                     .chunk = prefill.mask.chunk, .softcap = prefill.modifiers.softcap,
+                                     .scale = prefill.effective_scale(), .mask = integer_mask_terms_of(prefill.mask),
+                                     .softcap = prefill.modifiers.softcap,
                                      .alibi_slopes = prefill.modifiers.alibi_slopes,
                                      .sinks = prefill.modifiers.sinks, .rope = prefill.rope});
   const int T = s.k_len;

@@ -57,7 +57,8 @@ std::vector<int> segment_ids(int len, std::mt19937_64& rng) {
 }
 
 // How each problem feature is drawn: how often it is on, its parameter's range, and how it is
-// put into a problem whose shape is set. One row per feature with a `used_by` in the table.
+// put into a problem whose shape is set (null: an integer mask term, its parameter set). One row
+// per problem feature of the table.
 struct TermGenerator {
   Feature feature;
   int in_ten;
@@ -65,11 +66,18 @@ struct TermGenerator {
   void (*apply)(Problem&, int param, std::mt19937_64& rng);
 };
 
+// Every integer mask term is on 2 times in 10 with a parameter from 1 to 40 (up to past the
+// longest generated sequence, so the term is sometimes a no-op).
+std::vector<TermGenerator> with_integer_terms(std::vector<TermGenerator> rows) {
+  std::vector<TermGenerator> out = {rows.front()};  // causal first, as the draws always were
+  for (const FeatureInfo* term : integer_mask_terms()) out.push_back({term->feature, 2, 1, 40, nullptr});
+  out.insert(out.end(), rows.begin() + 1, rows.end());
+  return out;
+}
+
 const std::vector<TermGenerator>& term_generators() {
-  static const std::vector<TermGenerator> table = {
+  static const std::vector<TermGenerator> table = with_integer_terms({
       {Feature::kCausal, 5, 0, 1, [](Problem& p, int, std::mt19937_64&) { p.mask.causal = true; }},
-      {Feature::kWindow, 2, 1, 40, [](Problem& p, int w, std::mt19937_64&) { p.mask.window = w; }},
-      {Feature::kChunk, 2, 1, 40, [](Problem& p, int c, std::mt19937_64&) { p.mask.chunk = c; }},
       {Feature::kKeyPadding, 3, 0, 1,
        [](Problem& p, int, std::mt19937_64& rng) {  // lengths anywhere in [0, Tk]: empty batches too
          for (int b = 0; b < p.shape.batch; ++b) p.mask.kv_valid.push_back(int(rng() % (p.shape.k_len + 1)));
@@ -120,7 +128,7 @@ const std::vector<TermGenerator>& term_generators() {
          const float values[] = {-1e4f, -100.0f, -10.0f, -1.0f, 0.0f, 1.0f, 10.0f, 100.0f, 1e4f};
          for (int i = 0; i < p.shape.heads; ++i) p.modifiers.sinks.push_back(values[rng() % 9]);
        }},
-  };
+  });
   return table;
 }
 
@@ -196,7 +204,10 @@ Problem build_problem(const ProblemSpec& spec, const Capabilities& caps, const P
   for (Feature f : on.members())
     if (const TermGenerator* g = generator_of(f)) {
       const int param = std::clamp(spec.terms[static_cast<std::size_t>(f)].param, g->param_lo, g->param_hi);
-      g->apply(p, param, mask_rng);
+      if (g->apply)
+        g->apply(p, param, mask_rng);
+      else
+        p.mask.*info(f).parameter = param;
     }
 
   const double scales[] = {0.0, 1.0, 0.05, -0.7, 3.0};

@@ -102,11 +102,20 @@ struct Reader {
   void integer(const char* name, T& x, long long lo, long long hi, bool required = false) {
     if (const json* j = find(name, required)) x = static_cast<T>(checked_integer(std::string("problem.") + name, *j, lo, hi));
   }
+  // GCC 12 cannot follow the feature table's member pointers into MaskSpec and warns that the
+  // write might land on the bool before them (a false -Wstringop-overflow).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
   template <typename T>
   void optional_integer(const char* name, std::optional<T>& x, long long lo, long long hi) {
     if (const json* j = find(name, false); j && !j->is_null())
       x = static_cast<T>(checked_integer(std::string("problem.") + name, *j, lo, hi));
   }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
   void number(const char* name, double& x, bool required = false) {
     if (const json* j = find(name, required)) {
       if (!j->is_number() || !std::isfinite(j->get<double>()))

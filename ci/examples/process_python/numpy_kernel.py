@@ -98,7 +98,11 @@ def rotate(x, positions, base):
 
 def attention(r):
     B, H, Hkv, Tq, Tk, Dk, Dv = r.take("7i")
-    scale, q_offset, causal, window, chunk, rope, rope_base = r.take("dqiiiid")
+    scale, q_offset, causal = r.take("dqi")
+    # The integer mask terms in the header's order (window, chunk); later terms are never set for a
+    # kernel that does not declare them.
+    window, chunk = r.array("<i4")[:2]
+    rope, rope_base = r.take("id")
     kv_valid, q_valid = r.array("<i4"), r.array("<i4")
     q_segment, k_segment = r.array("<i4"), r.array("<i4")
     explicit = r.array("u1")

@@ -7,8 +7,9 @@
 namespace attest {
 namespace {
 
-// The feature table's ABI bits are the header's (impl/model/src/features.cpp).
-static_assert(ATTEST_CAP_CAUSAL == 1u << 0 && ATTEST_CAP_GQA == 1u << 6 && ATTEST_CAP_CHUNK == 1u << 10);
+// The feature table's ABI bits are the header's (impl/model/src/features.cpp; abi_terms_test checks
+// every integer mask term).
+static_assert(ATTEST_CAP_CAUSAL == 1u << 0 && ATTEST_CAP_GQA == 1u << 6);
 
 template <typename T>
 std::vector<std::uint8_t> as_bytes(const std::vector<T>& v) {
@@ -74,8 +75,9 @@ protocol::WireProblem to_wire(const Problem& p, const Precision& precision) {
   h.scale = p.effective_scale();
   h.q_offset = p.effective_q_offset();
   h.causal = p.mask.causal;
-  h.window = p.mask.window.value_or(0);
-  h.chunk = p.mask.chunk.value_or(0);
+#define ATTEST_TERM_TO_WIRE(name, cap) h.name = p.mask.name.value_or(0);
+  ATTEST_INTEGER_MASK_TERMS(ATTEST_TERM_TO_WIRE)
+#undef ATTEST_TERM_TO_WIRE
   h.rope = p.rope.enabled;
   h.rope_base = p.rope.base;
   w.kv_valid.assign(p.mask.kv_valid.begin(), p.mask.kv_valid.end());
@@ -96,8 +98,9 @@ protocol::WireDecodeConfig to_wire(const DecodeConfig& c) {
   attest_decode_config_v2& h = w.header;
   h.batch = c.batch, h.heads = c.heads, h.kv_heads = c.kv_heads, h.head_dim = c.head_dim, h.value_dim = c.value_dim;
   h.scale = c.scale;
-  h.window = c.window.value_or(0);
-  h.chunk = c.chunk.value_or(0);
+#define ATTEST_TERM_TO_WIRE(name, cap) h.name = c.mask.name.value_or(0);
+  ATTEST_INTEGER_MASK_TERMS(ATTEST_TERM_TO_WIRE)
+#undef ATTEST_TERM_TO_WIRE
   h.rope = c.rope.enabled;
   h.rope_base = c.rope.base;
   h.softcap = c.softcap.value_or(0.0);
@@ -111,8 +114,10 @@ Problem from_wire(const attest_problem_v2& h, const Precision& precision) {
   p.scale = h.scale;
   p.q_offset = h.q_offset;
   p.mask.causal = h.causal != 0;
-  if (h.window) p.mask.window = h.window;
-  if (h.chunk) p.mask.chunk = h.chunk;
+#define ATTEST_TERM_FROM_WIRE(name, cap) \
+  if (h.name) p.mask.name = h.name;
+  ATTEST_INTEGER_MASK_TERMS(ATTEST_TERM_FROM_WIRE)
+#undef ATTEST_TERM_FROM_WIRE
   p.rope.enabled = h.rope != 0;
   p.rope.base = h.rope_base;
   const std::size_t b = h.batch, tq = h.q_len, tk = h.k_len;
@@ -240,9 +245,11 @@ attest_status AbiAdapter::forward(void* user, const attest_problem_v2* problem, 
 attest_status AbiAdapter::decode_open(void* user, const attest_decode_config_v2* c, void** session) {
   auto* self = static_cast<AbiAdapter*>(user);
   try {
-    DecodeConfig config{c->batch, c->heads, c->kv_heads, c->head_dim, c->value_dim, c->scale, {}, {}, {}};
-    if (c->window) config.window = c->window;
-    if (c->chunk) config.chunk = c->chunk;
+    DecodeConfig config{c->batch, c->heads, c->kv_heads, c->head_dim, c->value_dim, c->scale, {}, {}};
+#define ATTEST_TERM_FROM_WIRE(name, cap) \
+  if (c->name) config.mask.name = c->name;
+    ATTEST_INTEGER_MASK_TERMS(ATTEST_TERM_FROM_WIRE)
+#undef ATTEST_TERM_FROM_WIRE
     if (c->softcap > 0) config.softcap = c->softcap;
     config.alibi_slopes = copy_of(c->alibi_slopes, std::size_t(c->heads));
     config.sinks = copy_of(c->sinks, std::size_t(c->heads));

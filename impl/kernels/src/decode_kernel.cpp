@@ -96,9 +96,9 @@ class PagedDecodeSession final : public DecodeSession {
           const long long pos = start + t;
           std::copy_n(&q[row * dk], dk, query_.begin());
           if (c_.rope.enabled) rope_rotate(query_.data(), c_.head_dim, faults_.rope_query_at_zero ? t : pos, c_.rope.base);
-          KeyRange range{0, static_cast<int>(pos + (faults_.decode_skips_self ? 0 : 1))};
-          if (c_.window) range.lo = static_cast<int>(std::max<long long>(0, pos - *c_.window + 1));
-          if (c_.chunk) range.lo = std::max(range.lo, static_cast<int>(floor_div(pos, *c_.chunk) * *c_.chunk));
+          long long lo = 0, hi = pos + (faults_.decode_skips_self ? 0 : 1);
+          narrow_to_integer_terms(c_.mask, pos, lo, hi);
+          const KeyRange range = hi > lo ? KeyRange{static_cast<int>(lo), static_cast<int>(hi)} : KeyRange{};
           const ModifierView modifiers(modifier_problem_);
           attend_row(cache_, b, faults_.gqa_modulo ? h % c_.kv_heads : h / group, query_.data(), c_.head_dim, c_.value_dim, scale, range,
                      [](int) { return true; },

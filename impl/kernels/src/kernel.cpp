@@ -32,8 +32,12 @@ void DecodeConfig::validate() const {
   positive("head_dim", head_dim);
   positive("value_dim", value_dim);
   if (heads % kv_heads != 0) throw ProblemError("invalid decode config: kv_heads must divide heads");
-  if (window && *window < 1) throw ProblemError("invalid decode config: window must be >= 1");
-  if (chunk && *chunk < 1) throw ProblemError("invalid decode config: chunk must be >= 1");
+  for (const FeatureInfo* term : integer_mask_terms())
+    if ((mask.*term->parameter).value_or(1) < 1)
+      throw ProblemError(std::string("invalid decode config: ") + term->name + " must be >= 1");
+  if (!mask.kv_valid.empty() || !mask.q_valid.empty() || !mask.q_segment.empty() || !mask.k_segment.empty() ||
+      !mask.explicit_mask.empty())
+    throw ProblemError("invalid decode config: only the integer mask terms (window, chunk) apply to a session");
   if (softcap && !(*softcap > 0)) throw ProblemError("invalid decode config: softcap must be > 0");
   if (!alibi_slopes.empty() && alibi_slopes.size() != std::size_t(heads))
     throw ProblemError("invalid decode config: alibi_slopes must have one slope per head");

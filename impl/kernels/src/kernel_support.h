@@ -22,6 +22,17 @@ struct KeyRange {
   bool empty() const { return hi <= lo; }
 };
 
+// Narrows keys [lo, hi) of the query at `pos` by the integer mask terms (the features table's
+// rows with a parameter); decode sessions share it.
+inline void narrow_to_integer_terms(const MaskSpec& m, long long pos, long long& lo, long long& hi) {
+  if (m.window) lo = std::max(lo, pos - *m.window + 1);
+  if (m.chunk) {
+    const long long start = floor_div(pos, *m.chunk) * *m.chunk;
+    lo = std::max(lo, start);
+    hi = std::min(hi, start + *m.chunk);
+  }
+}
+
 // The mask conjunction of a problem, evaluated per (batch, query, key).
 class MaskView {
  public:
@@ -35,12 +46,7 @@ class MaskView {
     long long lo = 0, hi = p_.shape.k_len;
     long long pos = position(i);
     if (m.causal) hi = std::min(hi, pos + 1);
-    if (m.window) lo = std::max(lo, pos - *m.window + 1);
-    if (m.chunk) {
-      const long long start = floor_div(pos, *m.chunk) * *m.chunk;
-      lo = std::max(lo, start);
-      hi = std::min(hi, start + *m.chunk);
-    }
+    narrow_to_integer_terms(m, pos, lo, hi);
     if (!m.kv_valid.empty()) hi = std::min<long long>(hi, m.kv_valid[b]);
     if (hi <= lo) return {0, 0};
     return {static_cast<int>(lo), static_cast<int>(hi)};

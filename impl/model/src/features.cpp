@@ -6,8 +6,6 @@ namespace attest {
 namespace {
 
 bool uses_causal(const Problem& p) { return p.mask.causal; }
-bool uses_window(const Problem& p) { return p.mask.window.has_value(); }
-bool uses_chunk(const Problem& p) { return p.mask.chunk.has_value(); }
 bool uses_key_padding(const Problem& p) { return !p.mask.kv_valid.empty(); }
 bool uses_query_padding(const Problem& p) { return !p.mask.q_valid.empty(); }
 bool uses_segments(const Problem& p) { return !p.mask.q_segment.empty(); }
@@ -20,8 +18,6 @@ bool uses_gqa(const Problem& p) { return p.shape.kv_heads < p.shape.heads; }
 bool uses_rope(const Problem& p) { return p.rope.enabled; }
 
 void remove_causal(Problem& p) { p.mask.causal = false; }
-void remove_window(Problem& p) { p.mask.window.reset(); }
-void remove_chunk(Problem& p) { p.mask.chunk.reset(); }
 void remove_key_padding(Problem& p) { p.mask.kv_valid.clear(); }
 void remove_query_padding(Problem& p) { p.mask.q_valid.clear(); }
 void remove_segments(Problem& p) { p.mask.q_segment.clear(), p.mask.k_segment.clear(); }
@@ -41,10 +37,10 @@ const std::array<FeatureInfo, kFeatureCount>& feature_table() {
   static const std::array<FeatureInfo, kFeatureCount> table = {{
       {Feature::kCausal, "causal", K::kMaskTerm, 1u << 0, true, uses_causal, remove_causal,
        "key j visible iff j <= qpos(i)"},
-      {Feature::kWindow, "window", K::kMaskTerm, 1u << 1, true, uses_window, remove_window,
-       "sliding window: qpos(i) - j < w"},
-      {Feature::kChunk, "chunk", K::kMaskTerm, 1u << 10, true, uses_chunk, remove_chunk,
-       "chunked local attention: floor(qpos(i) / c) == floor(j / c)"},
+      {Feature::kWindow, "window", K::kMaskTerm, 1u << 1, true, nullptr, nullptr,
+       "sliding window: qpos(i) - j < w", &MaskSpec::window, "mask.window"},
+      {Feature::kChunk, "chunk", K::kMaskTerm, 1u << 10, true, nullptr, nullptr,
+       "chunked local attention: floor(qpos(i) / c) == floor(j / c)", &MaskSpec::chunk, "mask.chunk"},
       {Feature::kKeyPadding, "key_padding", K::kMaskTerm, 1u << 2, true, uses_key_padding, remove_key_padding,
        "j < kv_valid[b]"},
       {Feature::kQueryPadding, "query_padding", K::kMaskTerm, 1u << 3, true, uses_query_padding, remove_query_padding,
@@ -70,6 +66,32 @@ const std::array<FeatureInfo, kFeatureCount>& feature_table() {
        "incremental decode over a KV cache"},
   }};
   return table;
+}
+
+const std::vector<const FeatureInfo*>& integer_mask_terms() {
+  static const std::vector<const FeatureInfo*> terms = [] {
+    std::vector<const FeatureInfo*> out;
+    for (const FeatureInfo& i : feature_table())
+      if (i.parameter) out.push_back(&i);
+    return out;
+  }();
+  return terms;
+}
+
+MaskSpec integer_mask_terms_of(const MaskSpec& m) {
+  MaskSpec out;
+  for (const FeatureInfo* term : integer_mask_terms()) out.*term->parameter = m.*term->parameter;
+  return out;
+}
+
+bool uses_feature(const FeatureInfo& i, const Problem& p) {
+  if (i.parameter) return (p.mask.*i.parameter).has_value();
+  return i.used_by && i.used_by(p);
+}
+
+void remove_feature(const FeatureInfo& i, Problem& p) {
+  if (i.parameter) return (p.mask.*i.parameter).reset();
+  i.remove(p);
 }
 
 const FeatureInfo& info(Feature f) { return feature_table()[static_cast<std::size_t>(f)]; }
@@ -128,7 +150,7 @@ FeatureSet FeatureSet::from_abi_bits(std::uint32_t bits) {
 FeatureSet features_used_by(const Problem& p) {
   FeatureSet s;
   for (const FeatureInfo& i : feature_table())
-    if (i.used_by && i.used_by(p)) s.insert(i.feature);
+    if (uses_feature(i, p)) s.insert(i.feature);
   return s;
 }
 

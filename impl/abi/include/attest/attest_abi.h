@@ -54,6 +54,14 @@ typedef enum attest_status {
 #define ATTEST_CAP_BIAS (1u << 13)    /* an additive float bias (-inf masks a key) */
 #define ATTEST_CAP_SINKS (1u << 14)   /* attention sinks: one logit per query head, denominator only */
 
+/* The integer mask terms: one int32 parameter each (0 = off), a field of that name in
+ * attest_problem_v2 and attest_decode_config_v2, listed here in the order they travel on the
+ * process protocol (one i32 array). A new term: its capability bit, its field at the end of both
+ * structs, and its line here (attest's adapter and wire iterate this list). */
+#define ATTEST_INTEGER_MASK_TERMS(X) \
+  X(window, ATTEST_CAP_WINDOW)        \
+  X(chunk, ATTEST_CAP_CHUNK)
+
 typedef enum attest_empty_rows { ATTEST_EMPTY_ZERO = 0, ATTEST_EMPTY_NAN = 1 } attest_empty_rows;
 
 /* Outputs reach the kernel filled with this quiet NaN (float32 bits; 16-bit outputs with its top

@@ -240,6 +240,29 @@ inline Descriptor read_descriptor(Reader& r) {
   return d;
 }
 
+// The integer mask terms travel as one i32 array in ATTEST_INTEGER_MASK_TERMS order, so a kernel
+// written before a term was added still reads the frame (it reads the terms it knows; the rest must
+// be 0, since attest only sends a term to a kernel that declares it).
+template <typename Header>
+std::vector<std::int32_t> integer_terms(const Header& h) {
+#define ATTEST_TERM_VALUE(name, cap) h.name,
+  return {ATTEST_INTEGER_MASK_TERMS(ATTEST_TERM_VALUE)};
+#undef ATTEST_TERM_VALUE
+}
+
+template <typename Header>
+void read_integer_terms(Reader& r, Header& h) {
+  const std::vector<std::int32_t> terms = r.array<std::int32_t>();
+  std::size_t k = 0;
+#define ATTEST_TERM_READ(name, cap)                                                        \
+  if (k >= terms.size()) throw ProtocolError("the integer mask terms lack " #name);       \
+  h.name = terms[k++];
+  ATTEST_INTEGER_MASK_TERMS(ATTEST_TERM_READ)
+#undef ATTEST_TERM_READ
+  for (; k < terms.size(); ++k)
+    if (terms[k] != 0) throw ProtocolError("an integer mask term this build does not know is set");
+}
+
 // A problem as it travels: the attest_problem_v2 fields, then its arrays. q, k and v are bytes
 // in the kernel's storage types.
 struct WireProblem {
@@ -265,7 +288,7 @@ struct WireProblem {
 inline void write_problem(Writer& w, const WireProblem& p) {
   const attest_problem_v2& h = p.header;
   w.i32(h.batch).i32(h.heads).i32(h.kv_heads).i32(h.q_len).i32(h.k_len).i32(h.head_dim).i32(h.value_dim);
-  w.f64(h.scale).i64(h.q_offset).i32(h.causal).i32(h.window).i32(h.chunk).i32(h.rope).f64(h.rope_base);
+  w.f64(h.scale).i64(h.q_offset).i32(h.causal).array(integer_terms(h)).i32(h.rope).f64(h.rope_base);
   w.array(p.kv_valid).array(p.q_valid).array(p.q_segment).array(p.k_segment).array(p.explicit_mask);
   w.f64(h.softcap).array(p.alibi_slopes).array(p.bias).i32(h.bias_per_batch).i32(h.bias_per_head).array(p.sinks);
   w.array(p.q).array(p.k).array(p.v);
@@ -278,7 +301,8 @@ inline WireProblem read_problem(Reader& r, std::size_t q_bytes = 4, std::size_t 
   attest_problem_v2& h = p.header;
   h.batch = r.i32(), h.heads = r.i32(), h.kv_heads = r.i32(), h.q_len = r.i32();
   h.k_len = r.i32(), h.head_dim = r.i32(), h.value_dim = r.i32();
-  h.scale = r.f64(), h.q_offset = r.i64(), h.causal = r.i32(), h.window = r.i32(), h.chunk = r.i32();
+  h.scale = r.f64(), h.q_offset = r.i64(), h.causal = r.i32();
+  read_integer_terms(r, h);
   h.rope = r.i32(), h.rope_base = r.f64();
   p.kv_valid = r.array<std::int32_t>(), p.q_valid = r.array<std::int32_t>();
   p.q_segment = r.array<std::int32_t>(), p.k_segment = r.array<std::int32_t>();
@@ -332,14 +356,16 @@ struct WireDecodeConfig {
 inline void write_decode_config(Writer& w, const WireDecodeConfig& d) {
   const attest_decode_config_v2& c = d.header;
   w.i32(c.batch).i32(c.heads).i32(c.kv_heads).i32(c.head_dim).i32(c.value_dim).f64(c.scale);
-  w.i32(c.window).i32(c.chunk).i32(c.rope).f64(c.rope_base).f64(c.softcap).array(d.alibi_slopes).array(d.sinks);
+  w.array(integer_terms(c)).i32(c.rope).f64(c.rope_base).f64(c.softcap).array(d.alibi_slopes).array(d.sinks);
 }
 
 inline WireDecodeConfig read_decode_config(Reader& r) {
   WireDecodeConfig d;
   attest_decode_config_v2& c = d.header;
   c.batch = r.i32(), c.heads = r.i32(), c.kv_heads = r.i32(), c.head_dim = r.i32(), c.value_dim = r.i32();
-  c.scale = r.f64(), c.window = r.i32(), c.chunk = r.i32(), c.rope = r.i32(), c.rope_base = r.f64();
+  c.scale = r.f64();
+  read_integer_terms(r, c);
+  c.rope = r.i32(), c.rope_base = r.f64();
   c.softcap = r.f64();
   d.alibi_slopes = r.array<float>(), d.sinks = r.array<float>();
   for (std::int32_t x : {c.batch, c.heads, c.kv_heads, c.head_dim, c.value_dim})

@@ -47,13 +47,25 @@ struct FeatureInfo {
   FeatureKind kind;
   std::uint32_t abi_bit;   // ATTEST_CAP_* of attest_abi.h (checked against it in impl/abi)
   bool positional;         // depends on token positions: no permutation equivariance with it
-  bool (*used_by)(const Problem&);  // whether a problem uses it (null: not a problem property)
+  bool (*used_by)(const Problem&);  // whether a problem uses it (null: not a problem property); see uses_feature
   void (*remove)(Problem&);         // takes it out of a problem (GQA: Hkv = H; buffers then resized by the caller)
   const char* summary;
+  // An integer mask term (window, chunk): one parameter >= 1 that depends on positions only. Such a
+  // term needs no code beyond its row, its formula and its kernel step: the problem file, the
+  // fingerprint, decode sessions, the ABI and the wire, the generators and the fuzz decoder iterate
+  // these rows (used_by and remove are then derived from the parameter).
+  std::optional<int> MaskSpec::*parameter = nullptr;
+  const char* field = nullptr;  // its name in problem files ("mask.window")
 };
 
 const std::array<FeatureInfo, kFeatureCount>& feature_table();
+// The integer mask terms, in table order (the order of the ABI's and the wire's term list).
+const std::vector<const FeatureInfo*>& integer_mask_terms();
 const FeatureInfo& info(Feature f);
+// Only the integer mask terms of `m` (what a decode session carries).
+MaskSpec integer_mask_terms_of(const MaskSpec& m);
+bool uses_feature(const FeatureInfo& i, const Problem& p);  // false for LSE and decode
+void remove_feature(const FeatureInfo& i, Problem& p);
 std::optional<Feature> feature_named(std::string_view name);
 
 // A set of features, as a bit set over the table.

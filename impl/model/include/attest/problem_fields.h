@@ -6,6 +6,7 @@
 
 #include <climits>
 
+#include "attest/features.h"
 #include "attest/problem.h"
 
 namespace attest {
@@ -33,8 +34,7 @@ void visit_problem_fields(Problem_& p, Visitor& v) {
   v.optional_number("scale", p.scale);
   v.optional_integer("q_offset", p.q_offset, -kMaxOffset, kMaxOffset);
   v.boolean("mask.causal", p.mask.causal);
-  v.optional_integer("mask.window", p.mask.window, 1, INT_MAX);
-  v.optional_integer("mask.chunk", p.mask.chunk, 1, INT_MAX);
+  for (const FeatureInfo* term : integer_mask_terms()) v.optional_integer(term->field, p.mask.*term->parameter, 1, INT_MAX);
   v.integers("mask.kv_valid", p.mask.kv_valid, 0, INT_MAX);
   v.integers("mask.q_valid", p.mask.q_valid, 0, INT_MAX);
   v.integers("mask.q_segment", p.mask.q_segment, INT_MIN, INT_MAX);

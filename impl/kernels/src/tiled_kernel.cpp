@@ -135,12 +135,14 @@ class TiledKernel final : public Kernel {
     long long lo = 0, hi = p.shape.k_len;
     if (m.causal && !(f.causal_tile_only && !for_tile_skip))
       hi = std::min(hi, pos + 1 + (f.causal_sees_next ? 1 : 0) - (f.causal_excludes_self ? 1 : 0));
-    if (m.window) lo = std::max(lo, pos - *m.window + 1 - (f.window_one_wider ? 1 : 0));
-    if (m.chunk) {
-      const long long start = floor_div(f.chunk_from_query_index ? i : pos, *m.chunk) * *m.chunk;
-      lo = std::max(lo, start);
-      hi = std::min(hi, start + *m.chunk);
+    MaskSpec terms = integer_mask_terms_of(m);  // the integer terms, as the faults change them
+    if (f.window_one_wider && terms.window) ++*terms.window;
+    if (f.chunk_from_query_index && terms.chunk) {
+      const long long start = floor_div(i, *terms.chunk) * *terms.chunk;
+      lo = std::max(lo, start), hi = std::min(hi, start + *terms.chunk);
+      terms.chunk.reset();
     }
+    narrow_to_integer_terms(terms, pos, lo, hi);
     if (!m.kv_valid.empty() && !f.ignore_key_padding)
       hi = std::min<long long>(hi, m.kv_valid[f.batch0_padding_for_all ? 0 : b]);
     if (hi <= lo) return {0, 0};

@@ -53,6 +53,17 @@ TEST(IntegerTerms, EveryTermCrossesTheWire) {
   }
 }
 
+TEST(IntegerTerms, AnOlderFrameLeavesLaterTermsOff) {
+  protocol::Writer w;
+  w.array(std::vector<std::int32_t>{5});  // a frame from a build that knew only the window
+  protocol::Reader r(w.bytes());
+  attest_decode_config_v2 c{};
+  c.chunk = 9;
+  protocol::read_integer_terms(r, c);
+  EXPECT_EQ(c.window, 5);
+  EXPECT_EQ(c.chunk, 0);
+}
+
 TEST(IntegerTerms, ALaterTermNotSetIsReadAndASetOneIsRefused) {
   // A frame from a build that knows one more term: 0 there reads; a value there is an error.
   for (int extra : {0, 7}) {

@@ -240,9 +240,10 @@ inline Descriptor read_descriptor(Reader& r) {
   return d;
 }
 
-// The integer mask terms travel as one i32 array in ATTEST_INTEGER_MASK_TERMS order, so a kernel
-// written before a term was added still reads the frame (it reads the terms it knows; the rest must
-// be 0, since attest only sends a term to a kernel that declares it).
+// The integer mask terms travel as one i32 array in ATTEST_INTEGER_MASK_TERMS order, so that both
+// sides may predate a term: a shorter array leaves the later terms 0 (off); a longer one is read
+// as far as this build knows, and the rest must be 0 (attest sends a term only to a kernel that
+// declares it, which a kernel built before the term cannot).
 template <typename Header>
 std::vector<std::int32_t> integer_terms(const Header& h) {
 #define ATTEST_TERM_VALUE(name, cap) h.name,
@@ -254,9 +255,8 @@ template <typename Header>
 void read_integer_terms(Reader& r, Header& h) {
   const std::vector<std::int32_t> terms = r.array<std::int32_t>();
   std::size_t k = 0;
-#define ATTEST_TERM_READ(name, cap)                                                        \
-  if (k >= terms.size()) throw ProtocolError("the integer mask terms lack " #name);       \
-  h.name = terms[k++];
+#define ATTEST_TERM_READ(name, cap) \
+  h.name = k < terms.size() ? terms[k] : 0, ++k;
   ATTEST_INTEGER_MASK_TERMS(ATTEST_TERM_READ)
 #undef ATTEST_TERM_READ
   for (; k < terms.size(); ++k)

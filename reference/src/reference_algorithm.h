@@ -36,6 +36,7 @@ inline void visible_keys_of_row(const Problem& p, int b, int i, std::vector<char
     if (m.causal && static_cast<long long>(j) > pos) allowed[j] = 0;
     if (m.window.has_value() && pos - j >= *m.window) allowed[j] = 0;
     if (m.chunk.has_value() && chunk_of(pos, *m.chunk) != chunk_of(j, *m.chunk)) allowed[j] = 0;
+    if (m.lookahead.has_value() && j - pos >= *m.lookahead) allowed[j] = 0;
     if (!m.kv_valid.empty() && !(j < m.kv_valid[b])) allowed[j] = 0;
     if (!m.q_segment.empty() && m.q_segment[b * tq + i] != m.k_segment[b * tk + j]) allowed[j] = 0;
     if (!m.explicit_mask.empty() && m.explicit_mask[(static_cast<std::size_t>(b) * tq + i) * tk + j] == 0)

@@ -15,7 +15,7 @@ inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // floor(a / b) for b > 0, also for negative a (a query may sit at a negative position).
 inline long long floor_div(long long a, long long b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
-// Keys [lo, hi) allowed by the range-shaped terms (causal, window, chunk, key padding).
+// Keys [lo, hi) allowed by the range-shaped terms (causal, the integer terms, key padding).
 struct KeyRange {
   int lo = 0;
   int hi = 0;
@@ -31,6 +31,7 @@ inline void narrow_to_integer_terms(const MaskSpec& m, long long pos, long long&
     lo = std::max(lo, start);
     hi = std::min(hi, start + *m.chunk);
   }
+  if (m.lookahead) hi = std::min(hi, pos + *m.lookahead);
 }
 
 // The mask conjunction of a problem, evaluated per (batch, query, key).

@@ -127,7 +127,7 @@ class TiledKernel final : public Kernel {
     const KernelFaults& f = faults_;
     const bool faulty = f.causal_sees_next || f.causal_excludes_self || f.causal_top_left || f.causal_tile_only ||
                         f.ignore_key_padding || f.window_one_wider || f.batch0_padding_for_all || f.chunk_from_query_index ||
-                        f.query_tile_local_positions;
+                        f.query_tile_local_positions || f.lookahead_inclusive;
     if (!faulty) return mask.range(b, i);
     const MaskSpec& m = p.mask;
     if (!m.q_valid.empty() && i >= m.q_valid[b]) return {0, 0};
@@ -137,6 +137,7 @@ class TiledKernel final : public Kernel {
       hi = std::min(hi, pos + 1 + (f.causal_sees_next ? 1 : 0) - (f.causal_excludes_self ? 1 : 0));
     MaskSpec terms = integer_mask_terms_of(m);  // the integer terms, as the faults change them
     if (f.window_one_wider && terms.window) ++*terms.window;
+    if (f.lookahead_inclusive && terms.lookahead) ++*terms.lookahead;
     if (f.chunk_from_query_index && terms.chunk) {
       const long long start = floor_div(i, *terms.chunk) * *terms.chunk;
       lo = std::max(lo, start), hi = std::min(hi, start + *terms.chunk);

@@ -64,6 +64,8 @@ const std::vector<MutantEntry>& mutant_registry() {
       tiled("window_one_wider", "sliding window one key too wide", "zero_masked_weight", {.window_one_wider = true}),
       tiled("chunk_from_query_index", "chunked attention: the query's chunk taken from its index, not its position",
             "zero_masked_weight", {.chunk_from_query_index = true}),
+      tiled("lookahead_inclusive", "lookahead read inclusively (j - qpos <= a): one key ahead too many",
+            "zero_masked_weight", {.lookahead_inclusive = true}),
       tiled("gqa_modulo", "GQA maps query head h to kv head h % Hkv", "gqa_matches_repeated_heads",
             {.gqa_modulo = true}),
       tiled("batch0_padding", "batch 0's key padding used for every batch", "slices_are_independent",

@@ -53,6 +53,7 @@ typedef enum attest_status {
 #define ATTEST_CAP_ALIBI (1u << 12)   /* ALiBi slopes, one per query head */
 #define ATTEST_CAP_BIAS (1u << 13)    /* an additive float bias (-inf masks a key) */
 #define ATTEST_CAP_SINKS (1u << 14)   /* attention sinks: one logit per query head, denominator only */
+#define ATTEST_CAP_LOOKAHEAD (1u << 15) /* keys ahead of the query: visible iff j - (q_offset + i) < lookahead */
 
 /* The integer mask terms: one int32 parameter each (0 = off), a field of that name in
  * attest_problem_v2 and attest_decode_config_v2, listed here in the order they travel on the
@@ -60,7 +61,8 @@ typedef enum attest_status {
  * structs, and its line here (attest's adapter and wire iterate this list). */
 #define ATTEST_INTEGER_MASK_TERMS(X) \
   X(window, ATTEST_CAP_WINDOW)        \
-  X(chunk, ATTEST_CAP_CHUNK)
+  X(chunk, ATTEST_CAP_CHUNK)          \
+  X(lookahead, ATTEST_CAP_LOOKAHEAD)
 
 typedef enum attest_empty_rows { ATTEST_EMPTY_ZERO = 0, ATTEST_EMPTY_NAN = 1 } attest_empty_rows;
 
@@ -193,6 +195,7 @@ typedef struct attest_problem_v2 {
   int32_t bias_per_head;        /* 0: one bias for every head (second dimension is 1) */
   const float* sinks;           /* NULL or [H] */
   const void* reserved[4];      /* quantized K/V scales later; NULL */
+  int32_t lookahead;            /* 0 = none, else visible iff j - (q_offset + i) < lookahead */
 } attest_problem_v2;
 
 typedef struct attest_outputs_v2 {
@@ -212,6 +215,7 @@ typedef struct attest_decode_config_v2 {
   const float* alibi_slopes;  /* NULL or [H] */
   const float* sinks;         /* NULL or [H] */
   const void* reserved[4];
+  int32_t lookahead;          /* 0 = none (a no-op in a causal session, carried for uniformity) */
 } attest_decode_config_v2;
 
 typedef struct attest_kernel_v2 {

@@ -16,6 +16,7 @@ struct KernelFaults {
   bool ignore_key_padding = false;
   bool window_one_wider = false;
   bool chunk_from_query_index = false;  // chunk of query i taken from i, not its position q_offset + i
+  bool lookahead_inclusive = false;     // j - qpos <= a (FlashAttention's right window read as ours): one key too many
   bool batch0_padding_for_all = false;  // kv_valid[0] used for every batch
   bool mask_after_softmax = false;      // masked keys zeroed after normalization
   // Online softmax

@@ -21,6 +21,7 @@ enum class Feature : std::uint8_t {
   kCausal,
   kWindow,
   kChunk,
+  kLookahead,
   kKeyPadding,
   kQueryPadding,
   kSegments,

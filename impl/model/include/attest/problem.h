@@ -37,6 +37,7 @@ struct MaskSpec {
   bool causal = false;
   std::optional<int> window;           // >= 1: key j visible iff qpos - j < window
   std::optional<int> chunk;            // >= 1: key j visible iff floor(qpos / chunk) == floor(j / chunk)
+  std::optional<int> lookahead;        // >= 1: key j visible iff j - qpos < lookahead (1: causal)
   std::vector<int> kv_valid;           // empty or [B]: key j visible iff j < kv_valid[b]
   std::vector<int> q_valid;            // empty or [B]: query i sees nothing unless i < q_valid[b]
   std::vector<int> q_segment;          // empty or [B][Tq]

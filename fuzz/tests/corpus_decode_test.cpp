@@ -2,9 +2,10 @@
 // problem it decoded to when it was committed, whatever the decoder learned since (new controls
 // are read only behind flag bits these files leave clear). corpus_fingerprints.txt holds one
 // line per file, "<path under corpus/> <fingerprint>", computed by the decoder of the commit
-// that added the file. The fingerprint below is this test's own hash over the fields the
-// decoder sets (not the oracle's, which follows problem_fields.h and changes when a field is
-// added), so a new Problem field elsewhere does not disturb it.
+// that added the file. The fingerprint hashes every field of problem_fields.h by name (the field
+// visitor: a field cannot be missed), but leaves out a field at its empty value (absent, empty,
+// false, 0), so a field added later with such a default does not disturb the committed lines
+// while an input that sets it does.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -16,6 +17,7 @@
 #include <sstream>
 
 #include "attest/mutants.h"
+#include "attest/problem_fields.h"
 #include "fuzz_input.h"
 #include "fuzz_targets.h"
 
@@ -29,19 +31,8 @@ class Hash {
   void word(std::uint64_t x) {
     for (int i = 0; i < 8; ++i) h_ = (h_ ^ (x >> (8 * i) & 0xff)) * 0x100000001b3ULL;
   }
-  void number(double x) { word(std::bit_cast<std::uint64_t>(x)); }
-  template <typename T>
-  void optional(const std::optional<T>& x) {
-    word(x.has_value());
-    if (x) number(static_cast<double>(*x));
-  }
-  template <typename T>
-  void list(const std::vector<T>& v) {
-    word(v.size());
-    for (const T& x : v) {
-      if constexpr (std::is_same_v<T, float>) word(std::bit_cast<std::uint32_t>(x));
-      else word(static_cast<std::uint64_t>(x));
-    }
+  void name(const char* field) {
+    for (const char* c = field; *c; ++c) word(static_cast<unsigned char>(*c));
   }
   std::uint64_t get() const { return h_; }
 
@@ -49,36 +40,48 @@ class Hash {
   std::uint64_t h_ = 0xcbf29ce484222325ULL;
 };
 
+// A problem_fields.h visitor: each field's name and value unless the value is empty.
+struct FieldHasher {
+  Hash& h;
+  template <typename T>
+  void integer(const char* field, const T& x, long long, long long, bool = false) {
+    if (x != 0) h.name(field), h.word(static_cast<std::uint64_t>(x));
+  }
+  template <typename T>
+  void optional_integer(const char* field, const std::optional<T>& x, long long, long long) {
+    if (x) h.name(field), h.word(static_cast<std::uint64_t>(*x));
+  }
+  void number(const char* field, double x, bool = false) {
+    if (x != 0) h.name(field), h.word(std::bit_cast<std::uint64_t>(x));
+  }
+  void optional_number(const char* field, const std::optional<double>& x) {
+    if (x) h.name(field), h.word(std::bit_cast<std::uint64_t>(*x));
+  }
+  void boolean(const char* field, bool x) {
+    if (x) h.name(field);
+  }
+  void precision(const char* field, Scalar x) {
+    if (x != Scalar::kF32) h.name(field), h.word(static_cast<std::uint64_t>(x));
+  }
+  template <typename T>
+  void integers(const char* field, const std::vector<T>& v, long long = 0, long long = 0) {
+    if (v.empty()) return;
+    h.name(field), h.word(v.size());
+    for (T x : v) h.word(static_cast<std::uint64_t>(x));
+  }
+  void flags(const char* field, const std::vector<std::uint8_t>& v) { integers(field, v); }
+  void floats(const char* field, const std::vector<float>& v, bool = false) {
+    if (v.empty()) return;
+    h.name(field), h.word(v.size());
+    for (float x : v) h.word(std::bit_cast<std::uint32_t>(x));
+  }
+};
+
 std::uint64_t decoded_fingerprint(const FuzzCase& c) {
-  const Problem& p = c.problem;
   Hash h;
-  const Shape& s = p.shape;
-  for (int x : {s.batch, s.heads, s.kv_heads, s.q_len, s.k_len, s.head_dim, s.value_dim}) h.word(x);
-  h.optional(p.scale);
-  h.optional(p.q_offset);
-  const MaskSpec& m = p.mask;
-  h.word(m.causal);
-  h.optional(m.window);
-  h.optional(m.chunk);
-  h.list(m.kv_valid);
-  h.list(m.q_valid);
-  h.list(m.q_segment);
-  h.list(m.k_segment);
-  h.list(m.explicit_mask);
-  h.word(p.rope.enabled);
-  h.number(p.rope.base);
-  const ScoreModifiers& md = p.modifiers;
-  h.optional(md.softcap);
-  h.list(md.alibi_slopes);
-  h.list(md.bias);
-  h.word(md.bias_per_batch);
-  h.word(md.bias_per_head);
-  h.list(md.sinks);
-  for (Scalar x : {p.storage.q, p.storage.k, p.storage.v}) h.word(static_cast<std::uint64_t>(x));
-  h.list(p.q);
-  h.list(p.k);
-  h.list(p.v);
-  h.list(c.chunks);
+  FieldHasher hasher{h};
+  visit_problem_fields(c.problem, hasher);
+  hasher.integers("decode chunks", c.chunks);
   return h.get();
 }
 

@@ -204,6 +204,32 @@ TEST(FuzzInput, ExtendedControlsDecodeAsWritten) {
   EXPECT_FALSE(d.modifiers.sinks.empty());
 }
 
+// Each integer mask term of the feature table is reachable by its bit of the integer_terms
+// control (a term added later needs no decoder change); without kMoreTerms the control is not read,
+// so inputs written before it decode as they did.
+TEST(FuzzInput, EveryIntegerMaskTermIsReachable) {
+  const std::vector<const FeatureInfo*>& terms = integer_mask_terms();
+  for (std::size_t k = 0; k < terms.size(); ++k) {
+    Controls c = sample();
+    c.flags = kExtended;
+    c.extended = kMoreTerms;
+    c.kv_valid_size = {0, 0}, c.q_valid_size = {0, 0};
+    c.integer_terms = 1 << k;
+    const std::vector<std::uint8_t> bytes = encode_input(c, {1, 2, 3}, Flavor::kGeneral);
+    const Problem p = decode_input(bytes.data(), bytes.size(), Flavor::kGeneral).problem;
+    for (std::size_t other = 0; other < terms.size(); ++other)
+      EXPECT_EQ((p.mask.*terms[other]->parameter).has_value(), other == k) << terms[k]->name << " on, " << terms[other]->name;
+    EXPECT_EQ(p.mask.*terms[k]->parameter, c.window) << terms[k]->name;
+    EXPECT_NO_THROW(p.validate());
+  }
+  Controls old = sample();
+  old.flags = kExtended;
+  old.kv_valid_size = {0, 0}, old.q_valid_size = {0, 0};
+  old.integer_terms = 0xff;  // not written: kMoreTerms is clear
+  const std::vector<std::uint8_t> bytes = encode_input(old, {1, 2, 3}, Flavor::kGeneral);
+  EXPECT_EQ(decode_controls(bytes.data(), bytes.size(), Flavor::kGeneral).integer_terms, 0);
+}
+
 // Over many inputs the modifiers cover the ranges of issue 15: caps 1 to 1e4, slopes of both
 // signs and zero, -inf bias entries, sinks from -1e4 to 1e4.
 TEST(FuzzInput, ModifierRanges) {

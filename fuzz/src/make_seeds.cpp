@@ -55,6 +55,18 @@ Controls extended(Controls c, int q_size, int k_size, std::uint8_t modifiers) {
 }
 using flag::tile_edge_pick;
 
+// One seed per integer mask term of the feature table, alone (together, one term can hide
+// another's bug: a chunk cuts off the key a lookahead bug would show), named after the term.
+std::vector<Seed> integer_term_seeds() {
+  std::vector<Seed> out;
+  const auto& terms = attest::integer_mask_terms();
+  for (std::size_t k = 0; k < terms.size(); ++k)
+    out.push_back({"fuzz_mask_leak", std::string("ext_") + terms[k]->name + "_alone", Flavor::kMasks,
+                   with(extended(shape(2, 2, 9, 13, 4, 4, 0), flag::kSmallPick, flag::kSmallPick, flag::kMoreTerms),
+                        [k](Controls& c) { c.window = 3, c.integer_terms = 1 << k; })});
+  return out;
+}
+
 std::vector<Seed> seeds() {
   const Flavor masks = Flavor::kMasks, over = Flavor::kOverflow, dec = Flavor::kDecode, gen = Flavor::kGeneral;
   return {
@@ -147,6 +159,12 @@ std::vector<Seed> seeds() {
   };
 }
 
+std::vector<Seed> all_seeds() {
+  std::vector<Seed> out = seeds();
+  for (Seed& s : integer_term_seeds()) out.push_back(std::move(s));
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -154,12 +172,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: fuzz_make_seeds CORPUS_DIR\n");
     return 2;
   }
-  for (const Seed& s : seeds()) {
+  const std::vector<Seed> all = all_seeds();
+  for (const Seed& s : all) {
     const std::filesystem::path dir = std::filesystem::path(argv[1]) / s.target;
     std::filesystem::create_directories(dir);
     const std::vector<std::uint8_t> bytes = attest::fuzz::encode_input(s.controls, {}, s.flavor);
     std::ofstream(dir / s.name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   }
-  std::printf("wrote %zu seeds\n", seeds().size());
+  std::printf("wrote %zu seeds\n", all.size());
   return 0;
 }

@@ -1,8 +1,13 @@
 #include "attest/cases.h"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 #include <random>
+#include <string>
+#include <vector>
+
+#include "attest/features.h"
 
 namespace attest {
 
@@ -46,35 +51,50 @@ Problem shaped(Shape s, std::uint64_t seed) {
   return p;
 }
 
-// The mask kinds the grid applies to each shape, alone and combined.
-enum class MaskKind { kNone, kCausal, kCausalTopLeft, kWindow, kKeyPadding, kQueryPadding, kSegments, kExplicit, kAll };
+// The mask kinds the grid applies to each shape, alone and combined: every integer mask term of
+// the feature table (window, chunk, ...) is one kind, its parameter a third of Tk.
+enum class MaskKind { kNone, kCausal, kCausalTopLeft, kIntegerTerm, kKeyPadding, kQueryPadding, kSegments, kExplicit, kAll };
 
-const char* mask_name(MaskKind m) {
-  switch (m) {
-    case MaskKind::kNone: return "none";
-    case MaskKind::kCausal: return "causal";
-    case MaskKind::kCausalTopLeft: return "causal_top_left";
-    case MaskKind::kWindow: return "window";
-    case MaskKind::kKeyPadding: return "key_padding";
-    case MaskKind::kQueryPadding: return "query_padding";
-    case MaskKind::kSegments: return "segments";
-    case MaskKind::kExplicit: return "explicit";
-    case MaskKind::kAll: return "all";
+struct GridMask {
+  MaskKind kind;
+  const FeatureInfo* term = nullptr;  // kIntegerTerm: which
+  std::string name() const {
+    switch (kind) {
+      case MaskKind::kNone: return "none";
+      case MaskKind::kCausal: return "causal";
+      case MaskKind::kCausalTopLeft: return "causal_top_left";
+      case MaskKind::kIntegerTerm: return term->name;
+      case MaskKind::kKeyPadding: return "key_padding";
+      case MaskKind::kQueryPadding: return "query_padding";
+      case MaskKind::kSegments: return "segments";
+      case MaskKind::kExplicit: return "explicit";
+      case MaskKind::kAll: return "all";
+    }
+    return "?";
   }
-  return "?";
+};
+
+std::vector<GridMask> grid_masks() {
+  std::vector<GridMask> out = {{MaskKind::kNone}, {MaskKind::kCausal}, {MaskKind::kCausalTopLeft}};
+  for (const FeatureInfo* term : integer_mask_terms()) out.push_back({MaskKind::kIntegerTerm, term});
+  for (MaskKind k : {MaskKind::kKeyPadding, MaskKind::kQueryPadding, MaskKind::kSegments, MaskKind::kExplicit, MaskKind::kAll})
+    out.push_back({k});
+  return out;
 }
 
-void apply_mask(Problem& p, MaskKind kind, std::uint64_t seed) {
+void apply_mask(Problem& p, const GridMask& mask, std::uint64_t seed) {
   const Shape& s = p.shape;
   std::mt19937_64 rng(seed);
   MaskSpec& m = p.mask;
+  const MaskKind kind = mask.kind;
   auto all = kind == MaskKind::kAll;
   if (kind == MaskKind::kCausal || all) m.causal = true;
   if (kind == MaskKind::kCausalTopLeft) {
     m.causal = true;
     p.q_offset = 0;
   }
-  if (kind == MaskKind::kWindow || all) m.window = std::max(1, s.k_len / 3);
+  for (const FeatureInfo* term : integer_mask_terms())
+    if (term == mask.term || all) m.*term->parameter = std::max(1, s.k_len / 3);
   if (kind == MaskKind::kKeyPadding || all)
     for (int b = 0; b < s.batch; ++b) m.kv_valid.push_back(b == 0 ? s.k_len : (s.k_len * b) / (s.batch + 1));
   if (kind == MaskKind::kQueryPadding || all)
@@ -121,15 +141,12 @@ std::vector<NamedProblem> grid_problems() {
   const std::vector<std::pair<int, int>> lengths = {
       {1, 1}, {1, 17}, {1, 33}, {5, 1}, {15, 15}, {16, 16}, {17, 17}, {31, 31}, {32, 32},
       {33, 33}, {7, 33}, {33, 7}, {31, 65}, {65, 31}, {33, 64}, {64, 65}, {129, 63}, {127, 129}};
-  const MaskKind kinds[] = {MaskKind::kNone,       MaskKind::kCausal,   MaskKind::kCausalTopLeft,
-                            MaskKind::kWindow,     MaskKind::kKeyPadding, MaskKind::kQueryPadding,
-                            MaskKind::kSegments,   MaskKind::kExplicit, MaskKind::kAll};
   std::uint64_t seed = 100;
   for (auto [tq, tk] : lengths)
-    for (MaskKind kind : kinds) {
+    for (const GridMask& mask : grid_masks()) {
       Problem p = shaped({2, 2, 1, tq, tk, 8, 5}, ++seed);
-      apply_mask(p, kind, seed);
-      out.push_back({fmt::format("tq{}_tk{}_{}", tq, tk, mask_name(kind)), std::move(p)});
+      apply_mask(p, mask, seed);
+      out.push_back({fmt::format("tq{}_tk{}_{}", tq, tk, mask.name()), std::move(p)});
     }
   // GQA ratios 1, 2, 4 and all-to-one, with Dk != Dv both ways.
   for (int kv_heads : {4, 2, 1})

@@ -30,7 +30,10 @@ TEST_P(Grid, EveryKernelWithinHardBound) {
     ASSERT_TRUE(ref.finite());
     const Comparison cmp = compare_with_reference(*p, ref, run_forward(*kernel, *p), kernel->capabilities());
     EXPECT_TRUE(cmp.verdict.passed) << entry.name << ": " << cmp.verdict.detail;
-    EXPECT_LT(cmp.verdict.utilisation, 0.5) << entry.name << " uses too much of its bound";
+    // Headroom: an f32 kernel stays under half its bound on the grid; a 16-bit kernel's bound counts
+    // each declared rounding at its own unit roundoff and is closer (calibration: up to 0.95).
+    const double headroom = kernel->capabilities().precision.all_f32() ? 0.5 : 0.75;
+    EXPECT_LT(cmp.verdict.utilisation, headroom) << entry.name << " uses too much of its bound";
   }
   // The scalar tiled code that the mutants switch faults into is correct with every switch off.
   const auto scalar = make_faulty_tiled_kernel({32, 32}, KernelFaults{}, "tiled-scalar");

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An attention kernel in numpy served over the attest process protocol, version 2 (impl/PROTOCOL.md).
+"""An attention kernel in numpy served over the attest process protocol, version 3 (impl/PROTOCOL.md).
 
 Certify it with:  attest certify --kernel-cmd "python3 ci/examples/process_python/numpy_kernel.py"
 Scores and weighted sums run in float32; exp and log in float64, rounded to float32.
@@ -13,6 +13,7 @@ import numpy as np
 
 MAGIC = 0x54535441
 HELLO, DESCRIPTOR, FORWARD, FORWARD_RESULT, BYE, ERROR = 1, 2, 3, 4, 11, 12
+PROTOCOL_VERSION = 3
 CAP_BIAS = 1 << 13  # ATTEST_CAP_BIAS
 CAPS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | CAP_BIAS
 F32 = 0
@@ -101,7 +102,8 @@ def attention(r):
     scale, q_offset, causal = r.take("dqi")
     # The integer mask terms in the header's order (window, chunk); later terms are never set for a
     # kernel that does not declare them.
-    window, chunk = r.array("<i4")[:2]
+    terms = list(r.array("<i4")) + [0, 0]  # a shorter array leaves the rest off
+    window, chunk = terms[:2]
     rope, rope_base = r.take("id")
     kv_valid, q_valid = r.array("<i4"), r.array("<i4")
     q_segment, k_segment = r.array("<i4"), r.array("<i4")
@@ -190,6 +192,10 @@ def main():
         if kind is None or kind == BYE:
             return 0
         if kind == HELLO:
+            (version,) = struct.unpack("<I", payload[:4])
+            if version != PROTOCOL_VERSION:  # another layout of the frames: refuse rather than misread them
+                write_frame(stdout, ERROR, string("protocol version %d, this kernel speaks %d" % (version, PROTOCOL_VERSION)))
+                return 2
             write_frame(stdout, DESCRIPTOR, descriptor())
         elif kind == FORWARD:
             o, lse = attention(Reader(payload))

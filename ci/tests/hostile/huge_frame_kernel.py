@@ -3,7 +3,7 @@
 and sleeps. It imitates a kernel whose size field is garbage (an uninitialised length, a wrong
 offset); attest must not allocate what a header claims before the payload arrives.
     huge_frame_kernel.py hello   the reply to HELLO is the huge frame
-    huge_frame_kernel.py result  a valid DESCRIPTOR (protocol 2), then a huge FORWARD_RESULT
+    huge_frame_kernel.py result  a valid DESCRIPTOR (protocol 3), then a huge FORWARD_RESULT
 The protocol runs on the descriptors named by ATTEST_PROTOCOL_FDS ("IN,OUT") when it is set,
 on stdin/stdout otherwise."""
 import os

@@ -7,7 +7,7 @@
 namespace attest {
 namespace {
 
-// The feature table's ABI bits are the header's (impl/model/src/features.cpp; abi_terms_test checks
+// The feature table's ABI bits are the header's (impl/model/src/features.cpp; integer_terms_test checks
 // every integer mask term).
 static_assert(ATTEST_CAP_CAUSAL == 1u << 0 && ATTEST_CAP_GQA == 1u << 6);
 
@@ -145,6 +145,10 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   c.features = FeatureSet::from_abi_bits(d.capabilities);
   if (c.features.abi_bits() != d.capabilities)
     refuse("capabilities has bits this attest does not know (0x" + std::to_string(d.capabilities) + ")");
+  // Version 1's structs end before chunk: a version-1 kernel cannot be handed a version-2 feature.
+  constexpr std::uint32_t kVersion1Bits = (1u << 10) - 1;
+  if (d.abi_version == ATTEST_ABI_VERSION_1 && (d.capabilities & ~kVersion1Bits))
+    refuse("a version-1 kernel declares version-2 capability bits (chunk and later): its structs have no field for them");
   c.empty_rows = d.empty_rows == ATTEST_EMPTY_NAN ? EmptyRowPolicy::kNan : EmptyRowPolicy::kZero;
   const attest_precision_spec& p = d.precision;
   Precision& r = c.precision;

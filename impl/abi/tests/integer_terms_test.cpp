@@ -53,6 +53,18 @@ TEST(IntegerTerms, EveryTermCrossesTheWire) {
   }
 }
 
+TEST(IntegerTerms, AVersion1KernelCannotDeclareThem) {
+  protocol::Descriptor d;
+  d.abi_version = ATTEST_ABI_VERSION_1;
+  d.capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_WINDOW;
+  EXPECT_NO_THROW(capabilities_from_descriptor(d));
+  for (const FeatureInfo* term : integer_mask_terms()) {
+    if (term->abi_bit < (1u << 10)) continue;  // window is version 1's
+    d.capabilities = ATTEST_CAP_CAUSAL | term->abi_bit;
+    EXPECT_THROW(capabilities_from_descriptor(d), std::invalid_argument) << term->name;
+  }
+}
+
 TEST(IntegerTerms, AnOlderFrameLeavesLaterTermsOff) {
   protocol::Writer w;
   w.array(std::vector<std::int32_t>{5});  // a frame from a build that knew only the window

@@ -58,7 +58,8 @@ typedef enum attest_status {
 /* The integer mask terms: one int32 parameter each (0 = off), a field of that name in
  * attest_problem_v2 and attest_decode_config_v2, listed here in the order they travel on the
  * process protocol (one i32 array). A new term: its capability bit, its field at the end of both
- * structs, and its line here (attest's adapter and wire iterate this list). */
+ * structs, and its line here (attest's adapter and wire iterate this list). A field added after
+ * `reserved` holds a value only for a kernel that declares its bit: read it only then. */
 #define ATTEST_INTEGER_MASK_TERMS(X) \
   X(window, ATTEST_CAP_WINDOW)        \
   X(chunk, ATTEST_CAP_CHUNK)          \

@@ -1,4 +1,4 @@
-// attest process protocol, version 2 (header-only, C++17): how a separate program serves a
+// attest process protocol, version 3 (header-only, C++17): how a separate program serves a
 // kernel to attest over a pair of private file descriptors (ATTEST_PROTOCOL_FDS="IN,OUT"; the
 // program's stdout goes to attest's stderr). Documented in impl/PROTOCOL.md.
 //
@@ -22,7 +22,7 @@
 namespace attest::protocol {
 
 inline constexpr std::uint32_t kMagic = 0x54535441u;  // bytes 'A' 'T' 'S' 'T'
-inline constexpr std::uint32_t kVersion = 2;
+inline constexpr std::uint32_t kVersion = 3;  // 3: the integer mask terms travel as one i32 array
 inline constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 34;  // 16 GiB: refuse anything larger
 
 enum class Type : std::uint32_t {

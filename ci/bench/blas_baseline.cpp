@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -12,7 +13,15 @@ namespace {
 class BlasBaselineKernel final : public Kernel {
  public:
   std::string name() const override { return "blas"; }
-  Capabilities capabilities() const override { return {}; }
+  // What visible() and forward() implement, listed (the default would claim every mask term the
+  // feature table gains, chunk and lookahead included).
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.features = {Feature::kCausal,  Feature::kWindow,       Feature::kKeyPadding, Feature::kQueryPadding,
+                  Feature::kSegments, Feature::kExplicitMask, Feature::kGqa,        Feature::kRope,
+                  Feature::kLse};
+    return c;
+  }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
     const Shape& s = p.shape;
@@ -52,15 +61,23 @@ class BlasBaselineKernel final : public Kernel {
           for (int j = 0; j < tk; ++j) row[j] *= inv;
           if (!lse.empty()) lse[(std::size_t(b) * s.heads + h) * tq + i] = max == neg_inf ? neg_inf : max + std::log(sum);
         }
-        // O = P V. Masked V rows must not leak 0 * NaN: zero the rows no query sees.
+        // O = P V. sgemm would spread 0 * NaN from a non-finite V row to every query that gives it
+        // weight 0 (masked for it, seen by another): such rows leave the product and are added
+        // back only where their weight is not 0.
         std::vector<float> v(vh, vh + std::size_t(tk) * dv);
+        std::vector<int> nonfinite;
         for (int j = 0; j < tk; ++j) {
-          bool seen = false;
-          for (int i = 0; i < tq && !seen; ++i) seen = scores[std::size_t(i) * tk + j] != 0.0f;
-          if (!seen) std::fill_n(&v[std::size_t(j) * dv], dv, 0.0f);
+          float* vj = &v[std::size_t(j) * dv];
+          if (std::all_of(vj, vj + dv, [](float x) { return std::isfinite(x); })) continue;
+          nonfinite.push_back(j);
+          std::fill_n(vj, dv, 0.0f);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, dv, tk, 1.0f, scores.data(), tk, v.data(), dv,
                     0.0f, out, dv);
+        for (int j : nonfinite)
+          for (int i = 0; i < tq; ++i)
+            if (const float w = scores[std::size_t(i) * tk + j]; w != 0.0f)
+              for (int r = 0; r < dv; ++r) out[std::size_t(i) * dv + r] += w * vh[std::size_t(j) * dv + r];
       }
   }
 

@@ -139,9 +139,11 @@ std::vector<Seed> seeds() {
       {"fuzz_mask_leak", "ext_window_one_tile_wide_long", masks,
        with(extended(shape(1, 0, 5, 5, 4, 4, flag::kWindow | flag::kCausal), tile_edge_pick(2, 1), tile_edge_pick(2, 1), 0),
             [](Controls& c) { c.window_size = tile_edge_pick(1, 1); })},
-      {"fuzz_mask_leak", "ext_every_integer_term_long", masks,  // window, chunk, lookahead, ... all 5 keys wide
+      // Window, chunk and lookahead together, all 5 keys wide (the bits of the terms known when it was
+      // written, so that a later term leaves it as it is).
+      {"fuzz_mask_leak", "ext_window_chunk_lookahead_long", masks,
        with(extended(shape(1, 0, 5, 5, 4, 4, 0), tile_edge_pick(1, 1), tile_edge_pick(2, 1), flag::kMoreTerms),
-            [](Controls& c) { c.window = 5, c.integer_terms = 0xff; })},
+            [](Controls& c) { c.window = 5, c.integer_terms = 0b111; })},
       {"fuzz_mask_leak", "ext_bias_minus_inf_with_masks", masks,
        with(extended(shape(2, 4, 9, 17, 4, 4, flag::kCausal | flag::kKeyPadding), flag::kSmallPick, tile_edge_pick(1, 1),
                      flag::kBiasOn | flag::kBiasPerBatch | flag::kAlibiOn | flag::kSinksOn),

@@ -236,7 +236,7 @@ Problem build_problem(const ProblemSpec& spec, const Capabilities& caps, const P
   return p;
 }
 
-rc::Gen<ProblemSpec> gen_spec(const Capabilities& caps, const ProblemNeeds& needs) {
+rc::Gen<ProblemSpec> gen_spec(const Capabilities& caps, const ProblemNeeds& /*needs (used by build_problem)*/) {
   const auto inRange = choice;
   using rc::gen::set;
   const rc::Gen<std::array<TermChoice, kFeatureCount>> terms =

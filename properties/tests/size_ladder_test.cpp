@@ -57,7 +57,9 @@ TEST(SizeLadder, BuiltInKernelsPassLadderAndLongCases) {
       sampled += !c.rows.empty();
     }
     EXPECT_GT(sampled, 0);
-    if (kernel->capabilities().decode()) EXPECT_GT(sessions, 0);
+    if (kernel->capabilities().decode()) {
+      EXPECT_GT(sessions, 0);
+    }
   }
 }
 

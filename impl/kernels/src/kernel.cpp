@@ -37,7 +37,7 @@ void DecodeConfig::validate() const {
       throw ProblemError(std::string("invalid decode config: ") + term->name + " must be >= 1");
   if (!mask.kv_valid.empty() || !mask.q_valid.empty() || !mask.q_segment.empty() || !mask.k_segment.empty() ||
       !mask.explicit_mask.empty())
-    throw ProblemError("invalid decode config: only the integer mask terms (window, chunk) apply to a session");
+    throw ProblemError("invalid decode config: only the integer mask terms (window, chunk, ...) apply to a session");
   if (softcap && !(*softcap > 0)) throw ProblemError("invalid decode config: softcap must be > 0");
   if (!alibi_slopes.empty() && alibi_slopes.size() != std::size_t(heads))
     throw ProblemError("invalid decode config: alibi_slopes must have one slope per head");

@@ -136,8 +136,11 @@ class TiledKernel final : public Kernel {
     if (m.causal && !(f.causal_tile_only && !for_tile_skip))
       hi = std::min(hi, pos + 1 + (f.causal_sees_next ? 1 : 0) - (f.causal_excludes_self ? 1 : 0));
     MaskSpec terms = integer_mask_terms_of(m);  // the integer terms, as the faults change them
-    if (f.window_one_wider && terms.window) ++*terms.window;
-    if (f.lookahead_inclusive && terms.lookahead) ++*terms.lookahead;
+    auto widen = [](std::optional<int>& term) {
+      if (term && *term < std::numeric_limits<int>::max()) ++*term;
+    };
+    if (f.window_one_wider) widen(terms.window);
+    if (f.lookahead_inclusive) widen(terms.lookahead);
     if (f.chunk_from_query_index && terms.chunk) {
       const long long start = floor_div(i, *terms.chunk) * *terms.chunk;
       lo = std::max(lo, start), hi = std::min(hi, start + *terms.chunk);

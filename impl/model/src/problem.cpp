@@ -82,11 +82,6 @@ struct RangeCheck {
 
 }  // namespace
 
-bool MaskSpec::any() const {
-  return causal || window || chunk || !kv_valid.empty() || !q_valid.empty() || !q_segment.empty() ||
-         !explicit_mask.empty();
-}
-
 double Problem::effective_scale() const {
   return scale ? *scale : 1.0 / std::sqrt(static_cast<double>(shape.head_dim));
 }

@@ -65,7 +65,7 @@ struct DecodeConfig {
   int head_dim = 1;
   int value_dim = 1;
   double scale = 1.0;
-  MaskSpec mask;  // decode is always causal; of the mask only the integer terms apply (window, chunk)
+  MaskSpec mask;  // decode is always causal; of the mask only the integer terms apply (integer_mask_terms())
   std::optional<double> softcap;    // score modifiers (a bias is a prefill feature)
   std::vector<float> alibi_slopes;  // empty or [H]
   std::vector<float> sinks;         // empty or [H]

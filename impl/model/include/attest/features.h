@@ -51,7 +51,7 @@ struct FeatureInfo {
   bool (*used_by)(const Problem&);  // whether a problem uses it (null: not a problem property); see uses_feature
   void (*remove)(Problem&);         // takes it out of a problem (GQA: Hkv = H; buffers then resized by the caller)
   const char* summary;
-  // An integer mask term (window, chunk): one parameter >= 1 that depends on positions only. Such a
+  // An integer mask term (window, chunk, lookahead): one parameter >= 1 that depends on positions only. Such a
   // term needs no code beyond its row, its formula and its kernel step: the problem file, the
   // fingerprint, decode sessions, the ABI and the wire, the generators and the fuzz decoder iterate
   // these rows (used_by and remove are then derived from the parameter).

@@ -43,8 +43,6 @@ struct MaskSpec {
   std::vector<int> q_segment;          // empty or [B][Tq]
   std::vector<int> k_segment;          // empty or [B][Tk] (both or neither)
   std::vector<std::uint8_t> explicit_mask;  // empty or [B][Tq][Tk], nonzero = visible
-
-  bool any() const;
 };
 
 // Rotary position embedding on interleaved pairs (2m, 2m+1), angle pos * base^(-2m/Dk).

@@ -125,9 +125,14 @@ Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& o
   if (!p.rope.enabled) return Verdict::vacuous(name, "the problem has no RoPE");
   const Shape& s = p.shape;
   // Prepend `shift` keys that an explicit mask hides: every real key and query moves by shift.
-  // Chunks are fixed in absolute position: only whole chunks keep the mask unchanged.
+  // A term fixed in absolute position (chunk) stays the same only under whole multiples of its
+  // parameter: the shift is rounded up to a multiple of all of them.
+  long long period = 1;
+  for (const FeatureInfo* term : integer_mask_terms())
+    if (term->absolute && (p.mask.*term->parameter)) period = std::lcm(period, static_cast<long long>(*(p.mask.*term->parameter)));
+  if (period > 4096) return Verdict::vacuous(name, fmt::format("a shift by whole multiples of {} keys is too long", period));
   int shift = 1 + static_cast<int>(seed_of(p, 4) % 200);
-  if (p.mask.chunk) shift = (shift + *p.mask.chunk - 1) / *p.mask.chunk * *p.mask.chunk;
+  shift = static_cast<int>((shift + period - 1) / period * period);
   Problem moved = p;
   moved.shape.k_len = s.k_len + shift;
   moved.q_offset = p.effective_q_offset() + shift;

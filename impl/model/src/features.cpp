@@ -40,7 +40,7 @@ const std::array<FeatureInfo, kFeatureCount>& feature_table() {
       {Feature::kWindow, "window", K::kMaskTerm, 1u << 1, true, nullptr, nullptr,
        "sliding window: qpos(i) - j < w", &MaskSpec::window, "mask.window"},
       {Feature::kChunk, "chunk", K::kMaskTerm, 1u << 10, true, nullptr, nullptr,
-       "chunked local attention: floor(qpos(i) / c) == floor(j / c)", &MaskSpec::chunk, "mask.chunk"},
+       "chunked local attention: floor(qpos(i) / c) == floor(j / c)", &MaskSpec::chunk, "mask.chunk", true},
       {Feature::kLookahead, "lookahead", K::kMaskTerm, 1u << 15, true, nullptr, nullptr,
        "keys ahead of the query: j - qpos(i) < a (FlashAttention's right window)", &MaskSpec::lookahead,
        "mask.lookahead"},

@@ -57,6 +57,9 @@ struct FeatureInfo {
   // these rows (used_by and remove are then derived from the parameter).
   std::optional<int> MaskSpec::*parameter = nullptr;
   const char* field = nullptr;  // its name in problem files ("mask.window")
+  // Fixed in absolute position (chunk): moving every position by s keeps the term only when s is
+  // a multiple of the parameter (rope_relative_position shifts by such multiples).
+  bool absolute = false;
 };
 
 const std::array<FeatureInfo, kFeatureCount>& feature_table();

@@ -142,6 +142,27 @@ TEST(MaskedInputs, KAndVPoisonedSeparately) {
   EXPECT_NE(v.detail.find("masked V rows poisoned (K clean)"), std::string::npos) << v.detail;
 }
 
+// rope_relative_position keeps a chunk (a term fixed in absolute position) by shifting whole
+// chunks: a correct kernel passes with odd chunk sizes, and a chunk too long to shift is vacuous,
+// not a problem of millions of keys.
+TEST(RopeRelativePosition, ShiftsByWholeChunks) {
+  Problem p;
+  p.shape = {1, 1, 1, 9, 13, 4, 4};
+  p.rope.enabled = true;
+  p.resize_buffers();
+  for (std::size_t i = 0; i < p.q.size(); ++i) p.q[i] = 0.1f * float(i % 7) - 0.3f;
+  for (std::size_t i = 0; i < p.k.size(); ++i) p.k[i] = 0.2f * float(i % 5) - 0.4f;
+  for (std::size_t i = 0; i < p.v.size(); ++i) p.v[i] = 0.3f * float(i % 3) - 0.2f;
+  Oracle oracle;
+  for (int chunk : {3, 5, 7}) {
+    p.mask.chunk = chunk;
+    const Verdict v = rope_relative_position(p, *make_kernel("loop"), oracle);
+    EXPECT_TRUE(v.passed && v.exercised) << chunk << ": " << v.detail;
+  }
+  p.mask.chunk = 100000;
+  const Verdict v = rope_relative_position(p, *make_kernel("loop"), oracle);
+  EXPECT_TRUE(v.passed && !v.exercised) << v.detail;
+}
 
 // A computed NaN is called that, never printed as "-nan outside [...]".
 TEST(Reports, ComputedNanIsNamed) {

@@ -124,14 +124,20 @@ class PoisonReaction final : public Kernel {
   bool keys_;
 };
 
-TEST(MaskedInputs, KAndVPoisonedSeparately) {
+// A small problem with fixed, varied inputs in every buffer.
+Problem patterned(const Shape& shape) {
   Problem p;
-  p.shape = {1, 1, 1, 8, 8, 4, 4};
-  p.mask.causal = true;
+  p.shape = shape;
   p.resize_buffers();
   for (std::size_t i = 0; i < p.q.size(); ++i) p.q[i] = 0.1f * float(i % 7) - 0.3f;
   for (std::size_t i = 0; i < p.k.size(); ++i) p.k[i] = 0.2f * float(i % 5) - 0.4f;
   for (std::size_t i = 0; i < p.v.size(); ++i) p.v[i] = 0.3f * float(i % 3) - 0.2f;
+  return p;
+}
+
+TEST(MaskedInputs, KAndVPoisonedSeparately) {
+  Problem p = patterned({1, 1, 1, 8, 8, 4, 4});
+  p.mask.causal = true;
   Oracle oracle;
   EXPECT_TRUE(masked_inputs_have_no_influence(p, *make_kernel("loop"), oracle).passed);
   const Verdict k = masked_inputs_have_no_influence(p, PoisonReaction(true), oracle);
@@ -146,13 +152,8 @@ TEST(MaskedInputs, KAndVPoisonedSeparately) {
 // chunks: a correct kernel passes with odd chunk sizes, and a chunk too long to shift is vacuous,
 // not a problem of millions of keys.
 TEST(RopeRelativePosition, ShiftsByWholeChunks) {
-  Problem p;
-  p.shape = {1, 1, 1, 9, 13, 4, 4};
+  Problem p = patterned({1, 1, 1, 9, 13, 4, 4});
   p.rope.enabled = true;
-  p.resize_buffers();
-  for (std::size_t i = 0; i < p.q.size(); ++i) p.q[i] = 0.1f * float(i % 7) - 0.3f;
-  for (std::size_t i = 0; i < p.k.size(); ++i) p.k[i] = 0.2f * float(i % 5) - 0.4f;
-  for (std::size_t i = 0; i < p.v.size(); ++i) p.v[i] = 0.3f * float(i % 3) - 0.2f;
   Oracle oracle;
   for (int chunk : {3, 5, 7}) {
     p.mask.chunk = chunk;

@@ -54,7 +54,7 @@ const char* to_string(CheckStatus s) {
 CheckStatus CheckResult::status() const {
   if (failures) return CheckStatus::kFail;
   if (!not_covered.empty()) return CheckStatus::kNotCovered;
-  if (effective < floor || !path_shortfall.empty()) return CheckStatus::kInsufficient;
+  if (effective < floor || !path_shortfall.empty() || short_of_required()) return CheckStatus::kInsufficient;
   return CheckStatus::kPass;
 }
 

@@ -49,6 +49,16 @@ struct CheckResult {
   // Paths the kernel was seen to take (in the size ladder) that this check reached too rarely:
   // "multi-tile: 1 of 3 cases". Any makes the check insufficient.
   std::vector<std::string> path_shortfall;
+  // A stage with a time budget (the long stage): its seconds, the cases it could not afford
+  // ("window_t32768_d64: predicted 41 s, 6.2 s of the budget left"), and the keys a pass must
+  // reach. Slowness loses coverage, listed here; only falling short of required_len blocks.
+  // reached_len: every case up to this many keys ran (a cheap decode shape at 65536 keys does
+  // not make up for a square case at 8192 that did not).
+  double time_budget = 0;
+  std::vector<std::string> not_reached;
+  int reached_len = 0;
+  int required_len = 0;
+  bool short_of_required() const { return required_len > 0 && reached_len < required_len; }
   bool passed() const { return failures == 0; }
   CheckStatus status() const;
   // Whether it keeps the kernel from being certified (a failure, or too little evidence).

@@ -126,6 +126,12 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
       r.path_shortfall.push_back(list[i].get<std::string>());
     }
   }
+  if (j.contains("time_budget_seconds")) r.time_budget = finite_number(j, where, "time_budget_seconds");
+  if (j.contains("not_reached")) r.not_reached = texts(j, where, "not_reached");
+  if (j.contains("required_length")) {
+    r.required_len = static_cast<int>(integer(j, where, "required_length", 1, 1 << 30));
+    r.reached_len = static_cast<int>(integer(j, where, "reached_length", 0, 1 << 30));
+  }
   if (j.contains("paths")) {
     const json& paths = member(j, where, "paths");
     if (!paths.is_object()) bad(where + ".paths", "must be an object");

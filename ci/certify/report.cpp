@@ -61,6 +61,15 @@ std::string names_of(const std::vector<const CheckResult*>& checks) {
   return out;
 }
 
+// "; long: to T = 8192 (time budget)" when slowness kept a stage short of its lengths.
+std::string reach_scope(const KernelReport& k) {
+  std::string out;
+  for (const CheckResult& r : k.checks)
+    if (!r.not_reached.empty())
+      out += fmt::format("; {}: to T = {} ({})", r.stage, r.reached_len, r.time_budget > 0 ? "time budget" : "too slow");
+  return out;
+}
+
 }  // namespace
 
 std::string format_path_table(const KernelReport& k) {
@@ -123,6 +132,18 @@ std::string format_report(const KernelReport& k) {
     for (const std::string& shortfall : r->path_shortfall)
       out += fmt::format("\n  INSUFFICIENT {}: path {} (every path the kernel takes needs its own evidence)\n",
                          r->check, shortfall);
+    if (r->short_of_required())
+      out += fmt::format("\n  INSUFFICIENT {}: reached T = {}, this budget level needs T >= {} (the kernel's measured "
+                         "speed could not afford more{})\n",
+                         r->check, r->reached_len, r->required_len,
+                         r->time_budget > 0 ? fmt::format(" in the {:g} s time budget; --long-seconds raises it", r->time_budget)
+                                            : "");
+  }
+  for (const CheckResult& r : k.checks) {
+    if (r.not_reached.empty()) continue;
+    out += fmt::format("  {} {}: every case to T = {} ran; not reached ({}):\n", r.stage, r.check, r.reached_len,
+                       r.time_budget > 0 ? fmt::format("{:g} s time budget", r.time_budget) : "too slow");
+    for (const std::string& why : r.not_reached) out += fmt::format("    {}\n", why);
   }
   for (const CheckResult* r : not_covered) out += fmt::format("  not covered: {} ({})\n", r->check, r->not_covered);
 
@@ -131,8 +152,8 @@ std::string format_report(const KernelReport& k) {
   // A shard's verdict speaks for its share of the checks only.
   if (k.shard) out += fmt::format("shard {}/{}: ", k.shard->index, k.shard->count);
   if (k.passed()) {
-    out += fmt::format("CERTIFIED {} for {}; not covered: {}\n", k.name, scope,
-                       not_covered_features.empty() ? "nothing" : not_covered_features.joined());
+    out += fmt::format("CERTIFIED {} for {}; not covered: {}{}\n", k.name, scope,
+                       not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k));
   } else {
     std::vector<std::string> why;
     if (!failed.empty()) why.push_back(fmt::format("failed: {}", names_of(failed)));

@@ -4,11 +4,15 @@
 #include <chrono>
 #include <fmt/format.h>
 #include <iostream>
+#include <limits>
+#include <map>
+#include <set>
 
 #include "attest/harness.h"
 #include "attest/problem_file.h"
 #include "attest/safe_text.h"
 #include "certify.h"
+#include "long_stage_plan.h"
 
 namespace attest {
 namespace {
@@ -30,10 +34,11 @@ std::string save_sized_case(const std::string& check, const SizedCase& c, const 
   return path;
 }
 
-// Gate 1 on one case, with the kernel's failures turned into verdicts as check_safely does.
-Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle& oracle) {
+// Gate 1 on one case, with the kernel's failures turned into verdicts as check_safely does. A
+// call cut by the time budget (KernelFailure kTooSlow) is the caller's: coverage lost, not a verdict.
+Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle& oracle, double* kernel_seconds) {
   try {
-    Verdict v = check_sized_case(c, kernel, jobs, &oracle);
+    Verdict v = check_sized_case(c, kernel, jobs, &oracle, kernel_seconds);
     if (!v.passed) v.detail += " [path: " + kernel.last_path() + "]";  // which internal path served the call
     return v;
   } catch (const KernelLoadError&) {
@@ -41,6 +46,7 @@ Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle& o
   } catch (const OutsideDeclaration& e) {
     return Verdict::vacuous("matches_reference", e.what());
   } catch (const KernelFailure& e) {
+    if (e.kind() == KernelFailure::Kind::kTooSlow) throw;
     Verdict v = Verdict::fail("matches_reference", std::string("kernel failure: ") + e.what(), INFINITY);
     v.isolation_failure = e.isolating();
     return v;
@@ -49,10 +55,30 @@ Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle& o
   }
 }
 
+// The kernel's calls may be cut at `cutoff` while this lives (a time-budgeted case).
+class CutoffScope {
+ public:
+  CutoffScope(const Kernel& kernel, std::optional<std::chrono::steady_clock::time_point> cutoff) : kernel_(kernel) {
+    kernel_.set_cutoff(cutoff);
+  }
+  ~CutoffScope() { kernel_.set_cutoff(std::nullopt); }
+
+ private:
+  const Kernel& kernel_;
+};
+
+std::string shape_text(const SizedCase& c) {
+  return fmt::format("{} (Tq {}, Tk {})", c.name, c.problem.shape.q_len, c.problem.shape.k_len);
+}
+
+// `plan`: the long stage's time budget; cases it cannot afford are listed as not reached.
 CheckResult run_sized_check(const std::string& stage, const std::string& check, const std::vector<SizedCase>& cases,
-                            const Kernel& kernel, Oracle& oracle, const CertifyOptions& options) {
+                            const Kernel& kernel, Oracle& oracle, const CertifyOptions& options,
+                            LongStagePlan* plan = nullptr) {
   CheckResult r{kernel.name(), stage, check};
   const auto start = std::chrono::steady_clock::now();
+  int shortest_missed = std::numeric_limits<int>::max();  // keys of the shortest case not reached
+  std::vector<int> ran;                                  // keys of each case that ran
   if (kernel.capabilities().contract.decode_only && cases.empty())
     r.not_covered = "the kernel is decode-only and declares nothing a decode session can be held to at these sizes";
   for (const SizedCase& c : cases) {
@@ -61,15 +87,33 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
       r.first_failure = fmt::format("the whole-run deadline was reached after {} cases", r.cases);
       break;
     }
-    ++r.cases;
+    if (plan)
+      if (const std::string why = plan->refuses(c); !why.empty()) {
+        r.not_reached.push_back(fmt::format("{}: {}", shape_text(c), why));
+        shortest_missed = std::min(shortest_missed, c.problem.shape.k_len);
+        continue;
+      }
     const auto case_start = std::chrono::steady_clock::now();
-    const Verdict v = check_case(c, kernel, options.sizes.jobs, oracle);
+    double kernel_seconds = 0;
+    Verdict v;
+    try {
+      CutoffScope scope(kernel, plan ? plan->cutoff() : std::nullopt);
+      v = check_case(c, kernel, options.sizes.jobs, oracle, &kernel_seconds);
+    } catch (const KernelFailure& e) {  // kTooSlow: a live kernel, cut by the budget within its prediction
+      r.not_reached.push_back(fmt::format("{}: {}", shape_text(c), e.what()));
+      shortest_missed = std::min(shortest_missed, c.problem.shape.k_len);
+      continue;
+    }
+    ++r.cases;
+    ran.push_back(c.problem.shape.k_len);
+    const double case_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - case_start).count();
+    if (plan) plan->learn(c, kernel_seconds, case_seconds);
     if (!r.record_case(v, c.problem, kernel.last_path())) continue;
     if (options.progress && stage == "long")
-      std::cerr << fmt::format("[{:7.1f}s] {} {} {}: Tq {} Tk {}, {} rows, err/bound {:.3g} ({:.2f} s)\n",
+      std::cerr << fmt::format("[{:7.1f}s] {} {} {}: Tq {} Tk {}, {} rows, err/bound {:.3g} ({:.2f} s, kernel {:.2f} s)\n",
                                elapsed_seconds(), kernel.name(), stage, c.name, c.problem.shape.q_len, c.problem.shape.k_len,
                                c.rows.empty() ? c.problem.shape.q_len : static_cast<int>(c.rows.size()), v.utilisation,
-                               std::chrono::duration<double>(std::chrono::steady_clock::now() - case_start).count());
+                               case_seconds, kernel_seconds);
     if (!v.passed && r.failures++ == 0) {
       r.first_failure = fmt::format("{} (Tq {}, Tk {}): {}", c.name, c.problem.shape.q_len, c.problem.shape.k_len, v.detail);
       r.counterexample_path = save_sized_case(check, c, kernel, v, options);
@@ -79,23 +123,55 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
       break;
     }
   }
-  if (r.cases == 0 && r.not_covered.empty()) r.not_covered = "no case of these sizes lies inside the kernel's declaration";
-  r.floor = r.not_covered.empty() ? effective_floor(r.cases) : 0;
+  for (int keys : ran)
+    if (keys < shortest_missed) r.reached_len = std::max(r.reached_len, keys);
+  if (r.cases == 0 && r.not_reached.empty() && r.not_covered.empty())
+    r.not_covered = "no case of these sizes lies inside the kernel's declaration";
+  r.floor = r.not_covered.empty() ? effective_floor(std::max<long>(r.cases, 1)) : 0;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options.progress)
-    std::cerr << fmt::format("[{:7.1f}s] {} {} {}: {} ({} of {} cases effective, {:.2f} s)\n", elapsed_seconds(),
-                             kernel.name(), stage, check, to_string(r.status()), r.effective, r.cases, r.seconds);
+    std::cerr << fmt::format("[{:7.1f}s] {} {} {}: {} ({} of {} cases effective, {} not reached, {:.2f} s)\n",
+                             elapsed_seconds(), kernel.name(), stage, check, to_string(r.status()), r.effective, r.cases,
+                             r.not_reached.size(), r.seconds);
   return r;
+}
+
+// The keys a long stage must reach for a pass: the budget level's length, and at least
+// tile_multiple of the kernel's largest tile, never more than the longest case it has.
+int required_length(const Capabilities& caps, const SizeOptions& sizes, const std::vector<SizedCase>& cases) {
+  const int tile = std::max(caps.contract.query_tile, caps.contract.key_tile);
+  int required = std::max(sizes.required_len, sizes.tile_multiple * tile);
+  int longest = 0;
+  for (const SizedCase& c : cases) longest = std::max(longest, c.problem.shape.k_len);
+  return std::min(required, longest);
+}
+
+// One case per family at the longest ladder length, to time the kernel before the first long case.
+std::vector<SizedCase> calibration_cases(const Capabilities& caps, const SizeOptions& sizes,
+                                         const std::vector<SizedCase>& long_ones) {
+  std::map<std::string, SizedCase> last;
+  for (const SizedCase& c : ladder_cases(caps, sizes)) last.insert_or_assign(case_family(c.name), c);
+  std::vector<SizedCase> out;
+  std::set<std::string> wanted;
+  for (const SizedCase& c : long_ones) wanted.insert(case_family(c.name));
+  for (auto& [family, c] : last)
+    if (wanted.contains(family) || family == "square") out.push_back(std::move(c));
+  return out;
 }
 
 }  // namespace
 
 SizeOptions sizes_for_budget(int property_cases) {
   SizeOptions s;
+  // The long stage's time budget and the keys it must reach for a pass: the length a user can
+  // count on whatever the machine's load, the rest as far as the kernel's speed allows.
+  s.time_budget = 20, s.required_len = 1024, s.tile_multiple = 4;
   if (property_cases <= 10) {  // quick
     s.max_len = 4096, s.full_rows_limit = 256, s.square_limit = 2048, s.sampled_rows = 32;
+    s.time_budget = 8, s.required_len = 512, s.tile_multiple = 2;
   } else if (property_cases >= 1000) {  // thorough
     s.max_len = 65536, s.square_limit = 16384, s.sampled_rows = 128;
+    s.time_budget = 120, s.required_len = 4096, s.tile_multiple = 8;
   }
   return s;
 }
@@ -132,8 +208,19 @@ std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, 
   oracle.set_jobs(options.sizes.jobs);
   if (takes_next_check(options))
     results.push_back(run_sized_check("ladder", "sizes", ladder_cases(caps, options.sizes), kernel, oracle, options));
-  if (takes_next_check(options))
-    results.push_back(run_sized_check("long", "sampled_rows", long_cases(caps, options.sizes), kernel, oracle, options));
+  if (takes_next_check(options)) {
+    std::vector<SizedCase> cases = long_cases(caps, options.sizes);
+    // Cheapest first (dense work), so the budget buys every length it can.
+    std::stable_sort(cases.begin(), cases.end(), [](const SizedCase& a, const SizedCase& b) {
+      const Shape &x = a.problem.shape, &y = b.problem.shape;
+      return double(x.batch) * x.heads * x.q_len * x.k_len < double(y.batch) * y.heads * y.q_len * y.k_len;
+    });
+    LongStagePlan plan(kernel, options.sizes.time_budget, calibration_cases(caps, options.sizes, cases));
+    CheckResult r = run_sized_check("long", "sampled_rows", cases, kernel, oracle, options, &plan);
+    r.time_budget = options.sizes.time_budget;
+    if (r.not_covered.empty()) r.required_len = required_length(caps, options.sizes, cases);
+    results.push_back(std::move(r));
+  }
   return results;
 }
 

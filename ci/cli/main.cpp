@@ -38,7 +38,10 @@ int main(int argc, char** argv) {
   cert->add_option("--junit", request.junit_path, "write the results as JUnit XML");
   cert->add_option("--baseline", request.baseline_path, "fail when worse than this earlier JSON certificate");
   cert->add_option("--baseline-factor", baseline_factor, "allowed growth of worst err/bound (>= 1)")->capture_default_str();
-  cert->add_option("--timeout", timeout, "seconds per call for kernels in a child process")->capture_default_str();
+  cert->add_option("--timeout", timeout,
+                   "per call, for kernels in a child process: a hang is no answer after max(this, 10x the call's "
+                   "cost predicted from the kernel's measured speed)")
+      ->capture_default_str();
   cert->add_option("--deadline", deadline, "seconds for the whole run; checks not finished by then fail")
       ->capture_default_str();
   cert->add_option("--memory-limit", memory_limit,
@@ -50,11 +53,14 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   cert->add_option("--fuzz-seconds", fuzz_seconds,
                    "a short fuzz stage: random inputs through each fuzz target for this long (default 0: off)");
-  std::string max_len, jobs;
+  std::string max_len, jobs, long_seconds;
   std::vector<std::string> lengths, head_dims;
   cert->add_option("--max-len", max_len,
                    "longest sequence of the size ladder and the long stage (default: 4096 quick, 32768 default, "
                    "65536 thorough)");
+  cert->add_option("--long-seconds", long_seconds,
+                   "time budget of the long stage: lengths the kernel's measured speed cannot afford are listed as "
+                   "not reached (default: 8 quick, 20 default, 120 thorough; 0: no time budget)");
   cert->add_option("--lengths", lengths, "these lengths instead of the ladder, e.g. 127,128,129,4096")->delimiter(',');
   cert->add_option("--head-dims", head_dims, "head widths of the ladder and long cases (default 64)")->delimiter(',');
   cert->add_option("--jobs", jobs, "threads for the reference of long problems (default: every core)");
@@ -163,6 +169,8 @@ int main(int argc, char** argv) {
       request.options.property_cases = parse_budget("--budget", budget);
       request.options.sizes = sized_flags(sizes_for_budget(request.options.property_cases), max_len, lengths,
                                           head_dims, jobs);
+      if (!long_seconds.empty())
+        request.options.sizes.time_budget = parse_number("--long-seconds", long_seconds, 0, 86400);
       request.options.seed = seed_of_flag(seed_text);
       request.options.fuzz_seconds = parse_number("--fuzz-seconds", fuzz_seconds, 0, 86400);
       request.baseline_factor = parse_number("--baseline-factor", baseline_factor, 1, 1e6);

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 
@@ -133,6 +135,9 @@ int reap(pid_t pid, int polls) {
 }
 
 std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
+
+// A cut-off call is called a hang only after this long too: below it, timings are noise.
+constexpr double kMinHangSeconds = 2.0;
 
 
 // The child's environment: ours, plus the protocol's descriptors, plus ASan's options when this is
@@ -295,12 +300,18 @@ void ProcessKernel::fail(KernelFailure::Kind kind, const std::string& why) const
   throw KernelFailure(kind, why);
 }
 
-std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload) const {
+std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, double work) const {
   const Containment& c = options_.containment;
-  const auto per_call = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(c.timeout_seconds));
-  const bool deadline_first = c.deadline && *c.deadline < per_call;
-  const auto deadline = deadline_first ? *c.deadline : per_call;
+  const auto start = Clock::now();
+  // A hang is no answer long after what the kernel's measured speed predicts, never less than
+  // the --timeout floor; a live kernel still inside that, when the stage's budget runs out, is slow.
+  const std::optional<double> predicted = work > 0 ? costs_.predict(work) : std::nullopt;
+  const double hang_after = std::max(c.timeout_seconds, kHangFactor * predicted.value_or(0));
+  const auto per_call = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hang_after));
+  enum class Limit { kHang, kDeadline, kCutoff } limit = Limit::kHang;
+  auto deadline = per_call;
+  if (cutoff_ && *cutoff_ < deadline) deadline = *cutoff_, limit = Limit::kCutoff;
+  if (c.deadline && *c.deadline < deadline) deadline = *c.deadline, limit = Limit::kDeadline;
   auto fail_read = [&](ReadResult r) {
     if (r == ReadResult::kEof || r == ReadResult::kDied) {
       ::close(to_child_);
@@ -311,9 +322,22 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload) 
       throw KernelFailure(KernelFailure::Kind::kCrash,
                           fmt::format("kernel process {} while answering", describe_exit(status)));
     }
-    if (deadline_first)
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    const std::string expected_text =
+        predicted ? fmt::format("; its measured speed predicts {:.3g} s", *predicted) : std::string();
+    if (limit == Limit::kDeadline)
       fail(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached during a call (kernel killed)");
-    fail(KernelFailure::Kind::kHang, fmt::format("kernel did not answer within {} (killed)", seconds_text(c.timeout_seconds)));
+    // Cut by the stage's time budget: slow if the prediction explains the wait, hung if not.
+    if (limit == Limit::kCutoff && !(predicted && waited >= kHangFactor * *predicted && waited >= kMinHangSeconds))
+      fail(KernelFailure::Kind::kTooSlow,
+           fmt::format("still computing after {:.3g} s when the time budget ran out{} (killed)", waited,
+                       expected_text));
+    fail(KernelFailure::Kind::kHang,
+         fmt::format("kernel did not answer within {}{} (killed)",
+                     seconds_text(limit == Limit::kHang ? hang_after : std::round(waited * 10) / 10),
+                     predicted ? fmt::format(", {:.3g}x what its measured speed predicts ({:.3g} s)",
+                                             waited / *predicted, *predicted)
+                               : std::string()));
   };
   char header[16];
   if (ReadResult r = read_with_deadline(from_child_, pidfd_, pid_, header, sizeof header, deadline); r != ReadResult::kOk)
@@ -350,10 +374,12 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload) 
   if (type != expected)
     fail(KernelFailure::Kind::kProtocol, fmt::format("malformed protocol message: expected type {}, got {}",
                                                      static_cast<int>(expected), static_cast<int>(type)));
+  costs_.record(work, std::chrono::duration<double>(Clock::now() - start).count());
   return payload;
 }
 
-std::string ProcessKernel::call(Type request, const std::string& payload, Type reply, std::uint64_t max_reply) const {
+std::string ProcessKernel::call(Type request, const std::string& payload, Type reply, std::uint64_t max_reply,
+                                double work) const {
   const Containment& c = options_.containment;
   if (c.deadline && Clock::now() >= *c.deadline) {
     if (pid_ >= 0) kill_child();
@@ -362,7 +388,7 @@ std::string ProcessKernel::call(Type request, const std::string& payload, Type r
   if (pid_ < 0) start();  // restart after a crash or hang
   // A failed write means the child is gone; the read below reports how it ended.
   protocol::write_frame(to_child_, request, payload);
-  return read_reply(reply, max_reply);
+  return read_reply(reply, max_reply, work);
 }
 
 void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {
@@ -370,7 +396,7 @@ void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<floa
   protocol::Writer w;
   protocol::write_problem(w, to_wire(p, caps_.precision));
   const std::string reply =
-      call(Type::kForward, w.bytes(), Type::kForwardResult, reply_bound(3, p.o_size() + p.lse_size()));
+      call(Type::kForward, w.bytes(), Type::kForwardResult, reply_bound(3, p.o_size() + p.lse_size()), forward_work(p));
   protocol::ForwardResult result;
   try {
     protocol::Reader r(reply);
@@ -418,7 +444,8 @@ class ProcessDecodeSession final : public DecodeSession {
     w.array(as_stored(q, precision.q)).array(as_stored(k, precision.k)).array(as_stored(v, precision.v));
     const std::uint64_t rows = std::uint64_t(config_.batch) * config_.heads * n;
     const std::string reply =
-        kernel_.call(Type::kDecodeStep, w.bytes(), Type::kDecodeResult, reply_bound(1, rows * (config_.value_dim + 1)));
+        kernel_.call(Type::kDecodeStep, w.bytes(), Type::kDecodeResult, reply_bound(1, rows * (config_.value_dim + 1)),
+                     decode_step_work(config_, length_, n));
     protocol::DecodeResult result;
     try {
       protocol::Reader r(reply);

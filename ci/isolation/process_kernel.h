@@ -14,13 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "attest/cost_model.h"
 #include "attest/kernel.h"
 #include "attest/process_protocol.hpp"
 
 namespace attest {
 
 struct Containment {
-  double timeout_seconds = 30.0;       // per call
+  // Per call: a call is a hang once it has run max(this, kHangFactor x its predicted cost), the
+  // prediction learnt from the calls this kernel answered (cost_model.h).
+  double timeout_seconds = 30.0;
   std::size_t memory_limit_bytes = 0;  // 0: none
   std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end
 };
@@ -40,12 +43,14 @@ class ProcessKernel final : public Kernel {
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override;
   std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override;
   std::string last_path() const override { return last_path_; }
+  void set_cutoff(std::optional<std::chrono::steady_clock::time_point> cutoff) const override { cutoff_ = cutoff; }
 
   std::uint32_t abi_version() const { return abi_version_; }
   // One request and its reply (at most max_reply payload bytes); restarts the child first if it
-  // died. Used by decode sessions.
+  // died. `work` (cost_model.h; 0: not a computation) sets how long the call may take and
+  // teaches the cost model. Used by decode sessions.
   std::string call(protocol::Type request, const std::string& payload, protocol::Type reply,
-                   std::uint64_t max_reply) const;
+                   std::uint64_t max_reply, double work = 0) const;
   std::uint64_t generation() const { return generation_; }  // increases with every restart
 
  private:
@@ -53,7 +58,7 @@ class ProcessKernel final : public Kernel {
   void stop() const;
   void kill_child() const;  // the whole process group, then reap
   [[noreturn]] void fail(KernelFailure::Kind kind, const std::string& why) const;
-  std::string read_reply(protocol::Type expected, std::uint64_t max_payload) const;
+  std::string read_reply(protocol::Type expected, std::uint64_t max_payload, double work) const;
 
   Options options_;
   std::string name_;
@@ -65,6 +70,8 @@ class ProcessKernel final : public Kernel {
   mutable int from_child_ = -1;
   mutable std::uint64_t generation_ = 0;
   mutable std::string last_path_ = "default";
+  mutable CostModel costs_{kMeasurableCallSeconds};  // what this kernel's answered calls took
+  mutable std::optional<std::chrono::steady_clock::time_point> cutoff_;
 };
 
 // The argv that runs `attest kernel-host` with the given arguments (this executable).

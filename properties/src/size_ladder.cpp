@@ -1,6 +1,7 @@
 #include "attest/size_ladder.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fmt/format.h>
 #include <optional>
@@ -153,6 +154,11 @@ std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& o
   return out;
 }
 
+Outputs run_sized_case(const SizedCase& c, const Kernel& kernel) {
+  if (!c.decode_chunks.empty()) return run_decode(kernel, c.problem, c.decode_chunks, kernel.capabilities().lse());
+  return run_guarded(kernel, c.problem);
+}
+
 std::vector<int> sample_rows(const Problem& p, const Capabilities& caps, int count, std::uint64_t seed) {
   const int tq = p.shape.q_len;
   if (tq <= count) return {};
@@ -178,12 +184,12 @@ std::vector<int> sample_rows(const Problem& p, const Capabilities& caps, int cou
   return {rows.begin(), rows.end()};
 }
 
-Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle* oracle) {
+Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle* oracle, double* kernel_seconds) {
   const Capabilities caps = kernel.capabilities();
   const Problem& p = c.problem;
-  Outputs out;
-  if (!c.decode_chunks.empty()) out = run_decode(kernel, p, c.decode_chunks, caps.lse());
-  else out = run_guarded(kernel, p);
+  const auto start = std::chrono::steady_clock::now();
+  const Outputs out = run_sized_case(c, kernel);
+  if (kernel_seconds) *kernel_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::optional<Reference> own;
   if (!oracle || !c.rows.empty()) own = compute_reference_fast(p, {.query_rows = c.rows, .jobs = jobs});
   const Reference& ref = own ? *own : oracle->reference(p);

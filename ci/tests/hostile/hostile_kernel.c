@@ -138,6 +138,29 @@ static attest_status forward(void* user, const attest_problem* p, attest_outputs
   /* A kernel just under the per-call timeout on every call. */
   usleep(800 * 1000);
 #endif
+#ifdef HOSTILE_TENFOLD
+  /* Correct and ten times slower than the correct loop (a debug build, a slower machine). */
+  for (int r = 0; r < 9; ++r) attention(p, out);
+#endif
+#ifdef HOSTILE_SLEEPS_BY_WORK
+  /* Correct, and from 512 keys on as slow as its size whatever the machine's load: B x H x Tq x
+   * Tk / 2 microseconds of sleep per call (512 x 512: 0.13 s); from $HOSTILE_CLIFF_KEYS keys on,
+   * $HOSTILE_CLIFF_FACTOR times that (a cache cliff), or never an answer when the factor is 0
+   * (a hang at long sizes). */
+  if (p->k_len >= 512) {
+    const char* cliff_keys = getenv("HOSTILE_CLIFF_KEYS");
+    const char* cliff_factor = getenv("HOSTILE_CLIFF_FACTOR");
+    double us = (double)p->batch * p->heads * p->q_len * p->k_len / 2.0;
+    if (cliff_keys && p->k_len >= atoi(cliff_keys)) {
+      const double factor = cliff_factor ? atof(cliff_factor) : 1.0;
+      if (factor == 0)
+        for (;;) pause();
+      us *= factor;
+    }
+    const struct timespec nap = {(time_t)(us / 1e6), (long)fmod(us, 1e6) * 1000};
+    nanosleep(&nap, NULL);
+  }
+#endif
 #ifdef HOSTILE_FORK_KEEPS_STDERR
   /* A kernel that starts a helper (a compiler daemon, a profiler) which outlives the run with
    * attest's stderr open. */

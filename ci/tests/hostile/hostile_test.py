@@ -40,6 +40,14 @@ def plugin(name):
     return path
 
 
+def own_plugin(name):
+    """A copy of the plugin in this case's folder: its processes are this case's alone, so a case
+    running beside another on the same plugin cannot end that one's run when it cleans up."""
+    path = os.path.join(WORK, "libhostile_%s.so" % name)
+    shutil.copy(os.path.join(PLUGINS, "libhostile_%s.so" % name), path)
+    return path
+
+
 class Run:
     def __init__(self, cmd, returncode, stdout, stderr, seconds):
         self.cmd, self.returncode, self.seconds = cmd, returncode, seconds
@@ -469,6 +477,47 @@ def case_deadline():
     run = certify("--kernel", plugin("slow"), "--timeout", "1", "--deadline", "5", *QUICK, timeout=20, expect=(1,))
     if "deadline" not in run.output.lower():
         fail("the output does not mention the deadline:\n" + run.describe())
+
+
+# --- issue 21: slowness loses coverage, never the verdict; a hang still fails -------------
+
+def case_tenfold_slower_certified():
+    # A correct kernel ten times slower than the correct loop: certified, whatever the long stage reached.
+    run = certify("--kernel", own_plugin("tenfold"), "--budget", "quick", "--seed", "11", timeout=90, expect=(0,))
+    require(run, "CERTIFIED hostile-tenfold")
+
+
+def case_budget_refuses_unaffordable_length():
+    # 65536 keys cost ~4096 times 1024 keys: a time budget of 20 s cannot afford it, and says so.
+    run = certify("--kernel", own_plugin("good"), *QUICK, "--lengths", "256,1024,65536", "--long-seconds", "20",
+                  timeout=90, expect=(0,))
+    require(run, "not reached (20 s time budget)", "long: to T = 1024 (time budget)")
+    if not re.search(r"window_t65536_d64 \(Tq 65536, Tk 65536\): predicted [0-9.e+]+ s", run.stdout):
+        fail("the unaffordable case is not listed with its prediction:\n" + run.describe())
+
+
+def case_budget_cuts_slow_call():
+    # Sleeps in proportion to its work, three times more from 4096 keys (a cache cliff): the
+    # 4096-key call is admitted on its prediction, outlives the budget alive and is dropped as slow.
+    env = dict(os.environ, HOSTILE_CLIFF_KEYS="4096", HOSTILE_CLIFF_FACTOR="3")
+    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "20", timeout=90, expect=(0,),
+                  env=env)
+    require(run, "still computing after", "long: to T = 2048 (time budget)", "CERTIFIED")
+
+
+def case_budget_hang_at_long_size():
+    # Never answers from 1024 keys on: far beyond its predicted milliseconds, a hang, not slowness.
+    env = dict(os.environ, HOSTILE_CLIFF_KEYS="1024", HOSTILE_CLIFF_FACTOR="0")
+    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "10", timeout=90, expect=(1,),
+                  env=env)
+    require(run, "did not answer within", "what its measured speed predicts", "NOT CERTIFIED")
+
+
+def case_budget_too_small_is_insufficient():
+    # A budget that affords no long case leaves the stage short of its required length: not a pass.
+    run = certify("--kernel", own_plugin("good"), *QUICK, "--long-seconds", "0.001", timeout=90, expect=(1,))
+    require(run, "INSUFFICIENT sampled_rows: reached T = 0, this budget level needs T >= 512",
+            "insufficient evidence: sampled_rows")
 
 
 # --- 14, 15, 20: files attest writes, flags ----------------------------------------------

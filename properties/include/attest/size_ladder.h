@@ -22,6 +22,9 @@ struct SizeOptions {
   int square_limit = 8192;      // the longest Tq = Tk problem without a window (its cost grows as T^2)
   int sampled_rows = 64;        // rows checked per long problem
   int jobs = 1;                 // threads for the reference
+  double time_budget = 0;       // seconds the long stage may spend (0: no limit but the lengths)
+  int required_len = 0;         // keys the long stage must reach for a pass (raised by the tile rule)
+  int tile_multiple = 0;        // ... and at least this many of the kernel's largest tile
 };
 
 // The lengths the cases use, ascending: tiles x {1, 2, 3} +- 1, page +- 1, powers of two up to
@@ -48,6 +51,11 @@ std::vector<int> sample_rows(const Problem& p, const Capabilities& caps, int cou
 // Gate 1 on the case's rows: the kernel's output (forward, or the decode session) against the
 // exact reference of those rows. A case checked on every row takes its reference from `oracle`
 // when given (shared by every kernel of a run); sampled ones compute theirs on `jobs` threads.
-Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle* oracle = nullptr);
+// The kernel's outputs for the case: one forward call, or the decode session in its chunks.
+Outputs run_sized_case(const SizedCase& c, const Kernel& kernel);
+
+// `kernel_seconds`, when given, receives the time the kernel's own calls took.
+Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle* oracle = nullptr,
+                         double* kernel_seconds = nullptr);
 
 }  // namespace attest

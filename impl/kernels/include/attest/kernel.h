@@ -1,9 +1,11 @@
 // The kernel interface every attention implementation under test presents to the harness.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -20,8 +22,9 @@ namespace attest {
 class KernelFailure : public std::runtime_error {
  public:
   // kProtocol: a reply that breaks the protocol mid-run (too large, malformed); kDeadline: the
-  // whole run's time is up.
-  enum class Kind { kCrash, kHang, kFault, kStatus, kProtocol, kDeadline };
+  // whole run's time is up; kTooSlow: a live kernel still working, within what its measured
+  // speed predicts, when the stage's time budget ran out (lost coverage, not a failure).
+  enum class Kind { kCrash, kHang, kFault, kStatus, kProtocol, kDeadline, kTooSlow };
   KernelFailure(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
   Kind kind() const { return kind_; }
   // A crash, hang or broken protocol makes further cases of the same check pointless (and slow).
@@ -96,6 +99,10 @@ class Kernel {
   virtual std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const;
   // The internal path that served the last forward call (for per-path certificates).
   virtual std::string last_path() const { return "default"; }
+  // Calls still running at `cutoff` may be abandoned (KernelFailure kTooSlow when the kernel's
+  // measured speed explains the wait, kHang when it does not); none when empty. Kernels that
+  // run in attest's own process cannot be interrupted and ignore it.
+  virtual void set_cutoff(std::optional<std::chrono::steady_clock::time_point> cutoff) const { (void)cutoff; }
 };
 
 struct KernelEntry {

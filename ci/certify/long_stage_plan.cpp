@@ -1,0 +1,101 @@
+#include "long_stage_plan.h"
+
+#include <fmt/format.h>
+
+#include "attest/harness.h"
+
+namespace attest {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Work of a whole case: one forward call, or every step of its decode session.
+double case_work(const SizedCase& c) {
+  if (c.decode_chunks.empty()) return forward_work(c.problem);
+  const Shape& s = c.problem.shape;
+  const DecodeConfig config{s.batch, s.heads, s.kv_heads, s.head_dim, s.value_dim};
+  double work = 0;
+  long long cached = 0;
+  for (int n : c.decode_chunks) work += decode_step_work(config, cached, n), cached += n;
+  return work;
+}
+
+// What attest itself builds and checks for a case: the inputs and outputs, and the rows it
+// checks against the reference (each costs Tk exact dot products).
+double case_size(const SizedCase& c) {
+  const Shape& s = c.problem.shape;
+  const double rows = c.rows.empty() ? s.q_len : static_cast<double>(c.rows.size());
+  return double(s.batch) * s.heads * (s.q_len + s.k_len + rows * s.k_len) * (double(s.head_dim) + s.value_dim);
+}
+
+// A prediction with a safety margin for a machine whose load changes between two cases.
+constexpr double kMargin = 1.5;
+
+}  // namespace
+
+std::string case_family(const std::string& name) {
+  const std::size_t at = name.find("_t");
+  return at == std::string::npos ? name : name.substr(0, at);
+}
+
+LongStagePlan::LongStagePlan(const Kernel& kernel, double budget_seconds, const std::vector<SizedCase>& calibration)
+    : budget_(budget_seconds), start_(Clock::now()) {
+  if (budget_ <= 0) return;  // no budget: nothing to plan
+  for (const SizedCase& c : calibration) {
+    try {
+      const auto start = Clock::now();
+      run_sized_case(c, kernel);
+      kernel_by_family_[case_family(c.name)].record(case_work(c),
+                                                    std::chrono::duration<double>(Clock::now() - start).count());
+    } catch (const KernelLoadError&) {
+      throw;
+    } catch (const std::exception&) {
+      // The ladder stage reports a kernel that fails at these sizes; the plan only lacks a timing.
+    }
+  }
+  start_ = Clock::now();  // the calibration is not charged to the stage's budget
+}
+
+double LongStagePlan::seconds_left() const {
+  return budget_ - std::chrono::duration<double>(Clock::now() - start_).count();
+}
+
+std::optional<Clock::time_point> LongStagePlan::cutoff() const {
+  if (budget_ <= 0) return std::nullopt;
+  return start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(budget_));
+}
+
+std::optional<double> LongStagePlan::predict_kernel(const SizedCase& c) const {
+  const double work = case_work(c);
+  // Its own family first; a family not yet timed (a window past the square sizes) scales from the
+  // dense squares, which over-predicts a kernel that skips masked tiles: never under-predicts.
+  for (const std::string& family : {case_family(c.name), std::string("square")})
+    if (auto it = kernel_by_family_.find(family); it != kernel_by_family_.end())
+      if (auto t = it->second.predict(work)) return t;
+  std::optional<double> slowest;
+  for (const auto& [family, model] : kernel_by_family_)
+    if (auto t = model.predict(work)) slowest = std::max(slowest.value_or(0), *t);
+  return slowest;
+}
+
+std::optional<double> LongStagePlan::predict_overhead(const SizedCase& c) const {
+  return overhead_.predict(case_size(c));
+}
+
+std::string LongStagePlan::refuses(const SizedCase& c) const {
+  if (budget_ <= 0) return {};
+  const double left = seconds_left();
+  if (left <= 0) return fmt::format("the {:g} s time budget was spent", budget_);
+  const std::optional<double> kernel = predict_kernel(c);
+  if (!kernel) return {};  // nothing measured yet: the first case teaches the plan
+  const double predicted = kMargin * (*kernel + predict_overhead(c).value_or(0));
+  if (predicted <= left) return {};
+  return fmt::format("predicted {:.3g} s, {:.3g} s of the {:g} s time budget left", predicted, left, budget_);
+}
+
+void LongStagePlan::learn(const SizedCase& c, double kernel_seconds, double case_seconds) {
+  kernel_by_family_[case_family(c.name)].record(case_work(c), kernel_seconds);
+  overhead_.record(case_size(c), std::max(0.0, case_seconds - kernel_seconds));
+}
+
+}  // namespace attest

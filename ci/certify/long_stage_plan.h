@@ -1,0 +1,44 @@
+// The long stage as a time budget (DESIGN.md §10): which cases a kernel's measured speed lets it
+// afford, and how long each may run before it is dropped as too slow at its size.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attest/cost_model.h"
+#include "attest/size_ladder.h"
+
+namespace attest {
+
+class LongStagePlan {
+ public:
+  // `budget_seconds` 0: no time budget. `calibration` are cases of every family the long stage
+  // has, at ladder sizes: timed once each (the kernel alone) so the first long case has a prediction.
+  LongStagePlan(const Kernel& kernel, double budget_seconds, const std::vector<SizedCase>& calibration);
+
+  // Why the case cannot be afforded now ("predicted 41 s, 6.2 s of the budget left"), or empty.
+  std::string refuses(const SizedCase& c) const;
+  // The time a call may run to before it is cut (the budget's end); empty without a budget.
+  std::optional<std::chrono::steady_clock::time_point> cutoff() const;
+  // A finished case: the kernel's seconds and the whole case's (reference and comparison included).
+  void learn(const SizedCase& c, double kernel_seconds, double case_seconds);
+  double budget() const { return budget_; }
+
+ private:
+  std::optional<double> predict_kernel(const SizedCase& c) const;
+  std::optional<double> predict_overhead(const SizedCase& c) const;
+  double seconds_left() const;
+
+  double budget_;
+  std::chrono::steady_clock::time_point start_;
+  std::map<std::string, CostModel> kernel_by_family_;  // "square", "window", "decode_shape", ...
+  CostModel overhead_;  // attest's own time per case, by the size of what it builds and checks
+};
+
+// "window_t32768_d64" -> "window": cases of one family scale alike (a window's keys do not grow).
+std::string case_family(const std::string& name);
+
+}  // namespace attest

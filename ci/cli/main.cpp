@@ -2,6 +2,7 @@
 // 2 usage, load or input error.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <tuple>
 
 #include "bench_command.h"
 #include "calibrate_command.h"
@@ -103,6 +104,8 @@ int main(int argc, char** argv) {
   mut->add_option("--fuzz-build", mutants.fuzz_build, "the fuzz preset's build directory (default: build/fuzz)");
   mut->add_option("--json", mutants.json_path, "write the report as JSON");
   mut->add_option("--only", mutants.only, "one mutant by name");
+  std::string mutants_shard;
+  mut->add_option("--shard", mutants_shard, "K/N: only the mutants at registry positions p with p % N == K - 1");
   mut->add_option("--out", mutants.out_dir, "counterexamples per mutant")->capture_default_str();
   std::string mutants_max_len = "512";
   mut->add_option("--max-len", mutants_max_len,
@@ -214,6 +217,9 @@ int main(int argc, char** argv) {
     if (*mut) {
       mutants.property_cases = parse_budget("--budget", mutants_budget);
       mutants.sizes = sized_flags(sizes_for_budget(mutants.property_cases), mutants_max_len, {}, {}, "");
+      mutants.sizes.time_budget = 0;  // which check kills a mutant must not depend on the machine's speed
+      if (mut->count("--shard"))
+        std::tie(mutants.shard_index, mutants.shard_count) = parse_shard("--shard", mutants_shard, 1000);
       mutants.seed = seed_or_clock(seed_of_flag(mutants_seed));
       mutants.fuzz_seconds = static_cast<int>(parse_integer("--fuzz-seconds", mutants_fuzz_seconds, 0, 86400));
       std::cerr << "attest mutants: seed " << mutants.seed << "\n";

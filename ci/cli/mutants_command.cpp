@@ -122,7 +122,9 @@ int run_mutants(const MutantsRequest& request) {
   if (!request.json_path.empty()) check_writable("--json", request.json_path);  // before an hour of mutants
   Oracle oracle(1024);
   std::vector<MutantReport> reports;
+  std::size_t position = 0;
   for (const MutantEntry& m : mutant_registry()) {
+    if (position++ % request.shard_count != static_cast<std::size_t>(request.shard_index - 1)) continue;
     if (!request.only.empty() && request.only != m.name) continue;
     reports.push_back(evaluate(m, request, oracle));
     const MutantReport& r = reports.back();

@@ -19,6 +19,7 @@ struct MutantsRequest {
   std::string out_dir = "attest-out/mutants";
   std::string json_path;
   std::string only;          // run one mutant
+  int shard_index = 1, shard_count = 1;  // --shard K/N: the mutants at registry positions p % N == K - 1
   SizeOptions sizes;         // the ladder and long stages (certify's, up to a shorter maximum)
 };
 

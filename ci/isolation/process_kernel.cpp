@@ -138,6 +138,8 @@ std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
 
 // A cut-off call is called a hang only after this long too: below it, timings are noise.
 constexpr double kMinHangSeconds = 2.0;
+// The least a kernel process gets to start and describe itself, whatever --timeout says.
+constexpr double kStartSeconds = 30.0;
 
 
 // The child's environment: ours, plus the protocol's descriptors, plus ASan's options when this is
@@ -306,7 +308,10 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, 
   // A hang is no answer long after what the kernel's measured speed predicts, never less than
   // the --timeout floor; a live kernel still inside that, when the stage's budget runs out, is slow.
   const std::optional<double> predicted = work > 0 ? costs_.predict(work) : std::nullopt;
-  const double hang_after = std::max(c.timeout_seconds, kHangFactor * predicted.value_or(0));
+  // Starting a program (an interpreter, a sanitized host on a busy machine) is not the kernel's
+  // computation: the handshake waits at least kStartSeconds.
+  const double floor = expected == Type::kDescriptor ? std::max(c.timeout_seconds, kStartSeconds) : c.timeout_seconds;
+  const double hang_after = std::max(floor, kHangFactor * predicted.value_or(0));
   const auto per_call = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hang_after));
   enum class Limit { kHang, kDeadline, kCutoff } limit = Limit::kHang;
   auto deadline = per_call;

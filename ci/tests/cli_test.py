@@ -42,7 +42,7 @@ def replay_all(kernel, expect):
     if not files:
         sys.exit("no counterexample saved")
     for name in files[:3]:
-        run = subprocess.run([ATTEST, "replay", "--timeout", "2", "--kernel", kernel, os.path.join(folder, name)],
+        run = subprocess.run([ATTEST, "replay", "--timeout", "30", "--kernel", kernel, os.path.join(folder, name)],
                              capture_output=True, text=True, timeout=120)
         if run.returncode != expect:
             sys.exit("replay %s exited %d, expected %d\n%s%s" % (name, run.returncode, expect, run.stdout, run.stderr))

@@ -1,8 +1,8 @@
 """The size ladder and the long stage as a user sees them (issue 16).
 
 Usage: long_stage_test.py ATTEST WORKDIR CASE
-  default_tiled  default certify of builtin:tiled: cases past 2 x 128 queries and 2 x 64 keys,
-                 a long stage reaching T >= 16384, and the per-path table on stdout
+  default_tiled  default certify of builtin:tiled (no time budget): cases past 2 x 128 queries and
+                 2 x 64 keys, a long stage reaching T >= 16384, and the per-path table on stdout
   paths          a kernel with two paths gets each path's cases in every property, and the table
   flags          --max-len, --lengths, --head-dims, --jobs: honoured, and bad values refused
 """
@@ -38,7 +38,8 @@ def check(doc, stage, name):
 
 
 def case_default_tiled():
-    doc, out = certificate("--kernel", "tiled")
+    # No time budget: what this asserts is which lengths the stage has, not what a machine affords.
+    doc, out = certificate("--kernel", "tiled", "--long-seconds", "0")
     ladder = check(doc, "ladder", "sizes")
     long = check(doc, "long", "sampled_rows")
     for c in (ladder, long):
@@ -48,6 +49,10 @@ def case_default_tiled():
         sys.exit("the ladder stops at %s" % ladder["longest"])
     if long["longest"]["k_len"] < 16384 or long["longest"]["q_len"] < 16384:
         sys.exit("the long stage stops at %s" % long["longest"])
+    if "time_budget_seconds" in long or long.get("not_reached") or long["reached_length"] < 32768:
+        sys.exit("--long-seconds 0 still budgeted the long stage: %s" % long)
+    if long["required_length"] != 1024:  # default: max(1024, 4 x the 128-query tile)
+        sys.exit("required length %s" % long["required_length"])
     if "max Tq x Tk" not in out or "\n  path " not in out:
         sys.exit("no length column or path table on stdout:\n" + out)
     if not doc["kernels"][0]["certified"]:

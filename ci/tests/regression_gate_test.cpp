@@ -66,6 +66,27 @@ TEST(RegressionGate, InsufficientAndAnotherKernelAreRegressions) {
   EXPECT_TRUE(mentions(gate(full_report(), now), "the baseline certified kernel k, this run certifies other"));
 }
 
+// The long stage's case count follows the machine's speed: a busier run reaching fewer lengths is
+// no regression while it reaches its required length, and one short of it is.
+TEST(RegressionGate, ATimeBudgetedStageIsJudgedByItsRequiredLength) {
+  KernelReport before = full_report();
+  CheckResult long_stage = check("sampled_rows", 13, 13);
+  long_stage.stage = "long";
+  long_stage.time_budget = 20, long_stage.required_len = 1024, long_stage.reached_len = 32768;
+  before.checks.push_back(long_stage);
+  KernelReport now = before;
+  now.checks.back().cases = now.checks.back().effective = 4;
+  now.checks.back().reached_len = 4096;
+  now.checks.back().not_reached = {"square_t8192_d64 (Tq 8192, Tk 8192): predicted 30 s, 9 s of the 20 s time budget left"};
+  EXPECT_TRUE(gate(before, now).empty());
+  now.checks.back().reached_len = 512;
+  EXPECT_TRUE(mentions(gate(before, now), "sampled_rows: passed in the baseline, insufficient now"));
+  before.checks.back().time_budget = 0;  // without a time budget, fewer cases are a regression as ever
+  now = before;
+  now.checks.back().cases = now.checks.back().effective = 4;
+  EXPECT_TRUE(mentions(gate(before, now), "sampled_rows: 4 effective cases, the baseline had 13"));
+}
+
 TEST(RegressionGate, VersionOneBaselinesStillRead) {
   const std::string v1 = R"({"format": "attest-certificate", "version": 1, "kernels": [{"name": "k", "paths": [],
     "checks": [{"stage": "property", "check": "matches_reference", "verdict": "pass", "cases": 100,

@@ -93,6 +93,7 @@ std::string certificate_json(const CertificateInfo& info) {
       if (!r.counterexample_path.empty()) check["counterexample"] = r.counterexample_path;
       if (!r.reproduce.empty()) check["reproduce"] = r.reproduce;
       if (!r.path_shortfall.empty()) check["path_shortfall"] = r.path_shortfall;
+      if (!r.shape_classes.empty()) check["shape_classes"] = r.shape_classes;
       if (r.time_budget > 0) check["time_budget_seconds"] = r.time_budget;
       if (!r.not_reached.empty()) check["not_reached"] = r.not_reached;
       if (r.required_len > 0) check["required_length"] = r.required_len, check["reached_length"] = r.reached_len;

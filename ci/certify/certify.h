@@ -49,6 +49,9 @@ struct CheckResult {
   // Paths the kernel was seen to take (in the size ladder) that this check reached too rarely:
   // "multi-tile: 1 of 3 cases". Any makes the check insufficient.
   std::vector<std::string> path_shortfall;
+  // Effective cases per class of the large shape axes ("Dk 128", "H 64 / Hkv 8", "B 16"), from
+  // the coverage top-ups (generators.h: shape_classes); 0 where the property exercised nothing.
+  std::map<std::string, long> shape_classes;
   // A stage with a time budget (the long stage): its seconds, the cases it could not afford
   // ("window_t32768_d64: predicted 41 s, 6.2 s of the budget left"), and the keys a pass must
   // reach. Slowness loses coverage, listed here; only falling short of required_len blocks.
@@ -117,6 +120,15 @@ std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, 
 // (problems of that path's shapes); what still falls short goes to r.path_shortfall.
 void top_up_paths(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
                   const PathShapes& discovered);
+
+// Runs `cases_per_class` more problems of each class of the large shape axes (production widths,
+// many heads, large batches: generators.h), so that no class is left to the luck of the draw;
+// r.shape_classes records each class's effective cases.
+void top_up_classes(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
+                    int cases_per_class);
+
+// Adds a top-up run's cases to a check; false (the failure recorded, named by `what`) when it failed.
+bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what);
 
 // Seconds since the certification started, for progress lines.
 double elapsed_seconds();

@@ -126,6 +126,7 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
       r.path_shortfall.push_back(list[i].get<std::string>());
     }
   }
+  if (j.contains("shape_classes")) r.shape_classes = counts(j, where, "shape_classes");
   if (j.contains("time_budget_seconds")) r.time_budget = finite_number(j, where, "time_budget_seconds");
   if (j.contains("not_reached")) r.not_reached = texts(j, where, "not_reached");
   if (j.contains("required_length")) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "attest/generators.h"
 #include "attest/harness.h"
 #include "attest/problem_file.h"
 #include "attest/safe_text.h"
@@ -224,6 +225,44 @@ std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, 
   return results;
 }
 
+bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what) {
+  r.cases += d.asked;
+  r.effective += d.effective;
+  for (const auto& [why, n] : d.skipped) r.skipped[why] += n;
+  for (const auto& [f, n] : d.feature_cases) r.feature_cases[f] += n;
+  r.longest_q = std::max(r.longest_q, d.longest_q), r.longest_k = std::max(r.longest_k, d.longest_k);
+  for (const auto& [p, stats] : d.paths) {
+    r.paths[p].cases += stats.cases;
+    r.paths[p].worst_utilisation = std::max(r.paths[p].worst_utilisation, stats.worst_utilisation);
+  }
+  r.seconds += d.seconds;
+  if (d.passed) {
+    r.worst_utilisation = std::max(r.worst_utilisation, d.worst_utilisation);
+    return true;
+  }
+  r.failures = 1;
+  r.worst_utilisation = std::max({r.worst_utilisation, d.worst_utilisation, d.failure_utilisation});
+  r.first_failure = fmt::format("[{} top-up] {}", what, d.message);
+  r.counterexample_path = d.counterexample_path;
+  r.reproduce = d.reproduce;
+  r.seed = d.seed;
+  return false;
+}
+
+void top_up_classes(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
+                    int cases_per_class) {
+  if (!r.not_covered.empty() || r.failures > 0 || cases_per_class <= 0) return;
+  for (const ShapeClass& c : shape_classes()) {
+    DriveOptions more = drive;
+    more.shape_class = std::pair{static_cast<int>(c.regime), c.index};
+    more.cases = cases_per_class;
+    more.seed = drive.seed ^ std::hash<std::string>{}(c.name);
+    const DriveResult d = drive_property(property, kernel, more);
+    r.shape_classes[c.name] += d.effective;
+    if (!absorb_top_up(r, d, c.name)) return;
+  }
+}
+
 void top_up_paths(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
                   const PathShapes& discovered) {
   if (!r.not_covered.empty() || r.failures > 0) return;
@@ -241,27 +280,7 @@ void top_up_paths(CheckResult& r, const PropertyInfo& property, const Kernel& ke
     more.lengths = shapes;
     more.cases = static_cast<int>(2 * kPathFloor);
     more.seed = drive.seed ^ std::hash<std::string>{}(path);
-    const DriveResult d = drive_property(property, kernel, more);
-    r.cases += d.asked;
-    r.effective += d.effective;
-    for (const auto& [why, n] : d.skipped) r.skipped[why] += n;
-    for (const auto& [f, n] : d.feature_cases) r.feature_cases[f] += n;
-    r.longest_q = std::max(r.longest_q, d.longest_q), r.longest_k = std::max(r.longest_k, d.longest_k);
-    for (const auto& [p, stats] : d.paths) {
-      r.paths[p].cases += stats.cases;
-      r.paths[p].worst_utilisation = std::max(r.paths[p].worst_utilisation, stats.worst_utilisation);
-    }
-    r.seconds += d.seconds;
-    if (!d.passed) {
-      r.failures = 1;
-      r.worst_utilisation = std::max({r.worst_utilisation, d.worst_utilisation, d.failure_utilisation});
-      r.first_failure = fmt::format("[path {} top-up] {}", path, d.message);
-      r.counterexample_path = d.counterexample_path;
-      r.reproduce = d.reproduce;
-      r.seed = d.seed;
-      return;
-    }
-    r.worst_utilisation = std::max(r.worst_utilisation, d.worst_utilisation);
+    if (!absorb_top_up(r, drive_property(property, kernel, more), "path " + path)) return;
   }
   for (const auto& [path, shapes] : discovered)
     if (auto it = r.paths.find(path); it != r.paths.end() && it->second.cases < kPathFloor)

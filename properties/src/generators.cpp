@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <optional>
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
+#include <tuple>
 
 namespace attest {
 namespace {
@@ -154,10 +157,92 @@ int fit_width(int wanted, const Contract& c, bool even) {
   return d;
 }
 
+// The classes of the large axes (DESIGN.md §10): production head widths, head counts with each
+// GQA ratio, batch sizes past the usual four.
+constexpr int kProductionWidths[] = {64, 80, 96, 112, 128, 192, 256};
+constexpr std::pair<int, int> kManyHeadPairs[] = {{12, 12}, {16, 16}, {16, 8}, {32, 8}, {64, 8}, {32, 32}, {64, 16}, {12, 3}};
+constexpr int kLargeBatches[] = {5, 8, 12, 16};
+
+// The regime's shape in place of the ordinary draw: (batch, heads, kv heads, Dk, Dv, longest length).
+struct RegimeShape {
+  int batch, heads, kv_heads, head_dim, value_dim, max_len;
+};
+
+std::optional<RegimeShape> regime_shape(const ProblemSpec& spec, const Capabilities& caps, const ProblemNeeds& needs,
+                                        bool even) {
+  const auto pick = static_cast<std::size_t>(spec.shape_class);
+  const Contract& c = caps.contract;
+  const auto regime = static_cast<ShapeRegime>(spec.shape_regime);
+  // Small heads for the regimes that keep heads small: the accepted pair with the fewest heads.
+  std::vector<std::pair<int, int>> small = head_configs(caps, needs);
+  std::erase_if(small, [](auto hk) { return hk.first > 2; });
+  auto pick_small = [&]() -> std::optional<std::pair<int, int>> {
+    if (small.empty()) return std::nullopt;
+    return small[static_cast<std::size_t>(spec.head_config) % small.size()];
+  };
+  auto small_width = [&](int wanted) { return fit_width(1 + (wanted - 1) % 16, c, even); };
+  switch (regime) {
+    case ShapeRegime::kOrdinary: return std::nullopt;
+    case ShapeRegime::kProductionWidth: {
+      const auto hk = pick_small();
+      if (!hk) return std::nullopt;
+      // Dk from the class; Dv the same, or (1 time in 4, where the contract allows) another production width.
+      const int dk = fit_width(kProductionWidths[pick % 7], c, even);
+      const int other = kProductionWidths[(pick + 1 + static_cast<std::size_t>(spec.value_dim)) % 7];
+      const int dv = c.dk_equals_dv || spec.value_dim % 4 ? dk : static_cast<int>(c.head_dim.clamp(other));
+      return RegimeShape{static_cast<int>(c.batch.clamp(1 + spec.batch % 2)), hk->first, hk->second, dk, dv, 33};
+    }
+    case ShapeRegime::kManyHeads: {
+      std::vector<std::pair<int, int>> pairs;
+      for (auto [h, kv] : kManyHeadPairs)
+        if (c.heads.contains(h) && (kv == h || caps.declares(Feature::kGqa)) && !(needs.gqa && kv == h)) pairs.push_back({h, kv});
+      if (pairs.empty()) return std::nullopt;
+      const auto [h, kv] = pairs[pick % pairs.size()];
+      const int dk = small_width(spec.head_dim);
+      const int dv = c.dk_equals_dv ? dk : static_cast<int>(c.head_dim.clamp(1 + (spec.value_dim - 1) % 16));
+      return RegimeShape{static_cast<int>(c.batch.clamp(1)), h, kv, dk, dv, 17};
+    }
+    case ShapeRegime::kLargeBatch: {
+      const auto hk = pick_small();
+      if (!hk) return std::nullopt;
+      const int dk = small_width(spec.head_dim);
+      const int dv = c.dk_equals_dv ? dk : static_cast<int>(c.head_dim.clamp(1 + (spec.value_dim - 1) % 16));
+      const int batch = static_cast<int>(c.batch.clamp(kLargeBatches[pick % 4]));
+      return RegimeShape{batch, hk->first, hk->second, dk, dv, 17};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-Problem build_problem(const ProblemSpec& spec, const Capabilities& caps, const ProblemNeeds& needs) {
+const std::vector<ShapeClass>& shape_classes() {
+  static const std::vector<ShapeClass> table = [] {
+    std::vector<ShapeClass> out;
+    for (int i = 0; i < 7; ++i) out.push_back({ShapeRegime::kProductionWidth, i, "Dk " + std::to_string(kProductionWidths[i])});
+    for (int i = 0; i < 8; ++i)
+      out.push_back({ShapeRegime::kManyHeads, i,
+                     "H " + std::to_string(kManyHeadPairs[i].first) + " / Hkv " + std::to_string(kManyHeadPairs[i].second)});
+    for (int i = 0; i < 4; ++i) out.push_back({ShapeRegime::kLargeBatch, i, "B " + std::to_string(kLargeBatches[i])});
+    return out;
+  }();
+  return table;
+}
+
+const char* to_string(ShapeRegime r) {
+  switch (r) {
+    case ShapeRegime::kOrdinary: return "ordinary";
+    case ShapeRegime::kProductionWidth: return "production width";
+    case ShapeRegime::kManyHeads: return "many heads";
+    case ShapeRegime::kLargeBatch: return "large batch";
+  }
+  return "?";
+}
+
+Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const ProblemNeeds& needs) {
   const Contract& c = caps.contract;
+  ProblemSpec spec = given;
+  if (needs.shape_class) std::tie(spec.shape_regime, spec.shape_class) = *needs.shape_class;
   Problem p;
   // Features first (the shape depends on some): declared, chosen, and what the property needs.
   FeatureSet on;
@@ -179,16 +264,20 @@ Problem build_problem(const ProblemSpec& spec, const Capabilities& caps, const P
 
   std::vector<std::pair<int, int>> heads = head_configs(caps, needs);
   if (heads.empty()) heads.push_back({int(caps.contract.heads.clamp(1)), int(caps.contract.heads.clamp(1))});
-  const auto [h, kv] = heads[static_cast<std::size_t>(spec.head_config) % heads.size()];
-  const int head_dim = fit_width(spec.head_dim, c, on.contains(Feature::kRope));
-  const int value_dim = c.dk_equals_dv ? head_dim : static_cast<int>(c.head_dim.clamp(spec.value_dim));
+  auto [h, kv] = heads[static_cast<std::size_t>(spec.head_config) % heads.size()];
+  int head_dim = fit_width(spec.head_dim, c, on.contains(Feature::kRope));
+  int value_dim = c.dk_equals_dv ? head_dim : static_cast<int>(c.head_dim.clamp(spec.value_dim));
   int batch = static_cast<int>(c.batch.clamp(spec.batch));
-  if (needs.several_slices && batch * h == 1) batch = static_cast<int>(c.batch.clamp(2));
   int q_len = spec.q_len, k_len = spec.k_len;
-  if (!needs.lengths.empty()) {
+  if (!needs.lengths.empty()) {  // a path's lengths (top-ups): the ordinary shape around them
     const auto [tq, tk] = needs.lengths[static_cast<std::size_t>(spec.q_len + 7 * spec.k_len) % needs.lengths.size()];
     q_len = tq, k_len = tk;
+  } else if (const auto large = regime_shape(spec, caps, needs, on.contains(Feature::kRope))) {
+    batch = large->batch, h = large->heads, kv = large->kv_heads;
+    head_dim = large->head_dim, value_dim = large->value_dim;
+    q_len = 1 + (q_len - 1) % large->max_len, k_len = 1 + (k_len - 1) % large->max_len;
   }
+  if (needs.several_slices && batch * h == 1) batch = static_cast<int>(c.batch.clamp(2));
   k_len = static_cast<int>(c.k_len.clamp(k_len));
   if (needs.max_keys > 0) k_len = std::min(k_len, needs.max_keys);
   p.shape = {batch, h, kv, static_cast<int>(c.q_len.clamp(q_len)), k_len, head_dim, value_dim};
@@ -247,6 +336,9 @@ rc::Gen<ProblemSpec> gen_spec(const Capabilities& caps, const ProblemNeeds& /*ne
         return out;
       });
   return rc::gen::build<ProblemSpec>(
+      // Ordinary 5 times in 10, production widths 3, many heads 1, large batches 1.
+      set(&ProblemSpec::shape_regime, mostly_zero(5, 10, [](int x) { return x < 3 ? 1 : x - 1; })),
+      set(&ProblemSpec::shape_class, inRange(0, 56)),
       set(&ProblemSpec::batch, inRange(1, 4)),
       set(&ProblemSpec::head_config, inRange(0, 8)),
       set(&ProblemSpec::q_len, gen_length(caps.contract.query_tile)),
@@ -268,6 +360,9 @@ rc::Gen<ProblemSpec> gen_spec(const Capabilities& caps, const ProblemNeeds& /*ne
 std::vector<std::string> labels_of(const Problem& p) {
   std::vector<std::string> labels = features_used_by(p).names();
   const Shape& s = p.shape;
+  if (s.head_dim >= 64) labels.push_back("Dk >= 64");
+  if (s.heads > 8) labels.push_back("H > 8");
+  if (s.batch > 4) labels.push_back("B > 4");
   labels.push_back(s.q_len < s.k_len ? "tq<tk" : s.q_len > s.k_len ? "tq>tk" : "tq=tk");
   for (Scalar s : {p.storage.q, p.storage.k, p.storage.v})
     if (s != Scalar::kF32) return labels.push_back(std::string(to_string(s)) + " inputs"), labels;

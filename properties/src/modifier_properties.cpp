@@ -256,8 +256,8 @@ Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle) 
     if (sunk.mask.kv_valid.empty()) sunk.mask.kv_valid.assign(s.batch, s.k_len);
     sunk.mask.kv_valid.back() = 0;
   }
-  // V = 1 in one column, or in all of them when the contract wants another width (Dk == Dv).
-  const int dv = caps.contract.accepts_value_dim(1, s.head_dim) ? 1 : s.value_dim;
+  // V = 1 in every column of the problem's own width: a kernel whose path depends on Dv keeps it.
+  const int dv = s.value_dim;
   const Problem probe = with_values(sunk, dv, [](int, int) { return 1.0f; });
   const Reference& ref = oracle.reference(probe);
   const GuardedOutputs out = run_guarded(kernel, probe);

@@ -193,8 +193,10 @@ Problem with_logits_up_to(const Problem& p, double target, double dot, const Cap
   return scaled;
 }
 
-int identity_probe_width(const Problem& p, const Capabilities& caps) {
-  return caps.contract.accepts_value_dim(p.shape.k_len, p.shape.head_dim) ? p.shape.k_len : p.shape.value_dim;
+int identity_probe_width(const Problem& p, const Capabilities& /*caps*/) {
+  // The problem's own value width, in blocks across the keys: a kernel whose path depends on Dv
+  // (a fast path for Dv % 16 == 0) keeps that path under the probe.
+  return p.shape.value_dim;
 }
 
 Problem identity_probe(const Problem& p, int width, int first) {

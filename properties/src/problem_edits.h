@@ -24,8 +24,8 @@ Problem with_values(const Problem& p, int dv, Value value) {
   return out;
 }
 
-// The V = I probe (DESIGN.md §5: the output row is the weight row) in blocks the contract takes:
-// one block of width Tk when it accepts Dv = Tk, else blocks of the problem's own width.
+// The V = I probe (DESIGN.md §5: the output row is the weight row) in blocks of the problem's
+// own value width, one call per block: the probe keeps the Dv that may select a kernel's path.
 int identity_probe_width(const Problem& p, const Capabilities& caps);
 // Block `first` of the probe: v[j][c] = 1 where j == first + c (keys [first, first + width)).
 Problem identity_probe(const Problem& p, int width, int first);

@@ -69,6 +69,7 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
   bool failed = false;  // after the first failure, runs are RapidCheck's shrinking: not counted
   ProblemNeeds needs = property.needs;
   needs.lengths = options.lengths;
+  needs.shape_class = options.shape_class;
   const rc::Gen<ProblemSpec> specs = gen_spec(caps, needs);
   auto testable = [&] {
     const Problem p = build_problem(*specs, caps, needs);

@@ -12,9 +12,8 @@ namespace attest {
 
 Verdict rows_sum_to_one(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "rows_sum_to_one";
-  // V = 1 in one column, or in all of them when the contract wants another width (Dk == Dv).
-  const Contract& contract = kernel.capabilities().contract;
-  const int dv = contract.accepts_value_dim(1, p.shape.head_dim) ? 1 : p.shape.value_dim;
+  // V = 1 in every column of the problem's own width: a kernel whose path depends on Dv keeps it.
+  const int dv = p.shape.value_dim;
   const Problem probe = with_values(p, dv, [](int, int) { return 1.0f; });
   const Reference& ref = oracle.reference(probe);
   const GuardedOutputs out = run_guarded(kernel, probe);

@@ -53,7 +53,7 @@ class TiledKernel final : public Kernel {
 
     for (int b = 0; b < s.batch; ++b) {
       for (int h = 0; h < s.heads; ++h) {
-        const int g = f.gqa_modulo ? h % s.kv_heads : p.kv_head_of(h);
+        const int g = f.gqa_modulo ? h % s.kv_heads : p.kv_head_of(f.kv_head_table_of_8 && s.heads > 8 ? h % 8 : h);
         for (int i0 = 0; i0 < s.q_len; i0 += br) {
           const int rows = std::min(br, s.q_len - i0);
           std::copy_n(&p.q[at.q(b, h, i0)], std::size_t(rows) * dk, q_tile.begin());
@@ -163,7 +163,7 @@ class TiledKernel final : public Kernel {
     const Layout at{p.shape};
     const int dk = p.shape.head_dim, bc = cfg_.block_k;
     const int stale = f.third_key_tile_stale && j0 == 2 * bc ? 2 * bc : 0;  // the buffer the first tile left
-    std::copy_n(p.k.data() + at.k(b, g, j0 - stale), std::size_t(cols) * dk, k_tile.begin());
+    std::copy_n(p.k.data() + at.k(kv_batch(p.shape, b), g, j0 - stale), std::size_t(cols) * dk, k_tile.begin());
     if (f.k_as_f16)
       for (float& x : k_tile) x = round_to(x, Scalar::kF16);
     if (p.rope.enabled)
@@ -183,7 +183,8 @@ class TiledKernel final : public Kernel {
         const bool vis = unmasked && !bias_masked;
         const std::size_t t = std::size_t(r) * (bc + 1) + c;
         visible[t] = vis;
-        s_tile[t] = vis || raw_scores_of_masked ? dot(&q_tile[std::size_t(r) * dk], &k_tile[std::size_t(c) * dk], dk) * scale
+        const int lanes = f.dk128_drops_last_lane && dk == 128 ? dk - 1 : dk;
+        s_tile[t] = vis || raw_scores_of_masked ? dot(&q_tile[std::size_t(r) * dk], &k_tile[std::size_t(c) * dk], lanes) * scale
                                                 : f.masked_sentinel;
         if (modified && (vis || raw_scores_of_masked)) s_tile[t] = logit(modifiers, s_tile[t], b, h, g, i0 + r, j, mask);
         if (!vis && f.masked_sentinel != kNegInf) visible[t] = 1;  // a finite sentinel takes part like any score
@@ -253,7 +254,7 @@ class TiledKernel final : public Kernel {
       if (f.weights_to_fp16) pc = round_to(pc, Scalar::kF16);
       pc = f.p_below_declaration ? round_to_bits(pc, 4) : round_to(pc, cfg_.precision.p);
       const bool f16_sum = f.fp16_accumulator || (f.f16_accumulator_multi_tile && p.shape.k_len > bc);
-      const float* value = p.v.data() + at.v(b, g, j0 + c);
+      const float* value = p.v.data() + at.v(kv_batch(p.shape, b), g, j0 + c);
       for (int d = 0; d < dv; ++d) {
         arow[d] = round_to(arow[d] + pc * value[d], cfg_.precision.accumulator);
         if (f16_sum) arow[d] = round_to(arow[d], Scalar::kF16);
@@ -262,6 +263,9 @@ class TiledKernel final : public Kernel {
     row_sum[r] = row_sum[r] * rescale + tile_sum;
     row_max[r] = new_max;
   }
+
+  // The batch entry whose K and V batch b reads (b itself, unless a fault wraps it).
+  int kv_batch(const Shape& s, int b) const { return faults_.batch_table_of_4 && s.batch > 4 ? b % 4 : b; }
 
   // O in its storage format: round to nearest even, or (the fault) truncated towards zero.
   float stored_output(float x) const {

@@ -22,8 +22,30 @@ struct TermChoice {
   int param = 0;
 };
 
+// The shape axes of the coverage model (DESIGN.md §10) beyond the ordinary small draws: each
+// regime makes one axis large and keeps the rest small and the sequences short, so it stays
+// cheap. Drawn 1 time in 10 each; shrinks to ordinary.
+enum class ShapeRegime {
+  kOrdinary,         // widths 1-9, 16, 32; up to 8 heads, 4 batch entries, 72 tokens
+  kProductionWidth,  // Dk (and Dv) in 64, 80, 96, 112, 128, 192, 256; B, H <= 2; <= 33 tokens
+  kManyHeads,        // H in 12, 16, 32, 64 with GQA ratios 1, 2, 4, 8; B = 1; widths <= 16; <= 17 tokens
+  kLargeBatch,       // B in 5, 8, 12, 16; H <= 2; widths <= 16; <= 17 tokens
+};
+const char* to_string(ShapeRegime r);
+
+// One class of a large axis: a production width, a head count with its GQA ratio, a batch size.
+struct ShapeClass {
+  ShapeRegime regime;
+  int index;         // ProblemSpec::shape_class
+  std::string name;  // "Dk 128", "H 64 / Hkv 8", "B 16"
+};
+// Every class of the large axes, the table the coverage top-ups iterate.
+const std::vector<ShapeClass>& shape_classes();
+
 struct ProblemSpec {
   // Shape (shrinks first).
+  int shape_regime = 0;  // ShapeRegime: which axis, if any, is drawn large
+  int shape_class = 0;   // which class of that axis (an index into its classes)
   int batch = 1;
   int head_config = 0;  // index into the (H, Hkv) pairs the kernel accepts
   int q_len = 1;

@@ -3,6 +3,7 @@
 // property whose needs cannot be met is reported as not covered, with the reason.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,8 @@ struct ProblemNeeds {
   int max_keys = 0;             // 0 = no limit beyond the generator's
   // When set, (Tq, Tk) are drawn from these instead (the shapes that reach one internal path).
   std::vector<std::pair<int, int>> lengths;
+  // When set, the shape regime and class drawn (generators.h): a coverage top-up of one class.
+  std::optional<std::pair<int, int>> shape_class;
 };
 
 // The (H, Hkv) pairs generated problems use, before the contract filters them.

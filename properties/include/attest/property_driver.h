@@ -25,6 +25,8 @@ struct DriveOptions {
   // When set, every problem's (Tq, Tk) is one of these: a top-up run for an internal path that
   // the generated sizes reached too rarely.
   std::vector<std::pair<int, int>> lengths;
+  // When set, every problem is of this shape class (generators.h: regime, class): a coverage top-up.
+  std::optional<std::pair<int, int>> shape_class;
 };
 
 // Whether a run with this deadline must stop now.

@@ -61,6 +61,10 @@ struct KernelFaults {
   bool scale_in_storage = false;         // the scale folded into Q, rounded to Q's storage format
   bool k_as_f16 = false;                 // K kept as f16 (max 65504) while declaring bf16 storage
   bool lse_in_storage = false;           // LSE rounded to the storage format
+  // Production shapes: bugs in one cell of the coverage model only
+  bool dk128_drops_last_lane = false;    // Dk == 128: the unrolled dot product misses the last coordinate
+  bool kv_head_table_of_8 = false;       // H > 8: the kv head looked up for query head h % 8
+  bool batch_table_of_4 = false;         // B > 4: K and V of batch b % 4 (a 4-entry batch pointer table)
   // Sizes: bugs only past the first tiles
   bool third_key_tile_stale = false;     // double-buffered K: the third key tile scores the first tile's keys
   bool query_tile_local_positions = false;  // a row's mask position from its index within its query tile

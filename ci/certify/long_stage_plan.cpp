@@ -38,15 +38,15 @@ std::string case_family(const std::string& name) {
   return at == std::string::npos ? name : name.substr(0, at);
 }
 
-LongStagePlan::LongStagePlan(const Kernel& kernel, double budget_seconds, const std::vector<SizedCase>& calibration)
-    : budget_(budget_seconds), start_(Clock::now()) {
+LongStagePlan::LongStagePlan(const Kernel& kernel, double budget_seconds, int required_len,
+                             const std::vector<SizedCase>& calibration)
+    : budget_(budget_seconds), required_len_(required_len), start_(Clock::now()) {
   if (budget_ <= 0) return;  // no budget: nothing to plan
   for (const SizedCase& c : calibration) {
     try {
       const auto start = Clock::now();
       run_sized_case(c, kernel);
-      kernel_by_family_[case_family(c.name)].record(case_work(c),
-                                                    std::chrono::duration<double>(Clock::now() - start).count());
+      model(case_family(c.name)).record(case_work(c), std::chrono::duration<double>(Clock::now() - start).count());
     } catch (const KernelLoadError&) {
       throw;
     } catch (const std::exception&) {
@@ -60,8 +60,8 @@ double LongStagePlan::seconds_left() const {
   return budget_ - std::chrono::duration<double>(Clock::now() - start_).count();
 }
 
-std::optional<Clock::time_point> LongStagePlan::cutoff() const {
-  if (budget_ <= 0) return std::nullopt;
+std::optional<Clock::time_point> LongStagePlan::cutoff(const SizedCase& c) const {
+  if (budget_ <= 0 || required(c)) return std::nullopt;
   return start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(budget_));
 }
 
@@ -83,7 +83,7 @@ std::optional<double> LongStagePlan::predict_overhead(const SizedCase& c) const 
 }
 
 std::string LongStagePlan::refuses(const SizedCase& c) const {
-  if (budget_ <= 0) return {};
+  if (budget_ <= 0 || required(c)) return {};
   const double left = seconds_left();
   if (left <= 0) return fmt::format("the {:g} s time budget was spent", budget_);
   const std::optional<double> kernel = predict_kernel(c);
@@ -93,8 +93,13 @@ std::string LongStagePlan::refuses(const SizedCase& c) const {
   return fmt::format("predicted {:.3g} s, {:.3g} s of the {:g} s time budget left", predicted, left, budget_);
 }
 
+CostModel& LongStagePlan::model(const std::string& family) {
+  return kernel_by_family_.try_emplace(family, kMeasurableCallSeconds).first->second;
+}
+
 void LongStagePlan::learn(const SizedCase& c, double kernel_seconds, double case_seconds) {
-  kernel_by_family_[case_family(c.name)].record(case_work(c), kernel_seconds);
+  if (!(kernel_seconds > 0)) return;  // the kernel failed or was never called: no timing
+  model(case_family(c.name)).record(case_work(c), kernel_seconds);
   overhead_.record(case_size(c), std::max(0.0, case_seconds - kernel_seconds));
 }
 

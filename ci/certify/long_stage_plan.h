@@ -15,14 +15,18 @@ namespace attest {
 
 class LongStagePlan {
  public:
-  // `budget_seconds` 0: no time budget. `calibration` are cases of every family the long stage
-  // has, at ladder sizes: timed once each (the kernel alone) so the first long case has a prediction.
-  LongStagePlan(const Kernel& kernel, double budget_seconds, const std::vector<SizedCase>& calibration);
+  // `budget_seconds` 0: no time budget. Cases of up to `required_len` keys are outside the budget:
+  // a slow machine never keeps the stage from the length its budget level counts on. `calibration`
+  // are cases of every family the long stage has, at ladder sizes: timed once each (the kernel
+  // alone) so the first long case has a prediction.
+  LongStagePlan(const Kernel& kernel, double budget_seconds, int required_len,
+                const std::vector<SizedCase>& calibration);
 
   // Why the case cannot be afforded now ("predicted 41 s, 6.2 s of the budget left"), or empty.
   std::string refuses(const SizedCase& c) const;
-  // The time a call may run to before it is cut (the budget's end); empty without a budget.
-  std::optional<std::chrono::steady_clock::time_point> cutoff() const;
+  // The time the case's calls may run to before they are cut (the budget's end); empty without a
+  // budget and for a required length.
+  std::optional<std::chrono::steady_clock::time_point> cutoff(const SizedCase& c) const;
   // A finished case: the kernel's seconds and the whole case's (reference and comparison included).
   void learn(const SizedCase& c, double kernel_seconds, double case_seconds);
   double budget() const { return budget_; }
@@ -32,10 +36,14 @@ class LongStagePlan {
   std::optional<double> predict_overhead(const SizedCase& c) const;
   double seconds_left() const;
 
+  bool required(const SizedCase& c) const { return c.problem.shape.k_len <= required_len_; }
+  CostModel& model(const std::string& family);  // the family's kernel timings, measurable calls only
+
   double budget_;
+  int required_len_;
   std::chrono::steady_clock::time_point start_;
   std::map<std::string, CostModel> kernel_by_family_;  // "square", "window", "decode_shape", ...
-  CostModel overhead_;  // attest's own time per case, by the size of what it builds and checks
+  CostModel overhead_{kMeasurableCallSeconds};  // attest's own time per case, by the size of what it builds and checks
 };
 
 // "window_t32768_d64" -> "window": cases of one family scale alike (a window's keys do not grow).

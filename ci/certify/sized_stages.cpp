@@ -98,7 +98,7 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
     double kernel_seconds = 0;
     Verdict v;
     try {
-      CutoffScope scope(kernel, plan ? plan->cutoff() : std::nullopt);
+      CutoffScope scope(kernel, plan ? plan->cutoff(c) : std::nullopt);
       v = check_case(c, kernel, options.sizes.jobs, oracle, &kernel_seconds);
     } catch (const KernelFailure& e) {  // kTooSlow: a live kernel, cut by the budget within its prediction
       r.not_reached.push_back(fmt::format("{}: {}", shape_text(c), e.what()));
@@ -216,10 +216,11 @@ std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, 
       const Shape &x = a.problem.shape, &y = b.problem.shape;
       return double(x.batch) * x.heads * x.q_len * x.k_len < double(y.batch) * y.heads * y.q_len * y.k_len;
     });
-    LongStagePlan plan(kernel, options.sizes.time_budget, calibration_cases(caps, options.sizes, cases));
+    const int required = required_length(caps, options.sizes, cases);
+    LongStagePlan plan(kernel, options.sizes.time_budget, required, calibration_cases(caps, options.sizes, cases));
     CheckResult r = run_sized_check("long", "sampled_rows", cases, kernel, oracle, options, &plan);
     r.time_budget = options.sizes.time_budget;
-    if (r.not_covered.empty()) r.required_len = required_length(caps, options.sizes, cases);
+    if (r.not_covered.empty()) r.required_len = required;
     results.push_back(std::move(r));
   }
   return results;
@@ -253,6 +254,7 @@ void top_up_classes(CheckResult& r, const PropertyInfo& property, const Kernel& 
                     int cases_per_class) {
   if (!r.not_covered.empty() || r.failures > 0 || cases_per_class <= 0) return;
   for (const ShapeClass& c : shape_classes()) {
+    if (!shape_class_fits(c, kernel.capabilities(), property.needs)) continue;  // outside the contract: nothing to claim
     DriveOptions more = drive;
     more.shape_class = std::pair{static_cast<int>(c.regime), c.index};
     more.cases = cases_per_class;

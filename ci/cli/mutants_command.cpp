@@ -132,6 +132,9 @@ int run_mutants(const MutantsRequest& request) {
                              r.killed() ? "killed" : "SURVIVED", joined(r.killed_by), r.killed_by.size());
   }
 
+  if (reports.empty())
+    throw std::invalid_argument(request.only.empty() ? "no mutant in this shard"
+                                                     : "--only " + request.only + ": no such mutant in this shard");
   int killed = 0, expected = 0;
   std::vector<int> q_lens, k_lens;
   std::string table = fmt::format("{:<26} {:<8} {:>6} {:>8} {:>8}  {:<32} {}\n", "mutant", "verdict", "cases",

@@ -136,8 +136,6 @@ int reap(pid_t pid, int polls) {
 
 std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
 
-// A cut-off call is called a hang only after this long too: below it, timings are noise.
-constexpr double kMinHangSeconds = 2.0;
 // The least a kernel process gets to start and describe itself, whatever --timeout says.
 constexpr double kStartSeconds = 30.0;
 
@@ -305,17 +303,23 @@ void ProcessKernel::fail(KernelFailure::Kind kind, const std::string& why) const
 std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, double work) const {
   const Containment& c = options_.containment;
   const auto start = Clock::now();
-  // A hang is no answer long after what the kernel's measured speed predicts, never less than
-  // the --timeout floor; a live kernel still inside that, when the stage's budget runs out, is slow.
+  // A hang is no answer within max(--timeout, kHangFactor x the cost the kernel's measured speed
+  // predicts), budget or not. The stage's time budget may end the wait sooner only while its
+  // prediction still explains it (a live kernel merely slow at this size): a cutoff that comes
+  // after kHangFactor x the prediction never cuts, and the call runs on to the hang limit.
   const std::optional<double> predicted = work > 0 ? costs_.predict(work) : std::nullopt;
   // Starting a program (an interpreter, a sanitized host on a busy machine) is not the kernel's
-  // computation: the handshake waits at least kStartSeconds.
-  const double floor = expected == Type::kDescriptor ? std::max(c.timeout_seconds, kStartSeconds) : c.timeout_seconds;
+  // computation: the handshake waits at least kStartSeconds, and no budget cuts it.
+  const bool handshake = expected == Type::kDescriptor;
+  const double floor = handshake ? std::max(c.timeout_seconds, kStartSeconds) : c.timeout_seconds;
   const double hang_after = std::max(floor, kHangFactor * predicted.value_or(0));
-  const auto per_call = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hang_after));
+  auto after = [&](double seconds) {
+    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
   enum class Limit { kHang, kDeadline, kCutoff } limit = Limit::kHang;
-  auto deadline = per_call;
-  if (cutoff_ && *cutoff_ < deadline) deadline = *cutoff_, limit = Limit::kCutoff;
+  auto deadline = after(hang_after);
+  const bool explained = !predicted || (cutoff_ && *cutoff_ < after(kHangFactor * *predicted));
+  if (cutoff_ && !handshake && explained && *cutoff_ < deadline) deadline = *cutoff_, limit = Limit::kCutoff;
   if (c.deadline && *c.deadline < deadline) deadline = *c.deadline, limit = Limit::kDeadline;
   auto fail_read = [&](ReadResult r) {
     if (r == ReadResult::kEof || r == ReadResult::kDied) {
@@ -328,18 +332,14 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, 
                           fmt::format("kernel process {} while answering", describe_exit(status)));
     }
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    const std::string expected_text =
-        predicted ? fmt::format("; its measured speed predicts {:.3g} s", *predicted) : std::string();
     if (limit == Limit::kDeadline)
       fail(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached during a call (kernel killed)");
-    // Cut by the stage's time budget: slow if the prediction explains the wait, hung if not.
-    if (limit == Limit::kCutoff && !(predicted && waited >= kHangFactor * *predicted && waited >= kMinHangSeconds))
+    if (limit == Limit::kCutoff)
       fail(KernelFailure::Kind::kTooSlow,
            fmt::format("still computing after {:.3g} s when the time budget ran out{} (killed)", waited,
-                       expected_text));
+                       predicted ? fmt::format("; its measured speed predicts {:.3g} s", *predicted) : std::string()));
     fail(KernelFailure::Kind::kHang,
-         fmt::format("kernel did not answer within {}{} (killed)",
-                     seconds_text(limit == Limit::kHang ? hang_after : std::round(waited * 10) / 10),
+         fmt::format("kernel did not answer within {}{} (killed)", seconds_text(hang_after),
                      predicted ? fmt::format(", {:.3g}x what its measured speed predicts ({:.3g} s)",
                                              waited / *predicted, *predicted)
                                : std::string()));

@@ -187,17 +187,23 @@ std::optional<RegimeShape> regime_shape(const ProblemSpec& spec, const Capabilit
       const auto hk = pick_small();
       if (!hk) return std::nullopt;
       // Dk from the class; Dv the same, or (1 time in 4, where the contract allows) another production width.
-      const int dk = fit_width(kProductionWidths[pick % 7], c, even);
+      const int wanted = kProductionWidths[pick % 7];
+      const int dk = c.accepts_head_dim(wanted) ? wanted : fit_width(wanted, c, even);
       const int other = kProductionWidths[(pick + 1 + static_cast<std::size_t>(spec.value_dim)) % 7];
       const int dv = c.dk_equals_dv || spec.value_dim % 4 ? dk : static_cast<int>(c.head_dim.clamp(other));
       return RegimeShape{static_cast<int>(c.batch.clamp(1 + spec.batch % 2)), hk->first, hk->second, dk, dv, 33};
     }
     case ShapeRegime::kManyHeads: {
+      auto accepted = [&](std::pair<int, int> hk) {
+        return c.heads.contains(hk.first) && (hk.second == hk.first || caps.declares(Feature::kGqa)) &&
+               !(needs.gqa && hk.second == hk.first);
+      };
       std::vector<std::pair<int, int>> pairs;
-      for (auto [h, kv] : kManyHeadPairs)
-        if (c.heads.contains(h) && (kv == h || caps.declares(Feature::kGqa)) && !(needs.gqa && kv == h)) pairs.push_back({h, kv});
+      for (auto hk : kManyHeadPairs)
+        if (accepted(hk)) pairs.push_back(hk);
       if (pairs.empty()) return std::nullopt;
-      const auto [h, kv] = pairs[pick % pairs.size()];
+      // The class's own pair when accepted, else one the contract takes.
+      const auto [h, kv] = accepted(kManyHeadPairs[pick % 8]) ? kManyHeadPairs[pick % 8] : pairs[pick % pairs.size()];
       const int dk = small_width(spec.head_dim);
       const int dv = c.dk_equals_dv ? dk : static_cast<int>(c.head_dim.clamp(1 + (spec.value_dim - 1) % 16));
       return RegimeShape{static_cast<int>(c.batch.clamp(1)), h, kv, dk, dv, 17};
@@ -227,6 +233,22 @@ const std::vector<ShapeClass>& shape_classes() {
     return out;
   }();
   return table;
+}
+
+bool shape_class_fits(const ShapeClass& k, const Capabilities& caps, const ProblemNeeds& needs) {
+  const Contract& c = caps.contract;
+  std::vector<std::pair<int, int>> small = head_configs(caps, needs);
+  const bool small_heads = std::any_of(small.begin(), small.end(), [](auto hk) { return hk.first <= 2; });
+  switch (k.regime) {
+    case ShapeRegime::kOrdinary: return true;
+    case ShapeRegime::kProductionWidth: return small_heads && c.accepts_head_dim(kProductionWidths[k.index]);
+    case ShapeRegime::kManyHeads: {
+      const auto [h, kv] = kManyHeadPairs[k.index];
+      return c.heads.contains(h) && (kv == h || caps.declares(Feature::kGqa)) && !(needs.gqa && kv == h);
+    }
+    case ShapeRegime::kLargeBatch: return small_heads && c.batch.contains(kLargeBatches[k.index]);
+  }
+  return false;
 }
 
 const char* to_string(ShapeRegime r) {

@@ -25,6 +25,24 @@ TEST(SizeLadder, LengthsSurroundEachTileAndClimbInPowersOfTwo) {
   EXPECT_EQ(ladder_lengths(decode->capabilities(), {.max_len = 64, .lengths = {5, 70, 9}}), (std::vector<int>{5, 9}));
 }
 
+// What attest builds for the long stage stays small even for a kernel that takes only a dense
+// mask and a bias (issue 21): its cases carry mask terms or nothing, never a Tq x Tk mask or bias,
+// and each case's inputs fit 1 GiB at the thorough budget's 65536 keys.
+TEST(SizeLadder, LongCasesNeverBuildDenseMasksOrBiases) {
+  Capabilities dense_only;
+  dense_only.features = {Feature::kExplicitMask, Feature::kBias, Feature::kKeyPadding, Feature::kGqa, Feature::kLse};
+  const SizeOptions thorough{.max_len = 65536, .square_limit = 16384, .sampled_rows = 128};
+  const std::vector<SizedCase> cases = long_cases(dense_only, thorough);
+  ASSERT_FALSE(cases.empty());
+  for (const SizedCase& c : cases) {
+    const Problem& p = c.problem;
+    EXPECT_TRUE(p.mask.explicit_mask.empty()) << c.name;
+    EXPECT_TRUE(p.modifiers.bias.empty()) << c.name;
+    const std::size_t bytes = 4 * (p.q.size() + p.k.size() + p.v.size() + p.o_size());
+    EXPECT_LE(bytes, std::size_t{1} << 30) << c.name;
+  }
+}
+
 // A sample keeps the first and last rows and both sides of the tile edges.
 TEST(SizeLadder, SampledRowsHoldTheEdges) {
   const auto tiled = make_tiled_kernel({128, 64});

@@ -144,14 +144,14 @@ static attest_status forward(void* user, const attest_problem* p, attest_outputs
 #endif
 #ifdef HOSTILE_SLEEPS_BY_WORK
   /* Correct, and from 512 keys on as slow as its size whatever the machine's load: B x H x Tq x
-   * Tk / 2 microseconds of sleep per call (512 x 512: 0.13 s); from $HOSTILE_CLIFF_KEYS keys on,
-   * $HOSTILE_CLIFF_FACTOR times that (a cache cliff), or never an answer when the factor is 0
-   * (a hang at long sizes). */
+   * Tk / 2 microseconds of sleep per call (512 x 512: 0.13 s); from $HOSTILE_CLIFF_KEYS queries
+   * and keys on, $HOSTILE_CLIFF_FACTOR times that (a cache cliff), or never an answer when the
+   * factor is 0 (a hang at long sizes). */
   if (p->k_len >= 512) {
     const char* cliff_keys = getenv("HOSTILE_CLIFF_KEYS");
     const char* cliff_factor = getenv("HOSTILE_CLIFF_FACTOR");
     double us = (double)p->batch * p->heads * p->q_len * p->k_len / 2.0;
-    if (cliff_keys && p->k_len >= atoi(cliff_keys)) {
+    if (cliff_keys && p->q_len >= atoi(cliff_keys) && p->k_len >= atoi(cliff_keys)) {
       const double factor = cliff_factor ? atof(cliff_factor) : 1.0;
       if (factor == 0)
         for (;;) pause();

@@ -497,27 +497,38 @@ def case_budget_refuses_unaffordable_length():
 
 
 def case_budget_cuts_slow_call():
-    # Sleeps in proportion to its work, three times more from 4096 keys (a cache cliff): the
-    # 4096-key call is admitted on its prediction, outlives the budget alive and is dropped as slow.
+    # Sleeps in proportion to its work, three times more from 4096 x 4096 (a cache cliff): that call
+    # is admitted on its prediction, outlives the budget alive, within 10x its prediction, and is
+    # dropped as too slow at its size.
     env = dict(os.environ, HOSTILE_CLIFF_KEYS="4096", HOSTILE_CLIFF_FACTOR="3")
-    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "20", timeout=240, expect=(0,),
+    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "25", timeout=240, expect=(0,),
                   env=env)
     require(run, "still computing after", "long: to T = 2048 (time budget)", "CERTIFIED")
 
 
 def case_budget_hang_at_long_size():
-    # Never answers from 1024 keys on: far beyond its predicted milliseconds, a hang, not slowness.
+    # Never answers from 1024 x 1024 on: past the required length, but the budget's end comes after
+    # 10x the predicted second, so the budget does not cut it short: a hang, at max(--timeout, 10x).
     env = dict(os.environ, HOSTILE_CLIFF_KEYS="1024", HOSTILE_CLIFF_FACTOR="0")
-    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "10", timeout=240, expect=(1,),
-                  env=env)
-    require(run, "did not answer within", "what its measured speed predicts", "NOT CERTIFIED")
+    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "30", "--timeout", "8",
+                  timeout=240, expect=(1,), env=env)
+    require(run, "square_t1024_d64 (Tq 1024, Tk 1024): kernel failure: kernel did not answer within",
+            "what its measured speed predicts", "NOT CERTIFIED")
 
 
-def case_budget_too_small_is_insufficient():
-    # A budget that affords no long case leaves the stage short of its required length: not a pass.
-    run = certify("--kernel", own_plugin("good"), *QUICK, "--long-seconds", "0.001", timeout=240, expect=(1,))
-    require(run, "INSUFFICIENT sampled_rows: reached T = 0, this budget level needs T >= 512",
-            "insufficient evidence: sampled_rows")
+def case_budget_hang_at_required_length():
+    # Never answers at 512 x 512, the quick budget's required length: no budget cuts a required
+    # length, so a hang there fails however small the budget.
+    env = dict(os.environ, HOSTILE_CLIFF_KEYS="512", HOSTILE_CLIFF_FACTOR="0")
+    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "0.001", "--timeout", "8",
+                  timeout=240, expect=(1,), env=env)
+    require(run, "did not answer within 8 s", "NOT CERTIFIED")
+
+
+def case_budget_spares_required_lengths():
+    # A budget that affords nothing still runs the lengths the budget level counts on (512 at quick).
+    run = certify("--kernel", own_plugin("good"), *QUICK, "--long-seconds", "0.001", timeout=240, expect=(0,))
+    require(run, "long: to T = 512 (time budget)", "CERTIFIED")
 
 
 # --- 14, 15, 20: files attest writes, flags ----------------------------------------------

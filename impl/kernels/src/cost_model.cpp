@@ -36,23 +36,18 @@ void CostModel::record(double work, double seconds) {
 }
 
 std::optional<double> CostModel::predict(double work) const {
-  // From below: the largest measurable calls no bigger than this one, scaled up by work.
-  std::optional<double> from_below;
+  // The largest measurable calls no bigger than this one, scaled up by work: never a call above
+  // it, whose dense work may hide a cheap masked or padded problem.
+  std::optional<double> predicted;
   auto above = std::upper_bound(samples_.begin(), samples_.end(), std::make_pair(work, double(INFINITY)));
   std::size_t used = 0;
   for (auto it = above; it != samples_.begin() && used < kPredictors;) {
     --it;
     if (it->second < measurable_) continue;
-    from_below = std::max(from_below.value_or(0), it->second * (work / it->first));
+    predicted = std::max(predicted.value_or(0), it->second * (work / it->first));
     ++used;
   }
-  // From above: a call no bigger than one already answered costs no more than it did (a call
-  // under the measurable time counts as taking that long).
-  std::optional<double> from_above;
-  for (auto it = std::lower_bound(samples_.begin(), samples_.end(), std::make_pair(work, 0.0)); it != samples_.end(); ++it)
-    from_above = std::min(from_above.value_or(INFINITY), std::max(it->second, measurable_));
-  if (from_below && from_above) return std::min(*from_below, *from_above);
-  return from_below ? from_below : from_above;
+  return predicted;
 }
 
 }  // namespace attest

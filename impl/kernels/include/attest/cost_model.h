@@ -20,14 +20,12 @@ double decode_step_work(const DecodeConfig& c, long long cached, int n);
 class CostModel {
  public:
   // Calls faster than `measurable_seconds` are never scaled up: their time is the fixed cost of
-  // a call and timer noise, and multiplying that by work would predict absurd times. They still
-  // bound the calls no bigger than they are.
+  // a call and timer noise, and multiplying that by work would predict absurd times.
   explicit CostModel(double measurable_seconds = 0) : measurable_(measurable_seconds) {}
   // One answered call of this work that took this long.
   void record(double work, double seconds);
   // Seconds a call of this work should take: the largest measurable calls at or below it scaled
-  // linearly by work (the slowest of them wins), capped by the cheapest call at or above it.
-  // Empty before any call was recorded.
+  // linearly by work (the slowest of them wins). Empty when no measurable call is that small.
   std::optional<double> predict(double work) const;
   std::size_t calls() const { return calls_; }
 

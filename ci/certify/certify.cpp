@@ -144,6 +144,7 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     r.floor = d.applicable ? effective_floor(d.asked) : 0;
     r.skipped = d.skipped;
     r.feature_cases = d.feature_cases;
+    r.shape_classes = d.class_cases;
     r.longest_q = d.longest_q, r.longest_k = d.longest_k;
     r.failures = d.passed ? 0 : 1;
     r.worst_utilisation = d.passed ? d.worst_utilisation : std::max(d.worst_utilisation, d.failure_utilisation);

@@ -231,6 +231,7 @@ bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what
   r.effective += d.effective;
   for (const auto& [why, n] : d.skipped) r.skipped[why] += n;
   for (const auto& [f, n] : d.feature_cases) r.feature_cases[f] += n;
+  for (const auto& [name, n] : d.class_cases) r.shape_classes[name] += n;
   r.longest_q = std::max(r.longest_q, d.longest_q), r.longest_k = std::max(r.longest_k, d.longest_k);
   for (const auto& [p, stats] : d.paths) {
     r.paths[p].cases += stats.cases;
@@ -255,13 +256,13 @@ void top_up_classes(CheckResult& r, const PropertyInfo& property, const Kernel& 
   if (!r.not_covered.empty() || r.failures > 0 || cases_per_class <= 0) return;
   for (const ShapeClass& c : shape_classes()) {
     if (!shape_class_fits(c, kernel.capabilities(), property.needs)) continue;  // outside the contract: nothing to claim
+    const long have = r.shape_classes[c.name];  // what the draw gave already
+    if (have >= cases_per_class) continue;
     DriveOptions more = drive;
     more.shape_class = std::pair{static_cast<int>(c.regime), c.index};
-    more.cases = cases_per_class;
+    more.cases = static_cast<int>(cases_per_class - have);
     more.seed = drive.seed ^ std::hash<std::string>{}(c.name);
-    const DriveResult d = drive_property(property, kernel, more);
-    r.shape_classes[c.name] += d.effective;
-    if (!absorb_top_up(r, d, c.name)) return;
+    if (!absorb_top_up(r, drive_property(property, kernel, more), c.name)) return;
   }
 }
 

@@ -235,6 +235,19 @@ const std::vector<ShapeClass>& shape_classes() {
   return table;
 }
 
+std::vector<std::string> shape_classes_of(const Problem& p) {
+  const Shape& s = p.shape;
+  std::vector<std::string> out;
+  for (const ShapeClass& k : shape_classes()) {
+    const bool member = k.regime == ShapeRegime::kProductionWidth ? s.head_dim == kProductionWidths[k.index]
+                        : k.regime == ShapeRegime::kManyHeads
+                            ? std::pair{s.heads, s.kv_heads} == kManyHeadPairs[k.index]
+                            : k.regime == ShapeRegime::kLargeBatch && s.batch == kLargeBatches[k.index];
+    if (member) out.push_back(k.name);
+  }
+  return out;
+}
+
 bool shape_class_fits(const ShapeClass& k, const Capabilities& caps, const ProblemNeeds& needs) {
   const Contract& c = caps.contract;
   std::vector<std::pair<int, int>> small = head_configs(caps, needs);

@@ -89,6 +89,7 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
       if (v.exercised && v.applicable) {
         ++result.effective;
         for (const std::string& f : features_used_by(p).names()) ++result.feature_cases[f];
+        for (const std::string& c : shape_classes_of(p)) ++result.class_cases[c];
         result.longest_q = std::max(result.longest_q, p.shape.q_len);
         result.longest_k = std::max(result.longest_k, p.shape.k_len);
       } else {

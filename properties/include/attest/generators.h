@@ -41,6 +41,8 @@ struct ShapeClass {
 };
 // Every class of the large axes, the table the coverage top-ups iterate.
 const std::vector<ShapeClass>& shape_classes();
+// The names of the classes a problem's shape belongs to ("Dk 128", "B 16", ...; none for most).
+std::vector<std::string> shape_classes_of(const Problem& p);
 // Whether problems of the class lie inside the declaration (its width, heads, batch accepted).
 bool shape_class_fits(const ShapeClass& k, const Capabilities& caps, const ProblemNeeds& needs);
 

@@ -54,6 +54,7 @@ struct DriveResult {
   long effective = 0;            // of those, cases that exercised the property
   SkipCounts skipped;            // the others, by reason
   std::map<std::string, long> feature_cases;  // effective cases per feature they used
+  std::map<std::string, long> class_cases;    // effective cases per large shape class (generators.h)
   int longest_q = 0, longest_k = 0;  // the largest Tq and Tk of an effective case
   double worst_utilisation = 0;  // over passing cases
   double failure_utilisation = 0;  // of the (shrunk) failing case

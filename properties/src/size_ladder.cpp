@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "attest/cases.h"
 #include "attest/compare.h"
@@ -44,6 +45,15 @@ void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string
   if (chunks.empty() && !caps.forward()) return;  // a decode-only kernel is held to its sessions
   const std::optional<Problem> fitted = fit_to_declaration(p, caps);
   if (!fitted) return;
+  // A contract that caps the lengths folds longer cases onto shorter ones: each shape once.
+  const auto same = [&](const SizedCase& o) {
+    const Shape &a = o.problem.shape, &b = fitted->shape;
+    return std::tie(a.batch, a.heads, a.kv_heads, a.q_len, a.k_len, a.head_dim, a.value_dim) ==
+               std::tie(b.batch, b.heads, b.kv_heads, b.q_len, b.k_len, b.head_dim, b.value_dim) &&
+           o.problem.mask.causal == fitted->mask.causal && o.problem.mask.window == fitted->mask.window &&
+           o.problem.mask.kv_valid == fitted->mask.kv_valid && o.decode_chunks == chunks;
+  };
+  if (std::any_of(out.begin(), out.end(), same)) return;
   SizedCase c{std::move(name), *fitted, {}, std::move(chunks)};
   if (sample) c.rows = sample_rows(c.problem, caps, options.sampled_rows, std::hash<std::string>{}(c.name));
   out.push_back(std::move(c));

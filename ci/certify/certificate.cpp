@@ -103,8 +103,9 @@ std::string certificate_json(const CertificateInfo& info) {
           check["paths"][path] = {{"cases", stats.cases}, {"worst_utilisation", number_or_null(stats.worst_utilisation)}};
       checks.push_back(check);
       for (const auto& [path, stats] : r.paths) {
-        paths[path].cases += stats.cases;
-        paths[path].worst_utilisation = std::max(paths[path].worst_utilisation, stats.worst_utilisation);
+        PathStats& mine = path_entry(paths, path);
+        mine.cases += stats.cases;
+        mine.worst_utilisation = std::max(mine.worst_utilisation, stats.worst_utilisation);
       }
     }
     json path_list = json::array();

@@ -68,7 +68,7 @@ bool CheckResult::record_case(const Verdict& v, const Problem& p, const std::str
   longest_q = std::max(longest_q, p.shape.q_len);
   longest_k = std::max(longest_k, p.shape.k_len);
   worst_utilisation = std::max(worst_utilisation, v.utilisation);
-  PathStats& stats = paths[path];
+  PathStats& stats = path_entry(paths, path);
   ++stats.cases;
   stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
   return true;
@@ -125,7 +125,13 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
 std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyOptions& options) {
   std::vector<CheckResult> results;
   // Paths the kernel takes across the ladder: each needs evidence in every property that reaches it.
-  const PathShapes discovered = options.sized_stages ? discover_paths(kernel, options) : PathShapes{};
+  PathShapes discovered = options.sized_stages ? discover_paths(kernel, options) : PathShapes{};
+  if (discovered.size() > kMaxPaths) {
+    std::cerr << fmt::format("attest: {} reported {} different internal path names across the size ladder (more than "
+                             "{}): a path name must name a code path, not a call; no per-path top-ups\n",
+                             safe_text(kernel.name(), 64), discovered.size(), kMaxPaths);
+    discovered.clear();
+  }
   for (const PropertyInfo& property : property_catalogue()) {
     if (!takes_next_check(options)) continue;
     DriveOptions drive;

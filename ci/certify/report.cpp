@@ -80,7 +80,7 @@ std::string format_path_table(const KernelReport& k) {
   std::map<std::string, Row> rows;
   for (const CheckResult& r : k.checks)
     for (const auto& [path, stats] : r.paths) {
-      Row& row = rows[path];
+      Row& row = rows.size() >= kMaxPaths && !rows.contains(path) ? rows[kOtherPaths] : rows[path];
       row.cases += stats.cases;
       row.checks += stats.cases > 0;
       row.worst = std::max(row.worst, stats.worst_utilisation);
@@ -108,6 +108,12 @@ std::string format_report(const KernelReport& k) {
                        r.effective ? fmt::format("{}x{}", r.longest_q, r.longest_k) : "-");
 
   out += format_path_table(k);
+  for (const CheckResult& r : k.checks)
+    if (r.paths.contains(kOtherPaths)) {
+      out += fmt::format("  note: the kernel named more than {} internal paths; the rest are counted as one row "
+                         "(a path name must name a code path, not a call)\n", kMaxPaths);
+      break;
+    }
 
   std::vector<const CheckResult*> failed, insufficient, not_covered;
   for (const CheckResult& r : k.checks) {

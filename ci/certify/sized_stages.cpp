@@ -234,8 +234,9 @@ bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what
   for (const auto& [name, n] : d.class_cases) r.shape_classes[name] += n;
   r.longest_q = std::max(r.longest_q, d.longest_q), r.longest_k = std::max(r.longest_k, d.longest_k);
   for (const auto& [p, stats] : d.paths) {
-    r.paths[p].cases += stats.cases;
-    r.paths[p].worst_utilisation = std::max(r.paths[p].worst_utilisation, stats.worst_utilisation);
+    PathStats& mine = path_entry(r.paths, p);
+    mine.cases += stats.cases;
+    mine.worst_utilisation = std::max(mine.worst_utilisation, stats.worst_utilisation);
   }
   r.seconds += d.seconds;
   if (d.passed) {

@@ -44,13 +44,17 @@ int json_depth(const std::string& text) {
 }  // namespace
 
 std::string read_file(const std::string& path, std::size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO with no writer must not wait; only regular files are read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw FileError(fmt::format("cannot open {}: {}", path, reason()));
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool folder = S_ISDIR(st.st_mode);
     ::close(fd);
-    throw FileError(path + " is a folder, not a file");
+    throw FileError(folder ? path + " is a folder, not a file"
+                           : path + " is not a regular file (a FIFO, device or socket): refused before reading");
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   std::string text;
   char buf[1 << 16];
   for (;;) {

@@ -98,7 +98,7 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
     }
     if (!v.applicable) RC_DISCARD(v.detail);
     if (!failed && (v.exercised || !v.passed)) {  // evidence only: no vacuous case, no shrinking run
-      PathStats& stats = result.paths[kernel.last_path()];
+      PathStats& stats = path_entry(result.paths, kernel.last_path());
       ++stats.cases;
       stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
     }

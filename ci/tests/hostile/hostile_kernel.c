@@ -101,7 +101,13 @@ static attest_status attention(const attest_problem* p, attest_outputs* out) {
         if (out->lse) out->lse[row] = max + logf(sum);
       }
     }
+#ifdef HOSTILE_RANDOM_PATH
+  /* A kernel that puts a call counter into its path name: a new "path" on every call. */
+  static unsigned calls;
+  snprintf(out->path, sizeof out->path, "call-%u", ++calls);
+#else
   strcpy(out->path, "hostile-loop");
+#endif
   free(query), free(key), free(score);
   return ATTEST_OK;
 }

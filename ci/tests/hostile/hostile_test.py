@@ -531,6 +531,36 @@ def case_budget_spares_required_lengths():
     require(run, "long: to T = 512 (time budget)", "CERTIFIED")
 
 
+def case_random_path_names():
+    # A new path name on every call: a bounded run (no per-path top-ups, at most 16 names and one
+    # row for the rest per check) that says why, and a certificate that does not grow with the calls.
+    cert = os.path.join(WORK, "cert.json")
+    run = certify("--kernel", own_plugin("random_path"), *QUICK, "--json", cert, timeout=240, expect=(0,))
+    require(run, "different internal path names across the size ladder (more than 16)",
+            "note: the kernel named more than 16 internal paths")
+    doc = json.load(open(cert))
+    if len(doc["kernels"][0]["paths"]) > 17:
+        fail("the certificate keeps %d paths" % len(doc["kernels"][0]["paths"]))
+
+
+# --- issue 22: input files that are not files --------------------------------------------
+
+def case_fifo_inputs():
+    # A FIFO with no writer blocks an open() forever: as a replay file, a baseline or a shard it
+    # is refused at once, with a one-line error.
+    fifo = os.path.join(WORK, "fifo.json")
+    os.mkfifo(fifo)
+    good = os.path.join(WORK, "good.json")
+    certify("--kernel", "builtin:loop", "--budget", "0", "--no-size-stages", "--json", good, expect=(0,))
+    runs = [attest("replay", fifo, timeout=60, expect=(2,)),
+            certify("--kernel", "builtin:loop", "--budget", "0", "--no-size-stages", "--baseline", fifo, timeout=60,
+                    expect=(2,)),
+            attest("merge", fifo, good, "--json", os.path.join(WORK, "merged.json"), timeout=60, expect=(2,))]
+    for run in runs:
+        require_error_line(run)
+        require(run, "not a regular file")
+
+
 # --- 14, 15, 20: files attest writes, flags ----------------------------------------------
 
 def no_file_larger_than(limit):

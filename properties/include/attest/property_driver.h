@@ -40,6 +40,16 @@ struct PathStats {
   double worst_utilisation = 0;
 };
 
+// Distinct internal path names a check keeps: a kernel that names a new path per call (a counter,
+// a pointer in the name) must not grow a certificate or a run without bound.
+inline constexpr std::size_t kMaxPaths = 16;
+inline constexpr const char* kOtherPaths = "(more than 16 path names)";
+// The entry for `path`, or the kOtherPaths one once kMaxPaths names are kept.
+inline PathStats& path_entry(std::map<std::string, PathStats>& paths, const std::string& path) {
+  if (paths.size() >= kMaxPaths && !paths.contains(path)) return paths[kOtherPaths];
+  return paths[path];
+}
+
 // Cases that did not count as evidence, by reason ("nothing masked", "outside the contract: ...").
 using SkipCounts = std::map<std::string, long>;
 

@@ -149,6 +149,8 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   constexpr std::uint32_t kVersion1Bits = (1u << 10) - 1;
   if (d.abi_version == ATTEST_ABI_VERSION_1 && (d.capabilities & ~kVersion1Bits))
     refuse("a version-1 kernel declares version-2 capability bits (chunk and later): its structs have no field for them");
+  if (d.empty_rows != ATTEST_EMPTY_ZERO && d.empty_rows != ATTEST_EMPTY_NAN)
+    refuse("empty_rows is " + std::to_string(d.empty_rows) + ": ATTEST_EMPTY_ZERO (0) or ATTEST_EMPTY_NAN (1)");
   c.empty_rows = d.empty_rows == ATTEST_EMPTY_NAN ? EmptyRowPolicy::kNan : EmptyRowPolicy::kZero;
   const attest_precision_spec& p = d.precision;
   Precision& r = c.precision;

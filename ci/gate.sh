@@ -8,11 +8,16 @@
 set -uo pipefail
 
 attest=${ATTEST:-attest}
-kind=${1:?"--kernel PATH.so or --kernel-cmd COMMAND"}
-target=${2:?"the plugin path or the command"}
-baseline=${3:-}
+usage() {
+  echo "usage: ATTEST=/path/to/attest ci/gate.sh (--kernel PATH.so | --kernel-cmd COMMAND) [BASELINE.json] [-- EXTRA]" >&2
+  exit 2  # 1 is attest's "not certified"
+}
+[ $# -ge 2 ] || usage
+case $1 in --kernel | --kernel-cmd) ;; *) usage ;; esac
+kind=$1 target=$2
 shift 2
-[ $# -gt 0 ] && shift
+baseline=""
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then baseline=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
 
 out=attest-artifacts

@@ -543,6 +543,22 @@ def case_random_path_names():
         fail("the certificate keeps %d paths" % len(doc["kernels"][0]["paths"]))
 
 
+def case_gate_arguments():
+    # No arguments is a usage error (exit 2, not 1: that is "not certified"); "--" right after the
+    # kernel starts attest's extra flags and is never taken for a baseline.
+    gate = os.path.join(SOURCE, "ci/gate.sh")
+    env = dict(os.environ, ATTEST=ATTEST, ATTEST_BUDGET="quick")
+    bare = subprocess.run(["bash", gate], cwd=WORK, env=env, capture_output=True, timeout=60)
+    if bare.returncode != 2 or b"usage:" not in bare.stderr:
+        fail("gate.sh with no arguments: exit %d, stderr %r" % (bare.returncode, bare.stderr[-300:]))
+    cmd = ["bash", gate, "--kernel", "builtin:loop", "--", "--seed", "11", "--no-size-stages"]
+    done = subprocess.run(cmd, cwd=WORK, env=env, capture_output=True, timeout=240)
+    run = Run(cmd, done.returncode, done.stdout, done.stderr, 0)
+    require_exit(run, 0)
+    if b"--baseline" in done.stdout + done.stderr or b"cannot open --" in done.stdout + done.stderr:
+        fail("'--' was taken for a baseline:\n" + run.describe())
+
+
 # --- issue 22: input files that are not files --------------------------------------------
 
 def case_fifo_inputs():

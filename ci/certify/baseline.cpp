@@ -104,6 +104,8 @@ Baseline parse_fields(const std::string& text_in) {
   Baseline baseline;
   baseline.version = version.get<int>();
   const json& kernels = array(doc, "certificate", "kernels");
+  // A baseline of no kernel would let every run pass as "no regression".
+  if (kernels.empty()) throw BaselineError("baseline: kernels is empty: a baseline certifies at least one kernel");
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     const std::string where = fmt::format("kernels[{}]", k);
     BaselineKernel kernel;

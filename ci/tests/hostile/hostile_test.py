@@ -333,6 +333,8 @@ def case_baseline_missing_fields():
     no_kernel_fields["kernels"] = [{}]
     checks_not_a_list = json.loads(json.dumps(good))
     checks_not_a_list["kernels"][0]["checks"] = 5
+    no_kernels = json.loads(json.dumps(good))
+    no_kernels["kernels"] = []  # would gate nothing: every run "no regression"
 
     def refused(name, content, fields):
         run = certify("--kernel", "builtin:loop", *QUICK, "--baseline", write(name + ".json", content), expect=(2,))
@@ -344,6 +346,7 @@ def case_baseline_missing_fields():
         ("no_verdict", without("verdict"), ("verdict",)),
         ("empty_kernel", no_kernel_fields, kernel_fields),
         ("checks_number", checks_not_a_list, ("checks",)),
+        ("no_kernels", no_kernels, ("kernels",)),
         ("not_json", "this is not json {", ()),
     ]], refused)
 

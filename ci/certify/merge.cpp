@@ -112,6 +112,8 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
   r.failures = count(j, where, "failures");
   r.worst_utilisation = number_or_null(j, where, "worst_utilisation").value_or(INFINITY);
   r.seconds = finite_number(j, where, "seconds");
+  if (r.effective > r.cases) bad(where + ".effective_cases", "is more than cases");
+  if (r.seconds < 0) bad(where + ".seconds", "is negative");
   // Optional fields: certificate_json leaves out empty ones.
   if (j.contains("not_covered")) r.not_covered = text(j, where, "not_covered");
   if (j.contains("feature_cases")) r.feature_cases = counts(j, where, "feature_cases");

@@ -168,6 +168,10 @@ def case_merge_hostile():
     other_seed["seed"] = 8  # as if run with --seed 8: refused before the checks are compared
     edited = load(two)
     edited["kernels"][0]["checks"][0]["verdict"] = "fail"
+    inflated = load(two)
+    inflated["kernels"][0]["checks"][0]["effective_cases"] = inflated["kernels"][0]["checks"][0]["cases"] + 1
+    negative = load(two)
+    negative["kernels"][0]["checks"][0]["seconds"] = -1.0
     three = shards_of(3, prefix="three")
     certify(*KERNELS, *SEED, "--json", path("full.json"))
     depth = 70000
@@ -184,6 +188,8 @@ def case_merge_hostile():
         ("an edited verdict", [path(one), write("edited.json", edited)], "checks[0].verdict"),
         ("a field of the wrong type", [path(one), write("typed.json", dict(good, seed="7"))], "seed must be"),
         ("a missing file", [path(one), path("no-such.json")], "cannot open"),
+        ("more effective cases than cases", [path(one), write("inflated.json", inflated)], "effective_cases is more than cases"),
+        ("negative seconds", [path(one), write("negative.json", negative)], "seconds is negative"),
     ]
     for what, files, message in cases:
         out = path("out.json")

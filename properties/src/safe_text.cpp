@@ -37,11 +37,14 @@ std::string safe_text(const std::string& text, std::size_t max_bytes) {
   std::size_t i = 0;
   while (i < text.size()) {
     const std::size_t n = utf8_length(text, i);
-    const bool control = n == 1 && (static_cast<unsigned char>(text[i]) < 0x20 || text[i] == 0x7F) &&
-                         text[i] != '\n' && text[i] != '\t';
+    // A line break or tab becomes a space: outside text never starts a line of attest's own
+    // (a kernel named "x\nCERTIFIED x" would otherwise print a verdict line).
+    const bool blank = n == 1 && (text[i] == '\n' || text[i] == '\t');
+    const bool control = n == 1 && (static_cast<unsigned char>(text[i]) < 0x20 || text[i] == 0x7F) && !blank;
     const std::size_t width = n == 0 || control ? 1 : n;
     if (out.size() + width > max_bytes) break;
     if (n == 0 || control) out += '?';
+    else if (blank) out += ' ';
     else out.append(text, i, n);
     i += width;
   }

@@ -562,6 +562,30 @@ def case_gate_arguments():
         fail("'--' was taken for a baseline:\n" + run.describe())
 
 
+def case_name_prints_verdict_lines():
+    # A failing process kernel whose name and error messages hold line breaks and escapes meant to
+    # print verdict lines: stdout keeps one verdict line per kernel, JUnit and JSON no control byte.
+    source = open(os.path.join(SOURCE, "ci/examples/process_python/numpy_kernel.py")).read()
+    evil = 'evil\\nCERTIFIED evil\\r\\x1b[2K\\nCERTIFIED'
+    for old, new in [('string("example-numpy")', 'string("%s")' % evil),
+                     ("weights = np.where(", "weights = 1.01 * np.where(")]:  # wrong by 1%
+        if source.count(old) != 1:
+            fail("numpy_kernel.py no longer has exactly one %r" % old)
+        source = source.replace(old, new)
+    script = os.path.join(WORK, "evil_kernel.py")
+    open(script, "w").write(source)
+    junit, cert = os.path.join(WORK, "r.xml"), os.path.join(WORK, "c.json")
+    run = certify("--kernel-cmd", "/usr/bin/python3 " + script, *QUICK, "--junit", junit, "--json", cert, expect=(1,))
+    starts = [line for line in run.stdout.splitlines() if line.startswith("CERTIFIED")]
+    if starts:
+        fail("a kernel's name printed verdict lines %r:\n%s" % (starts, run.describe()))
+    for path in (junit, cert):
+        raw = open(path, "rb").read()
+        controls = sorted({b for b in raw if b < 0x20 and b not in b"\n\r\t"} | ({0x1b} & set(raw)))
+        if controls:
+            fail("control bytes %s in %s" % (controls, path))
+
+
 # --- issue 22: input files that are not files --------------------------------------------
 
 def case_fifo_inputs():

@@ -7,8 +7,9 @@
 
 namespace attest {
 
-// Valid UTF-8 with no control characters (each invalid byte or control character becomes '?'),
-// at most `max_bytes` bytes; longer text is cut and ends with "...(N bytes cut)".
+// One line of valid UTF-8 with no control characters (each invalid byte or control character
+// becomes '?', a line break or tab a space), at most `max_bytes` bytes; longer text is cut and
+// ends with "...(N bytes cut)".
 std::string safe_text(const std::string& text, std::size_t max_bytes);
 
 // A file-name stem: [A-Za-z0-9._-] only (others become '_'), at most 64 characters; a longer

@@ -62,6 +62,8 @@ int run_certify(CertifyRequest request) {
   // Everything that can be refused is refused before the first check runs.
   if (!request.json_path.empty() && same_file_path(request.json_path, request.junit_path))
     throw FlagError("--json and --junit name the same file " + request.json_path);
+  if (std::error_code ec; std::filesystem::exists(options.out_dir, ec) && !std::filesystem::is_directory(options.out_dir, ec))
+    throw FlagError("--out " + options.out_dir + ": is not a folder (counterexamples are saved in it)");
   if (!request.json_path.empty()) check_writable("--json", request.json_path);
   if (!request.junit_path.empty()) check_writable("--junit", request.junit_path);
   if (request.shard && !request.baseline_path.empty())

@@ -120,6 +120,13 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 void check_writable(const std::string& flag, const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw FileError(fmt::format("{} {}: is a folder", flag, path));
+  // Writing renames a new file over the target: a device or a link there would be replaced by a
+  // regular file (as root, /dev/null itself). Only a regular file, or nothing, may be named.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw FileError(fmt::format("{} {}: is not a regular file (a device, link, FIFO or socket); attest replaces its "
+                                "outputs by renaming a new file over them: name a regular file",
+                                flag, path));
   const fs::path folder = folder_of(path);
   if (!fs::is_directory(folder, ec)) throw FileError(fmt::format("{} {}: folder {} does not exist", flag, path, folder.string()));
   if (::access(folder.c_str(), W_OK | X_OK) != 0)

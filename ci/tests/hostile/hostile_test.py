@@ -11,6 +11,7 @@ import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -584,6 +585,35 @@ def case_name_prints_verdict_lines():
         controls = sorted({b for b in raw if b < 0x20 and b not in b"\n\r\t"} | ({0x1b} & set(raw)))
         if controls:
             fail("control bytes %s in %s" % (controls, path))
+
+
+def case_outputs_never_clobber():
+    # As root, renaming a new file over a device (/dev/null itself) or a link would replace the
+    # device or the link; --out naming a file would fail only at the first counterexample. All are
+    # refused up front. The device is a null device made in this case's folder, never /dev/null:
+    # a regression must not break the machine it runs on.
+    target = os.path.join(WORK, "target.json")
+    open(target, "w").write("{}")
+    link = os.path.join(WORK, "link.json")
+    os.symlink(target, link)
+    fifo = os.path.join(WORK, "fifo.json")
+    os.mkfifo(fifo)
+    a_file = os.path.join(WORK, "a-file")
+    open(a_file, "w").write("")
+    outputs = [(["--json", link], ("json",)), (["--junit", fifo], ("junit",)), (["--out", a_file], ("out",))]
+    device = os.path.join(WORK, "null")
+    try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        outputs += [(["--json", device], ("json",)), (["--junit", device], ("junit",))]
+    except PermissionError:
+        device = None  # not root: no device to test with (and none attest could replace)
+    for args, names in outputs:
+        cmd = ["certify", "--kernel", "builtin:loop", "--budget", "0", "--no-size-stages"] + args
+        refused_before_running(attest(*cmd, timeout=60, expect=(2,)), *names)
+    if device and not stat.S_ISCHR(os.lstat(device).st_mode):
+        fail("the device was replaced")
+    if not os.path.islink(link) or open(target).read() != "{}" or not stat.S_ISFIFO(os.lstat(fifo).st_mode):
+        fail("the link, its target or the FIFO changed")
 
 
 # --- issue 22: input files that are not files --------------------------------------------

@@ -31,7 +31,8 @@ nlohmann::json parse_json(const std::string& text, const std::string& what);
 void write_file_atomically(const std::string& path, const std::string& text);
 
 // Throws FileError unless a file can be created at path (its folder exists and is writable, and
-// path is not a folder). `flag` names the option in the message. Creates nothing.
+// path is nothing yet or a regular file: not a folder, device, link, FIFO or socket). `flag`
+// names the option in the message. Creates nothing.
 void check_writable(const std::string& flag, const std::string& path);
 
 // Whether two paths name the same file however spelled (./x, a/../x, links), existing or not.

@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# Runs ci/oss-fuzz/build.sh as OSS-Fuzz would, with clang 14's libFuzzer, and checks that
-# every target and its seed corpus land in $OUT and that a target runs.
+# Runs ci/oss-fuzz/build.sh as OSS-Fuzz would, with clang 14's libFuzzer (ASan and UBSan), and
+# checks that every target and its seed corpus land in $OUT and that a target runs.
+# usage: oss_fuzz_build_test.sh [DIR]   DIR keeps the build (DIR/work/attest-oss-fuzz-build, the
+# fuzz stage's targets) and DIR/out; without it everything goes to a temporary folder.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+if [ $# -ge 1 ]; then
+  mkdir -p "$1"
+  tmp=$(cd "$1" && pwd)
+  rm -rf "$tmp/out" "$tmp/seeds"
+else
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+fi
 export CC=clang-14 CXX=clang++-14
-export CFLAGS="-O1 -fno-omit-frame-pointer -gline-tables-only -fsanitize=address -fsanitize=fuzzer-no-link"
+# OSS-Fuzz builds at -O1; CI's fuzz stage asks for -O2 (ATTEST_OSS_FUZZ_OPT), twice the executions.
+export CFLAGS="${ATTEST_OSS_FUZZ_OPT:--O1} -fno-omit-frame-pointer -gline-tables-only -fsanitize=address,undefined -fno-sanitize-recover=undefined -fsanitize=fuzzer-no-link"
 export CXXFLAGS="$CFLAGS"
 export LIB_FUZZING_ENGINE="-fsanitize=fuzzer" OUT="$tmp/out" WORK="$tmp/work"
 mkdir -p "$OUT" "$WORK"
 bash "$root/ci/oss-fuzz/build.sh"
-for target in fuzz_mask_leak fuzz_overflow fuzz_decode fuzz_differential; do
+targets=$(cd "$root/fuzz" && ls targets/fuzz_*.cpp harness/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//')
+for target in $targets; do
   test -x "$OUT/$target" || { echo "missing $OUT/$target"; exit 1; }
   test -s "$OUT/${target}_seed_corpus.zip" || { echo "missing ${target}_seed_corpus.zip"; exit 1; }
-  test -f "$OUT/$target.options" || { echo "missing $target.options"; exit 1; }
   unzip -l "$OUT/${target}_seed_corpus.zip" | tail -1
+done
+for target in fuzz_mask_leak fuzz_overflow fuzz_decode fuzz_differential; do
+  test -f "$OUT/$target.options" || { echo "missing $target.options"; exit 1; }
 done
 # The built target runs its seeds.
 mkdir "$tmp/seeds" && (cd "$tmp/seeds" && unzip -q "$OUT/fuzz_differential_seed_corpus.zip")

@@ -5,15 +5,24 @@
 # targets built by the OSS-Fuzz script, whose ctest check `oss_fuzz_build` the stage runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each stage's start, in seconds since this script began: where CI's time goes.
+stage() { echo "== ci/test.sh: $1 at ${SECONDS} s ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))"; }
+stage "install dependencies"
 bash ci/install-deps.sh
+stage "release build"
 cmake --preset release
 cmake --build --preset release
 # On a failure the log ends with the machine's facts and each failing test's last lines.
 run_tests() {
   ctest --preset "$1" "${@:2}" || { python3 ci/failure-summary.py "build/$1"; return 1; }
 }
+stage "release tests"
 run_tests release --label-exclude oss-fuzz
+stage "asan build"
 cmake --preset asan
 cmake --build --preset asan
+stage "asan tests"
 run_tests asan --label-exclude slow
+stage "fuzz stage"
 bash ci/fuzz-stage.sh
+stage "done"

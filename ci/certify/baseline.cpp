@@ -136,7 +136,7 @@ Baseline parse_baseline(const std::string& text) {
 
 Baseline read_baseline(const std::string& path) {
   try {
-    return parse_baseline(read_file(path));
+    return parse_baseline(read_file(path, kMaxCertificateBytes));
   } catch (const FileError& e) {
     throw BaselineError("baseline: " + std::string(e.what()));
   }

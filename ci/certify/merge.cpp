@@ -287,7 +287,7 @@ void check_belong_together(const std::vector<ShardCertificate>& shards) {
 
 ShardCertificate read_shard_certificate(const std::string& path) {
   try {
-    return shard_of(parse_json(read_file(path, kMaxShardCertificateBytes), shown(path)), path);
+    return shard_of(parse_json(read_file(path, kMaxCertificateBytes), shown(path)), path);
   } catch (const FileError& e) {
     throw MergeError("merge: " + one_line(e.what(), 400));
   } catch (const FieldError& e) {

@@ -18,9 +18,6 @@ class MergeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A shard certificate is at most this large (a certificate of 1000 kernels is a few MB).
-inline constexpr std::size_t kMaxShardCertificateBytes = std::size_t{64} << 20;
-
 struct ShardCertificate {
   std::string path;  // as named, for messages
   std::string harness_version;

@@ -66,6 +66,8 @@ int run_certify(CertifyRequest request) {
     throw FlagError("--out " + options.out_dir + ": is not a folder (counterexamples are saved in it)");
   if (!request.json_path.empty()) check_writable("--json", request.json_path);
   if (!request.junit_path.empty()) check_writable("--junit", request.junit_path);
+  check_not_an_input("--json", request.json_path, request.kernels);  // a plugin's file, say
+  check_not_an_input("--junit", request.junit_path, request.kernels);
   if (request.shard && !request.baseline_path.empty())
     throw FlagError("--baseline: a shard holds only its share of the checks; gate on the merged certificate "
                     "(attest merge ... --baseline FILE)");

@@ -1,6 +1,7 @@
 // The `attest` command line. Exit codes: 0 certified / passed, 1 a check failed,
 // 2 usage, load or input error.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <iostream>
 #include <tuple>
 
@@ -21,6 +22,9 @@ using namespace attest;
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write past the file-size limit (ulimit -f) then fails with EFBIG, and the atomic write
+  // removes its temporary file and reports it, instead of the signal killing attest mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"attest: certify attention kernels against exact attention"};
   app.require_subcommand(1);
 

@@ -17,6 +17,8 @@ int run_merge(const MergeRequest& request) {
     throw FlagError("--json and --junit name the same file " + request.json_path);
   check_writable("--json", request.json_path);
   if (!request.junit_path.empty()) check_writable("--junit", request.junit_path);
+  check_not_an_input("--json", request.json_path, request.inputs);
+  check_not_an_input("--junit", request.junit_path, request.inputs);
   std::optional<Baseline> baseline;  // read first: it may be the file --json overwrites
   if (!request.baseline_path.empty()) baseline = read_baseline(request.baseline_path);
 

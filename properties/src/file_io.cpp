@@ -1,6 +1,7 @@
 #include "attest/file_io.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -129,8 +130,26 @@ void check_writable(const std::string& flag, const std::string& path) {
                                 flag, path));
   const fs::path folder = folder_of(path);
   if (!fs::is_directory(folder, ec)) throw FileError(fmt::format("{} {}: folder {} does not exist", flag, path, folder.string()));
+  // The write goes to a temporary name first: both names must fit, or the run's result is lost.
+  const long name_max = ::pathconf(folder.c_str(), _PC_NAME_MAX);
+  const std::size_t name = fs::path(path).filename().string().size();
+  if (name_max > 0 && name + kTemporaryNameExtra > static_cast<std::size_t>(name_max))
+    throw FileError(fmt::format("{}: the file name is {} bytes; attest writes it under a temporary name {} bytes "
+                                "longer and this folder allows {}",
+                                flag, name, kTemporaryNameExtra, name_max));
+  if (fs::absolute(path, ec).string().size() + kTemporaryNameExtra >= PATH_MAX)
+    throw FileError(fmt::format("{}: the path is longer than the system's limit of {} bytes", flag, PATH_MAX));
   if (::access(folder.c_str(), W_OK | X_OK) != 0)
     throw FileError(fmt::format("{} {}: cannot write in {}: {}", flag, path, folder.string(), reason()));
+}
+
+void check_not_an_input(const std::string& flag, const std::string& output, const std::vector<std::string>& inputs) {
+  if (output.empty()) return;
+  std::error_code ec;
+  for (const std::string& input : inputs)
+    if (fs::is_regular_file(input, ec) && same_file_path(input, output))
+      throw FileError(fmt::format("{} {}: is an input of this run; attest would replace it: name another file", flag,
+                                  output));
 }
 
 bool same_file_path(const std::string& a, const std::string& b) {

@@ -617,6 +617,61 @@ def case_outputs_never_clobber():
         fail("the link, its target or the FIFO changed")
 
 
+def case_outputs_never_replace_inputs():
+    # --json or --junit naming the plugin being certified, or a shard being merged, would
+    # replace it with the certificate: refused before the run, and the file is unchanged.
+    kernel = own_plugin("printf")
+    before = open(kernel, "rb").read()
+    for flag in ("--json", "--junit"):
+        run = certify("--kernel", kernel, "--budget", "0", "--no-size-stages", flag, kernel, timeout=60, expect=(2,))
+        refused_before_running(run, flag.lstrip("-"))
+        require(run, "is an input of this run")
+    shard = os.path.join(WORK, "shard-1.json")
+    open(shard, "w").write("{}")
+    run = attest("merge", shard, os.path.join(WORK, "shard-2.json"), "--json", shard, timeout=60, expect=(2,))
+    require_error_line(run, "json")
+    require(run, "is an input of this run")
+    if open(kernel, "rb").read() != before or open(shard).read() != "{}":
+        fail("an input was overwritten")
+
+
+def case_output_name_too_long():
+    # A --json name the folder can hold, but not its temporary name (written first), used to fail
+    # only after the whole run: refused before it now.
+    name = os.path.join(WORK, "c" * 240 + ".json")
+    refused_before_running(certify("--kernel", "builtin:loop", *QUICK, "--json", name, timeout=120, expect=(2,)),
+                           "json")
+
+
+def case_file_size_limit():
+    # Under `ulimit -f`, a certificate larger than the limit used to kill attest with SIGXFSZ
+    # mid-write, leaving its temporary file. Now the write fails: exit 2, one error line, no
+    # stray file, and the verdict was printed before.
+    folder = os.path.join(WORK, "results")
+    os.mkdir(folder)
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))
+    run = certify("--kernel", "builtin:loop", "--budget", "0", "--no-size-stages", "--json",
+                  os.path.join(folder, "cert.json"), timeout=120, expect=(2,), pipes=True, preexec_fn=limit)
+    require_error_line(run, "json")
+    require(run, "cannot write", "CERTIFIED")
+    if os.listdir(folder):
+        fail("files left in the output folder: %s" % os.listdir(folder))
+
+
+def case_huge_baseline():
+    # A baseline is a certificate: more than 64 MiB is refused at once (parsing takes ~22 times a
+    # file's size in memory; a 1 GB baseline took attest to 22 GB).
+    huge = os.path.join(WORK, "huge.json")
+    with open(huge, "w") as f:
+        f.write('{"format": "attest-certificate", "padding": "')
+        f.write("a" * (64 << 20))
+        f.write('"}')
+    run = certify("--kernel", "builtin:loop", "--budget", "0", "--no-size-stages", "--baseline", huge, timeout=120,
+                  expect=(2,))
+    refused_before_running(run, "huge")
+    require(run, "larger than")
+
+
 # --- issue 22: input files that are not files --------------------------------------------
 
 def case_fifo_inputs():

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace attest {
 
@@ -17,6 +18,11 @@ class FileError : public std::runtime_error {
 };
 
 inline constexpr std::size_t kMaxJsonBytes = std::size_t{1} << 30;
+// A certificate (baseline or shard) is at most this large: one of 1000 kernels is a few MB, and
+// parsing takes about 22 times the file's size in memory.
+inline constexpr std::size_t kMaxCertificateBytes = std::size_t{64} << 20;
+// attest writes a file under a temporary name this much longer than the file's own name.
+inline constexpr std::size_t kTemporaryNameExtra = 40;
 inline constexpr int kMaxJsonDepth = 64;
 
 // The file's bytes; throws FileError when it cannot be read or is larger than max_bytes.
@@ -37,5 +43,9 @@ void check_writable(const std::string& flag, const std::string& path);
 
 // Whether two paths name the same file however spelled (./x, a/../x, links), existing or not.
 bool same_file_path(const std::string& a, const std::string& b);
+
+// Throws FileError if output (named by flag) is one of the run's input files: writing it would
+// replace the plugin being certified or a shard being merged. Inputs that are not files are skipped.
+void check_not_an_input(const std::string& flag, const std::string& output, const std::vector<std::string>& inputs);
 
 }  // namespace attest

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 namespace attest {
 namespace {
@@ -164,6 +165,14 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   for (std::int32_t dim : d.head_dims)
     if (dim < 1) refuse("contract.head_dims holds " + std::to_string(dim));
   t.head_dims.assign(d.head_dims.begin(), d.head_dims.end());
+  for (int i = 0; i < 8; ++i)
+    if (k.reserved[i] != 0)
+      refuse("contract.reserved[" + std::to_string(i) + "] is " + std::to_string(k.reserved[i]) +
+             ": reserved fields must be zero (a later ABI gives them a meaning)");
+  for (int i = 0; i < 4; ++i)
+    if (p.reserved[i] != 0)
+      refuse("precision.reserved[" + std::to_string(i) + "] is " + std::to_string(p.reserved[i]) +
+             ": reserved fields must be zero (a later ABI gives them a meaning)");
   const std::pair<const attest_range*, Range*> ranges[] = {{&k.head_dim, &t.head_dim}, {&k.batch, &t.batch},
                                                            {&k.heads, &t.heads},       {&k.q_len, &t.q_len},
                                                            {&k.k_len, &t.k_len},       {&k.q_offset, &t.q_offset}};
@@ -177,6 +186,26 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   t.dk_equals_dv = k.dk_equals_dv, t.default_scale_only = k.default_scale_only;
   t.causal_required = k.causal_required, t.decode_only = k.decode_only;
   if (k.query_tile < 0 || k.key_tile < 0) refuse("contract tiles must be >= 0");
+  if (k.query_tile > kMaxContractTile || k.key_tile > kMaxContractTile)
+    refuse("contract tiles must be <= " + std::to_string(kMaxContractTile) + " (query_tile " +
+           std::to_string(k.query_tile) + ", key_tile " + std::to_string(k.key_tile) + ")");
+  for (auto [range, name, cap] : {std::tuple{&t.head_dim, "head_dim", kMaxContractMinHeadDim},
+                                  {&t.batch, "batch", kMaxContractMinBatch}, {&t.heads, "heads", kMaxContractMinHeads},
+                                  {&t.q_len, "q_len", kMaxContractMinLength}, {&t.k_len, "k_len", kMaxContractMinLength}})
+    if (!range->unlimited() && range->min > cap)
+      refuse(std::string("contract.") + name + " starts at " + std::to_string(range->min) + ": attest tests sizes up to " +
+             std::to_string(cap) + " there (a larger smallest problem would take gigabytes)");
+  for (std::int32_t dim : d.head_dims)
+    if (dim > kMaxContractMinHeadDim)
+      refuse("contract.head_dims holds " + std::to_string(dim) + ": attest tests widths up to " +
+             std::to_string(kMaxContractMinHeadDim));
+  if (!t.q_offset.unlimited()) {
+    if (t.q_offset.max < -kMaxContractOffset || t.q_offset.min > kMaxContractOffset)
+      refuse("contract.q_offset admits no offset within +-" + std::to_string(kMaxContractOffset) +
+             " (beyond it a correct kernel's positions are no longer exact)");
+    t.q_offset.min = std::max(t.q_offset.min, -kMaxContractOffset);
+    t.q_offset.max = std::min(t.q_offset.max, kMaxContractOffset);
+  }
   t.query_tile = k.query_tile, t.key_tile = k.key_tile;
   t.decode_lse_optional = k.decode_lse_optional;
   if (t.decode_only && !c.decode()) refuse("contract.decode_only without ATTEST_CAP_DECODE");

@@ -19,6 +19,14 @@ struct Range {
   bool operator==(const Range&) const = default;
 };
 
+// What attest can draw for a contract (issue 22): a contract whose smallest admitted problem is
+// larger than these, or whose tiles are, is refused with one line, because attest would have to
+// build problems of gigabytes to test it. q_offset must admit a value within +-kMaxContractOffset
+// (2^40: beyond it a correct kernel's positions were no longer exact); draws stay inside that.
+inline constexpr long long kMaxContractMinHeadDim = 1024, kMaxContractMinBatch = 64, kMaxContractMinHeads = 256,
+                           kMaxContractMinLength = 65536, kMaxContractTile = 4096,
+                           kMaxContractOffset = 1LL << 40;
+
 struct Contract {
   std::vector<int> head_dims;  // empty: any width within head_dim
   Range head_dim, batch, heads, q_len, k_len, q_offset;

@@ -242,6 +242,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ValidationError& e) {
     std::cerr << "attest: " << e.what() << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "attest: out of memory: attest could not allocate what this run needs (a ulimit or the machine's "
+                 "memory; --max-len or a narrower contract make smaller problems)\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "attest: " << e.what() << "\n";
     return 2;

@@ -658,6 +658,16 @@ def case_file_size_limit():
         fail("files left in the output folder: %s" % os.listdir(folder))
 
 
+def case_out_of_memory():
+    # attest's own allocation failing (here under a 600 MB address-space limit, in the size
+    # stages) ends the run with exit 2 and one line that says so, never SIGABRT or a bare
+    # std::bad_alloc. Release only: a sanitizer's runtime reserves terabytes of address space.
+    limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (600 << 20, 600 << 20))
+    run = certify("--kernel", "builtin:tiled", "--seed", "3", timeout=300, expect=(2,), preexec_fn=limit)
+    require_error_line(run)
+    require(run, "out of memory")
+
+
 def case_huge_baseline():
     # A baseline is a certificate: more than 64 MiB is refused at once (parsing takes ~22 times a
     # file's size in memory; a 1 GB baseline took attest to 22 GB).

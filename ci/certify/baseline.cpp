@@ -18,6 +18,7 @@ using json_fields::bad;
 using json_fields::count;
 using json_fields::flag;
 using json_fields::member;
+using json_fields::strings;
 
 // Text from the file, bounded for messages and comparisons.
 std::string text(const json& object, const std::string& where, const char* key) {
@@ -103,6 +104,7 @@ Baseline parse_fields(const std::string& text_in) {
                                     kCertificateVersion));
   Baseline baseline;
   baseline.version = version.get<int>();
+  if (doc.contains("options")) baseline.options = strings(doc, "certificate", "options");
   const json& kernels = array(doc, "certificate", "kernels");
   // A baseline of no kernel would let every run pass as "no regression".
   if (kernels.empty()) throw BaselineError("baseline: kernels is empty: a baseline certifies at least one kernel");

@@ -48,6 +48,8 @@ struct BaselineKernel {
 struct Baseline {
   int version = 0;
   std::vector<BaselineKernel> kernels;
+  std::optional<std::map<std::string, std::string>> options;  // the run's options, when recorded
+  bool any_options = false;  // --baseline-any-options: a run made differently is compared anyway
 };
 
 // Parses a certificate written by `attest certify --json`; throws BaselineError.

@@ -121,6 +121,7 @@ std::string certificate_json(const CertificateInfo& info) {
                        {"exercised_features", k.exercised().names()},
                        {"not_covered_features", (k.undeclared() | k.declared_unexercised()).names()},
                        {"required_features", k.required.names()},
+                       {"identity", k.identity},
                        {"checks", checks},
                        {"paths", path_list}});
   }
@@ -130,6 +131,7 @@ std::string certificate_json(const CertificateInfo& info) {
               {"created", now_utc()},
               {"seed", info.seed},
               {"cases_per_property", info.property_cases},
+              {"options", info.options},
               {"certified", all},
               {"kernels", kernels}};
   if (info.shard) doc["shard"] = {{"index", info.shard->index}, {"count", info.shard->count}};
@@ -218,8 +220,22 @@ void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::v
 
 }  // namespace
 
+std::optional<std::string> options_difference(const Baseline& baseline, const CertificateInfo& now) {
+  if (!baseline.options || baseline.options->empty() || now.options.empty() || *baseline.options == now.options)
+    return std::nullopt;  // not recorded (an older certificate, or one built in a test): compared as before
+  for (const auto& [key, value] : now.options) {
+    const auto old = baseline.options->find(key);
+    const std::string was = old == baseline.options->end() ? "(none)" : old->second;
+    if (was != value) return fmt::format("option {} is {}, the baseline's {}", key, value, was);
+  }
+  return "the baseline records options this attest does not";
+}
+
 std::vector<std::string> regressions(const Baseline& baseline, const CertificateInfo& now, double factor) {
   std::vector<std::string> reasons;
+  // A run made with other lengths, widths, budgets or timeouts is not comparable check by check.
+  if (const auto difference = options_difference(baseline, now); difference && !baseline.any_options)
+    reasons.push_back(*difference + " (compare runs made alike, or pass --baseline-any-options)");
   if (baseline.kernels.size() == 1 && now.kernels.size() == 1 && baseline.kernels[0].name != now.kernels[0].name)
     reasons.push_back(fmt::format("the baseline certified kernel {}, this run certifies {}", baseline.kernels[0].name,
                                   now.kernels[0].name));

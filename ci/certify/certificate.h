@@ -1,6 +1,7 @@
 // Certificate writers (JSON, JUnit) and the regression gate against a baseline certificate.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct KernelReport {
   std::vector<CheckResult> checks;
   FeatureSet required;  // --require: features that must be declared and exercised
   std::optional<ShardId> shard;  // a shard's share of the checks: --require is judged on the merged certificate
+  std::map<std::string, std::string> identity;  // file -> SHA-256 of what was certified (identity.h)
 
   // What the run covered: declared features with their effective cases, declared features no
   // effective case used, features not declared, and features --require names but did not get.
@@ -34,6 +36,7 @@ struct CertificateInfo {
   int property_cases = 0;
   std::vector<KernelReport> kernels;
   std::optional<ShardId> shard;  // written as "shard"; the merge needs each check's paths then
+  std::map<std::string, std::string> options;  // what changes the checks' cases: sizes, timeouts, ...
 };
 
 // The scope a kernel declared, in one line: "f32, empty rows zero, exp 2 ulp; contract: any problem".
@@ -52,5 +55,7 @@ std::string certificate_junit(const CertificateInfo& info);
 // Worse = a check that passed now fails, or a worst utilisation grew beyond `factor` x the old
 // one (utilisations under 0.01 are treated as 0.01, so noise near zero does not count).
 std::vector<std::string> regressions(const Baseline& baseline, const CertificateInfo& now, double factor);
+// The first option in which the run differs from the baseline, if the baseline records options.
+std::optional<std::string> options_difference(const Baseline& baseline, const CertificateInfo& now);
 
 }  // namespace attest

@@ -102,4 +102,12 @@ std::map<std::string, long> counts(const json& object, const std::string& where,
   return out;
 }
 
+std::map<std::string, std::string> strings(const json& object, const std::string& where, const char* key) {
+  const json& j = member(object, where, key);
+  if (!j.is_object()) bad(where + "." + key, "must be an object of texts");
+  std::map<std::string, std::string> out;
+  for (const auto& [name, value] : j.items()) out[name] = text(j, where + "." + key, name.c_str());
+  return out;
+}
+
 }  // namespace attest::json_fields

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
 
 #include "attest/file_io.h"
 #include "attest/safe_text.h"
@@ -153,6 +154,7 @@ KernelReport kernel_of(const json& j, const std::string& where, ShardId shard, s
   k.capabilities = capabilities_of(member(j, where, "descriptor"), where + ".descriptor");
   descriptor = member(j, where, "descriptor").dump();
   k.required = feature_set(j, where, "required_features");
+  k.identity = strings(j, where, "identity");
   k.shard = shard;
   // What the writer derives from the checks is typed here and compared when written again.
   flag(j, where, "certified");
@@ -229,6 +231,7 @@ ShardCertificate shard_of(const json& doc, const std::string& path) {
   s.info.shard = ShardId{index, count};
   s.info.seed = unsigned_integer(doc, "certificate", "seed");
   s.info.property_cases = static_cast<int>(integer(doc, "certificate", "cases_per_property", 0, 1'000'000));
+  s.info.options = strings(doc, "certificate", "options");
   const json& kernels = array(doc, "certificate", "kernels");
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     s.descriptors.emplace_back();
@@ -236,6 +239,17 @@ ShardCertificate shard_of(const json& doc, const std::string& path) {
   }
   check_as_written(doc, s.info);
   return s;
+}
+
+// The first key where two maps differ, with each side's value ("(none)" where it is missing).
+std::tuple<std::string, std::string, std::string> first_difference(const std::map<std::string, std::string>& mine,
+                                                                   const std::map<std::string, std::string>& theirs) {
+  std::map<std::string, std::pair<std::string, std::string>> both;
+  for (const auto& [key, value] : mine) both[key] = {value, "(none)"};
+  for (const auto& [key, value] : theirs) both.try_emplace(key, "(none)", value).first->second.second = value;
+  for (const auto& [key, values] : both)
+    if (values.first != values.second) return {key, values.first, values.second};
+  return {"", "", ""};
 }
 
 std::string shard_name(const ShardCertificate& s) {
@@ -257,6 +271,10 @@ void check_belong_together(const std::vector<ShardCertificate>& shards) {
     if (s.info.property_cases != first.info.property_cases)
       differs("cases per property", std::to_string(s.info.property_cases), std::to_string(first.info.property_cases));
     if (s.harness_version != first.harness_version) differs("harness version", s.harness_version, first.harness_version);
+    if (s.info.options != first.info.options) {
+      const auto [key, mine, theirs] = first_difference(s.info.options, first.info.options);
+      differs("option " + key, mine, theirs);
+    }
     if (s.info.kernels.size() != first.info.kernels.size())
       differs("the number of kernels", std::to_string(s.info.kernels.size()), std::to_string(first.info.kernels.size()));
     for (std::size_t k = 0; k < s.info.kernels.size(); ++k) {
@@ -265,6 +283,10 @@ void check_belong_together(const std::vector<ShardCertificate>& shards) {
       if (mine.source != theirs.source) differs(at + ".source", mine.source, theirs.source);
       if (mine.name != theirs.name) differs(at + ".name", mine.name, theirs.name);
       if (s.descriptors[k] != first.descriptors[k]) differs(at + ".descriptor", s.descriptors[k], first.descriptors[k]);
+      if (mine.identity != theirs.identity) {  // two builds at one path: never one certificate
+        const auto [file, sha_mine, sha_theirs] = first_difference(mine.identity, theirs.identity);
+        differs(at + ".identity: the SHA-256 of " + file, sha_mine, sha_theirs);
+      }
       if (mine.required != theirs.required)
         differs(at + ".required_features", mine.required.empty() ? "none" : mine.required.joined(),
                 theirs.required.empty() ? "none" : theirs.required.joined());
@@ -308,7 +330,8 @@ CertificateInfo merge_shards(const std::vector<ShardCertificate>& shards) {
   std::vector<const ShardCertificate*> by_index(n);
   for (const ShardCertificate& s : shards) by_index[static_cast<std::size_t>(s.info.shard->index - 1)] = &s;
 
-  CertificateInfo merged{shards.front().info.seed, shards.front().info.property_cases, {}, std::nullopt};
+  CertificateInfo merged{shards.front().info.seed, shards.front().info.property_cases, {}, std::nullopt,
+                         shards.front().info.options};
   // Shard K holds the checks at positions p with p % N == K - 1 of the unsharded order, in
   // order, kernel by kernel: taking them back round-robin restores that order. A kernel has as
   // many checks as its shards hold together.

@@ -5,12 +5,14 @@
 #include <chrono>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 #include <thread>
 
 #include "attest/file_io.h"
 #include "certificate.h"
 #include "flags.h"
+#include "identity.h"
 #include "process_kernel.h"
 
 namespace attest {
@@ -20,6 +22,26 @@ namespace {
 std::string recorded_name(const std::string& name) {
   const bool is_path = name.find('/') != std::string::npos || name.ends_with(".so");
   return is_path ? std::filesystem::absolute(name).lexically_normal().string() : name;
+}
+
+// The options that change which cases run or how a call is judged: recorded in the certificate,
+// so shards never join runs made differently. Not the output paths, --jobs or the memory limit
+// (its default follows the machine's memory).
+std::map<std::string, std::string> run_options(const CertifyRequest& request) {
+  const CertifyOptions& o = request.options;
+  const SizeOptions& s = o.sizes;
+  auto list = [](const std::vector<int>& v) { return v.empty() ? std::string("default") : fmt::format("{}", fmt::join(v, ",")); };
+  return {{"size_stages", o.sized_stages ? "on" : "off"},
+          {"max_len", std::to_string(s.max_len)},
+          {"lengths", list(s.lengths)},
+          {"head_dims", list(s.head_dims)},
+          {"long_seconds", fmt::format("{}", s.time_budget)},
+          {"required_len", std::to_string(s.required_len)},
+          {"tile_multiple", std::to_string(s.tile_multiple)},
+          {"fuzz_seconds", fmt::format("{}", o.fuzz_seconds)},
+          {"shrink", o.shrink ? "on" : "off"},
+          {"timeout_seconds", fmt::format("{}", request.load.containment.timeout_seconds)},
+          {"isolate", request.load.isolate ? "on" : "off"}};
 }
 
 }  // namespace
@@ -73,6 +95,7 @@ int run_certify(CertifyRequest request) {
                     "(attest merge ... --baseline FILE)");
   std::optional<Baseline> baseline;  // read fully now: it may be the file --json overwrites
   if (!request.baseline_path.empty()) baseline = read_baseline(request.baseline_path);
+  if (baseline) baseline->any_options = request.baseline_any_options;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                               std::chrono::duration<double>(request.deadline_seconds));
   options.deadline = deadline;
@@ -92,13 +115,13 @@ int run_certify(CertifyRequest request) {
   options.shard = cursor ? &*cursor : nullptr;
 
   Oracle oracle(1024);  // every deterministic case's reference is computed once for all kernels
-  CertificateInfo info{options.seed, options.property_cases, {}, request.shard};
+  CertificateInfo info{options.seed, options.property_cases, {}, request.shard, run_options(request)};
   std::size_t checks_run = 0;
   for (const auto& [source, kernel] : kernels) {
     options.kernel_source = source;
     options.isolated = request.load.isolate || dynamic_cast<const ProcessKernel*>(kernel.get()) != nullptr;
     KernelReport report{source, kernel->name(), kernel->capabilities(), certify_kernel(*kernel, oracle, options),
-                        request.required, request.shard};
+                        request.required, request.shard, kernel_identity(source)};
     checks_run += report.checks.size();
     std::cout << format_report(report) << "\n";
     info.kernels.push_back(std::move(report));
@@ -123,6 +146,8 @@ bool print_verdict(const CertificateInfo& info, const std::optional<Baseline>& b
   if (baseline) {
     const std::vector<std::string> worse = regressions(*baseline, info, factor);
     for (const std::string& reason : worse) std::cout << "REGRESSION " << reason << "\n";
+    if (const auto difference = options_difference(*baseline, info); difference && baseline->any_options)
+      std::cout << "baseline " << baseline_path << ": " << *difference << "; compared anyway (--baseline-any-options)\n";
     if (worse.empty()) std::cout << "baseline " << baseline_path << ": no regression\n";
     ok = ok && worse.empty();
   }

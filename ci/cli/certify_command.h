@@ -19,6 +19,7 @@ struct CertifyRequest {
   LoadOptions load;
   std::string json_path, junit_path, baseline_path;
   double baseline_factor = 2.0;
+  bool baseline_any_options = false;  // --baseline-any-options
   double deadline_seconds = 3600;
   FeatureSet required;  // --require
   std::optional<ShardId> shard;  // --shard K/N: this run's share of the checks

@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   cert->add_option("--junit", request.junit_path, "write the results as JUnit XML");
   cert->add_option("--baseline", request.baseline_path, "fail when worse than this earlier JSON certificate");
   cert->add_option("--baseline-factor", baseline_factor, "allowed growth of worst err/bound (>= 1)")->capture_default_str();
+  cert->add_flag("--baseline-any-options", request.baseline_any_options,
+                 "compare with a baseline run with other options (lengths, widths, budgets, timeouts); says so");
   cert->add_option("--timeout", timeout,
                    "per call, for kernels in a child process: a hang is no answer after max(this, 10x the call's "
                    "cost predicted from the kernel's measured speed)")
@@ -86,6 +88,8 @@ int main(int argc, char** argv) {
   mrg->add_option("--junit", merge.junit_path, "write the merged results as JUnit XML");
   mrg->add_option("--baseline", merge.baseline_path, "fail when the merged certificate is worse than this one");
   mrg->add_option("--baseline-factor", merge_factor, "allowed growth of worst err/bound (>= 1)")->capture_default_str();
+  mrg->add_flag("--baseline-any-options", merge.baseline_any_options,
+                "compare with a baseline run with other options (lengths, widths, budgets, timeouts); says so");
 
   FuzzRequest fuzz;
   CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");

@@ -21,6 +21,7 @@ int run_merge(const MergeRequest& request) {
   check_not_an_input("--junit", request.junit_path, request.inputs);
   std::optional<Baseline> baseline;  // read first: it may be the file --json overwrites
   if (!request.baseline_path.empty()) baseline = read_baseline(request.baseline_path);
+  if (baseline) baseline->any_options = request.baseline_any_options;
 
   std::vector<ShardCertificate> shards;
   for (const std::string& path : request.inputs) shards.push_back(read_shard_certificate(path));

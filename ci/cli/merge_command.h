@@ -11,6 +11,7 @@ struct MergeRequest {
   std::vector<std::string> inputs;  // one certificate per shard, in any order
   std::string json_path, junit_path, baseline_path;
   double baseline_factor = 2.0;
+  bool baseline_any_options = false;  // --baseline-any-options
 };
 
 // Exit code: 0 the merged certificate is certified (and no regression), 1 not; bad input throws.

@@ -38,6 +38,19 @@ TEST(RegressionGate, TheSameClaimsAreNoRegression) {
   EXPECT_TRUE(gate(full_report(), full_report()).empty());
 }
 
+// A run made with other options (here a shorter long stage) is refused as a comparison unless
+// --baseline-any-options, and then the caller prints the difference.
+TEST(RegressionGate, OtherOptionsAreARegressionUnlessAllowed) {
+  Baseline baseline = parse_baseline(certificate_json({1, 100, {full_report()}, std::nullopt, {{"max_len", "32768"}}}));
+  const CertificateInfo now{1, 100, {full_report()}, std::nullopt, {{"max_len", "1024"}}};
+  EXPECT_TRUE(mentions(regressions(baseline, now, 2.0), "option max_len is 1024, the baseline's 32768"));
+  baseline.any_options = true;
+  EXPECT_TRUE(regressions(baseline, now, 2.0).empty());
+  EXPECT_EQ(options_difference(baseline, now).value_or(""), "option max_len is 1024, the baseline's 32768");
+  // A baseline written before options were recorded is compared as before.
+  EXPECT_TRUE(regressions(parse_baseline(certificate_json({1, 100, {full_report()}})), now, 2.0).empty());
+}
+
 TEST(RegressionGate, EachWayOfClaimingLessIsNamed) {
   KernelReport now = full_report();
   now.capabilities.features.erase(Feature::kGqa);                  // a capability lost

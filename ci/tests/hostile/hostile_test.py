@@ -668,6 +668,28 @@ def case_out_of_memory():
     require(run, "out of memory")
 
 
+def case_merge_two_builds():
+    # Two builds at one path (a correct one ran shard 1, a broken one with the same name shard 2)
+    # or shards run with different options were merged into one certificate: refused now, by the
+    # plugin's SHA-256 and the recorded options.
+    kernel = os.path.join(WORK, "libkernel.so")
+    shutil.copy(os.path.join(PLUGINS, "libhostile_good.so"), kernel)
+    MARKERS.append(kernel)
+    shard = lambda name, k, *extra: certify("--kernel", kernel, *QUICK, "--no-size-stages", "--shard", "%d/2" % k,
+                                            "--json", os.path.join(WORK, name), *extra, expect=(0, 1))
+    shard("one.json", 1)
+    shard("two-same-options.json", 2, "--no-shrink")
+    shutil.copy(os.path.join(PLUGINS, "libhostile_writes_nan.so"), kernel)  # same name, other bytes
+    shard("two-other-build.json", 2)
+    for second, needle in (("two-other-build.json", "SHA-256"), ("two-same-options.json", "option shrink")):
+        run = attest("merge", os.path.join(WORK, "one.json"), os.path.join(WORK, second), "--json",
+                     os.path.join(WORK, "merged.json"), timeout=60, expect=(2,))
+        require_error_line(run)
+        require(run, needle)
+    if os.path.exists(os.path.join(WORK, "merged.json")):
+        fail("a merged certificate was written")
+
+
 def case_huge_baseline():
     # A baseline is a certificate: more than 64 MiB is refused at once (parsing takes ~22 times a
     # file's size in memory; a 1 GB baseline took attest to 22 GB).

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,6 +174,19 @@ static attest_status forward(void* user, const attest_problem* p, attest_outputs
   static int forked;
   if (!forked++ && fork() == 0) {
     sleep(90);
+    _exit(0);
+  }
+#endif
+#ifdef HOSTILE_SETSID_GRANDCHILD
+  /* A helper that means to outlive everything: a grandchild that clears the death signal it
+   * inherited, leaves the session and process group, and sleeps. */
+  static int started;
+  if (!started++ && fork() == 0) {
+    if (fork() == 0) {
+      prctl(PR_SET_PDEATHSIG, 0);
+      setsid();
+      sleep(300);
+    }
     _exit(0);
   }
 #endif

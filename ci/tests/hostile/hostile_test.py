@@ -461,6 +461,22 @@ def case_kill9_host():
         fail("5 s after kill -9 of attest, what its kernel forked still runs: %s" % alive())
 
 
+def case_setsid_grandchild():
+    # A plugin's grandchild that clears its death signal and calls setsid() outlived attest. The
+    # kernel host now starts as the first process of its own PID namespace, and Linux kills the
+    # namespace with it. Where namespaces are not allowed (no CAP_SYS_ADMIN), README lists this
+    # escape; the case then only checks that attest still runs the kernel.
+    path = own_plugin("setsid_grandchild")
+    namespaces = subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode == 0
+    run = certify("--kernel", path, "--budget", "0", "--no-size-stages", timeout=120, expect=(0, 1))
+    require(run, "CERTIFIED")
+    if not namespaces:
+        print("no PID namespaces on this machine: the escape README describes is not tested")
+        return
+    if not wait_until(lambda: not processes_with(path), 10):
+        fail("a grandchild of the kernel outlived attest: %s" % processes_with(path))
+
+
 def case_crash_after_fork():
     # The forked child holds the kernel's pipes; the crash must still be seen as a crash.
     run = certify("--kernel", plugin("crash_after_fork"), *QUICK, "--timeout", "30", timeout=60, expect=(1,))
@@ -688,6 +704,22 @@ def case_merge_two_builds():
         require(run, needle)
     if os.path.exists(os.path.join(WORK, "merged.json")):
         fail("a merged certificate was written")
+
+
+def case_unsaved_counterexamples():
+    # The report named counterexample files that were never written (here the counterexamples
+    # folder cannot be made: a file has its name). Now it names only files that exist, and says
+    # why the others are missing.
+    out = os.path.join(WORK, "out")
+    os.mkdir(out)
+    open(os.path.join(out, "counterexamples"), "w").write("not a folder")
+    run = attest("certify", "--out", out, "--kernel", plugin("writes_nan"), *QUICK, "--no-size-stages", timeout=240,
+                 expect=(1,))
+    require(run, "cannot save counterexample", "NOT CERTIFIED")
+    named = set(re.findall(re.escape(out) + r"/\S+?\.json", run.output))
+    missing = sorted(p for p in named if not os.path.exists(p))
+    if missing:
+        fail("the report names files that were never written: %s\n%s" % (missing[:3], run.describe()))
 
 
 def case_huge_baseline():

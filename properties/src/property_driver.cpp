@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fmt/format.h>
+#include <iostream>
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
@@ -62,7 +63,9 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
   const std::string path =
       fmt::format("{}/{}__{}.json", options.counterexample_dir, property.name, file_stem(result.kernel));
 
-  std::filesystem::remove(path);  // a stale counterexample from an earlier run would mislead
+  std::error_code stale;
+  std::filesystem::remove(path, stale);  // a stale counterexample from an earlier run would mislead
+  std::string save_error;  // why the last failure's problem could not be written ("" : it was)
   Oracle oracle(16);
   bool isolated = false;  // after a crash or hang, stop: shrinking would re-run it hundreds of times
   bool out_of_time = false;
@@ -111,8 +114,13 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
       result.counterexample = failed_problem;
       result.message = v.detail;
       const std::string source = options.kernel_source.empty() ? result.kernel : options.kernel_source;
-      save_problem_file(path, {failed_problem, v.witness ? v.witness_property : property.name, source,
-                               options.isolated, v.detail, result.seed});
+      try {
+        save_problem_file(path, {failed_problem, v.witness ? v.witness_property : property.name, source,
+                                 options.isolated, v.detail, result.seed});
+        save_error.clear();
+      } catch (const std::exception& e) {
+        save_error = e.what();  // the report then names no file: none holds this failure
+      }
       RC_FAIL(v.detail);
     }
     result.worst_utilisation = std::max(result.worst_utilisation, v.utilisation);
@@ -144,7 +152,10 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
     const FailureResult* failure = &outcome.get<FailureResult>();
     result.passed = false;
     result.cases = failure->numSuccess;
-    result.counterexample_path = path;
+    if (save_error.empty())
+      result.counterexample_path = path;
+    else
+      std::cerr << "attest: cannot save counterexample: " << save_error << "\n";
     rc::detail::Configuration config;
     config.testParams.seed = result.seed;  // so the printed line names the seed attest printed
     config.reproduce[metadata.id] = failure->reproduce;

@@ -11,6 +11,7 @@
 
 #include "attest/file_io.h"
 #include "certificate.h"
+#include "document_output.h"
 #include "flags.h"
 #include "identity.h"
 #include "process_kernel.h"
@@ -86,8 +87,8 @@ int run_certify(CertifyRequest request) {
     throw FlagError("--json and --junit name the same file " + request.json_path);
   if (std::error_code ec; std::filesystem::exists(options.out_dir, ec) && !std::filesystem::is_directory(options.out_dir, ec))
     throw FlagError("--out " + options.out_dir + ": is not a folder (counterexamples are saved in it)");
-  if (!request.json_path.empty()) check_writable("--json", request.json_path);
-  if (!request.junit_path.empty()) check_writable("--junit", request.junit_path);
+  if (!request.json_path.empty() && !is_stdout(request.json_path)) check_writable("--json", request.json_path);
+  if (!request.junit_path.empty() && !is_stdout(request.junit_path)) check_writable("--junit", request.junit_path);
   check_not_an_input("--json", request.json_path, request.kernels);  // a plugin's file, say
   check_not_an_input("--junit", request.junit_path, request.kernels);
   if (request.shard && !request.baseline_path.empty())
@@ -115,6 +116,7 @@ int run_certify(CertifyRequest request) {
   options.shard = cursor ? &*cursor : nullptr;
 
   Oracle oracle(1024);  // every deterministic case's reference is computed once for all kernels
+  const DocumentOutput documents(is_stdout(request.json_path) || is_stdout(request.junit_path));
   CertificateInfo info{options.seed, options.property_cases, {}, request.shard, run_options(request)};
   std::size_t checks_run = 0;
   for (const auto& [source, kernel] : kernels) {
@@ -126,8 +128,8 @@ int run_certify(CertifyRequest request) {
     std::cout << format_report(report) << "\n";
     info.kernels.push_back(std::move(report));
   }
-  if (!request.json_path.empty()) write_file_atomically(request.json_path, certificate_json(info) + "\n");
-  if (!request.junit_path.empty()) write_file_atomically(request.junit_path, certificate_junit(info));
+  if (!request.json_path.empty()) documents.write(request.json_path, certificate_json(info) + "\n");
+  if (!request.junit_path.empty()) documents.write(request.junit_path, certificate_junit(info));
   std::string prefix;  // a shard's verdict speaks for its share only
   if (request.shard) {
     prefix = fmt::format("shard {}/{}: ", request.shard->index, request.shard->count);

@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
   cert->add_option("--budget", budget, "cases per property: quick (10), default (100), thorough (1000) or a number");
   cert->add_option("--seed", seed_text, "RapidCheck seed (default: from the clock, printed)");
   cert->add_option("--out", request.options.out_dir, "directory for counterexamples")->capture_default_str();
-  cert->add_option("--json", request.json_path, "write the certificate as JSON (ci/schema/certificate.schema.json)");
-  cert->add_option("--junit", request.junit_path, "write the results as JUnit XML");
+  cert->add_option("--json", request.json_path, "write the certificate as JSON (ci/schema/certificate.schema.json); -: to stdout, the report to stderr");
+  cert->add_option("--junit", request.junit_path, "write the results as JUnit XML (-: stdout)");
   cert->add_option("--baseline", request.baseline_path, "fail when worse than this earlier JSON certificate");
   cert->add_option("--baseline-factor", baseline_factor, "allowed growth of worst err/bound (>= 1)")->capture_default_str();
   cert->add_flag("--baseline-any-options", request.baseline_any_options,
@@ -84,8 +84,8 @@ int main(int argc, char** argv) {
   std::string merge_factor = "2";
   CLI::App* mrg = app.add_subcommand("merge", "join the certificates of `certify --shard K/N` runs into the run's certificate");
   mrg->add_option("files", merge.inputs, "one certificate per shard (certify --shard K/N --json F)")->required();
-  mrg->add_option("--json", merge.json_path, "write the merged certificate")->required();
-  mrg->add_option("--junit", merge.junit_path, "write the merged results as JUnit XML");
+  mrg->add_option("--json", merge.json_path, "write the merged certificate (-: stdout, the report to stderr)")->required();
+  mrg->add_option("--junit", merge.junit_path, "write the merged results as JUnit XML (-: stdout)");
   mrg->add_option("--baseline", merge.baseline_path, "fail when the merged certificate is worse than this one");
   mrg->add_option("--baseline-factor", merge_factor, "allowed growth of worst err/bound (>= 1)")->capture_default_str();
   mrg->add_flag("--baseline-any-options", merge.baseline_any_options,

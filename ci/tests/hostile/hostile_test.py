@@ -633,6 +633,22 @@ def case_outputs_never_clobber():
         fail("the link, its target or the FIFO changed")
 
 
+def case_document_to_stdout():
+    # `--json -` writes the certificate to stdout (and the report to stderr), so it can be piped;
+    # the previous build wrote a file named "-" instead.
+    run = certify("--kernel", "builtin:loop", "--budget", "0", "--no-size-stages", "--json", "-", timeout=120,
+                  pipes=True, expect=(0, 1), cwd=WORK)
+    try:
+        document = json.loads(run.stdout)
+    except ValueError:
+        fail("stdout is not the certificate:\n" + run.describe())
+    if document.get("format") != "attest-certificate":
+        fail("stdout is not an attest certificate:\n" + run.describe())
+    require(run, "CERTIFIED", text=run.stderr)
+    if os.path.exists(os.path.join(WORK, "-")):
+        fail("a file named '-' was written")
+
+
 def case_outputs_never_replace_inputs():
     # --json or --junit naming the plugin being certified, or a shard being merged, would
     # replace it with the certificate: refused before the run, and the file is unchanged.

@@ -36,6 +36,10 @@ static int visible(const attest_problem* p, int b, int i, int j) {
   if (p->kv_valid && j >= p->kv_valid[b]) return 0;
   if (p->q_segment && p->q_segment[(size_t)b * p->q_len + i] != p->k_segment[(size_t)b * p->k_len + j]) return 0;
   if (p->explicit_mask && !p->explicit_mask[((size_t)b * p->q_len + i) * p->k_len + j]) return 0;
+#ifdef HOSTILE_DROP_LAST_KEY
+  /* An off-by-one in the key loop's bound, only past 64 keys (from a second 64-key tile on). */
+  if (p->k_len > 64 && j == p->k_len - 1) return 0;
+#endif
   return 1;
 }
 

@@ -633,6 +633,15 @@ def case_outputs_never_clobber():
         fail("the link, its target or the FIFO changed")
 
 
+def case_drop_last_key_at_quick():
+    # A kernel that drops the last key once Tk > 64 was CERTIFIED at quick with seeds 1 and 3
+    # (issue 22's round). The deterministic grid (Tk 65, 129) and the ladder now fail it at any seed.
+    for seed in ("1", "3"):
+        run = certify("--kernel", plugin("drop_last_key"), "--budget", "quick", "--seed", seed, timeout=240,
+                      expect=(1,))
+        require(run, "FAIL hostile-drop_last_key grid", "NOT CERTIFIED")
+
+
 def case_document_to_stdout():
     # `--json -` writes the certificate to stdout (and the report to stderr), so it can be piped;
     # the previous build wrote a file named "-" instead.

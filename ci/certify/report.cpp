@@ -70,6 +70,14 @@ std::string reach_scope(const KernelReport& k) {
   return out;
 }
 
+// "; at q/k/v/o bf16, scores bf16, ... exp 64 ulp" when the kernel declared less than f32 with an
+// exact exp: the verdict vouches for that precision only, and the line says so.
+std::string precision_scope(const Capabilities& c) {
+  const Precision& p = c.precision;
+  if (p.all_f32() && p.exp_ulps <= 2) return "";
+  return fmt::format("; at the declared precision: {}, exp {:g} ulp", p.summary(), p.exp_ulps);
+}
+
 }  // namespace
 
 std::string format_path_table(const KernelReport& k) {
@@ -158,8 +166,9 @@ std::string format_report(const KernelReport& k) {
   // A shard's verdict speaks for its share of the checks only.
   if (k.shard) out += fmt::format("shard {}/{}: ", k.shard->index, k.shard->count);
   if (k.passed()) {
-    out += fmt::format("CERTIFIED {} for {}; not covered: {}{}\n", k.name, scope,
-                       not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k));
+    out += fmt::format("CERTIFIED {} for {}; not covered: {}{}{}\n", k.name, scope,
+                       not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k),
+                       precision_scope(k.capabilities));
   } else {
     std::vector<std::string> why;
     if (!failed.empty()) why.push_back(fmt::format("failed: {}", names_of(failed)));

@@ -157,7 +157,11 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   Precision& r = c.precision;
   r.q = scalar_of(p.q, "q"), r.k = scalar_of(p.k, "k"), r.v = scalar_of(p.v, "v"), r.o = scalar_of(p.o, "o");
   r.scores = scalar_of(p.scores, "scores"), r.p = scalar_of(p.p, "p"), r.accumulator = scalar_of(p.accumulator, "accumulator");
-  if (!std::isfinite(p.exp_ulps) || p.exp_ulps < 0 || p.exp_ulps > 1e6) refuse("precision.exp_ulps must be in [0, 1e6]");
+  // 128 ulp covers the hardware approximations kernels use (CUDA's __expf is 2 + 1.16|x| ulp over
+  // the softmax range); a looser exp loosens the bound until wrong kernels pass (issue 22).
+  if (!std::isfinite(p.exp_ulps) || p.exp_ulps < 0 || p.exp_ulps > kMaxExpUlps)
+    refuse("precision.exp_ulps is " + std::to_string(p.exp_ulps) + ": it must be in [0, " +
+           std::to_string(static_cast<int>(kMaxExpUlps)) + "] (0 means 1)");
   r.exp_ulps = p.exp_ulps > 0 ? p.exp_ulps : 1.0;
 
   const attest_contract& k = d.contract;

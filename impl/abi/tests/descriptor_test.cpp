@@ -82,6 +82,18 @@ TEST(Descriptor, ContractsAttestCannotDrawAreRefused) {
   expect_refused(wide, "contract.head_dims", "head_dims");
 }
 
+// An exp declared looser than any real one loosened the bound until a kernel that doubled every
+// logit passed (issue 22): 128 ulp is the limit.
+TEST(Descriptor, ImplausibleExpErrorIsRefused) {
+  protocol::Descriptor d = causal_descriptor();
+  d.precision.exp_ulps = kMaxExpUlps;
+  EXPECT_NO_THROW(capabilities_from_descriptor(d));
+  for (double ulps : {kMaxExpUlps + 1, 4096.0, 1e6}) {
+    d.precision.exp_ulps = ulps;
+    expect_refused(d, "precision.exp_ulps", std::to_string(ulps));
+  }
+}
+
 TEST(Descriptor, WideContractsAreKeptWithinWhatAttestDraws) {
   protocol::Descriptor d = causal_descriptor();
   d.contract.batch = {1, 1 << 20};  // a large maximum is fine: attest draws small batches in it

@@ -26,6 +26,8 @@ struct Range {
 inline constexpr long long kMaxContractMinHeadDim = 1024, kMaxContractMinBatch = 64, kMaxContractMinHeads = 256,
                            kMaxContractMinLength = 65536, kMaxContractTile = 4096,
                            kMaxContractOffset = 1LL << 40;
+// The loosest exp a descriptor may declare (precision.exp_ulps), in ulps of the score type.
+inline constexpr double kMaxExpUlps = 128;
 
 struct Contract {
   std::vector<int> head_dims;  // empty: any width within head_dim

@@ -24,7 +24,7 @@ WORK = tempfile.mkdtemp(prefix="attest-hostile-%s-" % CASE)
 QUICK = ["--budget", "quick", "--seed", "11"]
 CASE_END = time.monotonic() + 400  # every run ends by then: ctest's 480 s would kill only this driver
 MARKERS = [WORK]  # processes whose command line holds one of these are this case's
-PIDS = []  # and these, found otherwise
+PIDS = []  # and these, found otherwise, as (pid, start time): a pid alone may be reused by then
 
 
 class Failure(Exception):
@@ -36,17 +36,16 @@ def fail(message):
 
 
 def plugin(name):
-    path = os.path.join(PLUGINS, "libhostile_%s.so" % name)
-    MARKERS.append(path)
-    return path
-
-
-def own_plugin(name):
-    """A copy of the plugin in this case's folder: its processes are this case's alone, so a case
-    running beside another on the same plugin cannot end that one's run when it cleans up."""
+    """This case's copy of the plugin, in its folder: the kernel hosts' command lines then hold the
+    folder, so cleaning up kills this case's processes alone, never those of a case running beside
+    it on the same plugin (a shared path as a marker once killed that case's attest)."""
     path = os.path.join(WORK, "libhostile_%s.so" % name)
-    shutil.copy(os.path.join(PLUGINS, "libhostile_%s.so" % name), path)
+    if not os.path.exists(path):
+        shutil.copy(os.path.join(PLUGINS, "libhostile_%s.so" % name), path)
     return path
+
+
+own_plugin = plugin
 
 
 class Run:
@@ -133,6 +132,21 @@ def every(variants, check):
 
 
 # --- processes ---------------------------------------------------------------------------
+
+def started(pid):
+    """(pid, start time in clock ticks since boot), or None when it is gone: names one process even
+    after its pid is reused (2-core machines have 32768 pids, and a busy suite goes round)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return pid, int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def still_running(process):
+    """Whether the process named by started() is alive: the same pid and start time, not a zombie."""
+    return started(process[0]) == process and process_alive(process[0])
+
 
 def process_alive(pid):
     try:
@@ -435,12 +449,12 @@ def case_kill9_host():
         if not wait_until(lambda: descendants(proc.pid), 30):
             fail("no kernel host child of attest appeared within 30 s")
         time.sleep(1)  # let it reach the spinning forward
-        hosts = descendants(proc.pid)
+        hosts = [p for p in map(started, descendants(proc.pid)) if p]
         PIDS.extend(hosts)
     finally:
         proc.kill()
         proc.wait()
-    left = lambda: sorted({p for p in hosts if process_alive(p)} | set(processes_with(path)))
+    left = lambda: sorted({p[0] for p in hosts if still_running(p)} | set(processes_with(path)))
     if not wait_until(lambda: not left(), 20):
         fail("5 s after kill -9 of attest its kernel host still runs: %s" % left())
     # A kernel that forked a helper: the helper dies with the host too.
@@ -451,12 +465,12 @@ def case_kill9_host():
     try:
         if not wait_until(lambda: len(descendants(proc.pid)) >= 2, 30):
             fail("the forking kernel's host and helper did not appear within 30 s")
-        family = descendants(proc.pid)
+        family = [p for p in map(started, descendants(proc.pid)) if p]
         PIDS.extend(family)
     finally:
         proc.kill()
         proc.wait()
-    alive = lambda: [p for p in family if process_alive(p)]
+    alive = lambda: [p[0] for p in family if still_running(p)]
     if not wait_until(lambda: not alive(), 20):
         fail("5 s after kill -9 of attest, what its kernel forked still runs: %s" % alive())
 
@@ -509,9 +523,13 @@ def case_tenfold_slower_certified():
 
 def case_budget_refuses_unaffordable_length():
     # 65536 keys cost ~4096 times 1024 keys: a time budget of 20 s cannot afford it, and says so.
+    # Whether 1024 fits too depends on the machine's load (past quick's required 512 it may be
+    # refused): either reach is right, 65536 never is.
     run = certify("--kernel", own_plugin("good"), *QUICK, "--lengths", "256,1024,65536", "--long-seconds", "20",
                   timeout=240, expect=(0,))
-    require(run, "not reached (20 s time budget)", "long: to T = 1024 (time budget)")
+    require(run, "not reached (20 s time budget)")
+    if not re.search(r"long: to T = (256|1024) \(time budget\)", run.stdout):
+        fail("the scope line does not say how far the budget reached:\n" + run.describe())
     if not re.search(r"window_t65536_d64 \(Tq 65536, Tk 65536\): predicted [0-9.e+]+ s", run.stdout):
         fail("the unaffordable case is not listed with its prediction:\n" + run.describe())
 
@@ -892,7 +910,7 @@ def main():
         print("FAIL %s: %s" % (CASE, e))
         return 1
     finally:
-        kill_all(processes_with(*MARKERS) + [p for p in PIDS if process_alive(p)])
+        kill_all(processes_with(*MARKERS) + [p[0] for p in PIDS if still_running(p)])
         shutil.rmtree(WORK, ignore_errors=True)
     print("ok:", CASE)
     return 0

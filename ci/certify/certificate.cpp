@@ -220,15 +220,21 @@ void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::v
 
 }  // namespace
 
+std::tuple<std::string, std::string, std::string> first_difference(const std::map<std::string, std::string>& mine,
+                                                                   const std::map<std::string, std::string>& theirs) {
+  std::map<std::string, std::pair<std::string, std::string>> both;
+  for (const auto& [key, value] : mine) both[key] = {value, "(none)"};
+  for (const auto& [key, value] : theirs) both.try_emplace(key, "(none)", value).first->second.second = value;
+  for (const auto& [key, values] : both)
+    if (values.first != values.second) return {key, values.first, values.second};
+  return {"", "", ""};
+}
+
 std::optional<std::string> options_difference(const Baseline& baseline, const CertificateInfo& now) {
   if (!baseline.options || baseline.options->empty() || now.options.empty() || *baseline.options == now.options)
     return std::nullopt;  // not recorded (an older certificate, or one built in a test): compared as before
-  for (const auto& [key, value] : now.options) {
-    const auto old = baseline.options->find(key);
-    const std::string was = old == baseline.options->end() ? "(none)" : old->second;
-    if (was != value) return fmt::format("option {} is {}, the baseline's {}", key, value, was);
-  }
-  return "the baseline records options this attest does not";
+  const auto [key, value, was] = first_difference(now.options, *baseline.options);
+  return fmt::format("option {} is {}, the baseline's {}", key, value, was);
 }
 
 std::vector<std::string> regressions(const Baseline& baseline, const CertificateInfo& now, double factor) {

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "baseline.h"
@@ -55,6 +56,10 @@ std::string certificate_junit(const CertificateInfo& info);
 // Worse = a check that passed now fails, or a worst utilisation grew beyond `factor` x the old
 // one (utilisations under 0.01 are treated as 0.01, so noise near zero does not count).
 std::vector<std::string> regressions(const Baseline& baseline, const CertificateInfo& now, double factor);
+// The first key where two maps differ, with each side's value ("(none)" where it is missing);
+// empty strings when they are equal.
+std::tuple<std::string, std::string, std::string> first_difference(const std::map<std::string, std::string>& mine,
+                                                                   const std::map<std::string, std::string>& theirs);
 // The first option in which the run differs from the baseline, if the baseline records options.
 std::optional<std::string> options_difference(const Baseline& baseline, const CertificateInfo& now);
 

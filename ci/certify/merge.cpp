@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <tuple>
 
 #include "attest/file_io.h"
 #include "attest/safe_text.h"
@@ -239,17 +238,6 @@ ShardCertificate shard_of(const json& doc, const std::string& path) {
   }
   check_as_written(doc, s.info);
   return s;
-}
-
-// The first key where two maps differ, with each side's value ("(none)" where it is missing).
-std::tuple<std::string, std::string, std::string> first_difference(const std::map<std::string, std::string>& mine,
-                                                                   const std::map<std::string, std::string>& theirs) {
-  std::map<std::string, std::pair<std::string, std::string>> both;
-  for (const auto& [key, value] : mine) both[key] = {value, "(none)"};
-  for (const auto& [key, value] : theirs) both.try_emplace(key, "(none)", value).first->second.second = value;
-  for (const auto& [key, values] : both)
-    if (values.first != values.second) return {key, values.first, values.second};
-  return {"", "", ""};
 }
 
 std::string shard_name(const ShardCertificate& s) {

@@ -14,7 +14,7 @@ using nlohmann::json;
 const char* verdict_of(const CheckResult& r) { return to_string(r.status()); }
 
 // JSON has no infinity: an unbounded utilisation is written as null.
-json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
 json range_json(const Range& r) { return r.unlimited() ? json(nullptr) : json::array({r.min, r.max}); }
 
@@ -84,7 +84,7 @@ std::string certificate_json(const CertificateInfo& info) {
                     {"longest", {{"q_len", r.longest_q}, {"k_len", r.longest_k}}},
                     {"skipped", r.skipped},
                     {"failures", r.failures},
-                    {"worst_utilisation", number_or_null(r.worst_utilisation)},
+                    {"worst_utilisation", finite_or_null(r.worst_utilisation)},
                     {"seconds", r.seconds}};
       if (!r.not_covered.empty()) check["not_covered"] = r.not_covered;
       if (!r.feature_cases.empty()) check["feature_cases"] = r.feature_cases;
@@ -100,7 +100,7 @@ std::string certificate_json(const CertificateInfo& info) {
       // A shard keeps each check's paths: the merge sums the kernel's paths over the merged checks.
       if (info.shard)
         for (const auto& [path, stats] : r.paths)
-          check["paths"][path] = {{"cases", stats.cases}, {"worst_utilisation", number_or_null(stats.worst_utilisation)}};
+          check["paths"][path] = {{"cases", stats.cases}, {"worst_utilisation", finite_or_null(stats.worst_utilisation)}};
       checks.push_back(check);
       for (const auto& [path, stats] : r.paths) {
         PathStats& mine = path_entry(paths, path);
@@ -111,7 +111,7 @@ std::string certificate_json(const CertificateInfo& info) {
     json path_list = json::array();
     for (const auto& [path, stats] : paths)
       path_list.push_back({{"path", path}, {"cases", stats.cases},
-                           {"worst_utilisation", number_or_null(stats.worst_utilisation)}});
+                           {"worst_utilisation", finite_or_null(stats.worst_utilisation)}});
     all = all && k.passed();
     kernels.push_back({{"source", k.source},
                        {"name", k.name},

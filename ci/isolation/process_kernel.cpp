@@ -135,15 +135,68 @@ int reap(pid_t pid, int polls) {
   return status;
 }
 
-// The kernel's process as the first of a new PID namespace where the machine allows it (root, or
-// CAP_SYS_ADMIN in a container): when it exits or is killed, Linux kills every process left in
-// the namespace, a setsid() grandchild that cleared its death signal included. Elsewhere a plain
-// fork (README names what may escape then). Like fork, it returns 0 in the child.
-pid_t fork_contained() {
-  const long pid = ::syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, nullptr, nullptr, nullptr, nullptr);
-  if (pid >= 0 || (errno != EPERM && errno != EINVAL && errno != EUSERS && errno != ENOSPC))
-    return static_cast<pid_t>(pid);
-  return ::fork();
+// What the child does between clone and exec, all prepared by the parent.
+struct ChildSetup {
+  int to_read = -1, from_write = -1;
+  bool limit_data = false;
+  rlimit data_limit{};
+  pid_t parent = 0;
+  char** argv = nullptr;
+  char** envp = nullptr;
+  sigset_t signal_mask{};  // attest's own, restored in the child just before exec
+};
+
+// Runs in the child, which shares attest's memory until it execs (CLONE_VM | CLONE_VFORK): only
+// system calls on its own stack, no sanitizer instrumentation, nothing written but its locals.
+__attribute__((no_sanitize("address", "undefined"))) int exec_kernel_process(void* arg) {
+  const ChildSetup& c = *static_cast<const ChildSetup*>(arg);
+  // The child has its own copy of the signal handlers: none of attest's may run in it.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction action {};
+    if (::sigaction(sig, nullptr, &action) == 0 && action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN)
+      ::signal(sig, SIG_DFL);
+  }
+  ::signal(SIGPIPE, SIG_DFL);
+  ::setpgid(0, 0);                      // one group: killed together, descendants included
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);   // dies with attest, even after kill -9
+  // Attest died before the prctl? (In a new namespace the parent is invisible, getppid() is 0:
+  // there the kernel finds its protocol closed and exits, taking the namespace along.)
+  if (::getpid() != 1 && ::getppid() != c.parent) ::_exit(127);
+  const int in = ::fcntl(c.to_read, F_DUPFD, 10), out = ::fcntl(c.from_write, F_DUPFD, 10);
+  ::dup2(in, 3);
+  ::dup2(out, 4);
+  ::close(in);
+  ::close(out);
+  const int null = ::open("/dev/null", O_RDONLY);
+  ::dup2(null, 0);
+  ::dup2(2, 1);  // a printf in the kernel lands on stderr, never in the protocol
+  if (c.limit_data) ::setrlimit(RLIMIT_DATA, &c.data_limit);
+  ::pthread_sigmask(SIG_SETMASK, &c.signal_mask, nullptr);
+  ::execvpe(c.argv[0], c.argv, c.envp);
+  ::dprintf(2, "attest: cannot run %s: %s\n", c.argv[0], strerror(errno));
+  ::_exit(127);
+}
+
+// Starts the kernel's process, as the first of a new PID namespace where the machine allows it
+// (root, or CAP_SYS_ADMIN in a container): when it exits or is killed, Linux kills every process
+// left in the namespace, a setsid() grandchild that cleared its death signal included. Elsewhere
+// a plain child (README names what may escape then). Like posix_spawn, the child shares attest's
+// memory until it execs: a fork would copy the page tables of attest's whole heap for every
+// restart (under ASan most of a crashing kernel's certify went there).
+pid_t spawn_contained(ChildSetup& setup) {
+  std::vector<char> stack(256 * 1024);
+  char* top = stack.data() + stack.size();
+  sigset_t all;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &setup.signal_mask);  // no handler of attest's runs in the child
+  const int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
+  pid_t pid = ::clone(exec_kernel_process, top, flags | CLONE_NEWPID, &setup);
+  if (pid < 0 && (errno == EPERM || errno == EINVAL || errno == EUSERS || errno == ENOSPC))
+    pid = ::clone(exec_kernel_process, top, flags, &setup);
+  const int error = errno;
+  ::pthread_sigmask(SIG_SETMASK, &setup.signal_mask, nullptr);
+  errno = error;
+  return pid;
 }
 
 std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
@@ -153,10 +206,13 @@ constexpr double kStartSeconds = 30.0;
 
 
 // The child's environment: ours, plus the protocol's descriptors, plus ASan's options when this is
-// an AddressSanitizer build (its children cannot run under RLIMIT_DATA).
-std::vector<std::string> child_environment(std::size_t memory_limit) {
+// an AddressSanitizer build (its children cannot run under RLIMIT_DATA). attest's own kernel host
+// gets one OpenBLAS thread: the library starts its pool when loaded, and an idle pool thread spins
+// on sched_yield for the short life of a host that a crashing kernel takes down.
+std::vector<std::string> child_environment(std::size_t memory_limit, bool own_host) {
   std::vector<std::string> env;
   std::string asan_options;
+  if (own_host && !::getenv("OPENBLAS_NUM_THREADS")) env.push_back("OPENBLAS_NUM_THREADS=1");
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
     if (entry.starts_with("ATTEST_PROTOCOL_FDS=")) continue;
@@ -216,34 +272,15 @@ void ProcessKernel::start() const {
   int to[2], from[2];
   if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0)
     throw KernelLoadError("cannot create pipes: " + std::string(strerror(errno)));
-  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
-  std::vector<std::string> argv_strings = options_.argv, env_strings = child_environment(c.memory_limit_bytes);
+  // Everything the child needs is built before it starts: it runs only system calls.
+  const bool own_host = options_.argv.size() > 1 && options_.argv[1] == "kernel-host";
+  std::vector<std::string> argv_strings = options_.argv, env_strings = child_environment(c.memory_limit_bytes, own_host);
   std::vector<char*> argv = pointers(argv_strings), envp = pointers(env_strings);
   const bool limit_data = c.memory_limit_bytes && !kAddressSanitizer;
   const rlimit data_limit{c.memory_limit_bytes, c.memory_limit_bytes};
-  const pid_t parent = ::getpid();
-  const pid_t pid = fork_contained();
-  if (pid < 0) throw KernelLoadError("cannot fork: " + std::string(strerror(errno)));
-  if (pid == 0) {
-    ::setpgid(0, 0);                      // one group: killed together, descendants included
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);   // dies with attest, even after kill -9
-    // Attest died before the prctl? (In a new namespace the parent is invisible, getppid() is 0:
-    // there the kernel finds its protocol closed and exits, taking the namespace along.)
-    if (::getpid() != 1 && ::getppid() != parent) ::_exit(127);
-    const int in = ::fcntl(to[0], F_DUPFD, 10), out = ::fcntl(from[1], F_DUPFD, 10);
-    ::dup2(in, 3);
-    ::dup2(out, 4);
-    ::close(in);
-    ::close(out);
-    const int null = ::open("/dev/null", O_RDONLY);
-    ::dup2(null, 0);
-    ::dup2(2, 1);  // a printf in the kernel lands on stderr, never in the protocol
-    if (limit_data) ::setrlimit(RLIMIT_DATA, &data_limit);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::execvpe(argv[0], argv.data(), envp.data());
-    ::dprintf(2, "attest: cannot run %s: %s\n", argv[0], strerror(errno));
-    ::_exit(127);
-  }
+  ChildSetup setup{to[0], from[1], limit_data, data_limit, ::getpid(), argv.data(), envp.data()};
+  const pid_t pid = spawn_contained(setup);
+  if (pid < 0) throw KernelLoadError("cannot start the kernel process: " + std::string(strerror(errno)));
   ::setpgid(pid, pid);  // also from this side: no window in which a kill(-pid) misses
   install_exit_handlers();
   remember_group(pid, true);

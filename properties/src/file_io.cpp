@@ -23,23 +23,36 @@ fs::path folder_of(const std::string& path) {
   return parent.empty() ? fs::path(".") : parent;
 }
 
-// Depth of the deepest array or object, scanning strings correctly; stops early past the limit.
-int json_depth(const std::string& text) {
-  int depth = 0, deepest = 0;
+// What parsing a document would build, counted without building it: its depth, and the memory its
+// values take as nlohmann::json (a scalar, or an element's slot, about 24 bytes with the arrays'
+// spare capacity; an array or object about 96, its own allocation included; a string or key 64
+// and its characters). Stops early past the depth limit.
+struct JsonShape {
+  int depth = 0;
+  std::size_t parse_bytes = 0;
+};
+
+JsonShape json_shape(const std::string& text) {
+  JsonShape shape;
+  int depth = 0;
+  std::size_t scalars = 1, containers = 0, strings = 0, string_bytes = 0;
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
+      ++string_bytes;
       if (escaped) escaped = false;
       else if (c == '\\') escaped = true;
       else if (c == '"') in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+    if (c == '"') in_string = true, ++strings;
+    else if (c == ',') ++scalars;
+    else if (c == '[' || c == '{') ++containers, shape.depth = std::max(shape.depth, ++depth);
     else if (c == ']' || c == '}') --depth;
-    if (deepest > kMaxJsonDepth) break;
+    if (shape.depth > kMaxJsonDepth) break;
   }
-  return deepest;
+  shape.parse_bytes = 24 * scalars + 96 * containers + 64 * strings + string_bytes;
+  return shape;
 }
 
 }  // namespace
@@ -79,8 +92,12 @@ std::string read_file(const std::string& path, std::size_t max_bytes) {
 
 nlohmann::json parse_json(const std::string& text, const std::string& what) {
   if (text.size() > kMaxJsonBytes) throw FileError(fmt::format("{}: larger than {} bytes", what, kMaxJsonBytes));
-  if (json_depth(text) > kMaxJsonDepth)
+  const JsonShape shape = json_shape(text);
+  if (shape.depth > kMaxJsonDepth)
     throw FileError(fmt::format("{}: JSON nested deeper than the limit of {} levels (depth)", what, kMaxJsonDepth));
+  if (shape.parse_bytes > kMaxJsonParseBytes)
+    throw FileError(fmt::format("{}: too many JSON values: parsing would take about {} MiB, more than the limit of {} MiB",
+                                what, shape.parse_bytes >> 20, kMaxJsonParseBytes >> 20));
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {

@@ -17,7 +17,12 @@ class FileError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-inline constexpr std::size_t kMaxJsonBytes = std::size_t{1} << 30;
+// attest's own memory for one input document stays under 2 GiB: the text (at most kMaxJsonBytes)
+// plus what parsing builds, estimated from the text before parsing (at most kMaxJsonParseBytes: a
+// problem at T = 65536 with Dk = Dv = 128 needs about 900 MiB; a file of empty arrays or of "0,"
+// needs 16-50 times its size and is refused).
+inline constexpr std::size_t kMaxJsonBytes = std::size_t{512} << 20;
+inline constexpr std::size_t kMaxJsonParseBytes = std::size_t{1} << 30;
 // A certificate (baseline or shard) is at most this large: one of 1000 kernels is a few MB, and
 // parsing takes about 22 times the file's size in memory.
 inline constexpr std::size_t kMaxCertificateBytes = std::size_t{64} << 20;

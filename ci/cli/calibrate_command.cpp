@@ -15,8 +15,9 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
   if (!kernel_name.empty()) names.push_back(kernel_name);
   else
     for (const KernelEntry& e : kernel_registry()) names.push_back(e.name);
-  std::cout << fmt::format("seed {}\n{:<18} {:>8} {:>10} {:>13} {:>18} {:>22}  {}\n", seed, "kernel", "cases",
-                           "modifiers", "false alarms", "worst err/bound", "worst error/loop's", "precision");
+  std::cout << fmt::format("seed {}\n{:<18} {:>7} {:>9} {:>7} {:>15} {:>11} {:>10} {:>10} {:>12}  {}\n", seed, "kernel",
+                           "cases", "modifiers", "alarms", "err/bound (1)", "gate 2 use", "kernel u", "model u",
+                           "kernel/model", "precision");
   int alarms_total = 0;
   for (const std::string& name : names) {
     const auto kernel = resolve_kernel(name);
@@ -24,7 +25,7 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
     const rc::Gen<ProblemSpec> gen = gen_spec(caps);
     Oracle oracle(2);
     int done = 0, alarms = 0, modified = 0;  // modified: problems with softcap, ALiBi, a bias or sinks
-    double worst_bound = 0, worst_precision = 0;
+    double worst_bound = 0, worst_use = 0, worst_kernel = 0, worst_model = 0, worst_ratio = 0;
     for (int i = 0; done < cases; ++i) {
       const Problem p = build_problem(gen(rc::Random(seed + i), 100).value(), caps);
       if (!kernel->capabilities().supports(p)) continue;
@@ -36,15 +37,24 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
           std::cout << fmt::format("FALSE ALARM {} case {} (seed {}): {}\n", name, i, seed + i, v.detail);
         }
         if (v.property == "matches_reference") worst_bound = std::max(worst_bound, v.utilisation);
-        else worst_precision = std::max(worst_precision, v.utilisation * kPrecisionGateFactor);
+        else worst_use = std::max(worst_use, v.utilisation);
+      }
+      // The gate's two errors, for choosing its constants: how far a correct kernel strays from the
+      // model kernel (kernel/model where the model's error is above a tenth of a u).
+      if (const std::optional<GateErrors> e = precision_gate_errors(p, *kernel, oracle)) {
+        worst_kernel = std::max(worst_kernel, e->kernel), worst_model = std::max(worst_model, e->model);
+        if (e->model > 0.1) worst_ratio = std::max(worst_ratio, e->kernel / e->model);
       }
     }
-    std::cout << fmt::format("{:<18} {:>8} {:>10} {:>13} {:>18.3g} {:>22.3g}  {}\n", kernel->name(), done, modified,
-                             alarms, worst_bound, worst_precision, caps.precision.summary());
+    std::cout << fmt::format("{:<18} {:>7} {:>9} {:>7} {:>15.3g} {:>11.3g} {:>10.3g} {:>10.3g} {:>12.3g}  {}\n",
+                             kernel->name(), done, modified, alarms, worst_bound, worst_use, worst_kernel, worst_model,
+                             worst_ratio, caps.precision.summary());
     alarms_total += alarms;
   }
-  std::cout << fmt::format("precision gate: factor {} over max(loop error, {} u)\n", kPrecisionGateFactor,
-                           kPrecisionGateFloor);
+  const GateAllowance f32 = gate_allowance(Precision{}), half = gate_allowance(Precision{.scores = Scalar::kBF16});
+  std::cout << fmt::format("precision gate: fails above {} x max(model error, {} u) at f32, {} x max(model error, {} u) "
+                           "with a 16-bit rounding ('gate 2 use': the kernel's error over that allowance)\n",
+                           f32.factor, f32.floor, half.factor, half.floor);
   return alarms_total;
 }
 

@@ -8,7 +8,7 @@ const std::vector<PropertyInfo>& property_catalogue() {
   using F = Feature;
   static const std::vector<PropertyInfo> catalogue = {
       {"matches_reference", "O and LSE within the hard bound", matches_reference, {}, {}},
-      {"precision_gate", "error within a calibrated factor of the loop kernel's", precision_gate, {}, {}},
+      {"precision_gate", "error within a calibrated factor of the model kernel's", precision_gate, {}, {}},
       {"rows_sum_to_one", "probe V = 1 outputs 1", rows_sum_to_one, {}, {}},
       {"zero_masked_weight", "probe V = I: masked keys get weight 0", zero_masked_weight, {},
        {.masked = true, .max_keys = 256}},

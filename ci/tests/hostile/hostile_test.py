@@ -779,7 +779,44 @@ def case_huge_baseline():
     require(run, "larger than")
 
 
+# --- issue 22: a 16-bit declaration does not switch gate 2 off ---------------------------
+
+def case_uniform_mix_bf16_scores():
+    # A kernel declaring bf16 scores and an 8-ulp exp that mixes 10% of uniform attention into
+    # every row was CERTIFIED at quick: gate 2's allowance (32 x max(model error, 8 u), with u
+    # bf16's 2^-8) admitted errors up to the values themselves. The same kernel without the mix
+    # is certified; with it, precision_gate fails, at every seed (the old gate certified it at
+    # seeds 2 and 6; the kernel declares no mask term, so no other check sees the mix).
+    seeds = ("2",) if os.environ.get("ATTEST_SANITIZED") else ("2", "6", "1")
+    for seed in seeds:
+        certify("--kernel", plugin("bf16_scores"), "--budget", "quick", "--seed", seed, expect=(0,))
+        run = certify("--kernel", plugin("uniform_mix"), "--budget", "quick", "--seed", seed, expect=(1,))
+        require(run, "FAIL hostile-uniform-mix precision_gate", "NOT CERTIFIED")
+
+
 # --- issue 22: input files that are not files --------------------------------------------
+
+def case_json_value_flood():
+    # JSON whose values are tiny in text but not in memory: 150 MB of "[]," (50 million arrays),
+    # 200 MB of "0," (100 million numbers) or 160 MB of '"a",' took attest to 5 GB while parsing.
+    # Refused before parsing now, from a count of what parsing would build, with one line.
+    def flood(name, item, count):
+        path = os.path.join(WORK, name)
+        with open(path, "w") as f:
+            f.write('{"format": "attest-problem", "version": 1, "problem": [')
+            chunk = item * (1 << 20)
+            for _ in range(count >> 20):
+                f.write(chunk)
+            f.write('0]}')
+        return path
+
+    for path in (flood("arrays.json", "[],", 50 << 20), flood("zeros.json", "0,", 100 << 20),
+                 flood("strings.json", '"a",', 40 << 20)):
+        run = attest("replay", path, timeout=120, expect=(2,))
+        require_error_line(run)
+        require(run, "too many JSON values")
+        os.unlink(path)
+
 
 def case_fifo_inputs():
     # A FIFO with no writer blocks an open() forever: as a replay file, a baseline or a shard it
@@ -903,9 +940,23 @@ def case_printf_plugin():
         fail("not CERTIFIED:\n" + run.describe())
 
 
+# attest's peak resident memory on any hostile input (issue 22): the largest of every process this
+# case waited for, attest and its kernel hosts (a host holds the kernel's allocations too, under
+# --memory-limit). Not under the sanitizers: their runtime's shadow and quarantine are not attest's.
+PEAK_RSS_LIMIT_MIB = 2048
+
+
+def check_peak_rss():
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    print("peak RSS of %s: %d MiB" % (CASE, peak_mib))
+    if peak_mib > PEAK_RSS_LIMIT_MIB and not os.environ.get("ATTEST_SANITIZED"):
+        fail("a process of this case peaked at %d MiB resident, above %d MiB" % (peak_mib, PEAK_RSS_LIMIT_MIB))
+
+
 def main():
     try:
         globals()["case_" + CASE]()
+        check_peak_rss()
     except Failure as e:
         print("FAIL %s: %s" % (CASE, e))
         return 1

@@ -2,6 +2,7 @@
 // field's name, never read as the nearest meaning (issue 22).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <stdexcept>
 
 #include "attest/abi_adapter.h"
@@ -103,6 +104,30 @@ TEST(Descriptor, WideContractsAreKeptWithinWhatAttestDraws) {
   EXPECT_EQ(c.contract.batch.max, 1 << 20);
   EXPECT_EQ(c.contract.q_offset.min, -kMaxContractOffset);
   EXPECT_EQ(c.contract.q_offset.max, kMaxContractOffset);
+}
+
+// The process protocol carries contract ranges as 64-bit integers; none is truncated on the way
+// (issue 22 found "64-bit protocol ranges truncated"): what the kernel sent is what attest keeps.
+TEST(Descriptor, SixtyFourBitRangesCrossTheProtocolWhole) {
+  protocol::Descriptor d = causal_descriptor();
+  d.contract.q_len = {1, (1LL << 40) + 7};
+  d.contract.k_len = {1, INT64_MAX};
+  d.contract.batch = {1, (1LL << 32) + 1};
+  d.contract.q_offset = {-(1LL << 33), (1LL << 35) + 3};
+  protocol::Writer w;
+  protocol::write_descriptor(w, d);
+  protocol::Reader r(w.bytes());
+  const protocol::Descriptor back = protocol::read_descriptor(r);
+  EXPECT_EQ(back.contract.q_len.max, (1LL << 40) + 7);
+  EXPECT_EQ(back.contract.k_len.max, INT64_MAX);
+  EXPECT_EQ(back.contract.batch.max, (1LL << 32) + 1);
+  EXPECT_EQ(back.contract.q_offset.min, -(1LL << 33));
+  const Capabilities c = capabilities_from_descriptor(back);
+  EXPECT_EQ(c.contract.q_len.max, (1LL << 40) + 7);
+  EXPECT_EQ(c.contract.k_len.max, INT64_MAX);
+  EXPECT_EQ(c.contract.batch.max, (1LL << 32) + 1);
+  EXPECT_TRUE(c.contract.q_len.contains(1LL << 36));
+  EXPECT_EQ(c.contract.q_offset.max, (1LL << 35) + 3);
 }
 
 }  // namespace

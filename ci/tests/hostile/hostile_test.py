@@ -947,8 +947,9 @@ def case_printf_plugin():
 
 
 # attest's peak resident memory on any hostile input (issue 22): the largest of every process this
-# case waited for, attest and its kernel hosts (a host holds the kernel's allocations too, under
-# --memory-limit). Not under the sanitizers: their runtime's shadow and quarantine are not attest's.
+# case waited for, attest, its kernel hosts and --kernel-cmd processes (which hold the kernel's own
+# allocations too: name_prints_verdict_lines' numpy kernel builds Tq x Tk matrices up to quick's
+# 4096, about 1.1 GiB). Not under the sanitizers: their runtime's shadow and quarantine are not attest's.
 PEAK_RSS_LIMIT_MIB = 2048
 
 

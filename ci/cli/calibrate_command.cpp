@@ -31,7 +31,11 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
       if (!kernel->capabilities().supports(p)) continue;
       ++done;
       modified += !(features_used_by(p) & FeatureSet::of_kind(FeatureKind::kModifier)).empty();
-      for (const Verdict& v : {matches_reference(p, *kernel, oracle), precision_gate(p, *kernel, oracle)}) {
+      // The gate's two errors, measured once: its verdict, and for choosing its constants how far a
+      // correct kernel strays from the model kernel (kernel/model where the model's is above 0.1 u).
+      const std::optional<GateErrors> e = precision_gate_errors(p, *kernel, oracle);
+      const Verdict gate = e ? precision_gate_verdict(*e, caps.precision) : precision_gate(p, *kernel, oracle);
+      for (const Verdict& v : {matches_reference(p, *kernel, oracle), gate}) {
         if (!v.passed) {
           ++alarms;
           std::cout << fmt::format("FALSE ALARM {} case {} (seed {}): {}\n", name, i, seed + i, v.detail);
@@ -39,9 +43,7 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
         if (v.property == "matches_reference") worst_bound = std::max(worst_bound, v.utilisation);
         else worst_use = std::max(worst_use, v.utilisation);
       }
-      // The gate's two errors, for choosing its constants: how far a correct kernel strays from the
-      // model kernel (kernel/model where the model's error is above a tenth of a u).
-      if (const std::optional<GateErrors> e = precision_gate_errors(p, *kernel, oracle)) {
+      if (e) {
         worst_kernel = std::max(worst_kernel, e->kernel), worst_model = std::max(worst_model, e->model);
         if (e->model > 0.1) worst_ratio = std::max(worst_ratio, e->kernel / e->model);
       }

@@ -47,22 +47,27 @@ std::optional<GateErrors> precision_gate_errors(const Problem& p, const Kernel& 
                     scaled_error(p, ref, run_guarded(*make_model_kernel(caps.precision), p), u)};
 }
 
+Verdict precision_gate_verdict(const GateErrors& errors, const Precision& precision) {
+  const std::string name = "precision_gate";
+  const GateAllowance gate = gate_allowance(precision);
+  const double allowed = gate.factor * std::max(errors.model, gate.floor);
+  const double utilisation = errors.kernel / allowed;
+  if (!(errors.kernel <= allowed))
+    return Verdict::fail(name, fmt::format("error {:.3g} u (relative to S_r and conditioning) vs the model kernel's {:.3g} u "
+                                           "(the loop kernel rounding as declared): above {} x max(model, {} u): a "
+                                           "precision downgrade?",
+                                           errors.kernel, errors.model, gate.factor, gate.floor),
+                         utilisation);
+  return Verdict::pass(name, utilisation);
+}
+
 Verdict precision_gate(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "precision_gate";
   const Reference& ref = oracle.reference(p);
   if (!ref.finite()) return Verdict::fail(name, "reference failure: NaN in the exact result");
   const std::optional<GateErrors> errors = precision_gate_errors(p, kernel, oracle);
   if (!errors) return Verdict::vacuous(name, "every row is empty: no error to compare");
-  const GateAllowance gate = gate_allowance(kernel.capabilities().precision);
-  const double allowed = gate.factor * std::max(errors->model, gate.floor);
-  const double utilisation = errors->kernel / allowed;
-  if (!(errors->kernel <= allowed))
-    return Verdict::fail(name, fmt::format("error {:.3g} u (relative to S_r and conditioning) vs the model kernel's {:.3g} u "
-                                           "(the loop kernel rounding as declared): above {} x max(model, {} u): a "
-                                           "precision downgrade?",
-                                           errors->kernel, errors->model, gate.factor, gate.floor),
-                         utilisation);
-  return Verdict::pass(name, utilisation);
+  return precision_gate_verdict(*errors, kernel.capabilities().precision);
 }
 
 }  // namespace attest

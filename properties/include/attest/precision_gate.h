@@ -5,6 +5,7 @@
 
 #include "attest/harness.h"
 #include "attest/oracle.h"
+#include "attest/verdict.h"
 
 namespace attest {
 
@@ -32,5 +33,7 @@ struct GateErrors {
   double kernel, model;
 };
 std::optional<GateErrors> precision_gate_errors(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Gate 2's verdict on errors already measured (precision_gate measures, then asks this).
+Verdict precision_gate_verdict(const GateErrors& errors, const Precision& precision);
 
 }  // namespace attest

@@ -78,6 +78,12 @@ std::string precision_scope(const Capabilities& c) {
   return fmt::format("; at the declared precision: {}, exp {:g} ulp", p.summary(), p.exp_ulps);
 }
 
+// " (contract: Dk in {64, 128}, Dk == Dv, default scale)": a verdict under a contract vouches for
+// the problems inside it only, so the line that a CI log shows says which.
+std::string contract_scope(const Capabilities& c) {
+  return c.contract.open() ? "" : fmt::format(" (contract: {})", c.contract.summary());
+}
+
 }  // namespace
 
 std::string format_path_table(const KernelReport& k) {
@@ -166,7 +172,7 @@ std::string format_report(const KernelReport& k) {
   // A shard's verdict speaks for its share of the checks only.
   if (k.shard) out += fmt::format("shard {}/{}: ", k.shard->index, k.shard->count);
   if (k.passed()) {
-    out += fmt::format("CERTIFIED {} for {}; not covered: {}{}{}\n", k.name, scope,
+    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}\n", k.name, scope, contract_scope(k.capabilities),
                        not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k),
                        precision_scope(k.capabilities));
   } else {

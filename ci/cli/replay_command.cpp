@@ -54,15 +54,10 @@ int run_replay(const std::string& path, const std::string& kernel_override, cons
   std::cout << fmt::format("replay {}: property {} on {} (B={} H={} Hkv={} Tq={} Tk={} Dk={} Dv={})\n", path,
                            property.name, kernel->name(), s.batch, s.heads, s.kv_heads, s.q_len, s.k_len, s.head_dim,
                            s.value_dim);
-  const Verdict v = check_safely(property, file.problem, *kernel, oracle);
-  if (!v.applicable) {
-    std::cout << "n/a: " << v.detail << "\n";
-    return 0;
-  }
-  std::cout << (v.passed ? "PASS" : "FAIL") << fmt::format(" (err/bound {:.3g})", v.utilisation)
-            << (v.passed ? "" : ": " + v.detail) << "\n";
+  const ReplayOutcome outcome = replay_check(property, file.problem, *kernel, oracle);
+  std::cout << outcome.text;
   if (!file.verdict.empty()) std::cout << "recorded: " << file.verdict << "\n";
-  return v.passed ? 0 : 1;
+  return outcome.exit_code;
 }
 
 

@@ -220,7 +220,7 @@ def case_narrow_scope():
                                   expect=0), "example-c")
     if narrow == full:
         sys.exit("the narrow kernel's verdict line is the full one's: " + narrow)
-    require(narrow, "CERTIFIED example-c for gqa, lse; not covered: ")
+    require(narrow, "CERTIFIED example-c for gqa, lse (contract: Dk in [1, 256], Tq in [1, 4096], Tk in [1, 4096]); not covered: ")
     for feature in ("causal", "window", "rope", "explicit_mask"):
         require(narrow.split("not covered:")[1], feature)
     # No check passes on nothing; the mask and GQA checks pass only with cases that exercised them.
@@ -252,7 +252,8 @@ def case_contract_loop():
     # causal only). The kernel answers UNSUPPORTED outside it, so any problem attest sent beyond
     # the contract would show here as a failure.
     verdict, document, checks = certified_at_default("causal_loop_attention", "causal-loop")
-    require(verdict, "CERTIFIED causal-loop for causal, gqa")
+    require(verdict, "CERTIFIED causal-loop for causal, gqa",
+            "(contract: Dk == Dv, default scale, causal only)")
     contract = document["kernels"][0]["descriptor"]["contract"]
     for flag in ("dk_equals_dv", "default_scale_only", "causal_required"):
         if contract[flag] is not True:

@@ -35,6 +35,10 @@ std::string describe_element(const Problem& p, std::size_t element) {
 
 namespace {
 
+// |got - expected|, with equal infinities equal: two runs that both give -inf (an LSE) or both
+// overflow to the same inf agree, where inf - inf would read as a NaN error.
+double difference(double got, double expected) { return got == expected ? 0.0 : std::fabs(got - expected); }
+
 // Tracks the worst utilisation and the first failure. `where` describes the element; it is
 // called only for a failure (formatting every passing element cost more than the comparison).
 // A value in a message: NaN and infinities spelled out (never "-nan"), an untouched output named.
@@ -109,7 +113,7 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
                                  value_text(value)));
         continue;
       }
-      const double error = std::fabs(value - double(expected_o[e]));
+      const double error = difference(value, double(expected_o[e]));
       result.max_abs_error = std::max(result.max_abs_error, std::isnan(error) ? INFINITY : error);
       const double bound = factor * output_bound(p, ref, e, numerics);
       const auto where = [&] { return prefix + describe_element(p, e); };
@@ -131,11 +135,11 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
     }
     const double bound = factor * lse_bound(p, ref, row, numerics);
     const auto where = [&] { return prefix + describe_row(p, row) + " (LSE)"; };
-    if (meaningful(bound, 0.0, where)) worst.add(std::fabs(value - double(expected_lse[row])), bound, where, expected_lse[row], value);
+    if (meaningful(bound, 0.0, where)) worst.add(difference(value, double(expected_lse[row])), bound, where, expected_lse[row], value);
   }
   if (!worst.failure().empty()) result.verdict = Verdict::fail(property, worst.failure(), worst.utilisation());
   else if (vacuous > 0 && checked == 0)
-    result.verdict = Verdict::vacuous(property, fmt::format("bound vacuous for every element ({}); gate 2 decides", first_vacuous));
+    result.verdict = Verdict::vacuous_bound(property, fmt::format("bound vacuous for every element ({}); gate 2 decides", first_vacuous));
   else result.verdict = Verdict::pass(property, worst.utilisation());
   result.vacuous_elements = vacuous;
   return result;

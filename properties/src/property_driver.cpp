@@ -45,6 +45,30 @@ Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kerne
   }
 }
 
+ReplayOutcome replay_check(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  // A problem the kernel does not take is not replayed: a pass there would claim a check that never ran.
+  if (const std::string why = kernel.capabilities().unsupported_because(p); !why.empty())
+    return {2, fmt::format("not replayed: the problem {} ({})\n", why, kernel.name())};
+  const Verdict v = check_safely(property, p, kernel, oracle);
+  if (!v.applicable) return {0, "n/a: " + v.detail + "\n"};
+  if (v.exercised)
+    return {v.passed ? 0 : 1, fmt::format("{} (err/bound {:.3g}){}\n", v.passed ? "PASS" : "FAIL", v.utilisation,
+                                          v.passed ? "" : ": " + v.detail)};
+  ReplayOutcome out{2, fmt::format("not checked by {}: {}\n", v.property, v.detail)};
+  if (v.bound_vacuous && property.name != "precision_gate") {
+    const Verdict gate = check_safely(find_property("precision_gate"), p, kernel, oracle);
+    if (gate.applicable && gate.exercised) {
+      out.text += fmt::format("gate 2 (precision_gate): {} (error/allowance {:.3g}){}\n", gate.passed ? "PASS" : "FAIL",
+                              gate.utilisation, gate.passed ? "" : ": " + gate.detail);
+      out.exit_code = gate.passed ? 0 : 1;
+      return out;
+    }
+    out.text += "gate 2 (precision_gate): not checked: " + gate.detail + "\n";
+  }
+  out.text += "nothing was checked on this problem\n";
+  return out;
+}
+
 DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, const DriveOptions& options) {
   DriveResult result;
   result.property = property.name;

@@ -1,6 +1,8 @@
 // Every built-in kernel against the reference, through the hard bound, over the grid.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "attest/cases.h"
 #include "attest/compare.h"
 #include "attest/declaration_fit.h"
@@ -40,6 +42,30 @@ TEST_P(Grid, EveryKernelWithinHardBound) {
   const Reference& ref = oracle.reference(c.problem);
   const Comparison cmp = compare_with_reference(c.problem, ref, run_forward(*scalar, c.problem), scalar->capabilities());
   EXPECT_TRUE(cmp.verdict.passed) << "tiled-scalar: " << cmp.verdict.detail;
+}
+
+// Two runs that agree on an infinity agree: a metamorphic property must not read -inf vs -inf
+// (inf - inf = NaN) as an error. An infinity against a finite value is still a failure.
+TEST(CompareRuns, EqualInfinitiesCompareEqual) {
+  static Oracle oracle(1);
+  const std::vector<NamedProblem> grid = grid_problems();
+  const NamedProblem& c = grid.front();
+  const auto kernel = make_loop_kernel();
+  const Reference& ref = oracle.reference(c.problem);
+  Outputs first = run_forward(*kernel, c.problem);
+  std::size_t row = 0;
+  while (ref.empty[row]) ++row;
+  first.lse[row] = -INFINITY;
+  first.o[row * c.problem.shape.value_dim] = INFINITY;
+  const Outputs second = first;
+  const Verdict same = compare_runs(c.problem, ref, first, second, kernel->capabilities(), "p", "");
+  EXPECT_TRUE(same.passed) << same.detail;
+
+  Outputs finite = first;
+  finite.lse[row] = static_cast<float>(ref.lse[row]);
+  const Verdict differs = compare_runs(c.problem, ref, first, finite, kernel->capabilities(), "p", "");
+  EXPECT_FALSE(differs.passed);
+  EXPECT_NE(differs.detail.find("LSE"), std::string::npos) << differs.detail;
 }
 
 std::vector<std::string> grid_names() {

@@ -115,5 +115,53 @@ TEST(Precision, VacuousBoundNeverPassesByItself) {
   EXPECT_FALSE(precision_gate(p, shifted, oracle).passed);
 }
 
+// Replay on a vacuous bound: never "PASS (err/bound 0)"; it says what it did not check and gate 2
+// decides (the +100 kernel fails, the correct one passes).
+TEST(Precision, ReplayOfAVacuousBoundAsksGateTwo) {
+  Precision bf16_everywhere = storage_only(Scalar::kBF16);
+  bf16_everywhere.scores = bf16_everywhere.p = bf16_everywhere.accumulator = Scalar::kBF16;
+  const Problem p = long_problem(2048, Scalar::kBF16);
+  Oracle oracle;
+  const Wrapped correct(make_model_kernel(bf16_everywhere), bf16_everywhere, 0.0f);
+  const Wrapped shifted(make_model_kernel(bf16_everywhere), bf16_everywhere, 100.0f);
+  for (const Wrapped* kernel : {&correct, &shifted}) {
+    const ReplayOutcome r = replay_check(find_property("matches_reference"), p, *kernel, oracle);
+    EXPECT_NE(r.text.find("not checked by matches_reference: bound vacuous"), std::string::npos) << r.text;
+    EXPECT_EQ(r.text.find("PASS (err/bound"), std::string::npos) << r.text;
+    EXPECT_EQ(r.exit_code, kernel == &correct ? 0 : 1) << r.text;
+    EXPECT_NE(r.text.find(kernel == &correct ? "gate 2 (precision_gate): PASS" : "gate 2 (precision_gate): FAIL"),
+              std::string::npos) << r.text;
+  }
+}
+
+// A saved problem that uses a feature the kernel does not declare is not replayed (exit 2): a
+// kernel that ignores softcap would otherwise "pass" a check that never ran.
+TEST(Precision, ReplayRefusesAProblemOutsideTheDeclaration) {
+  class NoSoftcap final : public Kernel {
+   public:
+    std::string name() const override { return "no-softcap"; }
+    Capabilities capabilities() const override {
+      Capabilities c = inner_->capabilities();
+      c.features.erase(Feature::kSoftcap);
+      return c;
+    }
+    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+      Problem plain = p;
+      plain.modifiers.softcap.reset();
+      inner_->forward(plain, o, lse);
+    }
+
+   private:
+    std::unique_ptr<Kernel> inner_ = make_loop_kernel();
+  } kernel;
+  Problem p = long_problem(64, Scalar::kF32);
+  p.modifiers.softcap = 5.0;
+  Oracle oracle;
+  const ReplayOutcome r = replay_check(find_property("matches_reference"), p, kernel, oracle);
+  EXPECT_EQ(r.exit_code, 2) << r.text;
+  EXPECT_NE(r.text.find("not replayed: the problem uses softcap, which the kernel does not declare"), std::string::npos)
+      << r.text;
+}
+
 }  // namespace
 }  // namespace attest

@@ -89,6 +89,15 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
 // Runs a property on one problem, turning a kernel exception into a failing verdict.
 Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle);
 
+// A replay's verdict on one saved problem: exit 0 (pass), 1 (fail) or 2 (nothing checked: the
+// problem is outside the kernel's declaration, or the property tested nothing), and its lines.
+// A vacuous bound is never a pass by itself: gate 2 decides, as in certify.
+struct ReplayOutcome {
+  int exit_code = 0;
+  std::string text;
+};
+ReplayOutcome replay_check(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle);
+
 // The number of cases to run: `base` times ATTEST_PROPERTY_SCALE (default 1) from the environment.
 int scaled_cases(int base);
 

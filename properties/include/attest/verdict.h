@@ -20,6 +20,7 @@ struct Verdict {
   // (overflow_safe scales it): saved instead, to be replayed with `witness_property`.
   std::shared_ptr<const Problem> witness;
   std::string witness_property;
+  bool bound_vacuous = false;  // not exercised because the error bound proved nothing: gate 2 decides
 
   static Verdict pass(std::string property, double utilisation = 0.0) {
     return {std::move(property), true, true, utilisation, {}, false};
@@ -33,6 +34,12 @@ struct Verdict {
   // A pass that tested nothing: counted as a case asked for, never as evidence.
   static Verdict vacuous(std::string property, std::string why) {
     return {std::move(property), true, true, 0.0, std::move(why), false, false};
+  }
+  // Every element's bound was infinite or as large as its value: accuracy is gate 2's to judge.
+  static Verdict vacuous_bound(std::string property, std::string why) {
+    Verdict v = vacuous(std::move(property), std::move(why));
+    v.bound_vacuous = true;
+    return v;
   }
 };
 

@@ -9,10 +9,12 @@
 #include <set>
 #include <tuple>
 
+#include "attest/builtin_kernels.h"
 #include "attest/cases.h"
 #include "attest/compare.h"
 #include "attest/declaration_fit.h"
 #include "attest/harness.h"
+#include "attest/precision_gate.h"
 #include "problem_edits.h"
 
 namespace attest {
@@ -194,6 +196,24 @@ std::vector<int> sample_rows(const Problem& p, const Capabilities& caps, int cou
   return {rows.begin(), rows.end()};
 }
 
+namespace {
+
+// Where gate 1's bound is vacuous on every sampled element (a long row at low declared precision),
+// gate 2 judges the case as it does in the property stage: the kernel's error against the model
+// kernel's on the same rows. Without it such a case is never evidence and a correct 16-bit kernel
+// stays INSUFFICIENT at long lengths by construction.
+Verdict gate_two_on_rows(const SizedCase& c, const Reference& ref, const Outputs& out, const Capabilities& caps) {
+  const Outputs model = run_model_rows(caps.precision, c.problem, c.rows);
+  const std::optional<GateErrors> errors = precision_gate_errors_of(c.problem, ref, out, model, caps.precision);
+  if (!errors) return Verdict::vacuous_bound("matches_reference", "bound vacuous and no non-empty row for gate 2");
+  Verdict gate = precision_gate_verdict(*errors, caps.precision);
+  gate.property = "matches_reference";
+  gate.detail = "bound vacuous; gate 2" + (gate.detail.empty() ? std::string() : ": " + gate.detail);
+  return gate;
+}
+
+}  // namespace
+
 Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle* oracle, double* kernel_seconds) {
   const Capabilities caps = kernel.capabilities();
   const Problem& p = c.problem;
@@ -204,6 +224,7 @@ Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Ora
   if (!oracle || !c.rows.empty()) own = compute_reference_fast(p, {.query_rows = c.rows, .jobs = jobs});
   const Reference& ref = own ? *own : oracle->reference(p);
   Comparison result = compare_with_reference(p, ref, out, caps);
+  if (result.verdict.bound_vacuous) result.verdict = gate_two_on_rows(c, ref, out, caps);
   if (!result.verdict.passed && !c.decode_chunks.empty())
     result.verdict.detail = fmt::format("decode in {} steps: {}", c.decode_chunks.size(), result.verdict.detail);
   return result.verdict;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "attest/builtin_kernels.h"
 #include "attest/faults.h"
@@ -101,6 +102,67 @@ TEST(SizeLadder, LadderFindsBugsPastTheFirstTiles) {
   for (const SizedCase& c : ladder_cases(dropped->capabilities(), {.max_len = 256}))
     failures += !check_sized_case(c, *dropped, 1).passed;
   EXPECT_GT(failures, 0);
+}
+
+// The model kernel on a sample of rows computes those rows bit for bit as the whole run does.
+TEST(SizeLadder, ModelRowsEqualTheWholeRun) {
+  Precision f16;
+  f16.scores = f16.accumulator = Scalar::kF16;
+  for (const SizedCase& c : long_cases(make_model_kernel(f16)->capabilities(), {.max_len = 1024, .full_rows_limit = 256,
+                                                                                .square_limit = 512, .sampled_rows = 8})) {
+    if (c.rows.empty()) continue;
+    const Outputs whole = run_forward(*make_model_kernel(f16), c.problem);
+    const Outputs rows = run_model_rows(f16, c.problem, c.rows);
+    const Shape& s = c.problem.shape;
+    for (int bh = 0; bh < s.batch * s.heads; ++bh)
+      for (int i = 0; i < s.q_len; ++i) {
+        const std::size_t row = std::size_t(bh) * s.q_len + i;
+        const bool sampled = has(c.rows, i);
+        for (int col = 0; col < s.value_dim; ++col) {
+          const float a = whole.o[row * s.value_dim + col], b = rows.o[row * s.value_dim + col];
+          if (sampled) ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << c.name << " row " << i;
+          else ASSERT_TRUE(std::isnan(b)) << c.name << " row " << i << " was not asked for";
+        }
+      }
+  }
+}
+
+// A kernel rounding to bf16 everywhere (scores, P, the accumulator) has a vacuous bound on long
+// rows; gate 2 then judges each sampled case against the model kernel on the same rows: the
+// correct kernel's cases are evidence (issue 23: it was INSUFFICIENT by construction), and one
+// that adds 100 to O[0] fails there.
+TEST(SizeLadder, LongCasesWithAVacuousBoundAreJudgedByGateTwo) {
+  class Bf16Everywhere final : public Kernel {
+   public:
+    explicit Bf16Everywhere(float offset) : offset_(offset) {
+      precision_.q = precision_.k = precision_.v = precision_.o = Scalar::kBF16;
+      precision_.scores = precision_.p = precision_.accumulator = Scalar::kBF16;
+      inner_ = make_model_kernel(precision_);
+    }
+    std::string name() const override { return "bf16-everywhere"; }
+    Capabilities capabilities() const override { return inner_->capabilities(); }
+    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+      inner_->forward(p, o, lse);
+      o[0] += offset_;
+    }
+
+   private:
+    Precision precision_;
+    std::unique_ptr<Kernel> inner_;
+    float offset_;
+  };
+  const SizeOptions options{.max_len = 2048, .full_rows_limit = 256, .square_limit = 512, .sampled_rows = 16, .jobs = 2};
+  const Bf16Everywhere correct(0.0f), shifted(100.0f);
+  int judged_by_gate_two = 0, caught = 0;
+  for (const SizedCase& c : long_cases(correct.capabilities(), options)) {
+    const Verdict good = check_sized_case(c, correct, options.jobs);
+    EXPECT_TRUE(good.passed && good.exercised) << c.name << ": " << good.detail;
+    judged_by_gate_two += good.detail.find("gate 2") != std::string::npos;
+    const Verdict bad = check_sized_case(c, shifted, options.jobs);
+    caught += !bad.passed;
+  }
+  EXPECT_GT(judged_by_gate_two, 0);
+  EXPECT_GT(caught, 0);
 }
 
 }  // namespace

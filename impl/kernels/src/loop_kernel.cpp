@@ -1,6 +1,7 @@
 // The textbook kernel: for each query row, all scores, a stable softmax, the weighted sum.
 // With a precision to emulate it is the precision gate's model kernel: it rounds exactly where
 // that precision says (scores, P, the accumulator, O's storage) and nowhere else.
+#include <limits>
 #include <vector>
 
 #include "attest/builtin_kernels.h"
@@ -22,7 +23,11 @@ class LoopKernel final : public Kernel {
     return c;
   }
 
-  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override { compute(p, o, lse, {}); }
+
+  // Only query rows `rows` of every batch entry and head (empty: all); the others are left as they
+  // are. Each row is computed exactly as forward computes it.
+  void compute(const Problem& p, std::span<float> o, std::span<float> lse, const std::vector<int>& rows) const {
     const Shape& s = p.shape;
     const Layout at{s};
     const MaskView mask(p);
@@ -40,7 +45,8 @@ class LoopKernel final : public Kernel {
         if (p.rope.enabled)
           for (int j = 0; j < s.k_len; ++j) rope_rotate(&keys[std::size_t(j) * s.head_dim], s.head_dim, j, p.rope.base);
 
-        for (int i = 0; i < s.q_len; ++i) {
+        for (int n = 0; n < (rows.empty() ? s.q_len : static_cast<int>(rows.size())); ++n) {
+          const int i = rows.empty() ? n : rows[n];
           float* out = &o[at.o(b, h, i)];
           float* out_lse = lse.empty() ? nullptr : &lse[at.lse(b, h, i)];
           std::copy_n(&p.q[at.q(b, h, i)], s.head_dim, query.begin());
@@ -102,5 +108,14 @@ class LoopKernel final : public Kernel {
 
 std::unique_ptr<Kernel> make_loop_kernel() { return std::make_unique<LoopKernel>(); }
 std::unique_ptr<Kernel> make_model_kernel(const Precision& emulated) { return std::make_unique<LoopKernel>(emulated); }
+
+Outputs run_model_rows(const Precision& emulated, const Problem& p, const std::vector<int>& query_rows) {
+  p.validate();
+  Outputs out;
+  out.o.assign(p.o_size(), std::numeric_limits<float>::quiet_NaN());
+  out.lse.assign(p.lse_size(), std::numeric_limits<float>::quiet_NaN());
+  LoopKernel(emulated).compute(p, out.o, out.lse, query_rows);
+  return out;
+}
 
 }  // namespace attest

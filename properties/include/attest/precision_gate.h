@@ -33,6 +33,9 @@ struct GateErrors {
   double kernel, model;
 };
 std::optional<GateErrors> precision_gate_errors(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// The same from outputs already computed, over the rows `ref` holds (a long problem's sample).
+std::optional<GateErrors> precision_gate_errors_of(const Problem& p, const Reference& ref, const Outputs& kernel_out,
+                                                   const Outputs& model_out, const Precision& precision);
 // Gate 2's verdict on errors already measured (precision_gate measures, then asks this).
 Verdict precision_gate_verdict(const GateErrors& errors, const Precision& precision);
 

@@ -17,6 +17,9 @@ struct TiledConfig {
 std::unique_ptr<Kernel> make_loop_kernel();
 // The loop kernel rounding exactly where `emulated` says: the precision gate's model kernel.
 std::unique_ptr<Kernel> make_model_kernel(const Precision& emulated);
+// The model kernel on query rows `query_rows` of every batch entry and head only (empty: all), the
+// rest NaN: gate 2 on a long problem's sampled rows costs those rows, not Tq x Tk.
+Outputs run_model_rows(const Precision& emulated, const Problem& p, const std::vector<int>& query_rows);
 std::unique_ptr<Kernel> make_blocked_kernel(int block_q = 32);
 std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config = {});
 // bf16 Q/K/V/O, f32 scores and accumulator, P rounded to bf16 before P.V (fixed: config.precision

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
+#include <vector>
 #include <fmt/format.h>
 
 #include "attest/harness.h"
@@ -69,13 +71,92 @@ Verdict precision_gate_verdict(const GateErrors& errors, const Precision& precis
   return Verdict::pass(name, utilisation);
 }
 
+namespace {
+
+// One coarser rounding than declared, run as the model kernel: does it reproduce the error?
+struct Suspect {
+  std::string rounding;  // "the accumulator in f16 (declared f32)"
+  Precision precision;   // the declared one with that rounding lowered
+  std::optional<Scalar> entry;  // or: Q, K and V rounded to this on entry
+};
+
+std::vector<Suspect> suspects_of(const Precision& declared) {
+  std::vector<Suspect> out;
+  for (Scalar s : {Scalar::kBF16, Scalar::kF16}) {
+    for (auto [name, field] : {std::pair{"scores", &Precision::scores}, std::pair{"P", &Precision::p},
+                               std::pair{"the accumulator", &Precision::accumulator}})
+      if (unit_roundoff(s) > unit_roundoff(declared.*field)) {
+        Precision lowered = declared;
+        lowered.*field = s;
+        out.push_back({fmt::format("{} in {} (declared {})", name, to_string(s), to_string(declared.*field)), lowered, {}});
+      }
+    if (unit_roundoff(s) > std::min({unit_roundoff(declared.q), unit_roundoff(declared.k), unit_roundoff(declared.v)}))
+      out.push_back({fmt::format("Q, K and V rounded to {} on entry", to_string(s)), declared, s});
+  }
+  return out;
+}
+
+// How much of the kernel's error a suspect's model leaves unexplained: |kernel - model| over
+// |kernel - exact|, element by element over the rows `ref` holds. Near 0: the same error pattern.
+double unexplained(const Problem& p, const Reference& ref, const Outputs& kernel_out, const Outputs& model_out) {
+  double residual = 0, error = 0;
+  for (std::size_t e = 0; e < ref.o.size(); ++e) {
+    const std::size_t row = e / p.shape.value_dim;
+    if (ref.empty[row] || !ref.has_row(row)) continue;
+    const double k = kernel_out.o[e], m = model_out.o[e];
+    if (!std::isfinite(k) || !std::isfinite(m)) continue;
+    residual += (k - m) * (k - m);
+    error += (k - ref.o[e]) * (k - ref.o[e]);
+  }
+  return error > 0 ? std::sqrt(residual / error) : INFINITY;
+}
+
+// Names the rounding the evidence points at: each suspect (one rounding coarser than declared) runs
+// as the model kernel. It reproduces the error when it explains at least three quarters of it
+// element by element (what is left is at most half the error's size): rounding P or the inputs
+// fixes the pattern whatever the summation order. An accumulator's pattern, or P rounded before
+// normalising, depends on the order, so such a kernel may match no pattern; the suspects whose
+// worst error is of the same size (within 2x) are named then.
+std::string suspected_rounding(const Problem& p, const Reference& ref, const Outputs& kernel_out, const Precision& declared) {
+  std::vector<std::string> pattern, size, tried;
+  const double u = declared.coarsest();
+  const double kernel_err = scaled_error(p, ref, kernel_out, u);
+  for (const Suspect& suspect : suspects_of(declared)) {
+    Problem rounded = p;
+    if (suspect.entry)
+      for (auto* buffer : {&rounded.q, &rounded.k, &rounded.v})
+        for (float& x : *buffer) x = round_to(x, *suspect.entry);
+    const Outputs model = run_forward(*make_model_kernel(suspect.precision), rounded);
+    const double model_err = scaled_error(p, ref, model, u);
+    tried.push_back(suspect.rounding);
+    if (unexplained(p, ref, kernel_out, model) <= 0.5) pattern.push_back(suspect.rounding);
+    else if (model_err <= 2 * kernel_err && kernel_err <= 2 * model_err) size.push_back(suspect.rounding);
+  }
+  auto joined = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& s : v) out += (out.empty() ? "" : "; ") + s;
+    return out;
+  };
+  if (!pattern.empty()) return fmt::format("; its error pattern is reproduced by a model with {}", joined(pattern));
+  if (!size.empty())
+    return fmt::format("; no model reproduces its error pattern; one of the same size (within 2x): {}", joined(size));
+  return tried.empty() ? "" : fmt::format("; no single coarser rounding explains it (tried {})", joined(tried));
+}
+
+}  // namespace
+
 Verdict precision_gate(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "precision_gate";
   const Reference& ref = oracle.reference(p);
   if (!ref.finite()) return Verdict::fail(name, "reference failure: NaN in the exact result");
-  const std::optional<GateErrors> errors = precision_gate_errors(p, kernel, oracle);
+  const Precision declared = kernel.capabilities().precision;
+  const Outputs kernel_out = run_guarded(kernel, p);
+  const std::optional<GateErrors> errors =
+      precision_gate_errors_of(p, ref, kernel_out, run_guarded(*make_model_kernel(declared), p), declared);
   if (!errors) return Verdict::vacuous(name, "every row is empty: no error to compare");
-  return precision_gate_verdict(*errors, kernel.capabilities().precision);
+  Verdict v = precision_gate_verdict(*errors, declared);
+  if (!v.passed && std::isfinite(errors->kernel)) v.detail += suspected_rounding(p, ref, kernel_out, declared);
+  return v;
 }
 
 }  // namespace attest

@@ -91,11 +91,51 @@ TEST(Precision, F16AccumulatorFailsGateTwoUnlessDeclared) {
   const Wrapped honest(make_model_kernel(f16_acc), f16_acc, 0.0f);
   const Verdict lie = precision_gate(p, lying, oracle);
   EXPECT_FALSE(lie.passed) << lie.detail;
+  EXPECT_NE(lie.detail.find("its error pattern is reproduced by a model with the accumulator in f16 (declared f32)"), std::string::npos)
+      << lie.detail;
   const Verdict truth = precision_gate(p, honest, oracle);
   EXPECT_TRUE(truth.passed && truth.exercised) << truth.detail;
   EXPECT_TRUE(matches_reference(p, honest, oracle).passed);
 }
 
+
+// Gate 2 names the rounding its evidence points at: the model kernels that reproduce the error
+// and those that do not. P rounded to bf16, or the inputs rounded to f16 on entry, behind an f32
+// declaration: each is named; the accumulator (a different error) is not.
+TEST(Precision, GateTwoNamesTheRoundingBehindTheError) {
+  class RoundsOnEntry final : public Kernel {
+   public:
+    std::string name() const override { return "rounds-on-entry"; }
+    Capabilities capabilities() const override { return inner_->capabilities(); }
+    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+      Problem rounded = p;
+      for (auto* buffer : {&rounded.q, &rounded.k, &rounded.v})
+        for (float& x : *buffer) x = round_to(x, Scalar::kF16);
+      inner_->forward(rounded, o, lse);
+    }
+
+   private:
+    std::unique_ptr<Kernel> inner_ = make_faulty_tiled_kernel({32, 32}, KernelFaults{}, "tiled-scalar");
+  } on_entry;
+  // The tiled kernel (online softmax over 32-key tiles: another summation order than the model's).
+  Precision p_bf16;
+  p_bf16.p = Scalar::kBF16;
+  const Wrapped rounds_p(make_faulty_tiled_kernel({32, 32, p_bf16}, KernelFaults{}, "tiled-scalar"), Precision{}, 0.0f);
+  const Problem p = long_problem(256, Scalar::kF32);
+  Oracle oracle;
+  const Verdict entry = precision_gate(p, on_entry, oracle);
+  EXPECT_FALSE(entry.passed) << entry.detail;
+  EXPECT_NE(entry.detail.find("its error pattern is reproduced by a model with Q, K and V rounded to f16 on entry"),
+            std::string::npos) << entry.detail;
+  EXPECT_EQ(entry.detail.find("accumulator"), std::string::npos) << entry.detail;
+  // Online softmax rounds P before normalising, against another running max: the pattern differs,
+  // the size does not; the bf16 accumulator (an error 35x larger) is not named.
+  const Verdict weights = precision_gate(p, rounds_p, oracle);
+  EXPECT_FALSE(weights.passed) << weights.detail;
+  EXPECT_NE(weights.detail.find("of the same size (within 2x): "), std::string::npos) << weights.detail;
+  EXPECT_NE(weights.detail.find("P in bf16 (declared f32)"), std::string::npos) << weights.detail;
+  EXPECT_EQ(weights.detail.find("the accumulator in bf16"), std::string::npos) << weights.detail;
+}
 
 // A kernel that accumulates in bf16 over 2048 keys has an infinite bound: the check is not a
 // pass (it says "bound vacuous"), even for a kernel adding +100 to an output in [-1, 1]; gate 2

@@ -13,7 +13,7 @@ const std::vector<PropertyInfo>& property_catalogue() {
       {"zero_masked_weight", "probe V = I: masked keys get weight 0", zero_masked_weight, {},
        {.masked = true, .max_keys = 256}},
       {"masked_inputs_have_no_influence", "poisoned masked K, then V, change nothing",
-       masked_inputs_have_no_influence, {}, {.masked = true}},
+       masked_inputs_have_no_influence, {}, {.masked = true}, true, true},
       {"permutation_equivariance", "permuting rows permutes outputs", permutation_equivariance, {},
        {.position_free = true}},
       {"empty_row_policy", "empty rows follow the declared policy", empty_row_policy, {}, {}},
@@ -26,7 +26,7 @@ const std::vector<PropertyInfo>& property_catalogue() {
        {.several_slices = true}},
       {"rope_relative_position", "shifting all positions changes nothing", rope_relative_position,
        {F::kRope, F::kExplicitMask}, {.rope = true}},
-      {"overflow_safe", "logits up to 1e37 give finite outputs", overflow_safe, {}, {}},
+      {"overflow_safe", "logits up to 1e37 give finite outputs", overflow_safe, {}, {}, true, true},
       {"deterministic_and_in_bounds", "bitwise repeatable, outputs written, guards intact",
        deterministic_and_in_bounds, {}, {}},
       {"bias_minus_inf_equals_mask", "a -inf bias entry equals masking that key", bias_minus_inf_equals_mask,
@@ -49,7 +49,8 @@ const PropertyInfo& find_property(const std::string& name) {
 std::string not_covered_because(const PropertyInfo& property, const Capabilities& caps) {
   const FeatureSet missing = property.required.minus(caps.features);
   if (!missing.empty()) return "the kernel does not declare " + missing.joined(" or ");
-  if (property.needs_forward && !caps.forward()) return "needs a forward call; the kernel is decode-only";
+  if (property.needs_forward && !caps.forward() && !(property.through_sessions && caps.decode()))
+    return "needs a forward call; the kernel is decode-only";
   if (property.name == "empty_row_policy" && !caps.declares(Feature::kQueryPadding) &&
       !caps.declares(Feature::kKeyPadding))
     return "makes rows empty through padding; the kernel declares neither key_padding nor query_padding";

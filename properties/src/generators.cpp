@@ -315,6 +315,8 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   if (needs.several_slices && batch * h == 1) batch = static_cast<int>(c.batch.clamp(2));
   k_len = static_cast<int>(c.k_len.clamp(k_len));
   if (needs.max_keys > 0) k_len = std::min(k_len, needs.max_keys);
+  // Bottom-right causal with q_offset >= 0 (a decode session): Tq <= Tk.
+  if (c.causal_required && !c.q_offset.unlimited() && c.q_offset.min >= 0) q_len = std::min(q_len, k_len);
   p.shape = {batch, h, kv, static_cast<int>(c.q_len.clamp(q_len)), k_len, head_dim, value_dim};
   if (on.contains(Feature::kRope) && head_dim % 2) on.erase(Feature::kRope);  // no even width accepted
 

@@ -10,6 +10,7 @@
 
 #include "attest/generators.h"
 #include "attest/harness.h"
+#include "attest/session_forward.h"
 #include "attest/problem_file.h"
 #include "attest/safe_text.h"
 
@@ -28,6 +29,7 @@ int scaled_cases(int base) {
 }
 
 Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  if (const auto sessions = session_stand_in(property, kernel)) return check_safely(property, p, *sessions, oracle);
   try {
     Verdict v = property.check(p, kernel, oracle);
     if (!v.passed) v.detail += " [path: " + kernel.last_path() + "]";  // which internal path served the call
@@ -45,7 +47,9 @@ Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kerne
   }
 }
 
-ReplayOutcome replay_check(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle) {
+ReplayOutcome replay_check(const PropertyInfo& property, const Problem& p, const Kernel& given, Oracle& oracle) {
+  const auto sessions = session_stand_in(property, given);  // a decode-only kernel, through its sessions
+  const Kernel& kernel = sessions ? *sessions : given;
   // A problem the kernel does not take is not replayed: a pass there would claim a check that never ran.
   if (const std::string why = kernel.capabilities().unsupported_because(p); !why.empty())
     return {2, fmt::format("not replayed: the problem {} ({})\n", why, kernel.name())};
@@ -69,7 +73,9 @@ ReplayOutcome replay_check(const PropertyInfo& property, const Problem& p, const
   return out;
 }
 
-DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, const DriveOptions& options) {
+DriveResult drive_property(const PropertyInfo& property, const Kernel& given, const DriveOptions& options) {
+  const auto sessions = session_stand_in(property, given);  // a decode-only kernel, through its sessions
+  const Kernel& kernel = sessions ? *sessions : given;
   DriveResult result;
   result.property = property.name;
   result.kernel = kernel.name();

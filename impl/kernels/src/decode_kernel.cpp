@@ -19,7 +19,8 @@ template <typename Visible, typename Modify>
 void attend_row(const PagedKvCache& cache, int b, int g, const float* q, int dk, int dv, float scale,
                 KeyRange range, Visible visible, Modify modify, float sink, std::vector<float>& page_scores,
                 float* out, float* out_lse, const KernelFaults& faults) {
-  float row_max = sink, row_sum = sink == kNegInf ? 0.0f : 1.0f;
+  float row_max = sink == kNegInf && faults.finite_max_sentinel ? -10000.0f : sink;
+  float row_sum = sink == kNegInf ? 0.0f : 1.0f;
   std::fill(out, out + dv, 0.0f);
   const int page = cache.page_size();
   for (int j0 = (range.lo / page) * page; j0 < range.hi; j0 += page) {
@@ -190,6 +191,35 @@ std::unique_ptr<Kernel> make_decode_kernel(int page_size) {
 
 std::unique_ptr<Kernel> make_faulty_decode_kernel(int page_size, const KernelFaults& faults, std::string name) {
   return std::make_unique<DecodeKernel>(page_size, faults, std::move(name));
+}
+
+namespace {
+
+class DecodeOnly final : public Kernel {
+ public:
+  explicit DecodeOnly(std::unique_ptr<Kernel> decoder) : decoder_(std::move(decoder)) {}
+  std::string name() const override { return decoder_->name(); }
+  Capabilities capabilities() const override {
+    Capabilities c = decoder_->capabilities();
+    c.contract.decode_only = true;
+    return c;
+  }
+  void forward(const Problem&, std::span<float>, std::span<float>) const override {
+    throw std::logic_error(name() + " is decode-only: forward was called");
+  }
+  std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override {
+    return decoder_->open_decode(config);
+  }
+  std::string last_path() const override { return decoder_->last_path(); }
+
+ private:
+  std::unique_ptr<Kernel> decoder_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_decode_only(std::unique_ptr<Kernel> decoder) {
+  return std::make_unique<DecodeOnly>(std::move(decoder));
 }
 
 }  // namespace attest

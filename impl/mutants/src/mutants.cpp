@@ -32,6 +32,12 @@ MutantEntry decode(std::string name, std::string bug, std::string property, Kern
           [=] { return make_faulty_decode_kernel(16, faults, "mutant:" + name); }};
 }
 
+// The decode kernel with one fault, declaring itself decode-only: certified through sessions.
+MutantEntry decode_only(std::string name, std::string bug, std::string property, KernelFaults faults) {
+  return {name, std::move(bug), std::move(property),
+          [=] { return make_decode_only(make_faulty_decode_kernel(16, faults, "mutant:" + name)); }};
+}
+
 }  // namespace
 
 const std::vector<MutantEntry>& mutant_registry() {
@@ -136,6 +142,8 @@ const std::vector<MutantEntry>& mutant_registry() {
              "decode_matches_prefill", {.rope_query_at_zero = true}),
       decode("decode_gqa_modulo", "decode: GQA maps query head h to kv head h % Hkv", "gqa_matches_repeated_heads",
              {.gqa_modulo = true}),
+      decode_only("decode_only_finite_max", "a decode-only kernel whose running max starts at -10000: rows whose "
+                  "logits all lie below it divide 0 by 0", "overflow_safe", {.finite_max_sentinel = true}),
   };
   return registry;
 }
@@ -151,6 +159,8 @@ std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
     precision.q = precision.k = precision.v = precision.o = precision.p = s;
     return make_faulty_tiled_kernel({32, 32, precision}, {}, variant);
   }
+  // The decode kernel declaring itself decode-only: what a serving library's decoder declares.
+  if (name == "decode-only" || name == "builtin:decode-only") return make_decode_only(make_decode_kernel(16));
   if (name.starts_with("builtin:")) return make_kernel(name.substr(8));
   return make_kernel(name);
 }

@@ -69,6 +69,7 @@ struct PropertyInfo {
   FeatureSet required;         // features the kernel must declare for the property to mean anything
   ProblemNeeds needs;          // what its problems must have (the generators aim at it)
   bool needs_forward = true;   // false: runs through decode only
+  bool through_sessions = false;  // a decode-only kernel runs it through decode sessions (session_forward.h)
 };
 
 const std::vector<PropertyInfo>& property_catalogue();

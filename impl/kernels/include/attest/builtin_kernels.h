@@ -28,6 +28,9 @@ std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config = {});
 enum class Bf16Path { kAuto, kPortable };
 std::unique_ptr<Kernel> make_tiled_bf16_kernel(TiledConfig config = {128, 64}, Bf16Path path = Bf16Path::kAuto);
 std::unique_ptr<Kernel> make_decode_kernel(int page_size = 16);
+// `decoder` declaring itself decode-only (no forward: held to its sessions), as a serving
+// library's decoder does.
+std::unique_ptr<Kernel> make_decode_only(std::unique_ptr<Kernel> decoder);
 
 // The same kernels with mutation switches on (for impl/mutants/ only).
 std::unique_ptr<Kernel> make_faulty_tiled_kernel(TiledConfig config, const KernelFaults& faults, std::string name);

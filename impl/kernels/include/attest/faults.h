@@ -43,6 +43,7 @@ struct KernelFaults {
   // Decode
   bool decode_skips_self = false;      // a new token does not attend to itself
   bool decode_page_off_by_one = false;  // the last key of each page is skipped
+  bool finite_max_sentinel = false;     // the running max starts at -10000, not -inf: rows whose logits are all below it divide 0 by 0
   bool rope_query_at_zero = false;     // queries rotated at 0 + i, ignoring their position
   // Memory
   bool accumulate_into_output = false;  // reads O before writing it

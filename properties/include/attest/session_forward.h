@@ -1,0 +1,16 @@
+// A decode-only kernel has no forward call, yet a session reproduces a causal prefill: the
+// properties that need a forward (overflow_safe, masked_inputs_have_no_influence) reach it through
+// this stand-in, which answers a bottom-right causal problem by decoding it.
+#pragma once
+
+#include <memory>
+
+#include "attest/kernel.h"
+#include "attest/properties.h"
+
+namespace attest {
+
+// The stand-in when `property` runs through sessions and `kernel` is decode-only; else null.
+std::unique_ptr<Kernel> session_stand_in(const PropertyInfo& property, const Kernel& kernel);
+
+}  // namespace attest

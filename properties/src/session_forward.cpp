@@ -1,0 +1,73 @@
+#include "attest/session_forward.h"
+
+#include <cmath>
+
+#include "problem_edits.h"
+
+namespace attest {
+namespace {
+
+// The features a decode session can be given: causal (always), the integer mask terms, the
+// modifiers a session takes (a bias is a prefill feature), GQA, RoPE and LSE.
+FeatureSet session_features() {
+  FeatureSet s{Feature::kCausal, Feature::kSoftcap, Feature::kAlibi, Feature::kSinks, Feature::kGqa, Feature::kRope,
+               Feature::kLse};
+  for (const FeatureInfo* term : integer_mask_terms()) s.insert(term->feature);
+  return s;
+}
+
+class SessionForward final : public Kernel {
+ public:
+  explicit SessionForward(const Kernel& decoder) : decoder_(decoder) {}
+  std::string name() const override { return decoder_.name(); }
+  Capabilities capabilities() const override {
+    Capabilities c = decoder_.capabilities();
+    c.features = (c.features | FeatureSet{Feature::kCausal}) & session_features();
+    c.contract.decode_only = false;
+    c.contract.causal_required = true;  // a session is bottom-right causal, from position 0:
+    if (c.contract.q_offset.unlimited()) c.contract.q_offset = {0, kMaxContractOffset};  // Tq <= Tk
+    return c;
+  }
+  // Positions 0 .. Tk - Tq - 1 are decoded first with stand-in queries (their outputs are not
+  // the problem's), then the problem's Tq rows one token per step, as a decoder serves them.
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    const Shape& s = p.shape;
+    const int prefix = s.k_len - s.q_len;
+    Problem prefill = p;
+    prefill.shape.q_len = s.k_len;
+    prefill.q_offset.reset();
+    prefill.q.clear();
+    for (int bh = 0; bh < s.batch * s.heads; ++bh)
+      for (int t = 0; t < s.k_len; ++t) {
+        const auto row = p.q.begin() + (std::size_t(bh) * s.q_len + std::max(0, t - prefix)) * s.head_dim;
+        prefill.q.insert(prefill.q.end(), row, row + s.head_dim);
+      }
+    std::vector<int> chunks;
+    if (prefix > 0) chunks.push_back(prefix);
+    chunks.insert(chunks.end(), s.q_len, 1);
+    const Outputs decoded = run_decode(decoder_, prefill, chunks, !lse.empty());
+    for (int bh = 0; bh < s.batch * s.heads; ++bh)
+      for (int i = 0; i < s.q_len; ++i) {
+        const std::size_t from = std::size_t(bh) * s.k_len + prefix + i, to = std::size_t(bh) * s.q_len + i;
+        std::copy_n(&decoded.o[from * s.value_dim], s.value_dim, &o[to * s.value_dim]);
+        if (!lse.empty()) lse[to] = decoded.lse[from];
+      }
+  }
+  std::string last_path() const override { return decoder_.last_path(); }
+  void set_cutoff(std::optional<std::chrono::steady_clock::time_point> cutoff) const override {
+    decoder_.set_cutoff(cutoff);
+  }
+
+ private:
+  const Kernel& decoder_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> session_stand_in(const PropertyInfo& property, const Kernel& kernel) {
+  const Capabilities caps = kernel.capabilities();
+  if (!property.through_sessions || caps.forward() || !caps.decode()) return nullptr;
+  return std::make_unique<SessionForward>(kernel);
+}
+
+}  // namespace attest

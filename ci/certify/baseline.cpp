@@ -17,6 +17,7 @@ using json_fields::array;
 using json_fields::bad;
 using json_fields::count;
 using json_fields::flag;
+using json_fields::flag_or_false;
 using json_fields::member;
 using json_fields::strings;
 
@@ -83,6 +84,7 @@ BaselineClaims claims_of(const json& kernel, const std::string& where) {
   }
   for (const char* name : {"dk_equals_dv", "default_scale_only", "causal_required", "decode_only"})
     c.restrictions[name] = flag(contract, t, name);
+  c.restrictions["self_attention_only"] = flag_or_false(contract, t, "self_attention_only");
   c.contract_summary = text(contract, t, "summary");
   return c;
 }

@@ -34,7 +34,8 @@ struct BaselineClaims {
   double exp_ulps = 1.0;
   std::vector<long long> head_dims;
   std::map<std::string, std::optional<std::pair<long long, long long>>> ranges;  // head_dim, batch, ...: null = any
-  std::map<std::string, bool> restrictions;     // dk_equals_dv, default_scale_only, causal_required, decode_only
+  std::map<std::string, bool> restrictions;     // dk_equals_dv, default_scale_only, causal_required, decode_only,
+                                                // self_attention_only
   std::string contract_summary;
 };
 

@@ -24,7 +24,8 @@ json contract_json(const Contract& c) {
           {"q_len", range_json(c.q_len)},      {"k_len", range_json(c.k_len)},
           {"q_offset", range_json(c.q_offset)}, {"dk_equals_dv", c.dk_equals_dv},
           {"default_scale_only", c.default_scale_only}, {"causal_required", c.causal_required},
-          {"decode_only", c.decode_only},      {"query_tile", c.query_tile},
+          {"decode_only", c.decode_only},      {"self_attention_only", c.self_attention_only},
+          {"query_tile", c.query_tile},
           {"key_tile", c.key_tile},            {"decode_lse_optional", c.decode_lse_optional},
           {"summary", c.summary()}};
 }
@@ -195,7 +196,8 @@ void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::v
   const std::pair<const char*, bool> restrictions[] = {{"dk_equals_dv", t.dk_equals_dv},
                                                         {"default_scale_only", t.default_scale_only},
                                                         {"causal_required", t.causal_required},
-                                                        {"decode_only", t.decode_only}};
+                                                        {"decode_only", t.decode_only},
+                                                        {"self_attention_only", t.self_attention_only}};
   for (auto [name, now_on] : restrictions)
     if (now_on && !old.restrictions.at(name))
       reasons.push_back(fmt::format("{}: contract narrowed: {} (the baseline had no such restriction)", k.name, name));

@@ -71,6 +71,10 @@ bool flag(const json& object, const std::string& where, const char* key) {
   return j.get<bool>();
 }
 
+bool flag_or_false(const json& object, const std::string& where, const char* key) {
+  return object.is_object() && object.contains(key) ? flag(object, where, key) : false;
+}
+
 double finite_number(const json& object, const std::string& where, const char* key) {
   const json& j = member(object, where, key);
   if (!j.is_number() || !std::isfinite(j.get<double>())) bad(where + "." + key, "must be a finite number");

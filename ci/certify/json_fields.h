@@ -32,6 +32,8 @@ long long integer(const json& object, const std::string& where, const char* key,
 long long integer_value(const json& j, const std::string& field, long long lo, long long hi);  // j is the field
 std::uint64_t unsigned_integer(const json& object, const std::string& where, const char* key);
 bool flag(const json& object, const std::string& where, const char* key);
+// A flag added after certificates were first written: absent reads as false.
+bool flag_or_false(const json& object, const std::string& where, const char* key);
 double finite_number(const json& object, const std::string& where, const char* key);
 std::optional<double> number_or_null(const json& object, const std::string& where, const char* key);
 std::vector<std::string> texts(const json& object, const std::string& where, const char* key);

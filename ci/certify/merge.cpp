@@ -91,6 +91,7 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
   c.contract.default_scale_only = flag(contract, t, "default_scale_only");
   c.contract.causal_required = flag(contract, t, "causal_required");
   c.contract.decode_only = flag(contract, t, "decode_only");
+  c.contract.self_attention_only = flag_or_false(contract, t, "self_attention_only");
   c.contract.query_tile = small_integer(contract, t, "query_tile");
   c.contract.key_tile = small_integer(contract, t, "key_tile");
   c.contract.decode_lse_optional = flag(contract, t, "decode_lse_optional");

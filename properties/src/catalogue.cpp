@@ -25,7 +25,7 @@ const std::vector<PropertyInfo>& property_catalogue() {
       {"slices_are_independent", "each (batch, head) alone equals the batched result", slices_are_independent, {},
        {.several_slices = true}},
       {"rope_relative_position", "shifting all positions changes nothing", rope_relative_position,
-       {F::kRope, F::kExplicitMask}, {.rope = true}},
+       {F::kRope, F::kExplicitMask}, {.rope = true, .moves_positions = true}},
       {"overflow_safe", "logits up to 1e37 give finite outputs", overflow_safe, {}, {}, true, true},
       {"deterministic_and_in_bounds", "bitwise repeatable, outputs written, guards intact",
        deterministic_and_in_bounds, {}, {}},

@@ -96,10 +96,12 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
   if (s.heads % s.kv_heads != 0 || !caps.declares(Feature::kGqa)) s.kv_heads = s.heads;
   s.q_len = static_cast<int>(c.q_len.clamp(s.q_len));
   s.k_len = static_cast<int>(c.k_len.clamp(s.k_len));
+  if (c.self_attention_only) s.q_len = s.k_len = c.square_length(std::min(s.q_len, s.k_len));  // the smaller: as cheap
   s.head_dim = nearest_width(s.head_dim, c, p.rope.enabled);
   if (p.rope.enabled && s.head_dim % 2) p.rope.enabled = false;  // no even width accepted
   s.value_dim = c.dk_equals_dv ? s.head_dim : static_cast<int>(c.head_dim.clamp(s.value_dim));
   if (c.causal_required) p.mask.causal = true, p.q_offset.reset();
+  if (c.self_attention_only) p.q_offset.reset();  // Tq == Tk: the default offset is 0
   if (c.default_scale_only) p.scale.reset();
   if (!c.q_offset.unlimited() && !c.q_offset.contains(p.effective_q_offset()))
     p.q_offset = c.q_offset.clamp(p.effective_q_offset());

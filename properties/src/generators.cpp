@@ -317,10 +317,11 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   if (needs.max_keys > 0) k_len = std::min(k_len, needs.max_keys);
   // Bottom-right causal with q_offset >= 0 (a decode session): Tq <= Tk.
   if (c.causal_required && !c.q_offset.unlimited() && c.q_offset.min >= 0) q_len = std::min(q_len, k_len);
+  if (c.self_attention_only) q_len = k_len = c.square_length(std::min(q_len, k_len));
   p.shape = {batch, h, kv, static_cast<int>(c.q_len.clamp(q_len)), k_len, head_dim, value_dim};
   if (on.contains(Feature::kRope) && head_dim % 2) on.erase(Feature::kRope);  // no even width accepted
 
-  if (!c.causal_required) {
+  if (!c.causal_required && !c.self_attention_only) {
     if (spec.q_offset_mode == 1) p.q_offset = 0;
     if (spec.q_offset_mode == 2) p.q_offset = spec.q_offset_value;
     if (!c.q_offset.unlimited() && !c.q_offset.contains(p.effective_q_offset()))

@@ -26,6 +26,8 @@ std::string cannot_cover(const ProblemNeeds& needs, const Capabilities& caps) {
   if (needs.masked && masks.empty()) return "needs masked keys; the kernel declares no mask term";
   if (needs.position_free && caps.contract.causal_required)
     return "needs problems without positions (no causal mask); the contract requires causal attention";
+  if (needs.moves_positions && caps.contract.self_attention_only)
+    return "moves every position by prepending keys (Tk and q_offset grow); the contract requires self-attention";
   if (needs.several_slices && caps.contract.batch.max == 1 && caps.contract.heads.max == 1)
     return "needs more than one (batch, head); the contract allows B = H = 1 only";
   return {};

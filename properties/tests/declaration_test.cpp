@@ -65,6 +65,7 @@ RC_GTEST_PROP(Declaration, GeneratedProblemsLieInsideRandomContracts, ()) {
   c.dk_equals_dv = *rc::gen::arbitrary<bool>();
   c.default_scale_only = *rc::gen::arbitrary<bool>();
   c.causal_required = caps.declares(Feature::kCausal) && *rc::gen::arbitrary<bool>();
+  c.self_attention_only = *rc::gen::arbitrary<bool>();
   if (*rc::gen::arbitrary<bool>()) c.q_len = {*rc::gen::inRange(1, 5), *rc::gen::inRange(5, 80)};
   if (*rc::gen::arbitrary<bool>()) c.k_len = {*rc::gen::inRange(1, 5), *rc::gen::inRange(5, 80)};
   if (*rc::gen::arbitrary<bool>()) c.batch = {1, 1};
@@ -87,6 +88,36 @@ TEST(NotCovered, NamesTheReason) {
   decode_only.contract.decode_only = true;
   EXPECT_NE(not_covered_because(find_property("matches_reference"), decode_only).find("decode-only"), std::string::npos);
   EXPECT_EQ(not_covered_because(find_property("decode_matches_prefill"), decode_only), "");
+  Capabilities self_attention;
+  self_attention.contract.self_attention_only = true;
+  EXPECT_NE(not_covered_because(find_property("rope_relative_position"), self_attention).find("self-attention"),
+            std::string::npos);
+}
+
+// A self-attention contract admits Tq == Tk with q_offset 0 only, says so, and every problem
+// fitted to it is square with the default offset.
+TEST(Contract, SelfAttentionOnly) {
+  Contract c;
+  c.self_attention_only = true;
+  EXPECT_FALSE(c.open());
+  EXPECT_NE(c.summary().find("self-attention only (Tq == Tk, q_offset 0)"), std::string::npos);
+  Problem p;
+  p.shape = {1, 2, 2, 5, 9, 8, 8};
+  p.resize_buffers();
+  EXPECT_NE(c.violation(p).find("Tq == Tk"), std::string::npos);
+  p.shape.q_len = 9;
+  p.resize_buffers();
+  EXPECT_EQ(c.violation(p), "");
+  p.q_offset = 3;
+  EXPECT_NE(c.violation(p).find("q_offset 0"), std::string::npos);
+  Capabilities caps;
+  caps.contract = c;
+  p.shape.q_len = 5;
+  const std::optional<Problem> fitted = fit_to_declaration(p, caps);
+  ASSERT_TRUE(fitted);
+  EXPECT_EQ(fitted->shape.q_len, 5);
+  EXPECT_EQ(fitted->shape.k_len, 5);
+  EXPECT_EQ(caps.unsupported_because(*fitted), "");
 }
 
 }  // namespace

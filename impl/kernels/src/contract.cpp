@@ -45,6 +45,8 @@ std::string Contract::violation(const Problem& p) const {
     return "an explicit scale (the contract allows only 1/sqrt(Dk))";
   if (causal_required && (!p.mask.causal || p.effective_q_offset() != s.k_len - s.q_len))
     return "not bottom-right causal (the contract requires causal attention)";
+  if (self_attention_only && (s.q_len != s.k_len || p.effective_q_offset() != 0))
+    return "not self-attention (the contract requires Tq == Tk and q_offset 0)";
   return {};
 }
 
@@ -56,6 +58,7 @@ std::string Contract::summary() const {
   if (default_scale_only) parts.push_back("default scale");
   if (causal_required) parts.push_back("causal only");
   if (decode_only) parts.push_back("decode only");
+  if (self_attention_only) parts.push_back("self-attention only (Tq == Tk, q_offset 0)");
   for (auto [name, r] : {std::pair{"B", batch}, {"H", heads}, {"Tq", q_len}, {"Tk", k_len}, {"q_offset", q_offset}})
     if (!r.unlimited()) parts.push_back(range_text(name, r));
   if (query_tile || key_tile) parts.push_back("tiles " + std::to_string(query_tile) + "x" + std::to_string(key_tile));

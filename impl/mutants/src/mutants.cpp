@@ -32,6 +32,29 @@ MutantEntry decode(std::string name, std::string bug, std::string property, Kern
           [=] { return make_faulty_decode_kernel(16, faults, "mutant:" + name); }};
 }
 
+// A training kernel's forward: Tq == Tk with q_offset 0 only, anything else refused (it throws).
+// `declared`: whether its contract says so; without, attest sends other shapes and it fails.
+class SelfAttentionOnly final : public Kernel {
+ public:
+  SelfAttentionOnly(std::unique_ptr<Kernel> inner, bool declared) : inner_(std::move(inner)), declared_(declared) {}
+  std::string name() const override { return declared_ ? "self-attention-only" : "self-attention-undeclared"; }
+  Capabilities capabilities() const override {
+    Capabilities c = inner_->capabilities();
+    c.contract.self_attention_only = declared_;
+    return c;
+  }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    if (p.shape.q_len != p.shape.k_len || p.effective_q_offset() != 0)
+      throw std::invalid_argument("self-attention only: Tq == Tk and q_offset 0");
+    inner_->forward(p, o, lse);
+  }
+  std::string last_path() const override { return inner_->last_path(); }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  bool declared_;
+};
+
 // The decode kernel with one fault, declaring itself decode-only: certified through sessions.
 MutantEntry decode_only(std::string name, std::string bug, std::string property, KernelFaults faults) {
   return {name, std::move(bug), std::move(property),
@@ -161,6 +184,10 @@ std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
   }
   // The decode kernel declaring itself decode-only: what a serving library's decoder declares.
   if (name == "decode-only" || name == "builtin:decode-only") return make_decode_only(make_decode_kernel(16));
+  // The tiled kernel refusing all but self-attention, declared so or not.
+  for (const bool declared : {true, false})
+    if (name == (declared ? "self-attention-only" : "self-attention-undeclared"))
+      return std::make_unique<SelfAttentionOnly>(make_tiled_kernel({128, 64}), declared);
   if (name.starts_with("builtin:")) return make_kernel(name.substr(8));
   return make_kernel(name);
 }

@@ -19,6 +19,7 @@ struct ProblemNeeds {
   bool masked = false;          // at least one mask term
   bool several_slices = false;  // B * H > 1
   int max_keys = 0;             // 0 = no limit beyond the generator's
+  bool moves_positions = false; // its check prepends keys (Tk and q_offset grow)
   // When set, (Tq, Tk) are drawn from these instead (the shapes that reach one internal path).
   std::vector<std::pair<int, int>> lengths;
   // When set, the shape regime and class drawn (generators.h): a coverage top-up of one class.

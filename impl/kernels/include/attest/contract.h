@@ -36,6 +36,7 @@ struct Contract {
   bool default_scale_only = false;
   bool causal_required = false;  // bottom-right causal only
   bool decode_only = false;      // no forward
+  bool self_attention_only = false;  // Tq == Tk and q_offset 0 only (a training kernel's shape)
   int query_tile = 0, key_tile = 0;  // the kernel's tiles (0: none)
   bool decode_lse_optional = false;
 
@@ -45,6 +46,9 @@ struct Contract {
   bool accepts_head_dim(int d) const;
   // Whether Dv = dv is accepted next to Dk = dk.
   bool accepts_value_dim(int dv, int dk) const { return dk_equals_dv ? dv == dk : head_dim.contains(dv); }
+  // A length near t that Tq and Tk may both take (for a self-attention contract): inside both
+  // ranges whenever they meet.
+  int square_length(int t) const { return static_cast<int>(k_len.clamp(q_len.clamp(t))); }
   // One line for tables and verdicts: "Dk in {64, 128}, Dk == Dv, default scale, causal only".
   std::string summary() const;
   // Whether nothing is restricted (a version-1 kernel's contract).

@@ -40,6 +40,7 @@ json precision_json(const Precision& p) {
 json capabilities_json(const Capabilities& c) {
   return {{"features", c.features.names()},
           {"empty_rows", to_string(c.empty_rows)},
+          {"inputs", to_string(c.inputs)},
           {"precision", precision_json(c.precision)},
           {"exp_ulps", c.precision.exp_ulps},
           {"key_tile", c.key_tile()},

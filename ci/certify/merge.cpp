@@ -65,6 +65,13 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
   if (empty_rows != to_string(EmptyRowPolicy::kZero) && empty_rows != to_string(EmptyRowPolicy::kNan))
     bad(where + ".empty_rows", "must be \"zero\" or \"nan\"");
   c.empty_rows = empty_rows == to_string(EmptyRowPolicy::kZero) ? EmptyRowPolicy::kZero : EmptyRowPolicy::kNan;
+  // Added after the first certificates: absent means the default domain.
+  if (d.contains("inputs")) {
+    const std::string inputs = text(d, where, "inputs");
+    if (inputs != to_string(InputDomain::kFinite) && inputs != to_string(InputDomain::kMaskedMayBeNonFinite))
+      bad(where + ".inputs", "must be \"finite\" or \"masked_may_be_nonfinite\"");
+    c.inputs = inputs == to_string(InputDomain::kFinite) ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
+  }
   const std::string p = where + ".precision";
   const json& precision = member(d, where, "precision");
   c.precision.q = scalar(precision, p, "q");

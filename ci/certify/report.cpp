@@ -39,8 +39,9 @@ bool KernelReport::passed() const {
 }
 
 std::string declared_scope(const Capabilities& c) {
-  return fmt::format("precision {}, exp {:g} ulp, empty rows {}; contract: {}", c.precision.summary(),
-                     c.precision.exp_ulps, to_string(c.empty_rows), c.contract.summary());
+  return fmt::format("precision {}, exp {:g} ulp, empty rows {}{}; contract: {}", c.precision.summary(),
+                     c.precision.exp_ulps, to_string(c.empty_rows),
+                     c.inputs == InputDomain::kFinite ? ", inputs finite" : "", c.contract.summary());
 }
 
 namespace {
@@ -82,6 +83,11 @@ std::string precision_scope(const Capabilities& c) {
 // the problems inside it only, so the line that a CI log shows says which.
 std::string contract_scope(const Capabilities& c) {
   return c.contract.open() ? "" : fmt::format(" (contract: {})", c.contract.summary());
+}
+
+// "; for finite inputs only": masked keys were poisoned with huge finite values, never NaN or inf.
+std::string inputs_scope(const Capabilities& c) {
+  return c.inputs == InputDomain::kFinite ? "; for finite inputs only (masked and bias-hidden keys never NaN or inf)" : "";
 }
 
 }  // namespace
@@ -172,9 +178,9 @@ std::string format_report(const KernelReport& k) {
   // A shard's verdict speaks for its share of the checks only.
   if (k.shard) out += fmt::format("shard {}/{}: ", k.shard->index, k.shard->count);
   if (k.passed()) {
-    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}\n", k.name, scope, contract_scope(k.capabilities),
+    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}{}\n", k.name, scope, contract_scope(k.capabilities),
                        not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k),
-                       precision_scope(k.capabilities));
+                       precision_scope(k.capabilities), inputs_scope(k.capabilities));
   } else {
     std::vector<std::string> why;
     if (!failed.empty()) why.push_back(fmt::format("failed: {}", names_of(failed)));

@@ -111,5 +111,24 @@ TEST(RegressionGate, VersionOneBaselinesStillRead) {
   EXPECT_TRUE(mentions(reasons, "matches_reference: passed in the baseline, fails now: boom"));
 }
 
+// The declarations that narrow what a verdict vouches for appear in the header and in the verdict
+// line, and survive a certificate written and read back (merge reads a shard's declaration).
+TEST(Report, DeclarationsAppearInTheHeaderAndTheVerdictLine) {
+  KernelReport k = full_report();
+  k.capabilities.inputs = InputDomain::kFinite;
+  k.capabilities.contract.self_attention_only = true;
+  const std::string text = format_report(k);
+  EXPECT_NE(text.find("empty rows zero, inputs finite; contract: self-attention only (Tq == Tk, q_offset 0)"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("(contract: self-attention only (Tq == Tk, q_offset 0)); not covered"), std::string::npos) << text;
+  EXPECT_NE(text.find("; for finite inputs only (masked and bias-hidden keys never NaN or inf)"), std::string::npos)
+      << text;
+  const std::string document = certificate_json({1, 100, {k}});
+  EXPECT_NE(document.find("\"inputs\": \"finite\""), std::string::npos) << document;
+  EXPECT_NE(document.find("\"self_attention_only\": true"), std::string::npos) << document;
+  // A narrower contract than the baseline's is a regression.
+  EXPECT_TRUE(mentions(gate(full_report(), k), "contract narrowed: self_attention_only"));
+}
+
 }  // namespace
 }  // namespace attest

@@ -14,9 +14,10 @@ namespace attest {
 namespace {
 
 // NaN, +-inf and +-1e30, cycled over keys: each catches a different way of reading masked rows.
-float poison(int j) {
+// A kernel whose inputs are promised finite gets +-1e30 only (a leak still dominates the row).
+float poison(int j, InputDomain inputs) {
   static const float values[] = {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY, 1e30f, -1e30f};
-  return values[j % 5];
+  return inputs == InputDomain::kFinite ? values[3 + j % 2] : values[j % 5];
 }
 
 enum class Poisoned { kKeys, kValues };
@@ -48,7 +49,7 @@ KeySet keys_masked_for_row(const Problem& p, const std::vector<std::uint8_t>& vi
 
 // Poisons the K (or the V) rows of the chosen keys; returns how many keys. K and V are poisoned
 // apart: a kernel may zero a row for a NaN key and leak a NaN value.
-int poison(Problem& p, const KeySet& keys, Poisoned which) {
+int poison(Problem& p, const KeySet& keys, Poisoned which, InputDomain inputs) {
   const Shape& s = p.shape;
   int poisoned = 0;
   for (int b = 0; b < s.batch; ++b)
@@ -57,14 +58,19 @@ int poison(Problem& p, const KeySet& keys, Poisoned which) {
       ++poisoned;
       for (int g = 0; g < s.kv_heads; ++g) {
         const std::size_t kv = (std::size_t(b) * s.kv_heads + g) * s.k_len + j;
-        if (which == Poisoned::kKeys) std::fill_n(&p.k[kv * s.head_dim], s.head_dim, poison(j));
-        else std::fill_n(&p.v[kv * s.value_dim], s.value_dim, poison(j + 1));
+        if (which == Poisoned::kKeys) std::fill_n(&p.k[kv * s.head_dim], s.head_dim, poison(j, inputs));
+        else std::fill_n(&p.v[kv * s.value_dim], s.value_dim, poison(j + 1, inputs));
       }
     }
   // Poisons are representable in every storage format: NaN, +-inf and +-1e30 round to themselves in
-  // f32 and bf16; in f16 1e30 is inf, so a 16-bit-storage problem gets that instead.
-  for (float& x : p.k) x = round_to(x, p.storage.k);
-  for (float& x : p.v) x = round_to(x, p.storage.v);
+  // f32 and bf16; in f16 1e30 is inf, so a 16-bit-storage problem gets that instead (the largest
+  // finite f16 when the inputs are promised finite).
+  auto store = [&](float x, Scalar format) {
+    const float largest = static_cast<float>(info(format).max_finite);
+    return round_to(inputs == InputDomain::kFinite && std::isfinite(x) ? std::clamp(x, -largest, largest) : x, format);
+  };
+  for (float& x : p.k) x = store(x, p.storage.k);
+  for (float& x : p.v) x = store(x, p.storage.v);
   return poisoned;
 }
 
@@ -87,7 +93,7 @@ Verdict check_poisoned(const Problem& clean, const KeySet& keys, const Kernel& k
   Verdict result = Verdict::vacuous("", "");
   for (Poisoned which : {Poisoned::kKeys, Poisoned::kValues}) {
     Problem poisoned = clean;
-    if (poison(poisoned, keys, which) == 0) return result;
+    if (poison(poisoned, keys, which, kernel.capabilities().inputs) == 0) return result;
     const Reference& ref = oracle.reference(clean);
     GuardedOutputs out = run_guarded(kernel, poisoned);
     if (clean_run)  // rows that may see a poisoned key are not this check's business

@@ -148,6 +148,37 @@ TEST(MaskedInputs, KAndVPoisonedSeparately) {
   EXPECT_NE(v.detail.find("masked V rows poisoned (K clean)"), std::string::npos) << v.detail;
 }
 
+// Poisoning follows the declared input domain: masked V rows times weight 0 (0 * NaN) is a bug for
+// a kernel whose masked cache slots may hold NaN, and none for one whose users keep them finite.
+// Under that promise masked keys get +-1e30, which still exposes a kernel that lets them in.
+TEST(MaskedInputs, PoisoningFollowsTheInputDomain) {
+  class FiniteInputs final : public Kernel {
+   public:
+    explicit FiniteInputs(std::unique_ptr<Kernel> inner) : inner_(std::move(inner)) {}
+    std::string name() const override { return inner_->name(); }
+    Capabilities capabilities() const override {
+      Capabilities c = inner_->capabilities();
+      c.inputs = InputDomain::kFinite;
+      return c;
+    }
+    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override { inner_->forward(p, o, lse); }
+
+   private:
+    std::unique_ptr<Kernel> inner_;
+  };
+  DriveOptions options;
+  options.cases = 200;
+  options.seed = 20261129;
+  options.counterexample_dir = "attest-out/input-domain";
+  const PropertyInfo& property = find_property("masked_inputs_have_no_influence");
+  EXPECT_FALSE(drive_property(property, *find_mutant("masked_value_times_zero").make(), options).passed);
+  const DriveResult promised = drive_property(property, FiniteInputs(find_mutant("masked_value_times_zero").make()), options);
+  EXPECT_TRUE(promised.passed) << promised.message;
+  EXPECT_GT(promised.effective, 100);
+  for (const char* leak : {"causal_sees_next", "max_over_masked"})
+    EXPECT_FALSE(drive_property(property, FiniteInputs(find_mutant(leak).make()), options).passed) << leak;
+}
+
 // rope_relative_position keeps a chunk (a term fixed in absolute position) by shifting whole
 // chunks: a correct kernel passes with odd chunk sizes, and a chunk too long to shift is vacuous,
 // not a problem of millions of keys.

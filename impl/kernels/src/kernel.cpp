@@ -20,6 +20,8 @@ std::string Capabilities::unsupported_because(const Problem& p) const {
   return contract.violation(p);
 }
 
+const char* to_string(InputDomain d) { return d == InputDomain::kFinite ? "finite" : "masked_may_be_nonfinite"; }
+
 bool Capabilities::supports(const Problem& p) const { return unsupported_because(p).empty(); }
 
 void DecodeConfig::validate() const {

@@ -43,11 +43,18 @@ class KernelLoadError : public std::runtime_error {
 // What a kernel declares: the features it supports (features.h), its contract, its empty-row
 // policy and its arithmetic. By default: every mask term and structure feature but decode; a
 // kernel adds decode and the score modifiers it implements.
+// What the kernel promises about its inputs, and so how attest poisons masked keys: NaN, +-inf
+// and huge values by default; only huge finite values when the kernel's users keep masked and
+// bias-hidden keys finite (a kernel that computes q.k for such a key and adds the -inf after).
+enum class InputDomain { kMaskedMayBeNonFinite, kFinite };
+const char* to_string(InputDomain d);
+
 struct Capabilities {
   FeatureSet features = FeatureSet::all().minus(FeatureSet::of_kind(FeatureKind::kModifier)).minus({Feature::kDecode});
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kZero;
   Precision precision;  // where it rounds: storage, scores, P, accumulator, exp (precision.h)
   Contract contract;    // which problems it accepts; its tiles
+  InputDomain inputs = InputDomain::kMaskedMayBeNonFinite;
 
   bool declares(Feature f) const { return features.contains(f); }
   bool lse() const { return declares(Feature::kLse); }

@@ -147,6 +147,16 @@ int required_length(const Capabilities& caps, const SizeOptions& sizes, const st
   return std::min(required, longest);
 }
 
+// The keys of the shortest case that meets the required length: the budget never cuts it. With
+// --lengths that skip the required length itself (256, 1024, 65536 at quick's 512) that is the
+// next one up; otherwise a busy machine could leave the stage short of its requirement.
+int shortest_reaching(const std::vector<SizedCase>& cases, int required) {
+  int shortest = std::numeric_limits<int>::max();
+  for (const SizedCase& c : cases)
+    if (c.problem.shape.k_len >= required) shortest = std::min(shortest, c.problem.shape.k_len);
+  return shortest == std::numeric_limits<int>::max() ? required : shortest;
+}
+
 // One case per family at the longest ladder length, to time the kernel before the first long case.
 std::vector<SizedCase> calibration_cases(const Capabilities& caps, const SizeOptions& sizes,
                                          const std::vector<SizedCase>& long_ones) {
@@ -217,7 +227,8 @@ std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, 
       return double(x.batch) * x.heads * x.q_len * x.k_len < double(y.batch) * y.heads * y.q_len * y.k_len;
     });
     const int required = required_length(caps, options.sizes, cases);
-    LongStagePlan plan(kernel, options.sizes.time_budget, required, calibration_cases(caps, options.sizes, cases));
+    LongStagePlan plan(kernel, options.sizes.time_budget, shortest_reaching(cases, required),
+                       calibration_cases(caps, options.sizes, cases));
     CheckResult r = run_sized_check("long", "sampled_rows", cases, kernel, oracle, options, &plan);
     r.time_budget = options.sizes.time_budget;
     if (r.not_covered.empty()) r.required_len = required;

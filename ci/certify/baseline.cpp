@@ -85,6 +85,7 @@ BaselineClaims claims_of(const json& kernel, const std::string& where) {
   for (const char* name : {"dk_equals_dv", "default_scale_only", "causal_required", "decode_only"})
     c.restrictions[name] = flag(contract, t, name);
   c.restrictions["self_attention_only"] = flag_or_false(contract, t, "self_attention_only");
+  c.restrictions["standard_alibi_slopes"] = contract.contains("alibi_slopes") && text(contract, t, "alibi_slopes") == "standard";
   c.contract_summary = text(contract, t, "summary");
   return c;
 }

@@ -25,6 +25,8 @@ json contract_json(const Contract& c) {
           {"q_offset", range_json(c.q_offset)}, {"dk_equals_dv", c.dk_equals_dv},
           {"default_scale_only", c.default_scale_only}, {"causal_required", c.causal_required},
           {"decode_only", c.decode_only},      {"self_attention_only", c.self_attention_only},
+          {"alibi_slopes", c.alibi_slopes == AlibiSlopes::kStandard ? "standard" : "arbitrary"},
+          {"alibi_max_bias", c.alibi_max_bias},
           {"query_tile", c.query_tile},
           {"key_tile", c.key_tile},            {"decode_lse_optional", c.decode_lse_optional},
           {"summary", c.summary()}};
@@ -198,7 +200,8 @@ void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::v
                                                         {"default_scale_only", t.default_scale_only},
                                                         {"causal_required", t.causal_required},
                                                         {"decode_only", t.decode_only},
-                                                        {"self_attention_only", t.self_attention_only}};
+                                                        {"self_attention_only", t.self_attention_only},
+                                                        {"standard_alibi_slopes", t.alibi_slopes == AlibiSlopes::kStandard}};
   for (auto [name, now_on] : restrictions)
     if (now_on && !old.restrictions.at(name))
       reasons.push_back(fmt::format("{}: contract narrowed: {} (the baseline had no such restriction)", k.name, name));

@@ -99,6 +99,12 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
   c.contract.causal_required = flag(contract, t, "causal_required");
   c.contract.decode_only = flag(contract, t, "decode_only");
   c.contract.self_attention_only = flag_or_false(contract, t, "self_attention_only");
+  if (contract.contains("alibi_slopes")) {  // added after the first certificates
+    const std::string slopes = text(contract, t, "alibi_slopes");
+    if (slopes != "standard" && slopes != "arbitrary") bad(t + ".alibi_slopes", "must be \"standard\" or \"arbitrary\"");
+    c.contract.alibi_slopes = slopes == "standard" ? AlibiSlopes::kStandard : AlibiSlopes::kArbitrary;
+    c.contract.alibi_max_bias = finite_number(contract, t, "alibi_max_bias");
+  }
   c.contract.query_tile = small_integer(contract, t, "query_tile");
   c.contract.key_tile = small_integer(contract, t, "key_tile");
   c.contract.decode_lse_optional = flag(contract, t, "decode_lse_optional");

@@ -1,6 +1,8 @@
 // A kernel's declaration (features and contract) bounds what it is sent: generated problems,
 // fitted golden/grid/fuzz problems, and the reasons a property is not covered.
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <rapidcheck/gtest.h>
 
 #include "attest/cases.h"
@@ -66,6 +68,7 @@ RC_GTEST_PROP(Declaration, GeneratedProblemsLieInsideRandomContracts, ()) {
   c.default_scale_only = *rc::gen::arbitrary<bool>();
   c.causal_required = caps.declares(Feature::kCausal) && *rc::gen::arbitrary<bool>();
   c.self_attention_only = *rc::gen::arbitrary<bool>();
+  if (*rc::gen::arbitrary<bool>()) c.alibi_slopes = AlibiSlopes::kStandard, c.alibi_max_bias = *rc::gen::element(8.0, 16.0);
   if (*rc::gen::arbitrary<bool>()) c.q_len = {*rc::gen::inRange(1, 5), *rc::gen::inRange(5, 80)};
   if (*rc::gen::arbitrary<bool>()) c.k_len = {*rc::gen::inRange(1, 5), *rc::gen::inRange(5, 80)};
   if (*rc::gen::arbitrary<bool>()) c.batch = {1, 1};
@@ -92,6 +95,28 @@ TEST(NotCovered, NamesTheReason) {
   self_attention.contract.self_attention_only = true;
   EXPECT_NE(not_covered_because(find_property("rope_relative_position"), self_attention).find("self-attention"),
             std::string::npos);
+}
+
+// The standard ALiBi set is the paper's 2^(-8(h+1)/H) for a power-of-two H, interpolated as the
+// reference implementation does otherwise (H = 6: 2^-2, 2^-4, 2^-6, 2^-8, then 2^-1, 2^-3); a
+// contract that accepts only it refuses other slopes, and fitting a problem gives it exactly.
+TEST(Contract, StandardAlibiSlopes) {
+  const std::vector<float> eight = standard_alibi_slopes(8);
+  for (int h = 0; h < 8; ++h) EXPECT_EQ(eight[h], std::exp2(-(h + 1.0f))) << h;
+  EXPECT_EQ(standard_alibi_slopes(6), (std::vector<float>{0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f}));
+  EXPECT_EQ(standard_alibi_slopes(4, 16.0), (std::vector<float>{0.0625f, 0.00390625f, 0.000244140625f, 0.0000152587890625f}));
+  Capabilities caps;
+  caps.features.insert(Feature::kAlibi);
+  caps.contract.alibi_slopes = AlibiSlopes::kStandard;
+  EXPECT_NE(caps.contract.summary().find("standard ALiBi slopes (max_bias 8)"), std::string::npos);
+  Problem p;
+  p.shape = {1, 6, 6, 4, 4, 8, 8};
+  p.resize_buffers();
+  p.modifiers.alibi_slopes = {1, 1, 1, 1, 1, 1};
+  EXPECT_NE(caps.unsupported_because(p).find("standard set for H = 6"), std::string::npos);
+  const std::optional<Problem> fitted = fit_to_declaration(p, caps);
+  ASSERT_TRUE(fitted);
+  EXPECT_EQ(fitted->modifiers.alibi_slopes, standard_alibi_slopes(6));
 }
 
 // A self-attention contract admits Tq == Tk with q_offset 0 only, says so, and every problem

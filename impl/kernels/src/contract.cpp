@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace attest {
@@ -20,6 +21,14 @@ std::string list_text(const std::vector<int>& v) {
 }
 
 }  // namespace
+
+std::vector<float> standard_alibi_slopes(int heads, double max_bias) {
+  const int n = 1 << static_cast<int>(std::floor(std::log2(static_cast<double>(heads))));
+  const double m0 = std::exp2(-max_bias / n), m1 = std::exp2(-max_bias / 2 / n);
+  std::vector<float> slopes;
+  for (int h = 0; h < heads; ++h) slopes.push_back(static_cast<float>(h < n ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - n) + 1)));
+  return slopes;
+}
 
 bool Contract::accepts_head_dim(int d) const {
   if (!head_dim.contains(d)) return false;
@@ -47,6 +56,9 @@ std::string Contract::violation(const Problem& p) const {
     return "not bottom-right causal (the contract requires causal attention)";
   if (self_attention_only && (s.q_len != s.k_len || p.effective_q_offset() != 0))
     return "not self-attention (the contract requires Tq == Tk and q_offset 0)";
+  if (alibi_slopes == AlibiSlopes::kStandard && !p.modifiers.alibi_slopes.empty() &&
+      p.modifiers.alibi_slopes != standard_alibi_slopes(s.heads, alibi_max_bias))
+    return "ALiBi slopes other than the standard set for H = " + std::to_string(s.heads) + " (the contract accepts only those)";
   return {};
 }
 
@@ -59,6 +71,11 @@ std::string Contract::summary() const {
   if (causal_required) parts.push_back("causal only");
   if (decode_only) parts.push_back("decode only");
   if (self_attention_only) parts.push_back("self-attention only (Tq == Tk, q_offset 0)");
+  if (alibi_slopes == AlibiSlopes::kStandard) {
+    char bias[32];
+    std::snprintf(bias, sizeof bias, "%g", alibi_max_bias);
+    parts.push_back(std::string("standard ALiBi slopes (max_bias ") + bias + ")");
+  }
   for (auto [name, r] : {std::pair{"B", batch}, {"H", heads}, {"Tq", q_len}, {"Tk", k_len}, {"q_offset", q_offset}})
     if (!r.unlimited()) parts.push_back(range_text(name, r));
   if (query_tile || key_tile) parts.push_back("tiles " + std::to_string(query_tile) + "x" + std::to_string(key_tile));

@@ -55,6 +55,31 @@ class SelfAttentionOnly final : public Kernel {
   bool declared_;
 };
 
+// A library kernel that computes the standard ALiBi slopes from H itself and ignores the ones it
+// is given (as most do). `declared`: whether its contract says so; without, attest draws other
+// slopes and its outputs are wrong.
+class StandardAlibiOnly final : public Kernel {
+ public:
+  StandardAlibiOnly(std::unique_ptr<Kernel> inner, bool declared) : inner_(std::move(inner)), declared_(declared) {}
+  std::string name() const override { return declared_ ? "standard-alibi-only" : "standard-alibi-undeclared"; }
+  Capabilities capabilities() const override {
+    Capabilities c = inner_->capabilities();
+    if (declared_) c.contract.alibi_slopes = AlibiSlopes::kStandard;
+    return c;
+  }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    if (p.modifiers.alibi_slopes.empty()) return inner_->forward(p, o, lse);
+    Problem own = p;
+    own.modifiers.alibi_slopes = standard_alibi_slopes(p.shape.heads);
+    inner_->forward(own, o, lse);
+  }
+  std::string last_path() const override { return inner_->last_path(); }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  bool declared_;
+};
+
 // The decode kernel with one fault, declaring itself decode-only: certified through sessions.
 MutantEntry decode_only(std::string name, std::string bug, std::string property, KernelFaults faults) {
   return {name, std::move(bug), std::move(property),
@@ -184,6 +209,9 @@ std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
   }
   // The decode kernel declaring itself decode-only: what a serving library's decoder declares.
   if (name == "decode-only" || name == "builtin:decode-only") return make_decode_only(make_decode_kernel(16));
+  for (const bool declared : {true, false})
+    if (name == (declared ? "standard-alibi-only" : "standard-alibi-undeclared"))
+      return std::make_unique<StandardAlibiOnly>(make_tiled_kernel({128, 64}), declared);
   // The tiled kernel refusing all but self-attention, declared so or not.
   for (const bool declared : {true, false})
     if (name == (declared ? "self-attention-only" : "self-attention-undeclared"))

@@ -10,6 +10,13 @@
 
 namespace attest {
 
+// ALiBi slopes a kernel accepts: any, or only the standard geometric set it computes from H (and
+// max_bias) itself, as most libraries do.
+enum class AlibiSlopes { kArbitrary, kStandard };
+// The standard set (the ALiBi paper's, and llama.cpp's with max_bias): n = 2^floor(log2 H),
+// slope h = m0^(h+1) for h < n, else m1^(2(h-n)+1), with m0 = 2^(-max_bias/n), m1 = 2^(-max_bias/(2n)).
+std::vector<float> standard_alibi_slopes(int heads, double max_bias = 8.0);
+
 // Inclusive; {0, 0} is no limit.
 struct Range {
   long long min = 0, max = 0;
@@ -37,6 +44,8 @@ struct Contract {
   bool causal_required = false;  // bottom-right causal only
   bool decode_only = false;      // no forward
   bool self_attention_only = false;  // Tq == Tk and q_offset 0 only (a training kernel's shape)
+  AlibiSlopes alibi_slopes = AlibiSlopes::kArbitrary;
+  double alibi_max_bias = 8.0;  // with kStandard
   int query_tile = 0, key_tile = 0;  // the kernel's tiles (0: none)
   bool decode_lse_optional = false;
 

@@ -80,8 +80,11 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
   result.property = property.name;
   result.kernel = kernel.name();
   const auto start = std::chrono::steady_clock::now();
-  const Capabilities caps = kernel.capabilities();
+  Capabilities caps = kernel.capabilities();
   result.not_covered = not_covered_because(property, caps);
+  // A property run through decode sessions alone draws only what a session takes: a feature it
+  // would strip (padding, segments, an explicit mask, a bias) is never counted as covered by it.
+  if (!property.needs_forward) caps.features = caps.features & session_features();
   if (!result.not_covered.empty()) {
     result.applicable = false;
     return result;

@@ -5,16 +5,15 @@
 #include "problem_edits.h"
 
 namespace attest {
-namespace {
 
-// The features a decode session can be given: causal (always), the integer mask terms, the
-// modifiers a session takes (a bias is a prefill feature), GQA, RoPE and LSE.
 FeatureSet session_features() {
   FeatureSet s{Feature::kCausal, Feature::kSoftcap, Feature::kAlibi, Feature::kSinks, Feature::kGqa, Feature::kRope,
                Feature::kLse};
   for (const FeatureInfo* term : integer_mask_terms()) s.insert(term->feature);
   return s;
 }
+
+namespace {
 
 class SessionForward final : public Kernel {
  public:

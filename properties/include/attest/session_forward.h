@@ -10,6 +10,10 @@
 
 namespace attest {
 
+// What a decode session can be given: causal, the integer mask terms, softcap, ALiBi, sinks, GQA,
+// RoPE and LSE (padding, segments, an explicit mask and a bias are prefill features).
+FeatureSet session_features();
+
 // The stand-in when `property` runs through sessions and `kernel` is decode-only; else null.
 std::unique_ptr<Kernel> session_stand_in(const PropertyInfo& property, const Kernel& kernel);
 

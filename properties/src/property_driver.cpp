@@ -54,7 +54,7 @@ ReplayOutcome replay_check(const PropertyInfo& property, const Problem& p, const
   if (const std::string why = kernel.capabilities().unsupported_because(p); !why.empty())
     return {2, fmt::format("not replayed: the problem {} ({})\n", why, kernel.name())};
   const Verdict v = check_safely(property, p, kernel, oracle);
-  if (!v.applicable) return {0, "n/a: " + v.detail + "\n"};
+  if (!v.applicable) return {2, "n/a: " + v.detail + "; nothing was checked on this problem\n"};
   if (v.exercised)
     return {v.passed ? 0 : 1, fmt::format("{} (err/bound {:.3g}){}\n", v.passed ? "PASS" : "FAIL", v.utilisation,
                                           v.passed ? "" : ": " + v.detail)};

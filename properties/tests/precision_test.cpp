@@ -201,6 +201,11 @@ TEST(Precision, ReplayRefusesAProblemOutsideTheDeclaration) {
   EXPECT_EQ(r.exit_code, 2) << r.text;
   EXPECT_NE(r.text.find("not replayed: the problem uses softcap, which the kernel does not declare"), std::string::npos)
       << r.text;
+  // A property that does not apply to the kernel (decode, for one without sessions) checks nothing either.
+  p.modifiers.softcap.reset();
+  const ReplayOutcome decode = replay_check(find_property("decode_matches_prefill"), p, kernel, oracle);
+  EXPECT_EQ(decode.exit_code, 2) << decode.text;
+  EXPECT_NE(decode.text.find("nothing was checked"), std::string::npos) << decode.text;
 }
 
 }  // namespace

@@ -90,7 +90,8 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& kernel, c
 Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle);
 
 // A replay's verdict on one saved problem: exit 0 (pass), 1 (fail) or 2 (nothing checked: the
-// problem is outside the kernel's declaration, or the property tested nothing), and its lines.
+// problem is outside the kernel's declaration, the property does not apply to this kernel, or it
+// tested nothing), and its lines.
 // A vacuous bound is never a pass by itself: gate 2 decides, as in certify.
 struct ReplayOutcome {
   int exit_code = 0;

@@ -131,8 +131,7 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
     *from = to;
   }
   // A kernel that computes the standard ALiBi slopes itself gets exactly those for its H.
-  if (c.alibi_slopes == AlibiSlopes::kStandard && !p.modifiers.alibi_slopes.empty())
-    p.modifiers.alibi_slopes = standard_alibi_slopes(s.heads, c.alibi_max_bias);
+  c.fit_alibi_slopes(p);
   if (const std::string reason = caps.unsupported_because(p); !reason.empty()) {
     if (why) *why = reason;
     return std::nullopt;

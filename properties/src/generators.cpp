@@ -336,8 +336,7 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
       else
         p.mask.*info(f).parameter = param;
     }
-  if (c.alibi_slopes == AlibiSlopes::kStandard && !p.modifiers.alibi_slopes.empty())
-    p.modifiers.alibi_slopes = standard_alibi_slopes(p.shape.heads, c.alibi_max_bias);
+  c.fit_alibi_slopes(p);
 
   const double scales[] = {0.0, 1.0, 0.05, -0.7, 3.0};
   if (spec.scale_mode > 0 && !c.default_scale_only) p.scale = scales[spec.scale_mode];

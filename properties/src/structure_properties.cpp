@@ -78,11 +78,9 @@ Verdict gqa_matches_repeated_heads(const Problem& given, const Kernel& kernel, O
   if (s.kv_heads == s.heads) return Verdict::vacuous(name, "H == Hkv: no head is shared");
   // ALiBi slopes belong to query heads: for a kernel that declares them, every other problem
   // without slopes gets distinct ones (a slope looked up by kv head differs only here).
-  const Contract& contract = kernel.capabilities().contract;
   const bool add_slopes = kernel.capabilities().declares(Feature::kAlibi) && seed_of(given, 6) % 2;
   Problem p = add_slopes ? with_alibi_slopes(given, seed_of(given, 6)) : given;
-  if (contract.alibi_slopes == AlibiSlopes::kStandard && !p.modifiers.alibi_slopes.empty())
-    p.modifiers.alibi_slopes = standard_alibi_slopes(s.heads, contract.alibi_max_bias);  // distinct per head too
+  kernel.capabilities().contract.fit_alibi_slopes(p);  // the standard set is distinct per head too
   Problem mha = p;
   mha.shape.kv_heads = s.heads;
   mha.k.clear();

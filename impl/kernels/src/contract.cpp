@@ -30,6 +30,11 @@ std::vector<float> standard_alibi_slopes(int heads, double max_bias) {
   return slopes;
 }
 
+void Contract::fit_alibi_slopes(Problem& p) const {
+  if (alibi_slopes == AlibiSlopes::kStandard && !p.modifiers.alibi_slopes.empty())
+    p.modifiers.alibi_slopes = standard_alibi_slopes(p.shape.heads, alibi_max_bias);
+}
+
 bool Contract::accepts_head_dim(int d) const {
   if (!head_dim.contains(d)) return false;
   return head_dims.empty() || std::find(head_dims.begin(), head_dims.end(), d) != head_dims.end();

@@ -58,6 +58,8 @@ struct Contract {
   // A length near t that Tq and Tk may both take (for a self-attention contract): inside both
   // ranges whenever they meet.
   int square_length(int t) const { return static_cast<int>(k_len.clamp(q_len.clamp(t))); }
+  // Gives p's ALiBi slopes (if any) the standard set when the contract accepts only that.
+  void fit_alibi_slopes(Problem& p) const;
   // One line for tables and verdicts: "Dk in {64, 128}, Dk == Dv, default scale, causal only".
   std::string summary() const;
   // Whether nothing is restricted (a version-1 kernel's contract).

@@ -33,10 +33,25 @@ json contract_json(const Contract& c) {
 }
 
 json precision_json(const Precision& p) {
-  return {{"q", to_string(p.q)},           {"k", to_string(p.k)},
-          {"v", to_string(p.v)},           {"o", to_string(p.o)},
-          {"scores", to_string(p.scores)}, {"p", to_string(p.p)},
-          {"accumulator", to_string(p.accumulator)}, {"summary", p.summary()}};
+  return {{"q", to_string(p.q)},
+          {"k", to_string(p.k)},
+          {"v", to_string(p.v)},
+          {"o", to_string(p.o)},
+          {"q_entry", to_string(p.q_entry)},
+          {"k_entry", to_string(p.k_entry)},
+          {"v_entry", to_string(p.v_entry)},
+          {"scores", to_string(p.scores)},
+          {"p", to_string(p.p)},
+          {"accumulator", to_string(p.accumulator)},
+          {"weight_sum", to_string(p.sum_precision())},
+          {"pv_unnormalised", p.pv_unnormalised},
+          {"summary", p.summary()}};
+}
+
+json path_precision_json(const Capabilities& c) {
+  json out = json::object();
+  for (const auto& [path, p] : c.path_precision) out[path] = precision_json(p);
+  return out;
 }
 
 json capabilities_json(const Capabilities& c) {
@@ -44,6 +59,7 @@ json capabilities_json(const Capabilities& c) {
           {"empty_rows", to_string(c.empty_rows)},
           {"inputs", to_string(c.inputs)},
           {"precision", precision_json(c.precision)},
+          {"path_precision", path_precision_json(c)},
           {"exp_ulps", c.precision.exp_ulps},
           {"key_tile", c.key_tile()},
           {"contract", contract_json(c.contract)}};
@@ -184,9 +200,10 @@ void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::v
     if (const auto feature = feature_named(f); feature && c.declares(*feature) && !exercised.contains(*feature))
       reasons.push_back(fmt::format("{}: {} was covered in the baseline, not now", k.name, f));
   const Precision& p = c.precision;
-  const std::pair<const char*, Scalar> now_formats[] = {{"q", p.q},           {"k", p.k}, {"v", p.v},
-                                                        {"o", p.o},           {"scores", p.scores},
-                                                        {"p", p.p},           {"accumulator", p.accumulator}};
+  const std::pair<const char*, Scalar> now_formats[] = {
+      {"q", p.q},           {"k", p.k},           {"v", p.v},       {"o", p.o},
+      {"q_entry", p.q_entry}, {"k_entry", p.k_entry}, {"v_entry", p.v_entry}, {"scores", p.scores},
+      {"p", p.p},           {"accumulator", p.accumulator}, {"weight_sum", p.sum_precision()}};
   for (auto [field, now_format] : now_formats) {
     Scalar before = Scalar::kF32;
     const auto it = old.precision.find(field);

@@ -44,6 +44,22 @@ Scalar scalar(const json& object, const std::string& where, const char* key) {
   return s;
 }
 
+// A precision object; the fields added after the first certificates are optional.
+Precision precision_of(const json& precision, const std::string& p) {
+  Precision out;
+  if (!precision.is_object()) bad(p, "must be an object");
+  for (auto [key, field] : {std::pair{"q", &Precision::q}, {"k", &Precision::k}, {"v", &Precision::v}, {"o", &Precision::o},
+                            {"scores", &Precision::scores}, {"p", &Precision::p}, {"accumulator", &Precision::accumulator}})
+    out.*field = scalar(precision, p, key);
+  for (auto [key, field] : {std::pair{"q_entry", &Precision::q_entry}, {"k_entry", &Precision::k_entry},
+                            {"v_entry", &Precision::v_entry}})
+    if (precision.contains(key)) out.*field = scalar(precision, p, key);
+  if (precision.contains("weight_sum"))
+    if (const Scalar sum = scalar(precision, p, "weight_sum"); sum != out.accumulator) out.weight_sum = sum;
+  out.pv_unnormalised = flag_or_false(precision, p, "pv_unnormalised");
+  return out;
+}
+
 Range range(const json& object, const std::string& where, const char* key) {
   const json& r = member(object, where, key);
   if (r.is_null()) return {};
@@ -72,16 +88,16 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
       bad(where + ".inputs", "must be \"finite\" or \"masked_may_be_nonfinite\"");
     c.inputs = inputs == to_string(InputDomain::kFinite) ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
   }
-  const std::string p = where + ".precision";
-  const json& precision = member(d, where, "precision");
-  c.precision.q = scalar(precision, p, "q");
-  c.precision.k = scalar(precision, p, "k");
-  c.precision.v = scalar(precision, p, "v");
-  c.precision.o = scalar(precision, p, "o");
-  c.precision.scores = scalar(precision, p, "scores");
-  c.precision.p = scalar(precision, p, "p");
-  c.precision.accumulator = scalar(precision, p, "accumulator");
+  c.precision = precision_of(member(d, where, "precision"), where + ".precision");
   c.precision.exp_ulps = finite_number(d, where, "exp_ulps");
+  if (d.contains("path_precision")) {
+    const json& paths = member(d, where, "path_precision");
+    if (!paths.is_object()) bad(where + ".path_precision", "must be an object");
+    for (const auto& [path, precision] : paths.items()) {
+      Precision& pp = c.path_precision[path] = precision_of(precision, where + ".path_precision." + path);
+      pp.exp_ulps = c.precision.exp_ulps;
+    }
+  }
   const std::string t = where + ".contract";
   const json& contract = member(d, where, "contract");
   const json& dims = array(contract, t, "head_dims");

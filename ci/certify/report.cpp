@@ -38,9 +38,17 @@ bool KernelReport::passed() const {
   return shard || missing_required().empty();  // a shard's share need not cover every required feature
 }
 
+// "; path tiled: ..., accumulator f32" for each path declared to round elsewhere.
+std::string path_precisions(const Capabilities& c) {
+  std::string out;
+  for (const auto& [path, p] : c.path_precision)
+    out += fmt::format("; path {}: {}, exp {:g} ulp", path, p.summary(), p.exp_ulps);
+  return out;
+}
+
 std::string declared_scope(const Capabilities& c) {
-  return fmt::format("precision {}, exp {:g} ulp, empty rows {}{}; contract: {}", c.precision.summary(),
-                     c.precision.exp_ulps, to_string(c.empty_rows),
+  return fmt::format("precision {}, exp {:g} ulp{}, empty rows {}{}; contract: {}", c.precision.summary(),
+                     c.precision.exp_ulps, path_precisions(c), to_string(c.empty_rows),
                      c.inputs == InputDomain::kFinite ? ", inputs finite" : "", c.contract.summary());
 }
 
@@ -75,8 +83,8 @@ std::string reach_scope(const KernelReport& k) {
 // exact exp: the verdict vouches for that precision only, and the line says so.
 std::string precision_scope(const Capabilities& c) {
   const Precision& p = c.precision;
-  if (p.all_f32() && p.exp_ulps <= 2) return "";
-  return fmt::format("; at the declared precision: {}, exp {:g} ulp", p.summary(), p.exp_ulps);
+  if (p.all_f32() && p.exp_ulps <= 2 && c.path_precision.empty()) return "";
+  return fmt::format("; at the declared precision: {}, exp {:g} ulp{}", p.summary(), p.exp_ulps, path_precisions(c));
 }
 
 // " (contract: Dk in {64, 128}, Dk == Dv, default scale)": a verdict under a contract vouches for

@@ -34,7 +34,7 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
       // The gate's two errors, measured once: its verdict, and for choosing its constants how far a
       // correct kernel strays from the model kernel (kernel/model where the model's is above 0.1 u).
       const std::optional<GateErrors> e = precision_gate_errors(p, *kernel, oracle);
-      const Verdict gate = e ? precision_gate_verdict(*e, caps.precision) : precision_gate(p, *kernel, oracle);
+      const Verdict gate = e ? precision_gate_verdict(*e, e->declared) : precision_gate(p, *kernel, oracle);
       for (const Verdict& v : {matches_reference(p, *kernel, oracle), gate}) {
         if (!v.passed) {
           ++alarms;

@@ -8,11 +8,22 @@
 
 namespace attest {
 
-KernelNumerics numerics_of(const Capabilities& caps) {
+KernelNumerics numerics_of(const Capabilities& caps) { return numerics_of(caps, caps.loosest_precision()); }
+
+KernelNumerics numerics_of(const Capabilities& caps, const std::string& path) {
+  return numerics_of(caps, caps.precision_for(path));
+}
+
+KernelNumerics numerics_of(const Capabilities& caps, const Precision& p) {
   KernelNumerics k;
-  const Precision& p = caps.precision;
   k.score_roundoff = unit_roundoff(p.scores);
   k.sum_roundoff = unit_roundoff(p.accumulator);
+  k.weight_sum_roundoff = unit_roundoff(p.sum_precision());
+  // Rounding on entry counts only where it is coarser than the storage (else it changes nothing).
+  auto entry = [](Scalar rounded, Scalar stored) { return unit_roundoff(rounded) > unit_roundoff(stored) ? unit_roundoff(rounded) : 0.0; };
+  const double uq = entry(p.q_entry, p.q), uk = entry(p.k_entry, p.k);
+  k.entry_score = uq + uk + uq * uk;
+  k.entry_value = entry(p.v_entry, p.v);
   k.output_roundoff = unit_roundoff(p.o);
   k.exp_error = 2 * k.score_roundoff * p.exp_ulps;  // one ulp is 2u
   k.underflow_quantum = info(p.accumulator).min_subnormal;
@@ -80,8 +91,8 @@ class Worst {
 template <typename Expected>
 Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& expected_o,
                         const Expected& expected_lse, const Outputs& got, const Capabilities& caps,
-                        const std::string& property, const std::string& label, double factor, int extra_key_tiles) {
-  KernelNumerics numerics = numerics_of(caps);
+                        const std::string& property, const std::string& label, double factor, int extra_key_tiles,
+                        KernelNumerics numerics) {
   numerics.extra_tiles = extra_key_tiles;  // the other run may have had more tiles
   const int dv = p.shape.value_dim;
   const bool nan_policy = caps.empty_rows == EmptyRowPolicy::kNan;
@@ -152,13 +163,15 @@ Comparison compare_with_reference(const Problem& p, const Reference& ref, const 
   if (!ref.finite())
     return {Verdict::fail(property, "reference failure: the exact result is NaN for this problem "
                                     "(non-finite visible inputs); no comparison is possible"), 0.0};
-  return compare_impl(p, ref, ref.o, ref.lse, out, caps, property, "", 1.0, 0);
+  return compare_impl(p, ref, ref.o, ref.lse, out, caps, property, "", 1.0, 0, numerics_of(caps, out.path));
 }
 
 Verdict compare_runs(const Problem& p, const Reference& ref, const Outputs& expected, const Outputs& got,
                      const Capabilities& caps, const std::string& property, const std::string& label, double factor,
                      int extra_key_tiles) {
-  return compare_impl(p, ref, expected.o, expected.lse, got, caps, property, label, factor, extra_key_tiles).verdict;
+  return compare_impl(p, ref, expected.o, expected.lse, got, caps, property, label, factor, extra_key_tiles,
+                      numerics_of(caps))  // either run may have taken any path
+      .verdict;
 }
 
 }  // namespace attest

@@ -81,6 +81,7 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   GuardedBuffer o(p.o_size()), lse(p.lse_size());
   kernel.forward(copy, o.span(), kernel.capabilities().lse() ? lse.span() : std::span<float>());
   GuardedOutputs out;
+  out.path = kernel.last_path();
   out.o = o.contents();
   if (kernel.capabilities().lse()) out.lse = lse.contents();
   out.canary_report = o.damage("O");

@@ -43,8 +43,9 @@ std::optional<GateErrors> precision_gate_errors(const Problem& p, const Kernel& 
   const Capabilities caps = kernel.capabilities();
   const Reference& ref = oracle.reference(p);
   if (!ref.finite()) return std::nullopt;
-  return precision_gate_errors_of(p, ref, run_guarded(kernel, p), run_guarded(*make_model_kernel(caps.precision), p),
-                                  caps.precision);
+  const GuardedOutputs kernel_out = run_guarded(kernel, p);
+  const Precision& declared = caps.precision_for(kernel_out.path);  // the path that served the call
+  return precision_gate_errors_of(p, ref, kernel_out, run_guarded(*make_model_kernel(declared), p), declared);
 }
 
 std::optional<GateErrors> precision_gate_errors_of(const Problem& p, const Reference& ref, const Outputs& kernel_out,
@@ -54,7 +55,7 @@ std::optional<GateErrors> precision_gate_errors_of(const Problem& p, const Refer
   if (!any_row) return std::nullopt;
   // Both errors in units of the coarsest rounding the kernel declares; the model rounds there too.
   const double u = precision.coarsest();
-  return GateErrors{scaled_error(p, ref, kernel_out, u), scaled_error(p, ref, model_out, u)};
+  return GateErrors{scaled_error(p, ref, kernel_out, u), scaled_error(p, ref, model_out, u), precision};
 }
 
 Verdict precision_gate_verdict(const GateErrors& errors, const Precision& precision) {
@@ -77,7 +78,6 @@ namespace {
 struct Suspect {
   std::string rounding;  // "the accumulator in f16 (declared f32)"
   Precision precision;   // the declared one with that rounding lowered
-  std::optional<Scalar> entry;  // or: Q, K and V rounded to this on entry
 };
 
 std::vector<Suspect> suspects_of(const Precision& declared) {
@@ -88,10 +88,16 @@ std::vector<Suspect> suspects_of(const Precision& declared) {
       if (unit_roundoff(s) > unit_roundoff(declared.*field)) {
         Precision lowered = declared;
         lowered.*field = s;
-        out.push_back({fmt::format("{} in {} (declared {})", name, to_string(s), to_string(declared.*field)), lowered, {}});
+        out.push_back({fmt::format("{} in {} (declared {})", name, to_string(s), to_string(declared.*field)), lowered});
       }
-    if (unit_roundoff(s) > std::min({unit_roundoff(declared.q), unit_roundoff(declared.k), unit_roundoff(declared.v)}))
-      out.push_back({fmt::format("Q, K and V rounded to {} on entry", to_string(s)), declared, s});
+    // An input's effective format: the coarser of its storage and its declared entry rounding.
+    auto used = [](Scalar stored, Scalar entry) { return std::max(unit_roundoff(stored), unit_roundoff(entry)); };
+    if (unit_roundoff(s) > std::min({used(declared.q, declared.q_entry), used(declared.k, declared.k_entry),
+                                     used(declared.v, declared.v_entry)})) {
+      Precision lowered = declared;
+      lowered.q_entry = lowered.k_entry = lowered.v_entry = s;
+      out.push_back({fmt::format("Q, K and V rounded to {} on entry", to_string(s)), lowered});
+    }
   }
   return out;
 }
@@ -122,11 +128,7 @@ std::string suspected_rounding(const Problem& p, const Reference& ref, const Out
   const double u = declared.coarsest();
   const double kernel_err = scaled_error(p, ref, kernel_out, u);
   for (const Suspect& suspect : suspects_of(declared)) {
-    Problem rounded = p;
-    if (suspect.entry)
-      for (auto* buffer : {&rounded.q, &rounded.k, &rounded.v})
-        for (float& x : *buffer) x = round_to(x, *suspect.entry);
-    const Outputs model = run_forward(*make_model_kernel(suspect.precision), rounded);
+    const Outputs model = run_forward(*make_model_kernel(suspect.precision), p);
     const double model_err = scaled_error(p, ref, model, u);
     tried.push_back(suspect.rounding);
     if (unexplained(p, ref, kernel_out, model) <= 0.5) pattern.push_back(suspect.rounding);
@@ -149,8 +151,8 @@ Verdict precision_gate(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "precision_gate";
   const Reference& ref = oracle.reference(p);
   if (!ref.finite()) return Verdict::fail(name, "reference failure: NaN in the exact result");
-  const Precision declared = kernel.capabilities().precision;
   const Outputs kernel_out = run_guarded(kernel, p);
+  const Precision declared = kernel.capabilities().precision_for(kernel_out.path);
   const std::optional<GateErrors> errors =
       precision_gate_errors_of(p, ref, kernel_out, run_guarded(*make_model_kernel(declared), p), declared);
   if (!errors) return Verdict::vacuous(name, "every row is empty: no error to compare");

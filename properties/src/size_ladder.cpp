@@ -203,10 +203,11 @@ namespace {
 // kernel's on the same rows. Without it such a case is never evidence and a correct 16-bit kernel
 // stays INSUFFICIENT at long lengths by construction.
 Verdict gate_two_on_rows(const SizedCase& c, const Reference& ref, const Outputs& out, const Capabilities& caps) {
-  const Outputs model = run_model_rows(caps.precision, c.problem, c.rows);
-  const std::optional<GateErrors> errors = precision_gate_errors_of(c.problem, ref, out, model, caps.precision);
+  const Precision& declared = caps.precision_for(out.path);
+  const Outputs model = run_model_rows(declared, c.problem, c.rows);
+  const std::optional<GateErrors> errors = precision_gate_errors_of(c.problem, ref, out, model, declared);
   if (!errors) return Verdict::vacuous_bound("matches_reference", "bound vacuous and no non-empty row for gate 2");
-  Verdict gate = precision_gate_verdict(*errors, caps.precision);
+  Verdict gate = precision_gate_verdict(*errors, declared);
   gate.property = "matches_reference";
   gate.detail = "bound vacuous; gate 2" + (gate.detail.empty() ? std::string() : ": " + gate.detail);
   return gate;

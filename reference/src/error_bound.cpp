@@ -3,7 +3,11 @@
 // c_s = gamma(d + 2) for the dot product, the scale multiply and the rounded scale
 // (gamma(d + 8) with RoPE: two float rotations of 3 roundings each); 2u for the subtraction
 // and the rescale subtractions of an online softmax (they telescope to at most |s_j - m|);
-// K key tiles each adding one rescale exp. Numerator and denominator sums add gamma(T+K+1).
+// K key tiles each adding one rescale exp. Numerator and denominator sums add gamma(T+K+1), each
+// at its own accumulator's u. Inputs rounded on entry: Q and K add u_Q + u_K + u_Q u_K to c_s
+// (each product q_i k_i carries both roundings), V adds u_V relative to S_r. An unnormalised P.V
+// sum has the same relative error as a normalised one; its overflow is not an error bound's
+// matter (overflow_safe and the precision limit judge it).
 //
 // Small regime (delta_max <= 1/4): o = N / Z perturbed by factors f_j in [e^-d_j, e^d_j] gives
 //   |do_r| <= e^{2 delta_max} [sum_j p_j |v_jr| delta_j + S_r sum_j p_j delta_j] + S_r (2 gamma + 2u + 2u_P)
@@ -25,7 +29,8 @@ constexpr double kSmallRegime = 0.25;
 struct Coefficients {
   double score;    // c_s
   double per_key;  // (K + 1) u_e
-  double sums;     // gamma(T + K + 1)
+  double sums;     // gamma(T + K + 1) of the P.V accumulator
+  double weight_sums;  // ... of the softmax sum
   double delta_max;
   int tiles;
 };
@@ -34,8 +39,9 @@ Coefficients coefficients(const Problem& p, const Reference& ref, std::size_t ro
   const double us = k.score_roundoff;
   const int d = p.shape.head_dim + (p.rope.enabled ? 8 : 2);
   const int tiles = (k.key_tile > 0 ? (p.shape.k_len + k.key_tile - 1) / k.key_tile : 1) + k.extra_tiles;
-  Coefficients c{gamma_n(d, us), (tiles + 1) * k.exp_error,
-                 gamma_n(summation_terms(ref.visible_keys[row], k.key_tile, tiles), k.sum_roundoff), 0, tiles};
+  const double terms = summation_terms(ref.visible_keys[row], k.key_tile, tiles);
+  Coefficients c{gamma_n(d, us) + k.entry_score, (tiles + 1) * k.exp_error, gamma_n(terms, k.sum_roundoff),
+                 gamma_n(terms, k.weight_sum_roundoff), 0, tiles};
   c.delta_max = c.score * ref.cond_max[row] + 2 * us * ref.logit_range[row] + c.per_key;
   return c;
 }
@@ -74,20 +80,20 @@ double output_bound(const Problem& p, const Reference& ref, std::size_t element,
   // rounding, and O's own rounding near zero in its storage format.
   const double underflow = 4.0 * (ref.visible_keys[row] + c.tiles + 2) * k.underflow_quantum * (vmax + 1.0) +
                            0.5 * ref.visible_keys[row] * k.weight_quantum * vmax + 0.5 * k.output_quantum;
-  const double rounding = (2 * c.sums + last + 2 * k.weight_rounding) * vmax;
+  const double rounding = (c.sums + c.weight_sums + last + 2 * k.weight_rounding + k.entry_value) * vmax;
   const double hull = std::max(ref.value_max[element] - o, o - ref.value_min[element]) + rounding;
   if (!(c.delta_max <= kSmallRegime)) return hull + underflow + reference_error(ref, vmax);
   const double own = s > 0 ? (c.score * ref.spread_cond[element] + 2 * us * ref.spread_logit[element]) / s : 0.0;
   const double shared = c.score * ref.mean_cond[row] + 2 * us * ref.logit_spread[row];
-  const double relative = std::exp(2 * c.delta_max) * (own + shared + 2 * c.per_key) + 2 * c.sums + last +
-                          2 * k.weight_rounding;
+  const double relative = std::exp(2 * c.delta_max) * (own + shared + 2 * c.per_key) + c.sums + c.weight_sums + last +
+                          2 * k.weight_rounding + k.entry_value;
   return std::min(std::expm1(relative) * s, hull) + underflow + reference_error(ref, s);
 }
 
 double lse_bound(const Problem& p, const Reference& ref, std::size_t row, const KernelNumerics& k) {
   if (ref.empty[row]) return 0.0;
   const Coefficients c = coefficients(p, ref, row, k);
-  const double us = k.score_roundoff, u = std::max(k.score_roundoff, k.sum_roundoff);
+  const double us = k.score_roundoff, u = std::max(k.score_roundoff, k.weight_sum_roundoff);
   double exponent = c.delta_max;  // Lipschitz: valid in every regime
   if (c.delta_max <= kSmallRegime) {
     const double first_order = std::exp(2 * c.delta_max) *
@@ -97,8 +103,8 @@ double lse_bound(const Problem& p, const Reference& ref, std::size_t row, const 
   const double magnitude = std::fabs(ref.lse[row]);
   // Sum errors enter as -log(1 - gamma), for gamma < 1 only: past that (a bf16 accumulator over
   // thousands of keys) the sum may stagnate anywhere and the bound is vacuous, never capped.
-  if (!(c.sums < 1.0)) return std::numeric_limits<double>::infinity();
-  return exponent - std::log1p(-c.sums) + 2 * u * (magnitude + 1.0) + 2 * k.exp_error +
+  if (!(c.weight_sums < 1.0)) return std::numeric_limits<double>::infinity();
+  return exponent - std::log1p(-c.weight_sums) + 2 * u * (magnitude + 1.0) + 2 * k.exp_error +
          reference_error(ref, magnitude + 1.0);
 }
 

@@ -135,7 +135,7 @@ TEST(ErrorBound, GammaAndScaling) {
   const Reference ref = compute_reference(p);
   const double f32 = output_bound(p, ref, 5, KernelNumerics::f32(0));
   KernelNumerics bf16 = KernelNumerics::f32(0);
-  bf16.score_roundoff = bf16.sum_roundoff = bf16.output_roundoff = 0x1p-8;
+  bf16.score_roundoff = bf16.sum_roundoff = bf16.weight_sum_roundoff = bf16.output_roundoff = 0x1p-8;
   bf16.exp_error = 0x1p-7;
   EXPECT_GT(output_bound(p, ref, 5, bf16), 1000 * f32);  // the bound follows the precision
   EXPECT_GT(output_bound(p, ref, 5, KernelNumerics::f32(1)), f32);  // and the tile count

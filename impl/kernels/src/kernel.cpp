@@ -1,5 +1,6 @@
 #include "attest/kernel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -23,6 +24,25 @@ std::string Capabilities::unsupported_because(const Problem& p) const {
 const char* to_string(InputDomain d) { return d == InputDomain::kFinite ? "finite" : "masked_may_be_nonfinite"; }
 
 bool Capabilities::supports(const Problem& p) const { return unsupported_because(p).empty(); }
+
+const Precision& Capabilities::precision_for(const std::string& path) const {
+  const auto it = path_precision.find(path);
+  return it == path_precision.end() ? precision : it->second;
+}
+
+Precision Capabilities::loosest_precision() const {
+  Precision out = precision;
+  auto coarser = [](Scalar a, Scalar b) { return unit_roundoff(b) > unit_roundoff(a) ? b : a; };
+  for (const auto& [path, p] : path_precision) {
+    for (auto field : {&Precision::q_entry, &Precision::k_entry, &Precision::v_entry, &Precision::scores, &Precision::p,
+                       &Precision::accumulator})
+      out.*field = coarser(out.*field, p.*field);
+    if (out.weight_sum || p.weight_sum) out.weight_sum = coarser(out.sum_precision(), p.sum_precision());
+    out.pv_unnormalised = out.pv_unnormalised || p.pv_unnormalised;
+    out.exp_ulps = std::max(out.exp_ulps, p.exp_ulps);
+  }
+  return out;
+}
 
 void DecodeConfig::validate() const {
   auto positive = [](const char* field, int v) {
@@ -79,6 +99,7 @@ Outputs run_forward(const Kernel& kernel, const Problem& p) {
   out.o.assign(p.o_size(), std::numeric_limits<float>::quiet_NaN());
   out.lse.assign(p.lse_size(), std::numeric_limits<float>::quiet_NaN());
   kernel.forward(p, out.o, out.lse);
+  out.path = kernel.last_path();
   return out;
 }
 

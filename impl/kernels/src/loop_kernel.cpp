@@ -1,6 +1,7 @@
 // The textbook kernel: for each query row, all scores, a stable softmax, the weighted sum.
 // With a precision to emulate it is the precision gate's model kernel: it rounds exactly where
-// that precision says (scores, P, the accumulator, O's storage) and nowhere else.
+// that precision says (inputs on entry, scores, P, the weight sum, the P.V accumulator, O's
+// storage) and nowhere else.
 #include <limits>
 #include <vector>
 
@@ -42,6 +43,7 @@ class LoopKernel final : public Kernel {
       for (int h = 0; h < s.heads; ++h) {
         const int g = p.kv_head_of(h);
         std::copy_n(&p.k[at.k(b, g, 0)], keys.size(), keys.begin());
+        for (float& x : keys) x = round_to(x, p_.k_entry);
         if (p.rope.enabled)
           for (int j = 0; j < s.k_len; ++j) rope_rotate(&keys[std::size_t(j) * s.head_dim], s.head_dim, j, p.rope.base);
 
@@ -50,6 +52,7 @@ class LoopKernel final : public Kernel {
           float* out = &o[at.o(b, h, i)];
           float* out_lse = lse.empty() ? nullptr : &lse[at.lse(b, h, i)];
           std::copy_n(&p.q[at.q(b, h, i)], s.head_dim, query.begin());
+          for (float& x : query) x = round_to(x, p_.q_entry);
           if (p.rope.enabled) rope_rotate(query.data(), s.head_dim, mask.position(i), p.rope.base);
 
           // Keys outside the row's range (causal, window, chunk, padding) are never visited; the
@@ -75,15 +78,19 @@ class LoopKernel final : public Kernel {
           float sum = modifiers.has_sinks() ? std::exp(modifiers.sink(h) - max_score) : 0.0f;
           for (int j = seen.lo; j < seen.hi; ++j) {
             weights[j] = scores[j] == kNegInf ? 0.0f : std::exp(scores[j] - max_score);
-            sum = acc(sum + weights[j]);
+            sum = round_to(sum + weights[j], p_.sum_precision());
           }
+          // Normalised: P = w / sum enters the accumulator. Unnormalised: w itself does, and the
+          // sum divides at the end, so the accumulator holds up to (keys x |v|) and may overflow.
           std::fill(out, out + s.value_dim, 0.0f);
           for (int j = seen.lo; j < seen.hi; ++j) {
             if (weights[j] == 0.0f) continue;  // masked keys must not touch the output
-            const float pj = round_to(weights[j] / sum, p_.p);
+            const float pj = round_to(p_.pv_unnormalised ? weights[j] : weights[j] / sum, p_.p);
             const float* value = &p.v[at.v(b, g, j)];
-            for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] + pj * value[r]);  // one rounding per add
+            for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] + pj * round_to(value[r], p_.v_entry));  // one rounding per add
           }
+          if (p_.pv_unnormalised)
+            for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] / sum);
           for (int r = 0; r < s.value_dim; ++r) out[r] = round_to(out[r], p_.o);
           if (out_lse) *out_lse = max_score + std::log(sum);
         }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 namespace attest {
 namespace {
@@ -86,15 +87,22 @@ float from_bits16(std::uint16_t bits, Scalar s) {
 }
 
 bool Precision::all_f32() const {
-  for (Scalar s : {q, k, v, o, scores, p, accumulator})
+  for (Scalar s : {q, k, v, o, q_entry, k_entry, v_entry, scores, p, accumulator, sum_precision()})
     if (s != Scalar::kF32) return false;
-  return true;
+  return !pv_unnormalised;
 }
 
 double Precision::coarsest() const {
   double u = 0;
-  for (Scalar s : {o, scores, p, accumulator}) u = std::max(u, unit_roundoff(s));
+  for (Scalar s : {o, scores, p, accumulator, sum_precision()}) u = std::max(u, unit_roundoff(s));
+  // An entry rounding counts where it is coarser than the storage it rounds.
+  for (auto [entry, stored] : {std::pair{q_entry, q}, {k_entry, k}, {v_entry, v}})
+    if (unit_roundoff(entry) > unit_roundoff(stored)) u = std::max(u, unit_roundoff(entry));
   return u;
+}
+
+bool Precision::same_storage(const Precision& other) const {
+  return q == other.q && k == other.k && v == other.v && o == other.o;
 }
 
 std::string Precision::summary() const {
@@ -102,8 +110,13 @@ std::string Precision::summary() const {
   std::string storage = q == k && k == v && v == o
                             ? std::string("q/k/v/o ") + to_string(q)
                             : std::string("q ") + to_string(q) + ", k " + to_string(k) + ", v " + to_string(v) + ", o " + to_string(o);
-  return storage + ", scores " + to_string(scores) + ", P " + (p == Scalar::kF32 ? "not rounded" : to_string(p)) +
-         ", accumulator " + to_string(accumulator);
+  std::string entry;
+  for (auto [name, rounded, stored] : {std::tuple{"Q", q_entry, q}, {"K", k_entry, k}, {"V", v_entry, v}})
+    if (unit_roundoff(rounded) > unit_roundoff(stored)) entry += std::string(", ") + name + " rounded to " + to_string(rounded) + " on entry";
+  std::string sums = "accumulator " + std::string(to_string(accumulator));
+  if (weight_sum) sums = "P.V accumulator " + std::string(to_string(accumulator)) + ", weight sum " + to_string(*weight_sum);
+  return storage + entry + ", scores " + to_string(scores) + ", P " + (p == Scalar::kF32 ? "not rounded" : to_string(p)) +
+         ", " + sums + (pv_unnormalised ? ", P.V unnormalised" : "");
 }
 
 }  // namespace attest

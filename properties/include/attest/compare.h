@@ -10,7 +10,10 @@
 
 namespace attest {
 
-// The bound's view of a kernel's declared arithmetic and tiling.
+// The bound's view of a kernel's declared arithmetic and tiling: on the path that served a call
+// (Outputs::path), at a given precision, or at the loosest of its paths (two runs compared).
+KernelNumerics numerics_of(const Capabilities& caps, const std::string& path);
+KernelNumerics numerics_of(const Capabilities& caps, const Precision& p);
 KernelNumerics numerics_of(const Capabilities& caps);
 
 // "b=0 h=1 row=5" for a row index, "b=0 h=1 row=5 col=2" for an output element index.

@@ -31,6 +31,7 @@ GateAllowance gate_allowance(const Precision& precision);
 // or the reference is not finite.
 struct GateErrors {
   double kernel, model;
+  Precision declared;  // the precision both were judged at (of the path that served the call)
 };
 std::optional<GateErrors> precision_gate_errors(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // The same from outputs already computed, over the rows `ref` holds (a long problem's sample).

@@ -13,7 +13,10 @@ namespace attest {
 // roundoff (a bf16-storage kernel that accumulates in f32 keeps an f32 sum term).
 struct KernelNumerics {
   double score_roundoff = 0x1p-24;    // u of the q.k accumulation and the logit arithmetic
-  double sum_roundoff = 0x1p-24;      // u of the softmax sum, the P.V accumulator and the final division
+  double sum_roundoff = 0x1p-24;      // u of the P.V accumulator and the final division
+  double weight_sum_roundoff = 0x1p-24;  // u of the softmax sum (the P.V accumulator's unless declared apart)
+  double entry_score = 0.0;           // relative error of each product q_i k_i from Q and K rounded on entry
+  double entry_value = 0.0;           // relative error of each v_jr from V rounded on entry
   double output_roundoff = 0x1p-24;   // u of O's storage format (its final rounding)
   double exp_error = 0x1p-23;         // u_e, relative error of one exp (about 2u for glibc)
   double underflow_quantum = 0x1p-149;  // spacing of the smallest subnormals of the accumulator

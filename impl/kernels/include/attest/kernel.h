@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -53,6 +54,8 @@ struct Capabilities {
   FeatureSet features = FeatureSet::all().minus(FeatureSet::of_kind(FeatureKind::kModifier)).minus({Feature::kDecode});
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kZero;
   Precision precision;  // where it rounds: storage, scores, P, accumulator, exp (precision.h)
+  // Internal paths (Kernel::last_path) that round elsewhere than `precision`; same storage.
+  std::map<std::string, Precision> path_precision;
   Contract contract;    // which problems it accepts; its tiles
   InputDomain inputs = InputDomain::kMaskedMayBeNonFinite;
 
@@ -61,6 +64,11 @@ struct Capabilities {
   bool decode() const { return declares(Feature::kDecode); }
   bool forward() const { return !contract.decode_only; }
   int key_tile() const { return contract.key_tile; }  // keys per online-softmax tile; 0 = one pass
+  // The precision of the path that served a call (the kernel's own for an undeclared path).
+  const Precision& precision_for(const std::string& path) const;
+  // The coarsest rounding of any path at each place: for comparing two runs that may have taken
+  // different paths.
+  Precision loosest_precision() const;
   // Whether a problem uses only declared features and lies inside the contract.
   bool supports(const Problem& p) const;
   // Why not (the first undeclared feature or the contract's objection), or empty.
@@ -127,6 +135,7 @@ std::unique_ptr<Kernel> make_kernel(const std::string& name);
 struct Outputs {
   std::vector<float> o;
   std::vector<float> lse;
+  std::string path = "default";  // the internal path that served the call (Kernel::last_path)
 };
 Outputs run_forward(const Kernel& kernel, const Problem& p);
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace attest {
@@ -34,16 +35,27 @@ float from_bits16(std::uint16_t bits, Scalar s);
 
 struct Precision {
   Scalar q = Scalar::kF32, k = Scalar::kF32, v = Scalar::kF32, o = Scalar::kF32;  // storage
+  // Rounding on entry: the kernel rounds each input to this before using it (f32: used as
+  // stored). What attest sends follows the storage; the bound charges this rounding.
+  Scalar q_entry = Scalar::kF32, k_entry = Scalar::kF32, v_entry = Scalar::kF32;
   Scalar scores = Scalar::kF32;       // q.k is accumulated in this
   Scalar p = Scalar::kF32;            // P is rounded to this before P.V (f32: not rounded)
-  Scalar accumulator = Scalar::kF32;  // P.V (and the softmax sum) accumulated in this
+  Scalar accumulator = Scalar::kF32;  // P.V accumulated in this (and the softmax sum, unless weight_sum)
+  std::optional<Scalar> weight_sum;   // the softmax denominator's own accumulator, when it has one
+  bool pv_unnormalised = false;       // P.V summed with weights exp(s - m), divided by the sum at the end
   double exp_ulps = 1.0;              // worst error of one exp, in ulps of the score type
 
   bool operator==(const Precision&) const = default;
   bool all_f32() const;
   // The coarsest unit roundoff of any rounding it declares.
   double coarsest() const;
-  // "f32" when all_f32, else "q/k/v/o bf16, scores f32, P bf16, accumulator f32".
+  // The softmax denominator's accumulator (the P.V one unless declared apart).
+  Scalar sum_precision() const { return weight_sum.value_or(accumulator); }
+  // Whether the other precision has the same storage (what attest sends and receives): two paths
+  // of one kernel may differ only in where they round inside.
+  bool same_storage(const Precision& other) const;
+  // "f32" when all_f32, else "q/k/v/o bf16, scores f32, P bf16, accumulator f32" (with the
+  // entry roundings, the weight sum and an unnormalised P.V when declared).
   std::string summary() const;
 };
 

@@ -1,4 +1,5 @@
 #include "certificate.h"
+#include "attest/precision_limit.h"
 
 #include <chrono>
 #include <cmath>
@@ -133,6 +134,9 @@ std::string certificate_json(const CertificateInfo& info) {
       path_list.push_back({{"path", path}, {"cases", stats.cases},
                            {"worst_utilisation", finite_or_null(stats.worst_utilisation)}});
     all = all && k.passed();
+    json limits = json::array();
+    for (const PrecisionLimit& l : precision_limits(k.capabilities))
+      limits.push_back({{"path", l.path}, {"kind", l.kind}, {"length", l.length}, {"detail", l.detail}});
     kernels.push_back({{"source", k.source},
                        {"name", k.name},
                        {"descriptor", capabilities_json(k.capabilities)},
@@ -143,7 +147,8 @@ std::string certificate_json(const CertificateInfo& info) {
                        {"required_features", k.required.names()},
                        {"identity", k.identity},
                        {"checks", checks},
-                       {"paths", path_list}});
+                       {"paths", path_list},
+                       {"precision_limits", limits}});
   }
   json doc = {{"format", kCertificateFormat},
               {"version", kCertificateVersion},

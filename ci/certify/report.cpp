@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "certificate.h"
+#include "attest/precision_limit.h"
 
 namespace attest {
 
@@ -180,15 +181,19 @@ std::string format_report(const KernelReport& k) {
     for (const std::string& why : r.not_reached) out += fmt::format("    {}\n", why);
   }
   for (const CheckResult* r : not_covered) out += fmt::format("  not covered: {} ({})\n", r->check, r->not_covered);
+  const std::string limits = limits_text(precision_limits(k.capabilities));
+  if (!limits.empty())
+    out += fmt::format("  precision limit of the declared arithmetic (its model kernel, equal scores): {}\n", limits);
 
   const FeatureSet not_covered_features = k.undeclared() | k.declared_unexercised();
   const std::string scope = k.exercised().empty() ? "nothing" : k.exercised().joined();
   // A shard's verdict speaks for its share of the checks only.
   if (k.shard) out += fmt::format("shard {}/{}: ", k.shard->index, k.shard->count);
   if (k.passed()) {
-    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}{}\n", k.name, scope, contract_scope(k.capabilities),
+    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}{}{}\n", k.name, scope, contract_scope(k.capabilities),
                        not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k),
-                       precision_scope(k.capabilities), inputs_scope(k.capabilities));
+                       precision_scope(k.capabilities), inputs_scope(k.capabilities),
+                       limits.empty() ? "" : "; precision limit: " + limits);
   } else {
     std::vector<std::string> why;
     if (!failed.empty()) why.push_back(fmt::format("failed: {}", names_of(failed)));

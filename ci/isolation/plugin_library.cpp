@@ -26,9 +26,9 @@ const void* open_plugin(const std::string& path) {
       throw KernelLoadError(fmt::format("{}: descriptor has no forward function", path));
   } else if (version == ATTEST_ABI_VERSION_2) {
     const auto* v2 = static_cast<const attest_kernel_v2*>(descriptor);
-    if (v2->struct_size < sizeof(attest_kernel_v2))
+    if (v2->struct_size < ATTEST_KERNEL_V2_0_SIZE)  // a 2.0 descriptor ends before 2.1's paths
       throw KernelLoadError(fmt::format("{}: descriptor struct_size {} is smaller than attest_kernel_v2 ({})", path,
-                                        v2->struct_size, sizeof(attest_kernel_v2)));
+                                        v2->struct_size, ATTEST_KERNEL_V2_0_SIZE));
     if (!v2->forward && !v2->contract.decode_only)
       throw KernelLoadError(
           fmt::format("{}: descriptor has no forward function (and its contract is not decode_only)", path));

@@ -336,6 +336,66 @@ def case_fp16_kv():
         sys.exit("precision_gate: %s" % gate)
 
 
+# ABI 2.1's declarations (issue 23): each example is CERTIFIED as declared, and NOT CERTIFIED with
+# its declaration left out or its bug put in (those two at quick without the size stages: they fail
+# within the property stage).
+def not_certified_quick(library, name, *needles):
+    out = certify("--kernel", plugin(library), "--budget", "quick", "--no-size-stages", expect=1)
+    require(verdict_line(out, name), "NOT CERTIFIED %s: failed: " % name, *needles)
+    return out
+
+
+def case_declared_self_attention():
+    verdict, document, checks = certified_at_default("self_attention_attention", "self-attention")
+    require(verdict, "(contract: Dk in [1, 256], self-attention only (Tq == Tk, q_offset 0)")
+    if document["kernels"][0]["descriptor"]["contract"]["self_attention_only"] is not True:
+        sys.exit("the certificate does not record self_attention_only")
+    # Undeclared, attest sends Tq != Tk and the loop's assumption shows; the diagonal bug fails declared.
+    not_certified_quick("self_attention_undeclared", "self-attention", "matches_reference")
+    not_certified_quick("broken_causal_diagonal", "self-attention", "matches_reference")
+
+
+def case_declared_standard_alibi():
+    verdict, document, checks = certified_at_default("standard_alibi_attention", "standard-alibi")
+    require(verdict, "CERTIFIED standard-alibi for causal, alibi, ", "standard ALiBi slopes (max_bias 8)")
+    contract = document["kernels"][0]["descriptor"]["contract"]
+    if contract["alibi_slopes"] != "standard" or contract["alibi_max_bias"] != 8:
+        sys.exit("the certificate does not record the standard slopes: %s" % contract)
+    if checks["matches_reference"]["verdict"] != "pass" or "alibi" not in document["kernels"][0]["exercised_features"]:
+        sys.exit("ALiBi was not exercised: %s" % checks["matches_reference"])
+    not_certified_quick("standard_alibi_undeclared", "standard-alibi", "matches_reference")
+    not_certified_quick("broken_slope_exponent", "standard-alibi", "matches_reference")
+
+
+def case_declared_unnormalised_pv():
+    # fp16 K/V, the softmax sum in f32, P.V summed in fp16 before normalising: declared, attest
+    # judges that arithmetic (gate 2 passes it) and reports where it fails by itself. It does fail:
+    # once T x |V| passes 65504 the fp16 sum is inf where the exact output is finite, and an honest
+    # declaration does not excuse that (overflow_safe) - every failure is such an inf.
+    path = os.path.join(WORK, "unnormalised.json")
+    out = certify("--kernel", plugin("fp16_kv_unnormalised"), "--budget", "quick", "--no-size-stages", "--json", path,
+                  expect=1)
+    require(verdict_line(out, "example-fp16-kv"), "NOT CERTIFIED example-fp16-kv: failed: ", "overflow_safe")
+    require(out, "precision limit of the declared arithmetic (its model kernel, equal scores): overflow from T = 4 "
+                 "(4 equal keys of V = 32752 give inf)")
+    for line in out.splitlines():
+        if line.startswith("  FAIL ") and "inf" not in line:
+            sys.exit("a failure other than an overflow, so a false alarm of the declaration: " + line)
+    document, checks = checks_of(path)
+    kernel = document["kernels"][0]
+    precision = kernel["descriptor"]["precision"]
+    if (precision["accumulator"], precision["weight_sum"], precision["pv_unnormalised"]) != ("f16", "f32", True):
+        sys.exit("the certificate does not record the two accumulators: %s" % precision)
+    if checks["precision_gate"]["verdict"] != "pass":
+        sys.exit("gate 2 fails the declared arithmetic: %s" % checks["precision_gate"])
+    if [l["kind"] for l in kernel["precision_limits"]] != ["overflow", "accuracy"]:
+        sys.exit("precision limits: %s" % kernel["precision_limits"])
+    # The same loop forgetting to rescale its fp16 sum when the maximum grows: finite wrong outputs.
+    out = not_certified_quick("broken_fp16_kv_rescale", "example-fp16-kv", "matches_reference")
+    if not any(line.startswith("  FAIL ") and "inf" not in line for line in out.splitlines()):
+        sys.exit("the rescale bug shows only as overflow:\n" + out)
+
+
 # Score modifiers (DESIGN.md §2). Checks that a modifier reaches in every certificate; the
 # modifier's own properties (sink_takes_mass, softcap_saturates, ...) join when the catalogue has them.
 MODIFIER_CHECKS = ("matches_reference", "zero_masked_weight", "masked_inputs_have_no_influence", "empty_row_policy",

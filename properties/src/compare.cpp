@@ -8,13 +8,30 @@
 
 namespace attest {
 
-KernelNumerics numerics_of(const Capabilities& caps) { return numerics_of(caps, caps.loosest_precision()); }
-
-KernelNumerics numerics_of(const Capabilities& caps, const std::string& path) {
-  return numerics_of(caps, caps.precision_for(path));
+KernelNumerics numerics_of(const Capabilities& caps, const Problem& problem) {
+  return numerics_of(caps, caps.loosest_precision(), problem);
 }
 
-KernelNumerics numerics_of(const Capabilities& caps, const Precision& p) {
+KernelNumerics numerics_of(const Capabilities& caps, const std::string& path, const Problem& problem) {
+  return numerics_of(caps, caps.precision_for(path), problem);
+}
+
+namespace {
+
+// The largest L1 norm of a row of width d in `values` (a query's or a key's components).
+double largest_l1(const std::vector<float>& values, int d) {
+  double worst = 0;
+  for (std::size_t r = 0; r + d <= values.size(); r += d) {
+    double sum = 0;
+    for (int i = 0; i < d; ++i) sum += std::fabs(double(values[r + i]));
+    worst = std::max(worst, sum);
+  }
+  return worst;
+}
+
+}  // namespace
+
+KernelNumerics numerics_of(const Capabilities& caps, const Precision& p, const Problem& problem) {
   KernelNumerics k;
   k.score_roundoff = unit_roundoff(p.scores);
   k.sum_roundoff = unit_roundoff(p.accumulator);
@@ -24,6 +41,18 @@ KernelNumerics numerics_of(const Capabilities& caps, const Precision& p) {
   const double uq = entry(p.q_entry, p.q), uk = entry(p.k_entry, p.k);
   k.entry_score = uq + uk + uq * uk;
   k.entry_value = entry(p.v_entry, p.v);
+  // Below the entry format's normal range a rounding errs by up to half its smallest spacing,
+  // whatever the value (charged a whole spacing: a tie rounded to zero would use the bound to its
+  // last bit): each logit by |scale| (dq |k|_1 + dk |q|_1 + d dq dk), doubled for RoPE's rotations
+  // and the products of the relative and absolute parts.
+  auto flush = [](Scalar rounded, double u) { return u > 0 ? info(rounded).min_subnormal : 0.0; };
+  const double dq = flush(p.q_entry, uq), dk = flush(p.k_entry, uk);
+  if (dq > 0 || dk > 0) {
+    const int d = problem.shape.head_dim;
+    k.entry_score_absolute = 2 * std::fabs(problem.effective_scale()) *
+                             (dq * largest_l1(problem.k, d) + dk * largest_l1(problem.q, d) + d * dq * dk);
+  }
+  k.entry_value_absolute = flush(p.v_entry, k.entry_value);
   k.output_roundoff = unit_roundoff(p.o);
   k.exp_error = 2 * k.score_roundoff * p.exp_ulps;  // one ulp is 2u
   k.underflow_quantum = info(p.accumulator).min_subnormal;
@@ -163,14 +192,14 @@ Comparison compare_with_reference(const Problem& p, const Reference& ref, const 
   if (!ref.finite())
     return {Verdict::fail(property, "reference failure: the exact result is NaN for this problem "
                                     "(non-finite visible inputs); no comparison is possible"), 0.0};
-  return compare_impl(p, ref, ref.o, ref.lse, out, caps, property, "", 1.0, 0, numerics_of(caps, out.path));
+  return compare_impl(p, ref, ref.o, ref.lse, out, caps, property, "", 1.0, 0, numerics_of(caps, out.path, p));
 }
 
 Verdict compare_runs(const Problem& p, const Reference& ref, const Outputs& expected, const Outputs& got,
                      const Capabilities& caps, const std::string& property, const std::string& label, double factor,
                      int extra_key_tiles) {
   return compare_impl(p, ref, expected.o, expected.lse, got, caps, property, label, factor, extra_key_tiles,
-                      numerics_of(caps))  // either run may have taken any path
+                      numerics_of(caps, p))  // either run may have taken any path
       .verdict;
 }
 

@@ -130,6 +130,12 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
       if (std::isfinite(x)) x = round_to(std::clamp(x, -largest, largest), to);
     *from = to;
   }
+  // And within the range of the format each input is rounded to on entry.
+  for (auto [values, entry] : {std::pair{&p.q, precision.q_entry}, {&p.k, precision.k_entry}, {&p.v, precision.v_entry}}) {
+    const float largest = static_cast<float>(info(entry).max_finite);
+    for (float& x : *values)
+      if (std::isfinite(x)) x = std::clamp(x, -largest, largest);
+  }
   // A kernel that computes the standard ALiBi slopes itself gets exactly those for its H.
   c.fit_alibi_slopes(p);
   if (const std::string reason = caps.unsupported_because(p); !reason.empty()) {

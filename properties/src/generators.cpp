@@ -354,13 +354,14 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   // magnitude sweeps up to the edge of its own format's range (uniform values reach sqrt(3) x it).
   const double qk = std::pow(10.0, spec.logit_exponent / 2.0) * std::pow(double(head_dim), -0.25);
   const double vm = std::pow(10.0, spec.value_exponent);
-  auto fill = [&](std::vector<float>& values, double magnitude, Scalar format) {
-    magnitude = std::min(magnitude, info(format).max_finite / 2);
+  // An input the kernel rounds on entry stays within that format's range too.
+  auto fill = [&](std::vector<float>& values, double magnitude, Scalar format, Scalar entry) {
+    magnitude = std::min(magnitude, largest_input(format, entry) / 2);
     for (float& x : values) x = round_to(static_cast<float>(unit(data_rng) * magnitude), format);
   };
-  fill(p.q, qk, p.storage.q);
-  fill(p.k, qk, p.storage.k);
-  fill(p.v, vm, p.storage.v);
+  fill(p.q, qk, p.storage.q, precision.q_entry);
+  fill(p.k, qk, p.storage.k, precision.k_entry);
+  fill(p.v, vm, p.storage.v, precision.v_entry);
   return p;
 }
 

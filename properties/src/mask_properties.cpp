@@ -49,7 +49,8 @@ KeySet keys_masked_for_row(const Problem& p, const std::vector<std::uint8_t>& vi
 
 // Poisons the K (or the V) rows of the chosen keys; returns how many keys. K and V are poisoned
 // apart: a kernel may zero a row for a NaN key and leak a NaN value.
-int poison(Problem& p, const KeySet& keys, Poisoned which, InputDomain inputs) {
+int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& caps) {
+  const InputDomain inputs = caps.inputs;
   const Shape& s = p.shape;
   int poisoned = 0;
   for (int b = 0; b < s.batch; ++b)
@@ -64,13 +65,13 @@ int poison(Problem& p, const KeySet& keys, Poisoned which, InputDomain inputs) {
     }
   // Poisons are representable in every storage format: NaN, +-inf and +-1e30 round to themselves in
   // f32 and bf16; in f16 1e30 is inf, so a 16-bit-storage problem gets that instead (the largest
-  // finite f16 when the inputs are promised finite).
-  auto store = [&](float x, Scalar format) {
-    const float largest = static_cast<float>(info(format).max_finite);
+  // finite f16 when the inputs are promised finite, or of the format the kernel rounds to on entry).
+  auto store = [&](float x, Scalar format, Scalar entry) {
+    const float largest = static_cast<float>(largest_input(format, entry));
     return round_to(inputs == InputDomain::kFinite && std::isfinite(x) ? std::clamp(x, -largest, largest) : x, format);
   };
-  for (float& x : p.k) x = store(x, p.storage.k);
-  for (float& x : p.v) x = store(x, p.storage.v);
+  for (float& x : p.k) x = store(x, p.storage.k, caps.precision.k_entry);
+  for (float& x : p.v) x = store(x, p.storage.v, caps.precision.v_entry);
   return poisoned;
 }
 
@@ -93,7 +94,7 @@ Verdict check_poisoned(const Problem& clean, const KeySet& keys, const Kernel& k
   Verdict result = Verdict::vacuous("", "");
   for (Poisoned which : {Poisoned::kKeys, Poisoned::kValues}) {
     Problem poisoned = clean;
-    if (poison(poisoned, keys, which, kernel.capabilities().inputs) == 0) return result;
+    if (poison(poisoned, keys, which, kernel.capabilities()) == 0) return result;
     const Reference& ref = oracle.reference(clean);
     GuardedOutputs out = run_guarded(kernel, poisoned);
     if (clean_run)  // rows that may see a poisoned key are not this check's business

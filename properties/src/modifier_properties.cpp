@@ -73,7 +73,7 @@ std::vector<double> weight_floor(const Problem& p, RowIndex r, double c, const s
 double floor_slack(const KernelNumerics& k, double c, double max_abs_terms, double range, int terms, int tiles) {
   const double sums = std::max(k.sum_roundoff, k.weight_sum_roundoff);
   const double logit = (8 * k.score_roundoff + 2 * k.entry_score) * (c + max_abs_terms);
-  const double eta = 2 * logit + 2 * k.score_roundoff * (range + 2 * logit) + (tiles + 2) * k.exp_error +
+  const double eta = 2 * logit + 2 * k.entry_score_absolute + 2 * k.score_roundoff * (range + 2 * logit) + (tiles + 2) * k.exp_error +
                      gamma_n(summation_terms(terms, k.key_tile, tiles) + 2, sums) + 2 * sums + k.weight_rounding +
                      k.entry_value + k.output_roundoff;
   return 2 * eta;
@@ -85,9 +85,10 @@ Verdict check_weight_floor(const Problem& probe, const Reference& ref, const Out
   const std::string name = "softcap_saturates";
   const Shape& s = probe.shape;
   const double c = *probe.modifiers.softcap;
-  const KernelNumerics numerics = numerics_of(caps, out.path);
+  const KernelNumerics numerics = numerics_of(caps, out.path, probe);
   const int tiles = numerics.key_tile > 0 ? (s.k_len + numerics.key_tile - 1) / numerics.key_tile : 1;
-  const double quantum = numerics.underflow_quantum + numerics.output_quantum + numerics.weight_quantum;
+  const double quantum = numerics.underflow_quantum + numerics.output_quantum + numerics.weight_quantum +
+                         numerics.entry_value_absolute;
   std::vector<int> keys;
   for (std::size_t row = 0; row < ref.lse.size(); ++row) {
     if (ref.empty[row]) continue;
@@ -265,7 +266,7 @@ Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle) 
   const Problem probe = with_values(sunk, dv, [](int, int) { return 1.0f; });
   const Reference& ref = oracle.reference(probe);
   const GuardedOutputs out = run_guarded(kernel, probe);
-  const KernelNumerics numerics = numerics_of(caps, out.path);
+  const KernelNumerics numerics = numerics_of(caps, out.path, probe);
   const bool lse = caps.lse() && !out.lse.empty();
   double worst = 0;
   for (std::size_t row = 0; row < ref.lse.size(); ++row) {

@@ -186,8 +186,9 @@ Problem with_logits_up_to(const Problem& p, double target, double dot, const Cap
   if (!default_scale) scaled.scale = scale;
   if (scale != wanted) {
     const double boost = wanted / scale;
-    // Q keeps its storage format: boosted values are rounded to it (saturating at its largest).
-    const float largest = static_cast<float>(info(scaled.storage.q).max_finite);
+    // Q keeps its storage format: boosted values are rounded to it (saturating at its largest, or
+    // at the largest of the format the kernel rounds Q to on entry).
+    const float largest = static_cast<float>(largest_input(scaled.storage.q, caps.precision.q_entry));
     for (float& x : scaled.q) x = round_to(std::clamp(static_cast<float>(x * boost), -largest, largest), scaled.storage.q);
   }
   return scaled;

@@ -17,7 +17,7 @@ Verdict rows_sum_to_one(const Problem& p, const Kernel& kernel, Oracle& oracle) 
   const Problem probe = with_values(p, dv, [](int, int) { return 1.0f; });
   const Reference& ref = oracle.reference(probe);
   const GuardedOutputs out = run_guarded(kernel, probe);
-  const KernelNumerics numerics = numerics_of(kernel.capabilities(), out.path);
+  const KernelNumerics numerics = numerics_of(kernel.capabilities(), out.path, probe);
   double worst = 0;
   if (std::find(ref.empty.begin(), ref.empty.end(), 0) == ref.empty.end())
     return Verdict::vacuous(name, "every row is empty");
@@ -77,7 +77,7 @@ Verdict output_in_convex_hull(const Problem& p, const Kernel& kernel, Oracle& or
   const Reference& ref = oracle.reference(p, /*weights=*/true);
   if (!ref.finite()) return Verdict::fail(name, "reference failure: NaN in the exact result");
   const GuardedOutputs out = run_guarded(kernel, p);
-  const KernelNumerics numerics = numerics_of(kernel.capabilities(), out.path);
+  const KernelNumerics numerics = numerics_of(kernel.capabilities(), out.path, p);
   const Shape& s = p.shape;
   double worst = 0;
   if (std::find(ref.empty.begin(), ref.empty.end(), 0) == ref.empty.end())

@@ -11,6 +11,7 @@
 #include "attest/compare.h"
 #include "attest/oracle.h"
 #include "attest/precision_gate.h"
+#include "attest/precision_limit.h"
 #include "attest/properties.h"
 
 namespace attest {
@@ -109,7 +110,7 @@ TEST(DeclaredArithmetic, TwoAccumulatorsDeclaredPassUndeclaredFail) {
   const Capabilities caps = honest.capabilities();
   Precision both_f16 = f16_pv_unnormalised();
   both_f16.weight_sum.reset();
-  EXPECT_LT(lse_bound(p, ref, 0, numerics_of(caps)), lse_bound(p, ref, 0, numerics_of(caps, both_f16)) / 10);
+  EXPECT_LT(lse_bound(p, ref, 0, numerics_of(caps, p)), lse_bound(p, ref, 0, numerics_of(caps, both_f16, p)) / 10);
 }
 
 TEST(DeclaredArithmetic, RoundingOnEntryIsChargedAndNamed) {
@@ -122,8 +123,8 @@ TEST(DeclaredArithmetic, RoundingOnEntryIsChargedAndNamed) {
   const Verdict bound = matches_reference(p, honest, oracle);
   EXPECT_TRUE(bound.passed && bound.exercised) << bound.detail;
   const Reference& ref = oracle.reference(p);  // the bound charges each entry rounding at f16's u
-  EXPECT_GT(output_bound(p, ref, 0, numerics_of(honest.capabilities())),
-            10 * output_bound(p, ref, 0, numerics_of(lying.capabilities())));
+  EXPECT_GT(output_bound(p, ref, 0, numerics_of(honest.capabilities(), p)),
+            10 * output_bound(p, ref, 0, numerics_of(lying.capabilities(), p)));
   const Verdict truth = precision_gate(p, honest, oracle);
   EXPECT_TRUE(truth.passed && truth.exercised) << truth.detail;
   const Verdict lie = precision_gate(p, lying, oracle);
@@ -156,6 +157,26 @@ TEST(DeclaredArithmetic, EachPathIsJudgedAtItsOwnPrecision) {
   EXPECT_FALSE(precision_gate(short_case, short_judged_at_f32, oracle).passed);
   // Two runs compared with each other are judged at the loosest path.
   EXPECT_EQ(honest.capabilities().loosest_precision().accumulator, Scalar::kF16);
+}
+
+// The declared arithmetic's own limits are findings with the length where they start; an f32
+// declaration has none to the horizon.
+TEST(DeclaredArithmetic, PrecisionLimitNamesWhereTheDeclaredArithmeticFails) {
+  EXPECT_TRUE(precision_limits(Precision{}).empty());
+  const std::vector<PrecisionLimit> unnormalised = precision_limits(f16_pv_unnormalised());
+  ASSERT_EQ(unnormalised.size(), 2u);
+  EXPECT_EQ(unnormalised[0].kind, "overflow");
+  EXPECT_EQ(unnormalised[0].length, 4);  // 4 x 32752 > 65504
+  EXPECT_EQ(unnormalised[1].kind, "accuracy");
+  EXPECT_EQ(unnormalised[1].length, 4096);  // 0.5: the f16 sum stagnates at 2048
+  Precision normalised = f16_pv_unnormalised();
+  normalised.pv_unnormalised = false;
+  const std::vector<PrecisionLimit> limits = precision_limits(normalised);
+  ASSERT_EQ(limits.size(), 1u);  // a normalised sum never exceeds max |V|
+  EXPECT_EQ(limits[0].kind, "accuracy");
+  Capabilities paths;
+  paths.path_precision["tiled"] = f16_pv_unnormalised();
+  EXPECT_EQ(limits_text(precision_limits(paths)).substr(0, 34), "path tiled: overflow from T = 4 (4");
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // and the rescale subtractions of an online softmax (they telescope to at most |s_j - m|);
 // K key tiles each adding one rescale exp. Numerator and denominator sums add gamma(T+K+1), each
 // at its own accumulator's u. Inputs rounded on entry: Q and K add u_Q + u_K + u_Q u_K to c_s
-// (each product q_i k_i carries both roundings), V adds u_V relative to S_r. An unnormalised P.V
+// (each product q_i k_i carries both roundings), V adds u_V relative to S_r; where they flush below
+// the normal range, an absolute error of each logit joins each key's exponent error like the exp's,
+// and half V's spacing joins the absolute terms. An unnormalised P.V
 // sum has the same relative error as a normalised one; its overflow is not an error bound's
 // matter (overflow_safe and the precision limit judge it).
 //
@@ -28,7 +30,7 @@ constexpr double kSmallRegime = 0.25;
 
 struct Coefficients {
   double score;    // c_s
-  double per_key;  // (K + 1) u_e
+  double per_key;  // (K + 1) u_e, and the absolute logit error of entry rounding
   double sums;     // gamma(T + K + 1) of the P.V accumulator
   double weight_sums;  // ... of the softmax sum
   double delta_max;
@@ -40,7 +42,7 @@ Coefficients coefficients(const Problem& p, const Reference& ref, std::size_t ro
   const int d = p.shape.head_dim + (p.rope.enabled ? 8 : 2);
   const int tiles = (k.key_tile > 0 ? (p.shape.k_len + k.key_tile - 1) / k.key_tile : 1) + k.extra_tiles;
   const double terms = summation_terms(ref.visible_keys[row], k.key_tile, tiles);
-  Coefficients c{gamma_n(d, us) + k.entry_score, (tiles + 1) * k.exp_error, gamma_n(terms, k.sum_roundoff),
+  Coefficients c{gamma_n(d, us) + k.entry_score, (tiles + 1) * k.exp_error + k.entry_score_absolute, gamma_n(terms, k.sum_roundoff),
                  gamma_n(terms, k.weight_sum_roundoff), 0, tiles};
   c.delta_max = c.score * ref.cond_max[row] + 2 * us * ref.logit_range[row] + c.per_key;
   return c;
@@ -79,7 +81,8 @@ double output_bound(const Problem& p, const Reference& ref, std::size_t element,
   // Absolute terms: products and sums that underflow in the accumulator, weights flushed by P's
   // rounding, and O's own rounding near zero in its storage format.
   const double underflow = 4.0 * (ref.visible_keys[row] + c.tiles + 2) * k.underflow_quantum * (vmax + 1.0) +
-                           0.5 * ref.visible_keys[row] * k.weight_quantum * vmax + 0.5 * k.output_quantum;
+                           0.5 * ref.visible_keys[row] * k.weight_quantum * vmax + 0.5 * k.output_quantum +
+                           k.entry_value_absolute;
   const double rounding = (c.sums + c.weight_sums + last + 2 * k.weight_rounding + k.entry_value) * vmax;
   const double hull = std::max(ref.value_max[element] - o, o - ref.value_min[element]) + rounding;
   if (!(c.delta_max <= kSmallRegime)) return hull + underflow + reference_error(ref, vmax);

@@ -12,7 +12,11 @@
  * where we declare) against us. The build compiles two more copies for ci/tests/cli_test.py:
  *   BROKEN_F16_ACCUMULATOR  accumulates P.V in fp16 but still declares an f32 accumulator: the
  *                           precision gate must fail it (a silent precision downgrade);
- *   HONEST_F16_ACCUMULATOR  the same fp16 accumulation, declared as ATTEST_F16. */
+ *   HONEST_F16_ACCUMULATOR  the same fp16 accumulation, declared as ATTEST_F16;
+ *   UNNORMALISED_F16_PV     a CPU library's online loop: the softmax sum in f32, P.V summed in fp16
+ *                           with weights exp(s - m) (not yet divided), one division at the end;
+ *                           declared with ABI 2.1's weight_sum and pv_unnormalised;
+ *   BROKEN_RESCALE          that loop forgetting to rescale the P.V sum when the maximum grows. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -45,7 +49,11 @@ static float half_to_float(uint16_t h) {
   return float_of_bits(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13)); /* rebias 15 -> 127 */
 }
 
-#if defined(BROKEN_F16_ACCUMULATOR) || defined(HONEST_F16_ACCUMULATOR)
+#if defined(BROKEN_RESCALE) && !defined(UNNORMALISED_F16_PV)
+#define UNNORMALISED_F16_PV
+#endif
+
+#if defined(BROKEN_F16_ACCUMULATOR) || defined(HONEST_F16_ACCUMULATOR) || defined(UNNORMALISED_F16_PV)
 /* Rounds x to the nearest fp16 value (ties to even), kept in a float: an fp16 accumulator. */
 static float round_to_half(float x) {
   const float a = fabsf(x);
@@ -113,6 +121,27 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
           if (out->lse) out->lse[row] = -INFINITY;
           continue;
         }
+#ifdef UNNORMALISED_F16_PV
+        /* One pass: a running maximum m, the f32 sum of exp(s - m), and the fp16 sum of
+         * exp(s - m) v; both sums are rescaled by exp(m_old - m) when m grows. */
+        float m = -INFINITY, sum = 0.0f;
+        for (int j = 0; j < tk; ++j) {
+          if (weight[j] == -INFINITY) continue;
+          if (weight[j] > m) {
+            const float rescale = m == -INFINITY ? 0.0f : expf(m - weight[j]);
+            m = weight[j];
+            sum *= rescale;
+#ifndef BROKEN_RESCALE
+            for (int c = 0; c < dv; ++c) o[c] = ACCUMULATE(o[c] * rescale);
+#endif
+          }
+          const float w = expf(weight[j] - m);
+          const uint16_t* v = v_head + (size_t)j * dv;
+          sum += w;
+          for (int c = 0; c < dv; ++c) o[c] = ACCUMULATE(o[c] + w * half_to_float(v[c]));
+        }
+        for (int c = 0; c < dv; ++c) o[c] = ACCUMULATE(o[c] / sum);
+#else
         float sum = 0.0f; /* stable softmax: exponents relative to the row's maximum */
         for (int j = 0; j < tk; ++j)
           if (weight[j] != -INFINITY) sum += weight[j] = expf(weight[j] - max);
@@ -123,6 +152,7 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
           const uint16_t* v = v_head + (size_t)j * dv;
           for (int c = 0; c < dv; ++c) o[c] = ACCUMULATE(o[c] + w * half_to_float(v[c]));
         }
+#endif
         if (out->lse) out->lse[row] = max + logf(sum);
       }
     }
@@ -136,10 +166,17 @@ static const char* error(void* user) {
   return last_error;
 }
 
-#ifdef HONEST_F16_ACCUMULATOR
+#if defined(HONEST_F16_ACCUMULATOR) || defined(UNNORMALISED_F16_PV)
 #define ACCUMULATOR ATTEST_F16
 #else
 #define ACCUMULATOR ATTEST_F32 /* a lie under BROKEN_F16_ACCUMULATOR */
+#endif
+#ifdef UNNORMALISED_F16_PV /* ABI 2.1: the softmax sum apart, in f32; P.V before normalising */
+#define WEIGHT_SUM ATTEST_IN(ATTEST_F32)
+#define PV_UNNORMALISED 1
+#else
+#define WEIGHT_SUM 0
+#define PV_UNNORMALISED 0
 #endif
 
 static const attest_kernel_v2 kernel = {
@@ -152,7 +189,8 @@ static const attest_kernel_v2 kernel = {
     /* Storage: K, V fp16; Q, O float32. Scores, P and the P.V accumulator float32; glibc's expf
      * is within 1 ulp. */
     .precision = {.q = ATTEST_F32, .k = ATTEST_F16, .v = ATTEST_F16, .o = ATTEST_F32,
-                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ACCUMULATOR, .exp_ulps = 1.0},
+                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ACCUMULATOR, .exp_ulps = 1.0,
+                  .weight_sum = WEIGHT_SUM, .pv_unnormalised = PV_UNNORMALISED},
     /* Any width up to MAX_HEAD_DIM (Dv may differ from Dk), sequences up to 4096. */
     .contract = {.head_dim = {1, MAX_HEAD_DIM}, .q_len = {1, 4096}, .k_len = {1, 4096}},
     .user = NULL,

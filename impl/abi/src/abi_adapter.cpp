@@ -1,6 +1,7 @@
 #include "attest/abi_adapter.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -11,6 +12,10 @@ namespace {
 // The feature table's ABI bits are the header's (impl/model/src/features.cpp; integer_terms_test checks
 // every integer mask term).
 static_assert(ATTEST_CAP_CAUSAL == 1u << 0 && ATTEST_CAP_GQA == 1u << 6);
+// 2.1 kept 2.0's layout: its fields took reserved room, its paths follow the 2.0 struct.
+static_assert(sizeof(attest_contract) == 176 && offsetof(attest_contract, alibi_max_bias) == 152);
+static_assert(sizeof(attest_precision_spec) == 56 && offsetof(attest_precision_spec, q_entry) == 52);
+static_assert(offsetof(attest_kernel_v2, paths) == ATTEST_KERNEL_V2_0_SIZE);
 
 template <typename T>
 std::vector<std::uint8_t> as_bytes(const std::vector<T>& v) {
@@ -33,17 +38,55 @@ std::vector<float> floats_of(const void* data, std::size_t n) {
 attest_range range_of(const Range& r) { return {r.min, r.max}; }
 Range range_of(const attest_range& r) { return {r.min, r.max}; }
 
-Scalar scalar_of(std::int32_t code, const char* field) {
+Scalar scalar_of(std::int32_t code, const std::string& field) {
   switch (code) {
     case ATTEST_F32: return Scalar::kF32;
     case ATTEST_BF16: return Scalar::kBF16;
     case ATTEST_F16: return Scalar::kF16;
   }
-  throw std::invalid_argument(std::string("descriptor: precision.") + field + " = " + std::to_string(code) +
+  throw std::invalid_argument("descriptor: " + field + " = " + std::to_string(code) +
                               " is not ATTEST_F32, ATTEST_BF16 or ATTEST_F16");
 }
 
 std::int32_t code_of(Scalar s) { return s == Scalar::kBF16 ? ATTEST_BF16 : s == Scalar::kF16 ? ATTEST_F16 : ATTEST_F32; }
+
+std::int32_t flag_of(std::int32_t x, const std::string& field) {
+  if (x != 0 && x != 1) throw std::invalid_argument("descriptor: " + field + " is " + std::to_string(x) + ": 0 or 1");
+  return x;
+}
+
+// Where a kernel (or one of its paths, `where`) rounds. The 2.1 fields' zeros mean what 2.0 meant.
+Precision precision_of(const attest_precision_spec& p, const std::string& where) {
+  auto refuse = [&](const std::string& why) { throw std::invalid_argument("descriptor: " + where + "." + why); };
+  auto scalar = [&](std::int32_t code, const char* field) { return scalar_of(code, where + "." + field); };
+  Precision r;
+  r.q = scalar(p.q, "q"), r.k = scalar(p.k, "k"), r.v = scalar(p.v, "v"), r.o = scalar(p.o, "o");
+  r.scores = scalar(p.scores, "scores"), r.p = scalar(p.p, "p"), r.accumulator = scalar(p.accumulator, "accumulator");
+  // 128 ulp covers the hardware approximations kernels use (CUDA's __expf is 2 + 1.16|x| ulp over
+  // the softmax range); a looser exp loosens the bound until wrong kernels pass (issue 22).
+  if (!std::isfinite(p.exp_ulps) || p.exp_ulps < 0 || p.exp_ulps > kMaxExpUlps)
+    refuse("exp_ulps is " + std::to_string(p.exp_ulps) + ": it must be in [0, " +
+           std::to_string(static_cast<int>(kMaxExpUlps)) + "] (0 means 1)");
+  r.exp_ulps = p.exp_ulps > 0 ? p.exp_ulps : 1.0;
+  if (p.bias != ATTEST_F32)
+    refuse("bias is " + std::to_string(p.bias) + ": this attest certifies a bias stored as ATTEST_F32 only");
+  if (p.weight_sum != 0) r.weight_sum = scalar(p.weight_sum - 1, "weight_sum (as ATTEST_IN(precision))");
+  r.pv_unnormalised = flag_of(p.pv_unnormalised, where + ".pv_unnormalised");
+  r.q_entry = scalar(p.q_entry, "q_entry"), r.k_entry = scalar(p.k_entry, "k_entry"), r.v_entry = scalar(p.v_entry, "v_entry");
+  if (p.reserved != 0) refuse("reserved is " + std::to_string(p.reserved) + ": reserved fields must be zero");
+  return r;
+}
+
+attest_precision_spec spec_of(const Precision& p) {
+  attest_precision_spec s{};
+  s.q = code_of(p.q), s.k = code_of(p.k), s.v = code_of(p.v), s.o = code_of(p.o);
+  s.scores = code_of(p.scores), s.p = code_of(p.p), s.accumulator = code_of(p.accumulator), s.exp_ulps = p.exp_ulps;
+  s.weight_sum = p.weight_sum ? ATTEST_IN(code_of(*p.weight_sum)) : 0;
+  s.pv_unnormalised = p.pv_unnormalised;
+  s.q_entry = static_cast<std::int8_t>(code_of(p.q_entry)), s.k_entry = static_cast<std::int8_t>(code_of(p.k_entry));
+  s.v_entry = static_cast<std::int8_t>(code_of(p.v_entry));
+  return s;
+}
 
 }  // namespace
 
@@ -153,29 +196,25 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   if (d.empty_rows != ATTEST_EMPTY_ZERO && d.empty_rows != ATTEST_EMPTY_NAN)
     refuse("empty_rows is " + std::to_string(d.empty_rows) + ": ATTEST_EMPTY_ZERO (0) or ATTEST_EMPTY_NAN (1)");
   c.empty_rows = d.empty_rows == ATTEST_EMPTY_NAN ? EmptyRowPolicy::kNan : EmptyRowPolicy::kZero;
-  const attest_precision_spec& p = d.precision;
-  Precision& r = c.precision;
-  r.q = scalar_of(p.q, "q"), r.k = scalar_of(p.k, "k"), r.v = scalar_of(p.v, "v"), r.o = scalar_of(p.o, "o");
-  r.scores = scalar_of(p.scores, "scores"), r.p = scalar_of(p.p, "p"), r.accumulator = scalar_of(p.accumulator, "accumulator");
-  // 128 ulp covers the hardware approximations kernels use (CUDA's __expf is 2 + 1.16|x| ulp over
-  // the softmax range); a looser exp loosens the bound until wrong kernels pass (issue 22).
-  if (!std::isfinite(p.exp_ulps) || p.exp_ulps < 0 || p.exp_ulps > kMaxExpUlps)
-    refuse("precision.exp_ulps is " + std::to_string(p.exp_ulps) + ": it must be in [0, " +
-           std::to_string(static_cast<int>(kMaxExpUlps)) + "] (0 means 1)");
-  r.exp_ulps = p.exp_ulps > 0 ? p.exp_ulps : 1.0;
+  c.precision = precision_of(d.precision, "precision");
+  for (const protocol::PathPrecision& path : d.paths) {
+    const std::string where = "paths[" + path.path + "].precision";
+    if (path.path.empty() || path.path.size() > 31) refuse("a path name must have 1 to 31 characters");
+    if (c.path_precision.count(path.path)) refuse("path " + path.path + " is declared twice");
+    const Precision p = precision_of(path.precision, where);
+    if (!p.same_storage(c.precision))
+      refuse(where + ": its storage differs from the kernel's (a path may change only where it rounds inside)");
+    c.path_precision[path.path] = p;
+  }
 
   const attest_contract& k = d.contract;
   Contract& t = c.contract;
   for (std::int32_t dim : d.head_dims)
     if (dim < 1) refuse("contract.head_dims holds " + std::to_string(dim));
   t.head_dims.assign(d.head_dims.begin(), d.head_dims.end());
-  for (int i = 0; i < 8; ++i)
+  for (int i = 0; i < 3; ++i)
     if (k.reserved[i] != 0)
       refuse("contract.reserved[" + std::to_string(i) + "] is " + std::to_string(k.reserved[i]) +
-             ": reserved fields must be zero (a later ABI gives them a meaning)");
-  for (int i = 0; i < 4; ++i)
-    if (p.reserved[i] != 0)
-      refuse("precision.reserved[" + std::to_string(i) + "] is " + std::to_string(p.reserved[i]) +
              ": reserved fields must be zero (a later ABI gives them a meaning)");
   const std::pair<const attest_range*, Range*> ranges[] = {{&k.head_dim, &t.head_dim}, {&k.batch, &t.batch},
                                                            {&k.heads, &t.heads},       {&k.q_len, &t.q_len},
@@ -212,6 +251,19 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   }
   t.query_tile = k.query_tile, t.key_tile = k.key_tile;
   t.decode_lse_optional = k.decode_lse_optional;
+  t.self_attention_only = flag_of(k.self_attention_only, "contract.self_attention_only");
+  if (k.alibi_slopes != ATTEST_ALIBI_ARBITRARY && k.alibi_slopes != ATTEST_ALIBI_STANDARD)
+    refuse("contract.alibi_slopes is " + std::to_string(k.alibi_slopes) + ": ATTEST_ALIBI_ARBITRARY (0) or ATTEST_ALIBI_STANDARD (1)");
+  t.alibi_slopes = k.alibi_slopes == ATTEST_ALIBI_STANDARD ? AlibiSlopes::kStandard : AlibiSlopes::kArbitrary;
+  if (!std::isfinite(k.alibi_max_bias) || k.alibi_max_bias < 0 || k.alibi_max_bias > 64)
+    refuse("contract.alibi_max_bias is " + std::to_string(k.alibi_max_bias) + ": it must be in [0, 64] (0 means 8)");
+  t.alibi_max_bias = k.alibi_max_bias > 0 ? k.alibi_max_bias : 8.0;
+  if (t.alibi_slopes == AlibiSlopes::kStandard && !c.declares(Feature::kAlibi))
+    refuse("contract.alibi_slopes is ATTEST_ALIBI_STANDARD without ATTEST_CAP_ALIBI");
+  if (k.inputs != ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE && k.inputs != ATTEST_INPUTS_FINITE)
+    refuse("contract.inputs is " + std::to_string(k.inputs) +
+           ": ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE (0) or ATTEST_INPUTS_FINITE (1)");
+  c.inputs = k.inputs == ATTEST_INPUTS_FINITE ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
   if (t.decode_only && !c.decode()) refuse("contract.decode_only without ATTEST_CAP_DECODE");
   if (t.causal_required && !c.declares(Feature::kCausal)) refuse("contract.causal_required without ATTEST_CAP_CAUSAL");
   return c;
@@ -223,9 +275,8 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   d.name = name;
   d.capabilities = c.features.abi_bits();
   d.empty_rows = c.empty_rows == EmptyRowPolicy::kNan ? ATTEST_EMPTY_NAN : ATTEST_EMPTY_ZERO;
-  const Precision& p = c.precision;
-  d.precision = {code_of(p.q),      code_of(p.k), code_of(p.v),           code_of(p.o),
-                 code_of(p.scores), code_of(p.p), code_of(p.accumulator), p.exp_ulps, {}};
+  d.precision = spec_of(c.precision);
+  for (const auto& [path, p] : c.path_precision) d.paths.push_back({path, spec_of(p)});
   const Contract& t = c.contract;
   d.head_dims.assign(t.head_dims.begin(), t.head_dims.end());
   attest_contract& k = d.contract;
@@ -234,6 +285,10 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   k.dk_equals_dv = t.dk_equals_dv, k.default_scale_only = t.default_scale_only;
   k.causal_required = t.causal_required, k.decode_only = t.decode_only;
   k.query_tile = t.query_tile, k.key_tile = t.key_tile, k.decode_lse_optional = t.decode_lse_optional;
+  k.self_attention_only = t.self_attention_only;
+  k.alibi_slopes = t.alibi_slopes == AlibiSlopes::kStandard ? ATTEST_ALIBI_STANDARD : ATTEST_ALIBI_ARBITRARY;
+  k.alibi_max_bias = t.alibi_max_bias;
+  k.inputs = c.inputs == InputDomain::kFinite ? ATTEST_INPUTS_FINITE : ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE;
   return d;
 }
 
@@ -250,6 +305,10 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
   descriptor_.contract = d.contract;
   descriptor_.contract.head_dims = head_dims_.empty() ? nullptr : head_dims_.data();
   descriptor_.contract.head_dim_count = static_cast<std::int32_t>(head_dims_.size());
+  for (const protocol::PathPrecision& path : d.paths) path_names_.push_back(path.path);
+  for (std::size_t i = 0; i < d.paths.size(); ++i) paths_.push_back({path_names_[i].c_str(), d.paths[i].precision});
+  descriptor_.paths = paths_.empty() ? nullptr : paths_.data();
+  descriptor_.path_count = static_cast<std::int32_t>(paths_.size());
   descriptor_.user = this;
   if (c.forward()) descriptor_.forward = &AbiAdapter::forward;
   if (c.decode()) {

@@ -46,14 +46,105 @@ void expect_refused(const protocol::Descriptor& d, const std::string& field, con
 }
 
 TEST(Descriptor, NonzeroReservedFieldsAreRefused) {
-  for (int i : {0, 7}) {
+  for (int i : {0, 2}) {
     protocol::Descriptor d = causal_descriptor();
     d.contract.reserved[i] = 1;
     expect_refused(d, "contract.reserved[" + std::to_string(i) + "]", "contract.reserved");
   }
   protocol::Descriptor d = causal_descriptor();
-  d.precision.reserved[3] = -1;
-  expect_refused(d, "precision.reserved[3]", "precision.reserved");
+  d.precision.reserved = -1;
+  expect_refused(d, "precision.reserved", "precision.reserved");
+}
+
+// Every declaration ABI 2.1 added, through the wire and back into attest's model.
+protocol::Descriptor descriptor_2_1() {
+  protocol::Descriptor d = causal_descriptor();
+  d.capabilities |= ATTEST_CAP_ALIBI;
+  d.contract.self_attention_only = 1;
+  d.contract.alibi_slopes = ATTEST_ALIBI_STANDARD;
+  d.contract.alibi_max_bias = 4.0;
+  d.contract.inputs = ATTEST_INPUTS_FINITE;
+  d.precision.k = d.precision.v = ATTEST_F16;
+  d.precision.accumulator = ATTEST_F16;
+  d.precision.weight_sum = ATTEST_IN(ATTEST_F32);
+  d.precision.pv_unnormalised = 1;
+  d.precision.q_entry = ATTEST_F16;
+  attest_precision_spec tiled = d.precision;
+  tiled.accumulator = ATTEST_F32;
+  tiled.weight_sum = 0;
+  tiled.pv_unnormalised = 0;
+  d.paths = {{"tiled", tiled}};
+  return d;
+}
+
+TEST(Descriptor, VersionTwoOneDeclarationsCrossTheProtocolWhole) {
+  protocol::Writer w;
+  protocol::write_descriptor(w, descriptor_2_1());
+  protocol::Reader r(w.bytes());
+  const Capabilities c = capabilities_from_descriptor(protocol::read_descriptor(r));
+  EXPECT_TRUE(c.contract.self_attention_only);
+  EXPECT_EQ(c.contract.alibi_slopes, AlibiSlopes::kStandard);
+  EXPECT_EQ(c.contract.alibi_max_bias, 4.0);
+  EXPECT_EQ(c.inputs, InputDomain::kFinite);
+  EXPECT_EQ(c.precision.accumulator, Scalar::kF16);
+  EXPECT_EQ(c.precision.weight_sum, Scalar::kF32);
+  EXPECT_TRUE(c.precision.pv_unnormalised);
+  EXPECT_EQ(c.precision.q_entry, Scalar::kF16);
+  EXPECT_EQ(c.precision.k_entry, Scalar::kF32);
+  ASSERT_EQ(c.path_precision.count("tiled"), 1u);
+  const Precision& tiled = c.path_precision.at("tiled");
+  EXPECT_EQ(tiled.accumulator, Scalar::kF32);
+  EXPECT_FALSE(tiled.weight_sum.has_value());
+  EXPECT_EQ(tiled.q_entry, Scalar::kF16);
+  // And back: attest's own kernels served through the ABI declare the same.
+  const protocol::Descriptor again = descriptor_from_capabilities(c, "k");
+  EXPECT_EQ(capabilities_from_descriptor(again).path_precision, c.path_precision);
+  EXPECT_EQ(capabilities_from_descriptor(again).precision, c.precision);
+  EXPECT_EQ(capabilities_from_descriptor(again).contract, c.contract);
+}
+
+// A 2.0 kernel's descriptor ends before the 2.1 section: it loads, meaning what it meant.
+TEST(Descriptor, VersionTwoZeroDescriptorsLoadAsBefore) {
+  protocol::Descriptor d = causal_descriptor();
+  d.precision.accumulator = ATTEST_F16;
+  protocol::Writer w;
+  protocol::write_descriptor(w, d);
+  const std::size_t section = 3 * 4 + 8 + 6 * 4 + 4;  // the contract's new fields, the precision's, the path count
+  const std::string old_bytes = w.bytes().substr(0, w.bytes().size() - section);
+  protocol::Reader r(old_bytes);
+  const Capabilities c = capabilities_from_descriptor(protocol::read_descriptor(r));
+  EXPECT_EQ(c.precision.sum_precision(), Scalar::kF16);  // one accumulator, as 2.0 said
+  EXPECT_FALSE(c.contract.self_attention_only);
+  EXPECT_EQ(c.contract.alibi_slopes, AlibiSlopes::kArbitrary);
+  EXPECT_EQ(c.inputs, InputDomain::kMaskedMayBeNonFinite);
+  EXPECT_TRUE(c.path_precision.empty());
+}
+
+TEST(Descriptor, VersionTwoOneValuesOutsideTheirEnumsAreRefused) {
+  struct Case {
+    const char* field;
+    void (*set)(protocol::Descriptor&);
+  };
+  const Case cases[] = {
+      {"contract.self_attention_only", [](protocol::Descriptor& d) { d.contract.self_attention_only = 2; }},
+      {"contract.alibi_slopes", [](protocol::Descriptor& d) { d.contract.alibi_slopes = 7; }},
+      {"contract.alibi_max_bias", [](protocol::Descriptor& d) { d.contract.alibi_max_bias = -1; }},
+      {"contract.inputs", [](protocol::Descriptor& d) { d.contract.inputs = 3; }},
+      {"precision.bias", [](protocol::Descriptor& d) { d.precision.bias = ATTEST_F16; }},
+      {"precision.weight_sum", [](protocol::Descriptor& d) { d.precision.weight_sum = 9; }},
+      {"precision.pv_unnormalised", [](protocol::Descriptor& d) { d.precision.pv_unnormalised = 5; }},
+      {"precision.q_entry", [](protocol::Descriptor& d) { d.precision.q_entry = 4; }},
+      {"paths[tiled].precision: its storage differs", [](protocol::Descriptor& d) { d.paths[0].precision.o = ATTEST_BF16; }},
+      {"declared twice", [](protocol::Descriptor& d) { d.paths.push_back(d.paths[0]); }},
+      {"path name", [](protocol::Descriptor& d) { d.paths[0].path.clear(); }},
+      {"without ATTEST_CAP_ALIBI", [](protocol::Descriptor& d) { d.capabilities &= ~ATTEST_CAP_ALIBI; }},
+  };
+  EXPECT_NO_THROW(capabilities_from_descriptor(descriptor_2_1()));
+  for (const Case& c : cases) {
+    protocol::Descriptor d = descriptor_2_1();
+    c.set(d);
+    expect_refused(d, c.field, c.field);
+  }
 }
 
 // Each of these sized attest's own problems to gigabytes (or overflowed an int): refused.

@@ -57,6 +57,7 @@ class TiledKernel final : public Kernel {
         for (int i0 = 0; i0 < s.q_len; i0 += br) {
           const int rows = std::min(br, s.q_len - i0);
           std::copy_n(&p.q[at.q(b, h, i0)], std::size_t(rows) * dk, q_tile.begin());
+          for (float& x : q_tile) x = round_to(x, cfg_.precision.q_entry);  // rounding on entry, if declared
           if (f.scale_in_storage)  // q * scale kept in Q's storage format, the dot then unscaled
             for (float& x : q_tile) x = round_to(x * scale, cfg_.precision.q);
           // Keys any row of this tile may see; key tiles outside them are skipped whole.
@@ -164,8 +165,7 @@ class TiledKernel final : public Kernel {
     const int dk = p.shape.head_dim, bc = cfg_.block_k;
     const int stale = f.third_key_tile_stale && j0 == 2 * bc ? 2 * bc : 0;  // the buffer the first tile left
     std::copy_n(p.k.data() + at.k(kv_batch(p.shape, b), g, j0 - stale), std::size_t(cols) * dk, k_tile.begin());
-    if (f.k_as_f16)
-      for (float& x : k_tile) x = round_to(x, Scalar::kF16);
+    for (float& x : k_tile) x = round_to(x, f.k_as_f16 ? Scalar::kF16 : cfg_.precision.k_entry);
     if (p.rope.enabled)
       for (int c = 0; c < cols; ++c) rope_rotate(&k_tile[std::size_t(c) * dk], dk, j0 + c, p.rope.base);
     const bool raw_scores_of_masked = f.max_over_masked || f.mask_after_softmax;
@@ -240,27 +240,28 @@ class TiledKernel final : public Kernel {
     const float rescale = f.no_max_subtraction ? 1.0f : std::exp(row_max[r] - new_max);
     float* arow = &acc[std::size_t(r) * dv];
     if (!f.no_rescale)
-      for (int d = 0; d < dv; ++d) arow[d] *= rescale;
+      for (int d = 0; d < dv; ++d) arow[d] = round_to(arow[d] * rescale, cfg_.precision.accumulator);
     float tile_sum = 0.0f;
     // Split-KV with the sink in every split's state: the merge counts it once per tile.
     if (f.sink_per_key_tile && modifiers.has_sinks() && tiles_seen > 0) tile_sum = std::exp(modifiers.sink(h) - new_max);
     ++tiles_seen;
+    const Scalar sum_format = cfg_.precision.sum_precision();
     for (int c = 0; c < cols; ++c) {
       const bool counted = vrow[c] || f.mask_after_softmax;
       if (!counted && !f.masked_value_times_zero) continue;  // masked: never touch its value row
       float pc = counted ? std::exp(srow[c] - new_max) : 0.0f;
-      tile_sum += pc;
+      tile_sum = round_to(tile_sum + pc, sum_format);
       if (!vrow[c] && f.mask_after_softmax) continue;  // zeroed after softmax: in the sum, not the output
       if (f.weights_to_fp16) pc = round_to(pc, Scalar::kF16);
       pc = f.p_below_declaration ? round_to_bits(pc, 4) : round_to(pc, cfg_.precision.p);
       const bool f16_sum = f.fp16_accumulator || (f.f16_accumulator_multi_tile && p.shape.k_len > bc);
       const float* value = p.v.data() + at.v(kv_batch(p.shape, b), g, j0 + c);
       for (int d = 0; d < dv; ++d) {
-        arow[d] = round_to(arow[d] + pc * value[d], cfg_.precision.accumulator);
+        arow[d] = round_to(arow[d] + pc * round_to(value[d], cfg_.precision.v_entry), cfg_.precision.accumulator);
         if (f16_sum) arow[d] = round_to(arow[d], Scalar::kF16);
       }
     }
-    row_sum[r] = row_sum[r] * rescale + tile_sum;
+    row_sum[r] = round_to(row_sum[r] * rescale + tile_sum, sum_format);
     row_max[r] = new_max;
   }
 

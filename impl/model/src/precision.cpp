@@ -58,6 +58,8 @@ float round_to(float x, Scalar s) {
   return std::copysign(std::min(r, 65504.0f), x);
 }
 
+double largest_input(Scalar stored, Scalar entry) { return std::min(info(stored).max_finite, info(entry).max_finite); }
+
 bool representable(float x, Scalar s) { return std::isnan(x) || round_to(x, s) == x; }
 
 std::uint16_t to_bits16(float x, Scalar s) {

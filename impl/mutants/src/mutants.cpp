@@ -80,6 +80,61 @@ class StandardAlibiOnly final : public Kernel {
   bool declared_;
 };
 
+// Two tiled kernels behind one name, one per internal path: "short" (Tk <= 64) with `short_path`'s
+// arithmetic, "long" with `long_path`'s, each declared in path_precision (ABI 2.1's paths).
+class TwoPaths final : public Kernel {
+ public:
+  TwoPaths(std::string name, Precision short_path, Precision long_path)
+      : name_(std::move(name)), short_(make_faulty_tiled_kernel({32, 32, short_path}, {}, name_)),
+        long_(make_faulty_tiled_kernel({32, 32, long_path}, {}, name_)), long_precision_(long_path) {}
+  std::string name() const override { return name_; }
+  Capabilities capabilities() const override {
+    Capabilities c = short_->capabilities();
+    c.path_precision = {{"short", c.precision}, {"long", long_precision_}};
+    return c;
+  }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    path_ = p.shape.k_len <= 64 ? "short" : "long";
+    (path_ == "short" ? short_ : long_)->forward(p, o, lse);
+  }
+  std::string last_path() const override { return path_; }
+
+ private:
+  std::string name_;
+  std::unique_ptr<Kernel> short_, long_;
+  Precision long_precision_;
+  mutable std::string path_ = "short";
+};
+
+// Calibration subjects for ABI 2.1's precision declarations (`attest calibrate --kernel NAME`):
+// the scalar tiled kernel (an online softmax, so another summation order than the model's)
+// rounding as each declares.
+std::unique_ptr<Kernel> declared_arithmetic_subject(const std::string& name) {
+  if (name == "tiled-entry-f16") {  // f32 buffers, rounded to f16 on entry
+    Precision p;
+    p.q_entry = p.k_entry = p.v_entry = Scalar::kF16;
+    return make_faulty_tiled_kernel({32, 32, p}, {}, name);
+  }
+  if (name == "tiled-f16-kv-unnormalised") {  // f16 K/V, softmax sum in f32, P.V in f16 before normalising
+    Precision p;
+    p.k = p.v = Scalar::kF16;
+    p.accumulator = Scalar::kF16;
+    p.weight_sum = Scalar::kF32;
+    p.pv_unnormalised = true;
+    return make_faulty_tiled_kernel({32, 32, p}, {}, name);
+  }
+  if (name == "tiled-two-paths") {  // f16 K/V; up to 64 keys P.V in f16 before normalising, beyond in f32
+    Precision long_path;
+    long_path.k = long_path.v = Scalar::kF16;
+    Precision short_path = long_path;
+    short_path.accumulator = Scalar::kF16;
+    short_path.weight_sum = Scalar::kF32;
+    short_path.pv_unnormalised = true;
+    return std::make_unique<TwoPaths>(name, short_path, long_path);
+  }
+  return nullptr;
+}
+
 // The decode kernel with one fault, declaring itself decode-only: certified through sessions.
 MutantEntry decode_only(std::string name, std::string bug, std::string property, KernelFaults faults) {
   return {name, std::move(bug), std::move(property),
@@ -207,6 +262,7 @@ std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
     precision.q = precision.k = precision.v = precision.o = precision.p = s;
     return make_faulty_tiled_kernel({32, 32, precision}, {}, variant);
   }
+  if (auto subject = declared_arithmetic_subject(name.starts_with("builtin:") ? name.substr(8) : name)) return subject;
   // The decode kernel declaring itself decode-only: what a serving library's decoder declares.
   if (name == "decode-only" || name == "builtin:decode-only") return make_decode_only(make_decode_kernel(16));
   for (const bool declared : {true, false})

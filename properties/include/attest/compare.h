@@ -10,11 +10,12 @@
 
 namespace attest {
 
-// The bound's view of a kernel's declared arithmetic and tiling: on the path that served a call
-// (Outputs::path), at a given precision, or at the loosest of its paths (two runs compared).
-KernelNumerics numerics_of(const Capabilities& caps, const std::string& path);
-KernelNumerics numerics_of(const Capabilities& caps, const Precision& p);
-KernelNumerics numerics_of(const Capabilities& caps);
+// The bound's view of a kernel's declared arithmetic and tiling, on problem p: on the path that
+// served a call (Outputs::path), at a given precision, or at the loosest of its paths (two runs
+// compared). The problem sizes what entry rounding may flush below its format's normal range.
+KernelNumerics numerics_of(const Capabilities& caps, const std::string& path, const Problem& p);
+KernelNumerics numerics_of(const Capabilities& caps, const Precision& precision, const Problem& p);
+KernelNumerics numerics_of(const Capabilities& caps, const Problem& p);
 
 // "b=0 h=1 row=5" for a row index, "b=0 h=1 row=5 col=2" for an output element index.
 std::string describe_row(const Problem& p, std::size_t row);

@@ -17,6 +17,10 @@ struct KernelNumerics {
   double weight_sum_roundoff = 0x1p-24;  // u of the softmax sum (the P.V accumulator's unless declared apart)
   double entry_score = 0.0;           // relative error of each product q_i k_i from Q and K rounded on entry
   double entry_value = 0.0;           // relative error of each v_jr from V rounded on entry
+  // Absolute errors of entry rounding below the entry format's normal range (a value flushed to a
+  // subnormal or zero): of each logit, and of each value (half the format's smallest spacing).
+  double entry_score_absolute = 0.0;
+  double entry_value_absolute = 0.0;
   double output_roundoff = 0x1p-24;   // u of O's storage format (its final rounding)
   double exp_error = 0x1p-23;         // u_e, relative error of one exp (about 2u for glibc)
   double underflow_quantum = 0x1p-149;  // spacing of the smallest subnormals of the accumulator

@@ -48,6 +48,8 @@ class AbiAdapter {
   std::string name_;
   std::string error_;
   std::vector<std::int32_t> head_dims_;
+  std::vector<std::string> path_names_;
+  std::vector<attest_path_precision> paths_;
   attest_kernel_v2 descriptor_{};
 };
 

@@ -14,7 +14,14 @@
  * enabled term; a row that sees no key follows the declared empty-row policy.
  *
  * attest sends only problems inside the declared contract and features. ATTEST_UNSUPPORTED on
- * a problem inside them is a failure (with the problem saved), not a skip. */
+ * a problem inside them is a failure (with the problem saved), not a skip.
+ *
+ * Version 2.1 (same abi_version 2; ATTEST_ABI_MINOR below) gives fields that 2.0 reserved a
+ * meaning, each zero by default so that a 2.0 descriptor means what it meant: self-attention-only
+ * and standard-ALiBi-only contracts and the input domain (attest_contract); the bias's storage,
+ * a softmax sum apart from the P.V accumulator, P.V before normalising and rounding on entry
+ * (attest_precision_spec); and, after attest_kernel_v2's reserved pointers (read only when
+ * struct_size reaches them), the precision of each internal path. */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -27,6 +34,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
+#define ATTEST_ABI_MINOR 1 /* version 2.1: the fields marked 2.1 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 
 typedef enum attest_status {
@@ -72,6 +80,22 @@ typedef enum attest_empty_rows { ATTEST_EMPTY_ZERO = 0, ATTEST_EMPTY_NAN = 1 } a
 #define ATTEST_UNWRITTEN_F32 0x7FCAFE00u
 /* Number formats: storage of a buffer, or the precision an operation is carried out in. */
 typedef enum attest_precision { ATTEST_F32 = 0, ATTEST_BF16 = 1, ATTEST_F16 = 2 } attest_precision;
+/* A precision in a field whose zero means "not declared apart" (precision.weight_sum). */
+#define ATTEST_IN(precision) ((precision) + 1)
+
+/* 2.1: which ALiBi slope vectors a kernel accepts (contract.alibi_slopes). */
+typedef enum attest_alibi_slopes {
+  ATTEST_ALIBI_ARBITRARY = 0, /* any vector of H slopes */
+  ATTEST_ALIBI_STANDARD = 1   /* only the geometric set for H heads, n = 2^floor(log2 H): head h < n has
+                                 2^(-max_bias (h + 1) / n), head h >= n has 2^(-max_bias (2 (h - n) + 1) / 2n)
+                                 (computed in double, sent as float: a kernel may compare them) */
+} attest_alibi_slopes;
+
+/* 2.1: what the kernel promises about its inputs (contract.inputs), so how attest poisons masked keys. */
+typedef enum attest_input_domain {
+  ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE = 0, /* masked and bias-hidden keys may hold NaN, inf, huge values */
+  ATTEST_INPUTS_FINITE = 1                   /* every input finite (masked keys are poisoned with +-1e30 only) */
+} attest_input_domain;
 
 /* ------------------------------------------------------------------------------------------
  * Version 1 (unchanged; new kernels use version 2 below).
@@ -153,7 +177,12 @@ typedef struct attest_contract {
   int32_t query_tile, key_tile;  /* the kernel's tile sizes (0: none): lengths are drawn around
                                     them, and the error bound counts key tiles */
   int32_t decode_lse_optional;   /* 1: decode_step accepts lse == NULL */
-  int32_t reserved[8];           /* zero */
+  /* 2.1 (these were reserved and zero in 2.0): */
+  int32_t self_attention_only;   /* 1: only Tq == Tk with q_offset 0 (a training kernel's shape) */
+  int32_t alibi_slopes;          /* attest_alibi_slopes */
+  int32_t inputs;                /* attest_input_domain */
+  double alibi_max_bias;         /* with ATTEST_ALIBI_STANDARD: the formula's max_bias (0 means 8) */
+  int32_t reserved[3];           /* zero */
 } attest_contract;
 
 /* Where the kernel rounds (DESIGN.md §2). Buffers arrive and leave in their storage types:
@@ -165,9 +194,16 @@ typedef struct attest_precision_spec {
   int32_t q, k, v, o;     /* storage of each buffer: attest_precision */
   int32_t scores;         /* precision q.k is accumulated in */
   int32_t p;              /* P is rounded to this before P.V (ATTEST_F32: not rounded) */
-  int32_t accumulator;    /* precision P.V is accumulated in */
+  int32_t accumulator;    /* precision P.V is accumulated in (and the softmax sum, unless weight_sum) */
   double exp_ulps;        /* worst error of one exp, in ulps (0 means 1) */
-  int32_t reserved[4];
+  /* 2.1 (these were reserved and zero in 2.0): */
+  int32_t bias;           /* storage of the bias: ATTEST_F32 (only this one, for now) */
+  int32_t weight_sum;     /* 0: the softmax sum is accumulated in `accumulator`; else ATTEST_IN(its precision) */
+  int32_t pv_unnormalised; /* 1: P.V is summed with weights exp(s - m) and divided by the sum at the end */
+  int8_t q_entry, k_entry, v_entry; /* rounding on entry: the kernel rounds that input to this precision
+                                       before using it (ATTEST_F32: used as stored); attest still sends
+                                       the storage type and charges the rounding to the kernel's bound */
+  int8_t reserved;
 } attest_precision_spec;
 
 typedef struct attest_problem_v2 {
@@ -240,7 +276,21 @@ typedef struct attest_kernel_v2 {
   const char* (*last_error)(void* user);
   void* backward;      /* reserved: dO -> dQ, dK, dV; NULL */
   void* reserved[7];   /* NULL */
+  /* 2.1: read only when struct_size reaches them (a 2.0 descriptor ends before). */
+  const struct attest_path_precision* paths; /* NULL, or path_count internal paths that round elsewhere */
+  int32_t path_count;
 } attest_kernel_v2;
+
+/* 2.1: an internal path (the name the kernel writes to outputs.path) and where it rounds. Its
+ * storage fields (q, k, v, o, bias) must equal the kernel's: a path changes arithmetic, never
+ * what crosses the boundary. attest judges each call at the precision of the path that served it. */
+typedef struct attest_path_precision {
+  const char* path;
+  attest_precision_spec precision;
+} attest_path_precision;
+
+/* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need sizeof(attest_kernel_v2). */
+#define ATTEST_KERNEL_V2_0_SIZE 368u
 
 /* Returns a pointer to an attest_kernel (version 1) or attest_kernel_v2 (version 2). */
 typedef const void* (*attest_kernel_entry_any_fn)(void);

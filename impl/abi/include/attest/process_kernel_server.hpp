@@ -126,13 +126,19 @@ class ServedKernel {
         d.head_dims.assign(v2_->contract.head_dims, v2_->contract.head_dims + std::min(v2_->contract.head_dim_count, 4096));
       d.contract.head_dims = nullptr;
       d.contract.head_dim_count = 0;
+      // 2.1's paths follow the 2.0 struct: read them only when the descriptor is that long.
+      if (v2_->struct_size >= sizeof(attest_kernel_v2) && v2_->paths)
+        for (std::int32_t i = 0; i < std::min(v2_->path_count, 4096); ++i) {
+          const attest_path_precision& p = v2_->paths[i];
+          d.paths.push_back({p.path ? std::string(p.path, ::strnlen(p.path, 31)) : "", p.precision});
+        }
       return d;
     }
     d.abi_version = v1_->abi_version;
     d.name = v1_->name ? v1_->name : "";
     d.capabilities = v1_->capabilities;
     d.empty_rows = v1_->empty_rows;
-    d.precision = {ATTEST_F32, ATTEST_F32, ATTEST_F32, ATTEST_F32, v1_->precision, ATTEST_F32, v1_->precision, 0.0, {}};
+    d.precision = {ATTEST_F32, ATTEST_F32, ATTEST_F32, ATTEST_F32, v1_->precision, ATTEST_F32, v1_->precision, 0.0};
     d.contract.key_tile = v1_->key_tile;
     return d;
   }

@@ -1,4 +1,4 @@
-// attest process protocol, version 3 (header-only, C++17): how a separate program serves a
+// attest process protocol, version 3 (header-only, C++17; its DESCRIPTOR may carry ABI 2.1's section): how a separate program serves a
 // kernel to attest over a pair of private file descriptors (ATTEST_PROTOCOL_FDS="IN,OUT"; the
 // program's stdout goes to attest's stderr). Documented in impl/PROTOCOL.md.
 //
@@ -103,6 +103,7 @@ class Reader {
   void expect_end() const {
     if (p_ != end_) throw ProtocolError("message has trailing bytes");
   }
+  bool at_end() const { return p_ == end_; }
 
  private:
   template <typename T>
@@ -194,6 +195,11 @@ inline std::size_t storage_bytes(std::int32_t precision) { return precision == A
 
 // The kernel's descriptor as it travels (version 2 layout; a version-1 kernel's is mapped to it
 // by its server: f32 storage, an open contract).
+struct PathPrecision {
+  std::string path;
+  attest_precision_spec precision{};
+};
+
 struct Descriptor {
   std::uint32_t abi_version = 0;  // the kernel's own ABI version, 1 or 2
   std::string name;
@@ -202,7 +208,32 @@ struct Descriptor {
   attest_precision_spec precision{};
   std::vector<std::int32_t> head_dims;
   attest_contract contract{};  // head_dims travel separately
+  std::vector<PathPrecision> paths;  // ABI 2.1
 };
+
+// A precision travels as its 2.0 fields, and apart from them (in the descriptor's 2.1 section) the
+// fields 2.1 added.
+inline void write_precision_2_0(Writer& w, const attest_precision_spec& p) {
+  w.i32(p.q).i32(p.k).i32(p.v).i32(p.o).i32(p.scores).i32(p.p).i32(p.accumulator).f64(p.exp_ulps);
+}
+
+inline void write_precision_2_1(Writer& w, const attest_precision_spec& p) {
+  w.i32(p.bias).i32(p.weight_sum).i32(p.pv_unnormalised).i32(p.q_entry).i32(p.k_entry).i32(p.v_entry);
+}
+
+inline void read_precision_2_0(Reader& r, attest_precision_spec& p) {
+  p.q = r.i32(), p.k = r.i32(), p.v = r.i32(), p.o = r.i32();
+  p.scores = r.i32(), p.p = r.i32(), p.accumulator = r.i32(), p.exp_ulps = r.f64();
+}
+
+inline void read_precision_2_1(Reader& r, attest_precision_spec& p) {
+  p.bias = r.i32(), p.weight_sum = r.i32(), p.pv_unnormalised = r.i32();
+  for (std::int8_t* entry : {&p.q_entry, &p.k_entry, &p.v_entry}) {
+    const std::int32_t x = r.i32();
+    if (x < -128 || x > 127) throw ProtocolError("an entry rounding out of range");
+    *entry = static_cast<std::int8_t>(x);
+  }
+}
 
 inline void write_range(Writer& w, const attest_range& r) { w.i64(r.min).i64(r.max); }
 inline attest_range read_range(Reader& r) {
@@ -211,15 +242,25 @@ inline attest_range read_range(Reader& r) {
   return x;
 }
 
+// The 2.0 fields, then the section 2.1 added: the contract's new fields, the precision's, and the
+// paths. A descriptor that ends before the section (a kernel written for 2.0) means zeros there.
 inline void write_descriptor(Writer& w, const Descriptor& d) {
   const attest_precision_spec& p = d.precision;
   const attest_contract& c = d.contract;
   w.u32(d.abi_version).str(d.name).u32(d.capabilities).i32(d.empty_rows);
-  w.i32(p.q).i32(p.k).i32(p.v).i32(p.o).i32(p.scores).i32(p.p).i32(p.accumulator).f64(p.exp_ulps);
+  write_precision_2_0(w, p);
   w.array(d.head_dims);
   for (const attest_range* r : {&c.head_dim, &c.batch, &c.heads, &c.q_len, &c.k_len, &c.q_offset}) write_range(w, *r);
   w.i32(c.dk_equals_dv).i32(c.default_scale_only).i32(c.causal_required).i32(c.decode_only);
   w.i32(c.query_tile).i32(c.key_tile).i32(c.decode_lse_optional);
+  w.i32(c.self_attention_only).i32(c.alibi_slopes).i32(c.inputs).f64(c.alibi_max_bias);
+  write_precision_2_1(w, p);
+  w.u32(static_cast<std::uint32_t>(d.paths.size()));
+  for (const PathPrecision& path : d.paths) {
+    w.str(path.path);
+    write_precision_2_0(w, path.precision);
+    write_precision_2_1(w, path.precision);
+  }
 }
 
 inline Descriptor read_descriptor(Reader& r) {
@@ -230,12 +271,23 @@ inline Descriptor read_descriptor(Reader& r) {
   d.name = r.str();
   d.capabilities = r.u32();
   d.empty_rows = r.i32();
-  p.q = r.i32(), p.k = r.i32(), p.v = r.i32(), p.o = r.i32();
-  p.scores = r.i32(), p.p = r.i32(), p.accumulator = r.i32(), p.exp_ulps = r.f64();
+  read_precision_2_0(r, p);
   d.head_dims = r.array<std::int32_t>();
   for (attest_range* x : {&c.head_dim, &c.batch, &c.heads, &c.q_len, &c.k_len, &c.q_offset}) *x = read_range(r);
   c.dk_equals_dv = r.i32(), c.default_scale_only = r.i32(), c.causal_required = r.i32(), c.decode_only = r.i32();
   c.query_tile = r.i32(), c.key_tile = r.i32(), c.decode_lse_optional = r.i32();
+  if (r.at_end()) return d;  // a 2.0 descriptor
+  c.self_attention_only = r.i32(), c.alibi_slopes = r.i32(), c.inputs = r.i32(), c.alibi_max_bias = r.f64();
+  read_precision_2_1(r, p);
+  const std::uint32_t paths = r.u32();
+  if (paths > 4096) throw ProtocolError("more than 4096 paths");
+  for (std::uint32_t i = 0; i < paths; ++i) {
+    PathPrecision path;
+    path.path = r.str();
+    read_precision_2_0(r, path.precision);
+    read_precision_2_1(r, path.precision);
+    d.paths.push_back(path);
+  }
   r.expect_end();
   return d;
 }

@@ -28,6 +28,9 @@ bool parse_scalar(const std::string& name, Scalar& out);
 
 // Round to nearest even in that format (overflow gives +-inf, NaN stays NaN).
 float round_to(float x, Scalar s);
+// The largest magnitude an input may hold: its storage's largest finite value, or that of the
+// format the kernel rounds it to on entry when smaller (beyond it the rounding gives inf).
+double largest_input(Scalar stored, Scalar entry);
 bool representable(float x, Scalar s);  // NaN counts as representable
 // The 16-bit pattern of a value representable in bf16 or f16, and back.
 std::uint16_t to_bits16(float x, Scalar s);

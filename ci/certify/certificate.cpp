@@ -28,6 +28,7 @@ json contract_json(const Contract& c) {
           {"decode_only", c.decode_only},      {"self_attention_only", c.self_attention_only},
           {"alibi_slopes", c.alibi_slopes == AlibiSlopes::kStandard ? "standard" : "arbitrary"},
           {"alibi_max_bias", c.alibi_max_bias},
+          {"max_abs_value", c.max_abs_value},
           {"query_tile", c.query_tile},
           {"key_tile", c.key_tile},            {"decode_lse_optional", c.decode_lse_optional},
           {"summary", c.summary()}};

@@ -121,6 +121,7 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
     c.contract.alibi_slopes = slopes == "standard" ? AlibiSlopes::kStandard : AlibiSlopes::kArbitrary;
     c.contract.alibi_max_bias = finite_number(contract, t, "alibi_max_bias");
   }
+  if (contract.contains("max_abs_value")) c.contract.max_abs_value = finite_number(contract, t, "max_abs_value");
   c.contract.query_tile = small_integer(contract, t, "query_tile");
   c.contract.key_tile = small_integer(contract, t, "key_tile");
   c.contract.decode_lse_optional = flag(contract, t, "decode_lse_optional");

@@ -130,6 +130,10 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
       if (std::isfinite(x)) x = round_to(std::clamp(x, -largest, largest), to);
     *from = to;
   }
+  // V within the contract's value range (masked keys too: a fitted problem is drawn again anyway).
+  if (c.max_abs_value > 0)
+    for (float& x : p.v)
+      if (std::isfinite(x)) x = round_to(std::clamp(x, -float(c.max_abs_value), float(c.max_abs_value)), p.storage.v);
   // And within the range of the format each input is rounded to on entry.
   for (auto [values, entry] : {std::pair{&p.q, precision.q_entry}, {&p.k, precision.k_entry}, {&p.v, precision.v_entry}}) {
     const float largest = static_cast<float>(info(entry).max_finite);

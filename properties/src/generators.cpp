@@ -361,7 +361,7 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   };
   fill(p.q, qk, p.storage.q, precision.q_entry);
   fill(p.k, qk, p.storage.k, precision.k_entry);
-  fill(p.v, vm, p.storage.v, precision.v_entry);
+  fill(p.v, c.max_abs_value > 0 ? std::min(vm, c.max_abs_value / 2) : vm, p.storage.v, precision.v_entry);
   return p;
 }
 

@@ -28,12 +28,15 @@ std::optional<std::pair<long long, float>> first_failure(const Kernel& model, fl
 
 }  // namespace
 
-std::vector<PrecisionLimit> precision_limits(const Precision& p) {
+std::vector<PrecisionLimit> precision_limits(const Precision& p, double max_abs_value) {
   std::vector<PrecisionLimit> out;
   const auto model = make_model_kernel(p);
   // Half the largest V that both V's and O's storage hold: far from the edge, where the last
   // rounding of an exact sum could tip it over, but one doubling of the sum away from overflow.
-  const float largest = static_cast<float>(std::min(info(p.v).max_finite, info(p.o).max_finite) / 2);
+  // Or the contract's largest |V| when it promises less.
+  double v = std::min(info(p.v).max_finite, info(p.o).max_finite) / 2;
+  if (max_abs_value > 0) v = std::min(v, max_abs_value);
+  const float largest = round_to(static_cast<float>(v), p.v);
   if (const auto hit = first_failure(*model, largest, [](float o) { return !std::isfinite(o); }))
     out.push_back({"", "overflow", hit->first,
                    fmt::format("{} equal keys of V = {:g} give {}", hit->first, largest, hit->second)});
@@ -43,9 +46,9 @@ std::vector<PrecisionLimit> precision_limits(const Precision& p) {
 }
 
 std::vector<PrecisionLimit> precision_limits(const Capabilities& c) {
-  std::vector<PrecisionLimit> out = precision_limits(c.precision);
+  std::vector<PrecisionLimit> out = precision_limits(c.precision, c.contract.max_abs_value);
   for (const auto& [path, p] : c.path_precision)
-    for (PrecisionLimit limit : precision_limits(p)) {
+    for (PrecisionLimit limit : precision_limits(p, c.contract.max_abs_value)) {
       limit.path = path;
       out.push_back(limit);
     }

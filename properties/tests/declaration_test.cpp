@@ -145,5 +145,31 @@ TEST(Contract, SelfAttentionOnly) {
   EXPECT_EQ(caps.unsupported_because(*fitted), "");
 }
 
+// A value range (|V| of a visible key) bounds what is drawn and fitted; keys no query sees may hold
+// anything (poisoned masked keys stay inside the declaration).
+TEST(Contract, ValueRange) {
+  Capabilities caps;
+  caps.contract.max_abs_value = 8;
+  EXPECT_NE(caps.contract.summary().find("|V| <= 8"), std::string::npos);
+  Problem p;
+  p.shape = {1, 1, 1, 2, 4, 2, 2};
+  p.resize_buffers();
+  p.v[0] = 9;
+  EXPECT_NE(caps.contract.violation(p).find("V = 9 of a visible key is beyond the contract's |V| <= 8"), std::string::npos);
+  p.mask.kv_valid = {3};
+  p.v.assign(p.v.size(), 1);
+  p.v[3 * 2] = 1e30f;  // key 3, padded away
+  EXPECT_EQ(caps.contract.violation(p), "");
+  p.v[0] = 20;
+  const std::optional<Problem> fitted = fit_to_declaration(p, caps);
+  ASSERT_TRUE(fitted);
+  EXPECT_EQ(fitted->v[0], 8.0f);
+  const rc::Gen<ProblemSpec> gen = gen_spec(caps);
+  for (int seed = 0; seed < 200; ++seed) {
+    const Problem drawn = build_problem(gen(rc::Random(seed), 100).value(), caps);
+    EXPECT_EQ(caps.contract.violation(drawn), "") << "seed " << seed;
+  }
+}
+
 }  // namespace
 }  // namespace attest

@@ -15,7 +15,10 @@
  *   HONEST_F16_ACCUMULATOR  the same fp16 accumulation, declared as ATTEST_F16;
  *   UNNORMALISED_F16_PV     a CPU library's online loop: the softmax sum in f32, P.V summed in fp16
  *                           with weights exp(s - m) (not yet divided), one division at the end;
- *                           declared with ABI 2.1's weight_sum and pv_unnormalised;
+ *                           declared with ABI 2.1's weight_sum and pv_unnormalised, and the value
+ *                           range it is built for: |V| <= 8 (4096 keys x 8 < 65504, fp16's largest);
+ *   UNNORMALISED_UNDECLARED that loop declaring only an fp16 accumulator, as ABI 2.0 allowed: attest
+ *                           draws V over fp16's range and the fp16 sum overflows (NOT CERTIFIED);
  *   BROKEN_RESCALE          that loop forgetting to rescale the P.V sum when the maximum grows. */
 #include <math.h>
 #include <stdint.h>
@@ -49,7 +52,7 @@ static float half_to_float(uint16_t h) {
   return float_of_bits(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13)); /* rebias 15 -> 127 */
 }
 
-#if defined(BROKEN_RESCALE) && !defined(UNNORMALISED_F16_PV)
+#if (defined(BROKEN_RESCALE) || defined(UNNORMALISED_UNDECLARED)) && !defined(UNNORMALISED_F16_PV)
 #define UNNORMALISED_F16_PV
 #endif
 
@@ -171,12 +174,15 @@ static const char* error(void* user) {
 #else
 #define ACCUMULATOR ATTEST_F32 /* a lie under BROKEN_F16_ACCUMULATOR */
 #endif
-#ifdef UNNORMALISED_F16_PV /* ABI 2.1: the softmax sum apart, in f32; P.V before normalising */
+#if defined(UNNORMALISED_F16_PV) && !defined(UNNORMALISED_UNDECLARED)
+/* ABI 2.1: the softmax sum apart, in f32; P.V before normalising; values within +-8. */
 #define WEIGHT_SUM ATTEST_IN(ATTEST_F32)
 #define PV_UNNORMALISED 1
+#define MAX_ABS_VALUE 8.0
 #else
 #define WEIGHT_SUM 0
 #define PV_UNNORMALISED 0
+#define MAX_ABS_VALUE 0.0
 #endif
 
 static const attest_kernel_v2 kernel = {
@@ -192,7 +198,7 @@ static const attest_kernel_v2 kernel = {
                   .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ACCUMULATOR, .exp_ulps = 1.0,
                   .weight_sum = WEIGHT_SUM, .pv_unnormalised = PV_UNNORMALISED},
     /* Any width up to MAX_HEAD_DIM (Dv may differ from Dk), sequences up to 4096. */
-    .contract = {.head_dim = {1, MAX_HEAD_DIM}, .q_len = {1, 4096}, .k_len = {1, 4096}},
+    .contract = {.head_dim = {1, MAX_HEAD_DIM}, .q_len = {1, 4096}, .k_len = {1, 4096}, .max_abs_value = MAX_ABS_VALUE},
     .user = NULL,
     .forward = forward,
     .last_error = error,

@@ -13,7 +13,8 @@ namespace {
 // every integer mask term).
 static_assert(ATTEST_CAP_CAUSAL == 1u << 0 && ATTEST_CAP_GQA == 1u << 6);
 // 2.1 kept 2.0's layout: its fields took reserved room, its paths follow the 2.0 struct.
-static_assert(sizeof(attest_contract) == 176 && offsetof(attest_contract, alibi_max_bias) == 152);
+static_assert(sizeof(attest_contract) == 176 && offsetof(attest_contract, alibi_max_bias) == 152 &&
+              offsetof(attest_contract, max_abs_value) == 160);
 static_assert(sizeof(attest_precision_spec) == 56 && offsetof(attest_precision_spec, q_entry) == 52);
 static_assert(offsetof(attest_kernel_v2, paths) == ATTEST_KERNEL_V2_0_SIZE);
 
@@ -212,10 +213,9 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   for (std::int32_t dim : d.head_dims)
     if (dim < 1) refuse("contract.head_dims holds " + std::to_string(dim));
   t.head_dims.assign(d.head_dims.begin(), d.head_dims.end());
-  for (int i = 0; i < 3; ++i)
-    if (k.reserved[i] != 0)
-      refuse("contract.reserved[" + std::to_string(i) + "] is " + std::to_string(k.reserved[i]) +
-             ": reserved fields must be zero (a later ABI gives them a meaning)");
+  if (k.reserved[0] != 0)
+    refuse("contract.reserved[0] is " + std::to_string(k.reserved[0]) +
+           ": reserved fields must be zero (a later ABI gives them a meaning)");
   const std::pair<const attest_range*, Range*> ranges[] = {{&k.head_dim, &t.head_dim}, {&k.batch, &t.batch},
                                                            {&k.heads, &t.heads},       {&k.q_len, &t.q_len},
                                                            {&k.k_len, &t.k_len},       {&k.q_offset, &t.q_offset}};
@@ -258,6 +258,10 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   if (!std::isfinite(k.alibi_max_bias) || k.alibi_max_bias < 0 || k.alibi_max_bias > 64)
     refuse("contract.alibi_max_bias is " + std::to_string(k.alibi_max_bias) + ": it must be in [0, 64] (0 means 8)");
   t.alibi_max_bias = k.alibi_max_bias > 0 ? k.alibi_max_bias : 8.0;
+  // attest's probes put V = 1 (rows sum to one, V = I): a range below that could not hold them.
+  if (!std::isfinite(k.max_abs_value) || (k.max_abs_value != 0 && !(k.max_abs_value >= 1 && k.max_abs_value <= 3.4e38)))
+    refuse("contract.max_abs_value is " + std::to_string(k.max_abs_value) + ": 0 (any) or in [1, 3.4e38]");
+  t.max_abs_value = k.max_abs_value;
   if (t.alibi_slopes == AlibiSlopes::kStandard && !c.declares(Feature::kAlibi))
     refuse("contract.alibi_slopes is ATTEST_ALIBI_STANDARD without ATTEST_CAP_ALIBI");
   if (k.inputs != ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE && k.inputs != ATTEST_INPUTS_FINITE)
@@ -288,6 +292,7 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   k.self_attention_only = t.self_attention_only;
   k.alibi_slopes = t.alibi_slopes == AlibiSlopes::kStandard ? ATTEST_ALIBI_STANDARD : ATTEST_ALIBI_ARBITRARY;
   k.alibi_max_bias = t.alibi_max_bias;
+  k.max_abs_value = t.max_abs_value;
   k.inputs = c.inputs == InputDomain::kFinite ? ATTEST_INPUTS_FINITE : ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE;
   return d;
 }

@@ -1,5 +1,7 @@
 #include "attest/contract.h"
 
+#include "kernel_support.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +22,12 @@ std::string list_text(const std::vector<int>& v) {
   return out;
 }
 
+std::string number_text(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
+}
+
 }  // namespace
 
 std::vector<float> standard_alibi_slopes(int heads, double max_bias) {
@@ -34,6 +42,47 @@ void Contract::fit_alibi_slopes(Problem& p) const {
   if (alibi_slopes == AlibiSlopes::kStandard && !p.modifiers.alibi_slopes.empty())
     p.modifiers.alibi_slopes = standard_alibi_slopes(p.shape.heads, alibi_max_bias);
 }
+
+namespace {
+
+// "V = 40 of a visible key beyond |V| <= 16", or empty: keys no query of the batch entry sees in any
+// head (masked, padded, hidden by a -inf bias) may hold anything (the input domain says what).
+std::string value_beyond(const Problem& p, double limit) {
+  const Shape& s = p.shape;
+  const kernels::MaskView mask(p);
+  const kernels::ModifierView modifiers(p);
+  const bool per_key = mask.elementwise() || !p.modifiers.bias.empty();
+  std::vector<char> seen(s.k_len);
+  std::vector<int> starts(s.k_len + 1);  // without per-key terms: the union of the rows' ranges
+  for (int b = 0; b < s.batch; ++b) {
+    std::fill(seen.begin(), seen.end(), 0);
+    std::fill(starts.begin(), starts.end(), 0);
+    for (int i = 0; i < s.q_len; ++i) {
+      const kernels::KeyRange range = mask.range(b, i);
+      if (!per_key) {
+        if (range.lo < range.hi) ++starts[range.lo], --starts[range.hi];
+        continue;
+      }
+      for (int j = range.lo; j < range.hi; ++j) {
+        if (seen[j] || (mask.elementwise() && !mask.elementwise_visible(b, i, j))) continue;
+        for (int h = 0; h < s.heads && !seen[j]; ++h) seen[j] = !modifiers.masks(b, h, i, j);
+      }
+    }
+    if (!per_key)
+      for (int j = 0, open = 0; j < s.k_len; ++j) seen[j] = (open += starts[j]) > 0;
+    for (int g = 0; g < s.kv_heads; ++g)
+      for (int j = 0; j < s.k_len; ++j) {
+        if (!seen[j]) continue;
+        const float* v = &p.v[((std::size_t(b) * s.kv_heads + g) * s.k_len + j) * s.value_dim];
+        for (int c = 0; c < s.value_dim; ++c)
+          if (!(std::fabs(v[c]) <= limit))
+            return "V = " + number_text(v[c]) + " of a visible key is beyond the contract's |V| <= " + number_text(limit);
+      }
+  }
+  return {};
+}
+
+}  // namespace
 
 bool Contract::accepts_head_dim(int d) const {
   if (!head_dim.contains(d)) return false;
@@ -64,6 +113,8 @@ std::string Contract::violation(const Problem& p) const {
   if (alibi_slopes == AlibiSlopes::kStandard && !p.modifiers.alibi_slopes.empty() &&
       p.modifiers.alibi_slopes != standard_alibi_slopes(s.heads, alibi_max_bias))
     return "ALiBi slopes other than the standard set for H = " + std::to_string(s.heads) + " (the contract accepts only those)";
+  if (max_abs_value > 0)
+    if (const std::string v = value_beyond(p, max_abs_value); !v.empty()) return v;
   return {};
 }
 
@@ -81,6 +132,7 @@ std::string Contract::summary() const {
     std::snprintf(bias, sizeof bias, "%g", alibi_max_bias);
     parts.push_back(std::string("standard ALiBi slopes (max_bias ") + bias + ")");
   }
+  if (max_abs_value > 0) parts.push_back("|V| <= " + number_text(max_abs_value));
   for (auto [name, r] : {std::pair{"B", batch}, {"H", heads}, {"Tq", q_len}, {"Tk", k_len}, {"q_offset", q_offset}})
     if (!r.unlimited()) parts.push_back(range_text(name, r));
   if (query_tile || key_tile) parts.push_back("tiles " + std::to_string(query_tile) + "x" + std::to_string(key_tile));

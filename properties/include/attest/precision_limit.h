@@ -1,7 +1,7 @@
 // Where a declared arithmetic fails by itself (issue 23): an honest declaration must not hide a
 // design that is wrong in practice. The model kernel of the declaration runs on equal scores, where
-// the exact output is V: the first length at which it overflows although V is finite and
-// representable in O's storage, and the first at which it strays more than 1% from V = 1 (a sum
+// the exact output is V: the first length at which it overflows although V is finite, within the
+// contract's value range, and representable in O's storage, and the first at which it strays more than 1% from V = 1 (a sum
 // that stagnates). The certificate reports them as findings, whatever the kernel's verdict.
 #pragma once
 
@@ -21,7 +21,8 @@ struct PrecisionLimit {
 
 inline constexpr long long kPrecisionLimitHorizon = 65536;  // lengths probed: 1, 2, 4, ... this
 
-std::vector<PrecisionLimit> precision_limits(const Precision& p);
+// max_abs_value: the contract's largest |V| (0: any), when smaller than the formats allow.
+std::vector<PrecisionLimit> precision_limits(const Precision& p, double max_abs_value = 0);
 // The kernel's precision and each declared path's.
 std::vector<PrecisionLimit> precision_limits(const Capabilities& c);
 // "overflow from T = 2 (2 equal keys of V = 65504 give inf); 1% error from T = 4096 (...)".

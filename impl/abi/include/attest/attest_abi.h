@@ -182,7 +182,9 @@ typedef struct attest_contract {
   int32_t alibi_slopes;          /* attest_alibi_slopes */
   int32_t inputs;                /* attest_input_domain */
   double alibi_max_bias;         /* with ATTEST_ALIBI_STANDARD: the formula's max_bias (0 means 8) */
-  int32_t reserved[3];           /* zero */
+  double max_abs_value;          /* 0: any; else the largest |V| of a visible key the kernel is built for
+                                    (at least 1): an unnormalised 16-bit P.V sum holds up to keys x |V| */
+  int32_t reserved[1];           /* zero */
 } attest_contract;
 
 /* Where the kernel rounds (DESIGN.md §2). Buffers arrive and leave in their storage types:

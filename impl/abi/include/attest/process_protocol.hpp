@@ -253,7 +253,7 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
   for (const attest_range* r : {&c.head_dim, &c.batch, &c.heads, &c.q_len, &c.k_len, &c.q_offset}) write_range(w, *r);
   w.i32(c.dk_equals_dv).i32(c.default_scale_only).i32(c.causal_required).i32(c.decode_only);
   w.i32(c.query_tile).i32(c.key_tile).i32(c.decode_lse_optional);
-  w.i32(c.self_attention_only).i32(c.alibi_slopes).i32(c.inputs).f64(c.alibi_max_bias);
+  w.i32(c.self_attention_only).i32(c.alibi_slopes).i32(c.inputs).f64(c.alibi_max_bias).f64(c.max_abs_value);
   write_precision_2_1(w, p);
   w.u32(static_cast<std::uint32_t>(d.paths.size()));
   for (const PathPrecision& path : d.paths) {
@@ -278,6 +278,7 @@ inline Descriptor read_descriptor(Reader& r) {
   c.query_tile = r.i32(), c.key_tile = r.i32(), c.decode_lse_optional = r.i32();
   if (r.at_end()) return d;  // a 2.0 descriptor
   c.self_attention_only = r.i32(), c.alibi_slopes = r.i32(), c.inputs = r.i32(), c.alibi_max_bias = r.f64();
+  c.max_abs_value = r.f64();
   read_precision_2_1(r, p);
   const std::uint32_t paths = r.u32();
   if (paths > 4096) throw ProtocolError("more than 4096 paths");

@@ -46,6 +46,9 @@ struct Contract {
   bool self_attention_only = false;  // Tq == Tk and q_offset 0 only (a training kernel's shape)
   AlibiSlopes alibi_slopes = AlibiSlopes::kArbitrary;
   double alibi_max_bias = 8.0;  // with kStandard
+  // The largest |V| of a visible key the kernel is built for (0: any): an unnormalised 16-bit P.V
+  // sum holds up to keys x |V|. attest draws values within it; masked keys follow `inputs`.
+  double max_abs_value = 0.0;
   int query_tile = 0, key_tile = 0;  // the kernel's tiles (0: none)
   bool decode_lse_optional = false;
 

@@ -61,7 +61,7 @@ BaselineClaims claims_of(const json& kernel, const std::string& where) {
   } else {
     for (const char* field : {"q", "k", "v", "o", "scores", "p", "accumulator"})
       c.precision[field] = text(precision, d + ".precision", field);
-    for (const char* field : {"q_entry", "k_entry", "v_entry", "weight_sum"})  // added later: absent in older files
+    for (const char* field : {"bias", "q_entry", "k_entry", "v_entry", "weight_sum"})  // added later: absent in older files
       if (precision.contains(field)) c.precision[field] = text(precision, d + ".precision", field);
   }
   const json& ulps = member(descriptor, d, "exp_ulps");

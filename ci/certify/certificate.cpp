@@ -39,6 +39,7 @@ json precision_json(const Precision& p) {
           {"k", to_string(p.k)},
           {"v", to_string(p.v)},
           {"o", to_string(p.o)},
+          {"bias", to_string(p.bias)},
           {"q_entry", to_string(p.q_entry)},
           {"k_entry", to_string(p.k_entry)},
           {"v_entry", to_string(p.v_entry)},
@@ -207,7 +208,7 @@ void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::v
       reasons.push_back(fmt::format("{}: {} was covered in the baseline, not now", k.name, f));
   const Precision& p = c.precision;
   const std::pair<const char*, Scalar> now_formats[] = {
-      {"q", p.q},           {"k", p.k},           {"v", p.v},       {"o", p.o},
+      {"q", p.q},           {"k", p.k},           {"v", p.v},       {"o", p.o},     {"bias", p.bias},
       {"q_entry", p.q_entry}, {"k_entry", p.k_entry}, {"v_entry", p.v_entry}, {"scores", p.scores},
       {"p", p.p},           {"accumulator", p.accumulator}, {"weight_sum", p.sum_precision()}};
   for (auto [field, now_format] : now_formats) {

@@ -51,7 +51,7 @@ Precision precision_of(const json& precision, const std::string& p) {
   for (auto [key, field] : {std::pair{"q", &Precision::q}, {"k", &Precision::k}, {"v", &Precision::v}, {"o", &Precision::o},
                             {"scores", &Precision::scores}, {"p", &Precision::p}, {"accumulator", &Precision::accumulator}})
     out.*field = scalar(precision, p, key);
-  for (auto [key, field] : {std::pair{"q_entry", &Precision::q_entry}, {"k_entry", &Precision::k_entry},
+  for (auto [key, field] : {std::pair{"bias", &Precision::bias}, {"q_entry", &Precision::q_entry}, {"k_entry", &Precision::k_entry},
                             {"v_entry", &Precision::v_entry}})
     if (precision.contains(key)) out.*field = scalar(precision, p, key);
   if (precision.contains("weight_sum"))

@@ -65,6 +65,11 @@ const BadCase kBadCases[] = {
     {"v_buffer", [](Problem& p) { p.v.clear(); }, "v has"},
     {"bf16_inputs", [](Problem& p) { p.storage.q = Scalar::kBF16; p.q[3] = 1.0f + 0x1p-10f; }, "q[3]"},
     {"fp16_inputs", [](Problem& p) { p.storage.v = Scalar::kF16; p.v[2] = 1e-9f; }, "v[2]"},
+    {"fp16_bias", [](Problem& p) {
+       p.modifiers.bias_per_batch = p.modifiers.bias_per_head = false;
+       p.modifiers.bias.assign(std::size_t(p.shape.q_len) * p.shape.k_len, -INFINITY);  // -inf is an f16 value
+       p.storage.bias = Scalar::kF16;
+       p.modifiers.bias[4] = 1.0f + 0x1p-12f; }, "modifiers.bias[4]"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fields, InvalidProblem, ::testing::ValuesIn(kBadCases),

@@ -123,7 +123,8 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
   // Inputs in the kernel's storage formats: rounded there, saturating at the format's largest value.
   const Precision& precision = caps.precision;
   for (auto [values, from, to] : {std::tuple{&p.q, &p.storage.q, precision.q}, std::tuple{&p.k, &p.storage.k, precision.k},
-                                  std::tuple{&p.v, &p.storage.v, precision.v}}) {
+                                  std::tuple{&p.v, &p.storage.v, precision.v},
+                                  std::tuple{&p.modifiers.bias, &p.storage.bias, precision.bias}}) {
     if (to == Scalar::kF32 || *from == to) continue;
     const float largest = static_cast<float>(info(to).max_finite);
     for (float& x : *values)

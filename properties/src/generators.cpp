@@ -345,7 +345,8 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   const Scalar drawn = static_cast<Scalar>(spec.input_precision);
   const Precision& precision = caps.precision;
   p.storage = {precision.q == Scalar::kF32 ? drawn : precision.q, precision.k == Scalar::kF32 ? drawn : precision.k,
-               precision.v == Scalar::kF32 ? drawn : precision.v};
+               precision.v == Scalar::kF32 ? drawn : precision.v, precision.bias == Scalar::kF32 ? drawn : precision.bias};
+  for (float& x : p.modifiers.bias) x = round_to(x, p.storage.bias);  // drawn far inside every format's range
 
   p.resize_buffers();
   std::mt19937_64 data_rng(spec.data_seed);

@@ -99,6 +99,23 @@ TEST(ModifierProperties, AlibiMatchesBias) {
   expect_catches("alibi_matches_bias", "alibi_kv_head", p, "ALiBi slopes vs the same terms");
 }
 
+// A kernel taking its bias in f16 cannot be handed the slopes' terms exactly: each run is judged
+// against its own reference. The correct one passes, the one with the distance flipped fails.
+TEST(ModifierProperties, AlibiMatchesBiasForA16BitBias) {
+  Problem p = problem(1, 4, 2, 6, 20);
+  p.storage.bias = Scalar::kF16;
+  Precision f16_bias;
+  f16_bias.bias = Scalar::kF16;
+  Oracle oracle;
+  const auto correct = make_faulty_tiled_kernel({32, 32, f16_bias}, {.bias_in_f16 = true}, "f16-bias");
+  const Verdict pass = alibi_matches_bias(p, *correct, oracle);
+  EXPECT_TRUE(pass.passed) << pass.detail;
+  EXPECT_TRUE(pass.exercised) << pass.detail;
+  const auto flipped = make_faulty_tiled_kernel({32, 32, f16_bias}, {.alibi_distance_flipped = true}, "f16-bias-flipped");
+  const Verdict fail = alibi_matches_bias(p, *flipped, oracle);
+  EXPECT_FALSE(fail.passed);
+}
+
 TEST(ModifierProperties, AlibiWithZeroSlopesIsVacuous) {
   Problem p = problem(1, 2, 2, 3, 3);
   p.modifiers.alibi_slopes = {0.0f, 0.0f};

@@ -74,6 +74,7 @@ const Catch kCatches[] = {
     {"gqa_matches_repeated_heads", "alibi_kv_head"},
     {"slices_are_independent", "bias_batch0"},
     {"masked_inputs_have_no_influence", "bias_inf_as_lowest"},
+    {"matches_reference", "bias_in_f16"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Mutants, PropertyCatchesMutant, ::testing::ValuesIn(kCatches),

@@ -17,6 +17,7 @@ static_assert(sizeof(attest_contract) == 176 && offsetof(attest_contract, alibi_
               offsetof(attest_contract, max_abs_value) == 160);
 static_assert(sizeof(attest_precision_spec) == 56 && offsetof(attest_precision_spec, q_entry) == 52);
 static_assert(offsetof(attest_kernel_v2, paths) == ATTEST_KERNEL_V2_0_SIZE);
+static_assert(offsetof(attest_problem_v2, bias_stored) + 4 * sizeof(void*) == offsetof(attest_problem_v2, lookahead));
 
 template <typename T>
 std::vector<std::uint8_t> as_bytes(const std::vector<T>& v) {
@@ -69,8 +70,7 @@ Precision precision_of(const attest_precision_spec& p, const std::string& where)
     refuse("exp_ulps is " + std::to_string(p.exp_ulps) + ": it must be in [0, " +
            std::to_string(static_cast<int>(kMaxExpUlps)) + "] (0 means 1)");
   r.exp_ulps = p.exp_ulps > 0 ? p.exp_ulps : 1.0;
-  if (p.bias != ATTEST_F32)
-    refuse("bias is " + std::to_string(p.bias) + ": this attest certifies a bias stored as ATTEST_F32 only");
+  r.bias = scalar(p.bias, "bias");
   if (p.weight_sum != 0) r.weight_sum = scalar(p.weight_sum - 1, "weight_sum (as ATTEST_IN(precision))");
   r.pv_unnormalised = flag_of(p.pv_unnormalised, where + ".pv_unnormalised");
   r.q_entry = scalar(p.q_entry, "q_entry"), r.k_entry = scalar(p.k_entry, "k_entry"), r.v_entry = scalar(p.v_entry, "v_entry");
@@ -81,6 +81,7 @@ Precision precision_of(const attest_precision_spec& p, const std::string& where)
 attest_precision_spec spec_of(const Precision& p) {
   attest_precision_spec s{};
   s.q = code_of(p.q), s.k = code_of(p.k), s.v = code_of(p.v), s.o = code_of(p.o);
+  s.bias = code_of(p.bias);
   s.scores = code_of(p.scores), s.p = code_of(p.p), s.accumulator = code_of(p.accumulator), s.exp_ulps = p.exp_ulps;
   s.weight_sum = p.weight_sum ? ATTEST_IN(code_of(*p.weight_sum)) : 0;
   s.pv_unnormalised = p.pv_unnormalised;
@@ -132,7 +133,13 @@ protocol::WireProblem to_wire(const Problem& p, const Precision& precision) {
   w.explicit_mask = p.mask.explicit_mask;
   const ScoreModifiers& m = p.modifiers;
   h.softcap = m.softcap.value_or(0.0);
-  w.alibi_slopes = m.alibi_slopes, w.bias = m.bias, w.sinks = m.sinks;
+  w.alibi_slopes = m.alibi_slopes, w.sinks = m.sinks;
+  if (precision.bias == Scalar::kF32) {
+    w.bias = m.bias;
+  } else {
+    w.bias16.resize(m.bias.size());
+    for (std::size_t i = 0; i < m.bias.size(); ++i) w.bias16[i] = to_bits16(m.bias[i], precision.bias);
+  }
   h.bias_per_batch = m.bias_per_batch, h.bias_per_head = m.bias_per_head;
   w.q = stored(p.q, precision.q), w.k = stored(p.k, precision.k), w.v = stored(p.v, precision.v);
   return w;
@@ -176,8 +183,10 @@ Problem from_wire(const attest_problem_v2& h, const Precision& precision) {
   m.alibi_slopes = copy_of(h.alibi_slopes, std::size_t(h.heads));
   m.sinks = copy_of(h.sinks, std::size_t(h.heads));
   m.bias_per_batch = h.bias_per_batch != 0, m.bias_per_head = h.bias_per_head != 0;
-  m.bias = copy_of(h.bias, std::size_t(m.bias_per_batch ? h.batch : 1) * (m.bias_per_head ? h.heads : 1) * tq * tk);
-  p.storage = {precision.q, precision.k, precision.v};
+  const std::size_t bias_size = std::size_t(m.bias_per_batch ? h.batch : 1) * (m.bias_per_head ? h.heads : 1) * tq * tk;
+  if (precision.bias == Scalar::kF32) m.bias = copy_of(h.bias, bias_size);
+  else if (h.bias_stored) m.bias = floats_from_storage(static_cast<const std::uint8_t*>(h.bias_stored), bias_size, precision.bias);
+  p.storage = {precision.q, precision.k, precision.v, precision.bias};
   p.q = floats_from_storage(static_cast<const std::uint8_t*>(h.q), p.q_size(), precision.q);
   p.k = floats_from_storage(static_cast<const std::uint8_t*>(h.k), p.k_size(), precision.k);
   p.v = floats_from_storage(static_cast<const std::uint8_t*>(h.v), p.v_size(), precision.v);

@@ -68,6 +68,7 @@ protocol::Descriptor descriptor_2_1() {
   d.precision.weight_sum = ATTEST_IN(ATTEST_F32);
   d.precision.pv_unnormalised = 1;
   d.precision.q_entry = ATTEST_F16;
+  d.precision.bias = ATTEST_F16;
   attest_precision_spec tiled = d.precision;
   tiled.accumulator = ATTEST_F32;
   tiled.weight_sum = 0;
@@ -91,6 +92,7 @@ TEST(Descriptor, VersionTwoOneDeclarationsCrossTheProtocolWhole) {
   EXPECT_TRUE(c.precision.pv_unnormalised);
   EXPECT_EQ(c.precision.q_entry, Scalar::kF16);
   EXPECT_EQ(c.precision.k_entry, Scalar::kF32);
+  EXPECT_EQ(c.precision.bias, Scalar::kF16);
   ASSERT_EQ(c.path_precision.count("tiled"), 1u);
   const Precision& tiled = c.path_precision.at("tiled");
   EXPECT_EQ(tiled.accumulator, Scalar::kF32);
@@ -131,7 +133,8 @@ TEST(Descriptor, VersionTwoOneValuesOutsideTheirEnumsAreRefused) {
       {"contract.alibi_max_bias", [](protocol::Descriptor& d) { d.contract.alibi_max_bias = -1; }},
       {"contract.inputs", [](protocol::Descriptor& d) { d.contract.inputs = 3; }},
       {"contract.max_abs_value", [](protocol::Descriptor& d) { d.contract.max_abs_value = 0.5; }},
-      {"precision.bias", [](protocol::Descriptor& d) { d.precision.bias = ATTEST_F16; }},
+      {"precision.bias", [](protocol::Descriptor& d) { d.precision.bias = 3; }},
+      {"paths[tiled].precision: its storage differs", [](protocol::Descriptor& d) { d.paths[0].precision.bias = ATTEST_BF16; }},
       {"precision.weight_sum", [](protocol::Descriptor& d) { d.precision.weight_sum = 9; }},
       {"precision.pv_unnormalised", [](protocol::Descriptor& d) { d.precision.pv_unnormalised = 5; }},
       {"precision.q_entry", [](protocol::Descriptor& d) { d.precision.q_entry = 4; }},

@@ -18,6 +18,8 @@ std::string Capabilities::unsupported_because(const Problem& p) const {
                                       std::tuple{"v", p.storage.v, precision.v}})
     if (wanted != Scalar::kF32 && stored != wanted)
       return std::string(name) + " is stored as " + to_string(stored) + "; the kernel takes " + to_string(wanted);
+  if (precision.bias != Scalar::kF32 && !p.modifiers.bias.empty() && p.storage.bias != precision.bias)
+    return std::string("the bias is stored as ") + to_string(p.storage.bias) + "; the kernel takes " + to_string(precision.bias);
   return contract.violation(p);
 }
 

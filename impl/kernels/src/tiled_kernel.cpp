@@ -216,7 +216,8 @@ class TiledKernel final : public Kernel {
       x += m.slope(f.alibi_kv_head ? g : h) * static_cast<float>(f.alibi_distance_flipped ? pos - j : j - pos);
     }
     if (m.has_bias()) {
-      const float bias = m.bias(f.bias_batch0 ? 0 : b, h, i, j);
+      const float stored = m.bias(f.bias_batch0 ? 0 : b, h, i, j);
+      const float bias = f.bias_in_f16 ? round_to(stored, Scalar::kF16) : stored;
       x += bias == kNegInf && f.bias_inf_as_lowest ? std::numeric_limits<float>::lowest() : bias;
     }
     return x;

@@ -89,7 +89,7 @@ float from_bits16(std::uint16_t bits, Scalar s) {
 }
 
 bool Precision::all_f32() const {
-  for (Scalar s : {q, k, v, o, q_entry, k_entry, v_entry, scores, p, accumulator, sum_precision()})
+  for (Scalar s : {q, k, v, o, bias, q_entry, k_entry, v_entry, scores, p, accumulator, sum_precision()})
     if (s != Scalar::kF32) return false;
   return !pv_unnormalised;
 }
@@ -104,7 +104,7 @@ double Precision::coarsest() const {
 }
 
 bool Precision::same_storage(const Precision& other) const {
-  return q == other.q && k == other.k && v == other.v && o == other.o;
+  return q == other.q && k == other.k && v == other.v && o == other.o && bias == other.bias;
 }
 
 std::string Precision::summary() const {
@@ -112,6 +112,7 @@ std::string Precision::summary() const {
   std::string storage = q == k && k == v && v == o
                             ? std::string("q/k/v/o ") + to_string(q)
                             : std::string("q ") + to_string(q) + ", k " + to_string(k) + ", v " + to_string(v) + ", o " + to_string(o);
+  if (bias != Scalar::kF32) storage += std::string(", bias ") + to_string(bias);
   std::string entry;
   for (auto [name, rounded, stored] : {std::tuple{"Q", q_entry, q}, {"K", k_entry, k}, {"V", v_entry, v}})
     if (unit_roundoff(rounded) > unit_roundoff(stored)) entry += std::string(", ") + name + " rounded to " + to_string(rounded) + " on entry";

@@ -160,6 +160,7 @@ void Problem::validate() const {
     for (std::size_t i = 0; i < md.bias.size(); ++i)
       if (std::isnan(md.bias[i]) || md.bias[i] == std::numeric_limits<float>::infinity())
         fail("modifiers.bias[" + std::to_string(i) + "]", "must be finite or -inf");
+    require_representable("modifiers.bias", md.bias, storage.bias);
   }
   if (rope.enabled) {
     if (s.head_dim % 2 != 0) fail("rope", "needs an even shape.head_dim");

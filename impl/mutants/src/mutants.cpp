@@ -123,6 +123,11 @@ std::unique_ptr<Kernel> declared_arithmetic_subject(const std::string& name) {
     p.pv_unnormalised = true;
     return make_faulty_tiled_kernel({32, 32, p}, {}, name);
   }
+  if (name == "tiled-bias-f16") {  // the additive mask taken in f16 (a -inf bias still masks)
+    Precision p;
+    p.bias = Scalar::kF16;
+    return make_faulty_tiled_kernel({32, 32, p}, {.bias_in_f16 = true}, name);
+  }
   if (name == "tiled-two-paths") {  // f16 K/V; up to 64 keys P.V in f16 before normalising, beyond in f32
     Precision long_path;
     long_path.k = long_path.v = Scalar::kF16;
@@ -229,6 +234,8 @@ const std::vector<MutantEntry>& mutant_registry() {
             "slices_are_independent", {.bias_batch0 = true}),
       tiled("bias_inf_as_lowest", "-inf bias replaced by the lowest float: a fully masked row attends uniformly",
             "bias_minus_inf_equals_mask", {.bias_inf_as_lowest = true}),
+      tiled("bias_in_f16", "the bias rounded to f16 while declaring it f32 (an additive mask kept in half precision)",
+            "matches_reference", {.bias_in_f16 = true}),
       tiled("sink_outside_max", "the sink added to the sum at the end, not to the running max: exp(sigma - m) overflows",
             "sink_takes_mass", {.sink_outside_max = true}),
       tiled("sink_per_key_tile", "split-KV merge with the sink in every split's state: counted once per key tile",

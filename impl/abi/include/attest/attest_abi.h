@@ -20,7 +20,7 @@
  * meaning, each zero by default so that a 2.0 descriptor means what it meant: self-attention-only
  * and standard-ALiBi-only contracts and the input domain (attest_contract); the bias's storage,
  * a softmax sum apart from the P.V accumulator, P.V before normalising and rounding on entry
- * (attest_precision_spec); and, after attest_kernel_v2's reserved pointers (read only when
+ * (attest_precision_spec, with attest_problem_v2.bias_stored for a 16-bit bias); and, after attest_kernel_v2's reserved pointers (read only when
  * struct_size reaches them), the precision of each internal path. */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
@@ -199,7 +199,8 @@ typedef struct attest_precision_spec {
   int32_t accumulator;    /* precision P.V is accumulated in (and the softmax sum, unless weight_sum) */
   double exp_ulps;        /* worst error of one exp, in ulps (0 means 1) */
   /* 2.1 (these were reserved and zero in 2.0): */
-  int32_t bias;           /* storage of the bias: ATTEST_F32 (only this one, for now) */
+  int32_t bias;           /* storage of the bias: ATTEST_F32 (problem.bias), or ATTEST_BF16 / ATTEST_F16
+                             (problem.bias_stored holds 16-bit values and problem.bias is NULL) */
   int32_t weight_sum;     /* 0: the softmax sum is accumulated in `accumulator`; else ATTEST_IN(its precision) */
   int32_t pv_unnormalised; /* 1: P.V is summed with weights exp(s - m) and divided by the sum at the end */
   int8_t q_entry, k_entry, v_entry; /* rounding on entry: the kernel rounds that input to this precision
@@ -233,7 +234,11 @@ typedef struct attest_problem_v2 {
   int32_t bias_per_batch;       /* 0: one bias for every batch entry (first dimension is 1) */
   int32_t bias_per_head;        /* 0: one bias for every head (second dimension is 1) */
   const float* sinks;           /* NULL or [H] */
-  const void* reserved[4];      /* quantized K/V scales later; NULL */
+  /* 2.1: the bias in its declared storage type (precision.bias), NULL when there is none. An F32
+   * bias is the same buffer as `bias`; a BF16 / F16 one holds uint16_t values and `bias` is NULL.
+   * -inf masks the key in every storage type. */
+  const void* bias_stored;
+  const void* reserved[3];      /* quantized K/V scales later; NULL */
   int32_t lookahead;            /* 0 = none, else visible iff j - (q_offset + i) < lookahead */
 } attest_problem_v2;
 

@@ -146,7 +146,7 @@ class ServedKernel {
   std::int32_t storage(char buffer) const {
     if (!v2_) return ATTEST_F32;
     const attest_precision_spec& p = v2_->precision;
-    return buffer == 'q' ? p.q : buffer == 'k' ? p.k : buffer == 'v' ? p.v : p.o;
+    return buffer == 'q' ? p.q : buffer == 'k' ? p.k : buffer == 'v' ? p.v : buffer == 'b' ? p.bias : p.o;
   }
   bool decodes() const {
     return (capabilities() & ATTEST_CAP_DECODE) && (v2_ ? v2_->decode_open && v2_->decode_step : v1_->decode_open && v1_->decode_step);
@@ -236,7 +236,7 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
   std::uint64_t calls = 0;  // alternates the buffers' placement: one call flush at the end, the next at the start
   detail::install_fault_handler(out_fd);
   const std::int32_t q_type = kernel.storage('q'), k_type = kernel.storage('k'), v_type = kernel.storage('v'),
-                     o_type = kernel.storage('o');
+                     o_type = kernel.storage('o'), bias_type = kernel.storage('b');
   try {
     Type type;
     std::string payload;
@@ -258,7 +258,8 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           break;
         }
         case Type::kForward: {
-          const WireProblem problem = read_problem(r, storage_bytes(q_type), storage_bytes(k_type), storage_bytes(v_type));
+          const WireProblem problem = read_problem(r, storage_bytes(q_type), storage_bytes(k_type), storage_bytes(v_type),
+                                                    storage_bytes(bias_type));
           r.expect_end();
           const attest_problem_v2& h = problem.header;
           const std::size_t rows = std::size_t(h.batch) * h.heads * h.q_len;
@@ -271,7 +272,8 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           auto k_segment = detail::guarded_input("k_segment", problem.k_segment, placement);
           auto mask = detail::guarded_input("explicit_mask", problem.explicit_mask, placement);
           auto alibi = detail::guarded_input("alibi_slopes", problem.alibi_slopes, placement);
-          auto bias = detail::guarded_input("bias", problem.bias, placement);
+          auto bias = problem.bias16.empty() ? detail::guarded_input("bias", problem.bias, placement)
+                                             : detail::guarded_input("bias", problem.bias16, placement);
           auto sinks = detail::guarded_input("sinks", problem.sinks, placement);
           auto o = detail::guarded_typed_output("O", rows * h.value_dim, o_type, placement);
           auto lse = detail::guarded_output("LSE", want_lse ? rows : 0, placement);
@@ -283,7 +285,8 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           view.k_segment = static_cast<const std::int32_t*>(k_segment->data());
           view.explicit_mask = static_cast<const std::uint8_t*>(mask->data());
           view.alibi_slopes = static_cast<const float*>(alibi->data());
-          view.bias = static_cast<const float*>(bias->data());
+          view.bias = bias_type == ATTEST_F32 ? static_cast<const float*>(bias->data()) : nullptr;
+          view.bias_stored = bias->data();
           view.sinks = static_cast<const float*>(sinks->data());
           attest_outputs_v2 out{};
           out.o = o->data();

@@ -323,6 +323,7 @@ struct WireProblem {
   std::vector<std::int32_t> kv_valid, q_valid, q_segment, k_segment;
   std::vector<std::uint8_t> explicit_mask;
   std::vector<float> alibi_slopes, bias, sinks;
+  std::vector<std::uint16_t> bias16;  // the bias of a kernel storing it in bf16 or f16 (then `bias` is empty)
   std::vector<std::uint8_t> q, k, v;
 
   // The C view; array pointers are NULL where the array is empty.
@@ -333,6 +334,7 @@ struct WireProblem {
     p.q_segment = or_null(q_segment), p.k_segment = or_null(k_segment);
     p.explicit_mask = or_null(explicit_mask);
     p.alibi_slopes = or_null(alibi_slopes), p.bias = or_null(bias), p.sinks = or_null(sinks);
+    p.bias_stored = bias.empty() ? static_cast<const void*>(or_null(bias16)) : bias.data();
     p.q = q.data(), p.k = k.data(), p.v = v.data();
     return p;
   }
@@ -343,13 +345,17 @@ inline void write_problem(Writer& w, const WireProblem& p) {
   w.i32(h.batch).i32(h.heads).i32(h.kv_heads).i32(h.q_len).i32(h.k_len).i32(h.head_dim).i32(h.value_dim);
   w.f64(h.scale).i64(h.q_offset).i32(h.causal).array(integer_terms(h)).i32(h.rope).f64(h.rope_base);
   w.array(p.kv_valid).array(p.q_valid).array(p.q_segment).array(p.k_segment).array(p.explicit_mask);
-  w.f64(h.softcap).array(p.alibi_slopes).array(p.bias).i32(h.bias_per_batch).i32(h.bias_per_head).array(p.sinks);
+  w.f64(h.softcap).array(p.alibi_slopes);
+  if (p.bias16.empty()) w.array(p.bias);
+  else w.array(p.bias16);
+  w.i32(h.bias_per_batch).i32(h.bias_per_head).array(p.sinks);
   w.array(p.q).array(p.k).array(p.v);
 }
 
-// Reads a problem; element sizes of q, k, v are the reader's storage types. Every array must
-// agree with the shape before a kernel ever sees it.
-inline WireProblem read_problem(Reader& r, std::size_t q_bytes = 4, std::size_t k_bytes = 4, std::size_t v_bytes = 4) {
+// Reads a problem; element sizes of q, k, v and the bias are the reader's storage types. Every
+// array must agree with the shape before a kernel ever sees it.
+inline WireProblem read_problem(Reader& r, std::size_t q_bytes = 4, std::size_t k_bytes = 4, std::size_t v_bytes = 4,
+                                std::size_t bias_bytes = 4) {
   WireProblem p;
   attest_problem_v2& h = p.header;
   h.batch = r.i32(), h.heads = r.i32(), h.kv_heads = r.i32(), h.q_len = r.i32();
@@ -361,7 +367,9 @@ inline WireProblem read_problem(Reader& r, std::size_t q_bytes = 4, std::size_t 
   p.q_segment = r.array<std::int32_t>(), p.k_segment = r.array<std::int32_t>();
   p.explicit_mask = r.array<std::uint8_t>();
   h.softcap = r.f64();
-  p.alibi_slopes = r.array<float>(), p.bias = r.array<float>();
+  p.alibi_slopes = r.array<float>();
+  if (bias_bytes == 4) p.bias = r.array<float>();
+  else p.bias16 = r.array<std::uint16_t>();
   h.bias_per_batch = r.i32(), h.bias_per_head = r.i32();
   p.sinks = r.array<float>();
   p.q = r.array<std::uint8_t>(), p.k = r.array<std::uint8_t>(), p.v = r.array<std::uint8_t>();
@@ -389,7 +397,7 @@ inline WireProblem read_problem(Reader& r, std::size_t q_bytes = 4, std::size_t 
   check(p.alibi_slopes.size(), product({h.heads}), true, "alibi_slopes");
   check(p.sinks.size(), product({h.heads}), true, "sinks");
   const std::uint64_t bias_size = product({h.bias_per_batch ? h.batch : 1, h.bias_per_head ? h.heads : 1, h.q_len, h.k_len});
-  check(p.bias.size(), bias_size, true, "bias");
+  check(p.bias.size() + p.bias16.size(), bias_size, true, "bias");
   if (p.q_segment.empty() != p.k_segment.empty()) throw ProtocolError("q_segment and k_segment travel together");
   return p;
 }

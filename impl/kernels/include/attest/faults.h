@@ -38,6 +38,7 @@ struct KernelFaults {
   bool softcap_naive_tanh = false;      // tanh as (e^2y - 1) / (e^2y + 1): inf / inf = NaN past y = 44
   bool bias_batch0 = false;             // batch 0's bias read for every batch (a per-batch bias taken as broadcast)
   bool bias_inf_as_lowest = false;      // a -inf bias replaced by the lowest float (a finfo.min mask): not a mask
+  bool bias_in_f16 = false;             // the bias rounded to f16 (an additive mask kept in half precision)
   bool sink_outside_max = false;        // the sink joins the sum at the end, not the running max
   bool sink_per_key_tile = false;       // every key tile's partial state starts with the sink (split-KV merge)
   // Decode

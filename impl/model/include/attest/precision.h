@@ -38,6 +38,7 @@ float from_bits16(std::uint16_t bits, Scalar s);
 
 struct Precision {
   Scalar q = Scalar::kF32, k = Scalar::kF32, v = Scalar::kF32, o = Scalar::kF32;  // storage
+  Scalar bias = Scalar::kF32;  // the additive bias's storage: attest sends values representable there
   // Rounding on entry: the kernel rounds each input to this before using it (f32: used as
   // stored). What attest sends follows the storage; the bound charges this rounding.
   Scalar q_entry = Scalar::kF32, k_entry = Scalar::kF32, v_entry = Scalar::kF32;
@@ -57,8 +58,8 @@ struct Precision {
   // Whether the other precision has the same storage (what attest sends and receives): two paths
   // of one kernel may differ only in where they round inside.
   bool same_storage(const Precision& other) const;
-  // "f32" when all_f32, else "q/k/v/o bf16, scores f32, P bf16, accumulator f32" (with the
-  // entry roundings, the weight sum and an unnormalised P.V when declared).
+  // "f32" when all_f32, else "q/k/v/o bf16, scores f32, P bf16, accumulator f32" (with the bias's
+  // storage, the entry roundings, the weight sum and an unnormalised P.V when declared).
   std::string summary() const;
 };
 

@@ -78,10 +78,11 @@ struct Problem {
   MaskSpec mask;
   Rope rope;
   ScoreModifiers modifiers;
-  // The formats q, k and v are stored in: their float values are exactly representable there
-  // (a bf16/f16 kernel receives them as 16-bit buffers).
+  // The formats q, k, v and the bias are stored in: their float values are exactly representable
+  // there (a bf16/f16 kernel receives them as 16-bit buffers).
   struct Storage {
     Scalar q = Scalar::kF32, k = Scalar::kF32, v = Scalar::kF32;
+    Scalar bias = Scalar::kF32;
     bool operator==(const Storage&) const = default;
   } storage;
   std::vector<float> q;  // [B][H][Tq][Dk]

@@ -51,6 +51,7 @@ void visit_problem_fields(Problem_& p, Visitor& v) {
   v.precision("storage.q", p.storage.q);
   v.precision("storage.k", p.storage.k);
   v.precision("storage.v", p.storage.v);
+  v.precision("storage.bias", p.storage.bias);
   v.floats("q", p.q, required);
   v.floats("k", p.k, required);
   v.floats("v", p.v, required);

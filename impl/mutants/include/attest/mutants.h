@@ -24,8 +24,11 @@ const MutantEntry& find_mutant(const std::string& name);  // throws std::invalid
 // mutant:NAME, tiled-scalar[-bf16|-f16] (the mutants' host without a fault, f32 or with
 // 16-bit storage: calibration subjects), decode-only (the decode kernel declaring no forward), or
 // self-attention-only / self-attention-undeclared (the tiled kernel refusing Tq != Tk or q_offset != 0),
-// or standard-alibi-only / standard-alibi-undeclared (the tiled kernel using the standard ALiBi slopes). The lower layer of the one resolver (ci/isolation/kernel_resolver.h adds plugin
-// paths, cmd:COMMAND, baseline:blas and isolation); throws std::invalid_argument.
+// or standard-alibi-only / standard-alibi-undeclared (the tiled kernel using the standard ALiBi
+// slopes), or tiled-entry-f16, tiled-f16-kv-unnormalised, tiled-bias-f16, tiled-two-paths (the
+// tiled kernel rounding as ABI 2.1's precision declarations say: calibration subjects). The lower
+// layer of the one resolver (ci/isolation/kernel_resolver.h adds plugin paths, cmd:COMMAND,
+// baseline:blas and isolation); throws std::invalid_argument.
 std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name);
 
 }  // namespace attest

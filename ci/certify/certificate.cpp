@@ -117,6 +117,13 @@ std::string certificate_json(const CertificateInfo& info) {
       if (!r.reproduce.empty()) check["reproduce"] = r.reproduce;
       if (!r.path_shortfall.empty()) check["path_shortfall"] = r.path_shortfall;
       if (!r.shape_classes.empty()) check["shape_classes"] = r.shape_classes;
+      for (const auto& [path, stats] : r.paths)
+        if (stats.targets_required > 0)
+          check["coverage"][path] = {{"required", stats.targets_required},
+                                     {"covered", stats.targets_required - static_cast<long>(stats.targets_uncovered.size())},
+                                     {"uncovered", stats.targets_uncovered},
+                                     {"unexercised", stats.targets_unexercised},
+                                     {"not_taken", stats.targets_not_taken}};
       if (r.time_budget > 0) check["time_budget_seconds"] = r.time_budget;
       if (!r.not_reached.empty()) check["not_reached"] = r.not_reached;
       if (r.required_len > 0) check["required_length"] = r.required_len, check["reached_length"] = r.reached_len;
@@ -129,12 +136,17 @@ std::string certificate_json(const CertificateInfo& info) {
         PathStats& mine = path_entry(paths, path);
         mine.cases += stats.cases;
         mine.worst_utilisation = std::max(mine.worst_utilisation, stats.worst_utilisation);
+        mine.targets_required += stats.targets_required;
+        mine.targets_uncovered.insert(mine.targets_uncovered.end(), stats.targets_uncovered.begin(),
+                                      stats.targets_uncovered.end());
       }
     }
     json path_list = json::array();
     for (const auto& [path, stats] : paths)
       path_list.push_back({{"path", path}, {"cases", stats.cases},
-                           {"worst_utilisation", finite_or_null(stats.worst_utilisation)}});
+                           {"worst_utilisation", finite_or_null(stats.worst_utilisation)},
+                           {"targets_required", stats.targets_required},
+                           {"targets_covered", stats.targets_required - static_cast<long>(stats.targets_uncovered.size())}});
     all = all && k.passed();
     json limits = json::array();
     for (const PrecisionLimit& l : precision_limits(k.capabilities))

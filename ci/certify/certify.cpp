@@ -163,6 +163,8 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     if (discovered.size() > 1) top_up_paths(r, property, kernel, drive, discovered);
     // Every class of the large shape axes, whatever the draw gave: 1 case each at quick, 2 at default, 4 at thorough.
     top_up_classes(r, property, kernel, drive, options.property_cases <= 10 ? 1 : options.property_cases >= 1000 ? 4 : 2);
+    top_up_targets(r, property, kernel, drive, discovered, coverage_strength(options.property_cases, property.name));
+    record_path_shortfall(r, discovered);
     if (options.progress)
       std::cerr << fmt::format("[{:7.1f}s] {} property {}: {} ({} of {} cases effective{}, {:.2f} s)\n",
                                elapsed_seconds(), kernel.name(), property.name, to_string(r.status()), r.effective,

@@ -117,15 +117,30 @@ PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options);
 std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options);
 
 // Tops up a property check for each discovered path it reached fewer than kPathFloor times
-// (problems of that path's shapes); what still falls short goes to r.path_shortfall.
+// (problems of that path's shapes).
 void top_up_paths(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
                   const PathShapes& discovered);
+// After every top-up: each discovered path the check reached, but fewer than kPathFloor times, goes
+// to r.path_shortfall.
+void record_path_shortfall(CheckResult& r, const PathShapes& discovered);
 
 // Runs `cases_per_class` more problems of each class of the large shape axes (production widths,
 // many heads, large batches: generators.h), so that no class is left to the luck of the draw;
 // r.shape_classes records each class's effective cases.
 void top_up_classes(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
                     int cases_per_class);
+
+// Coverage targets (coverage_model.h) per internal path: every class (strength 1), or every pair
+// of classes of two axes (strength 2): pairs for matches_reference (the exact check every problem
+// takes) at default, for every property at thorough; classes otherwise.
+int coverage_strength(int property_cases, const std::string& property);
+// The most cases one round of a path's coverage top-up may run: a count, not a time, so that the
+// verdict never depends on the machine's speed.
+constexpr std::size_t kCoverageTopUpCases = 2000;
+// Draws each target a path lacks with its classes forced (coverage_top_up.cpp); what stays
+// uncovered goes to r.path_shortfall, and each path's stats say what it needed and lacks.
+void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
+                    const PathShapes& discovered, int strength);
 
 // Adds a top-up run's cases to a check; false (the failure recorded, named by `what`) when it failed.
 bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what);

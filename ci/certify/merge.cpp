@@ -174,6 +174,20 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
       r.paths[path] = {count(stats, at, "cases"), number_or_null(stats, at, "worst_utilisation").value_or(INFINITY)};
     }
   }
+  if (j.contains("coverage")) {
+    const json& coverage = member(j, where, "coverage");
+    if (!coverage.is_object()) bad(where + ".coverage", "must be an object");
+    for (const auto& [path, c] : coverage.items()) {
+      const std::string at = where + ".coverage." + shown(path);
+      PathStats& stats = r.paths[path];
+      stats.targets_required = count(c, at, "required");
+      stats.targets_uncovered = texts(c, at, "uncovered");
+      stats.targets_unexercised = texts(c, at, "unexercised");
+      stats.targets_not_taken = texts(c, at, "not_taken");
+      if (count(c, at, "covered") != stats.targets_required - static_cast<long>(stats.targets_uncovered.size()))
+        bad(at + ".covered", "must be required minus the uncovered targets");
+    }
+  }
   return r;
 }
 
@@ -197,6 +211,7 @@ KernelReport kernel_of(const json& j, const std::string& where, ShardId shard, s
     text(paths[i], at, "path");
     count(paths[i], at, "cases");
     number_or_null(paths[i], at, "worst_utilisation");
+    if (paths[i].contains("targets_required")) count(paths[i], at, "targets_required"), count(paths[i], at, "targets_covered");
   }
   const json& checks = array(j, where, "checks");
   for (std::size_t c = 0; c < checks.size(); ++c)

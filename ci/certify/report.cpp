@@ -103,7 +103,7 @@ std::string inputs_scope(const Capabilities& c) {
 
 std::string format_path_table(const KernelReport& k) {
   struct Row {
-    long cases = 0, checks = 0;
+    long cases = 0, checks = 0, required = 0, covered = 0;
     double worst = 0;
   };
   std::map<std::string, Row> rows;
@@ -113,13 +113,18 @@ std::string format_path_table(const KernelReport& k) {
       row.cases += stats.cases;
       row.checks += stats.cases > 0;
       row.worst = std::max(row.worst, stats.worst_utilisation);
+      row.required += stats.targets_required;
+      row.covered += stats.targets_required - static_cast<long>(stats.targets_uncovered.size());
     }
   if (rows.empty()) return {};
   std::size_t width = 4;
   for (const auto& [path, row] : rows) width = std::max(width, path.size());
-  std::string out = fmt::format("  {:<{}} {:>7} {:>7} {:>10}\n", "path", width, "cases", "checks", "err/bound");
+  // targets: coverage targets (coverage_model.h: classes, or pairs of classes) covered of required, over all checks.
+  std::string out = fmt::format("  {:<{}} {:>7} {:>7} {:>10} {:>15}\n", "path", width, "cases", "checks", "err/bound",
+                                "targets");
   for (const auto& [path, row] : rows)
-    out += fmt::format("  {:<{}} {:>7} {:>7} {:>10.3g}\n", path, width, row.cases, row.checks, row.worst);
+    out += fmt::format("  {:<{}} {:>7} {:>7} {:>10.3g} {:>15}\n", path, width, row.cases, row.checks, row.worst,
+                       row.required ? fmt::format("{}/{}", row.covered, row.required) : "-");
   return out;
 }
 

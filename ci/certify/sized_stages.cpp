@@ -248,6 +248,7 @@ bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what
     PathStats& mine = path_entry(r.paths, p);
     mine.cases += stats.cases;
     mine.worst_utilisation = std::max(mine.worst_utilisation, stats.worst_utilisation);
+    for (const auto& [target, n] : stats.targets) mine.targets[target] += n;
   }
   r.seconds += d.seconds;
   if (d.passed) {
@@ -297,6 +298,10 @@ void top_up_paths(CheckResult& r, const PropertyInfo& property, const Kernel& ke
     more.seed = drive.seed ^ std::hash<std::string>{}(path);
     if (!absorb_top_up(r, drive_property(property, kernel, more), "path " + path)) return;
   }
+}
+
+void record_path_shortfall(CheckResult& r, const PathShapes& discovered) {
+  if (!r.not_covered.empty() || r.failures > 0) return;
   for (const auto& [path, shapes] : discovered)
     if (auto it = r.paths.find(path); it != r.paths.end() && it->second.cases < kPathFloor)
       r.path_shortfall.push_back(fmt::format("{}: {} of {} cases", path, it->second.cases, kPathFloor));

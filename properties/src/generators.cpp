@@ -1,5 +1,7 @@
 #include "attest/generators.h"
 
+#include "attest/coverage_model.h"
+
 #include <algorithm>
 #include <array>
 #include <limits>
@@ -220,6 +222,83 @@ std::optional<RegimeShape> regime_shape(const ProblemSpec& spec, const Capabilit
   return std::nullopt;
 }
 
+// The shape a problem is being built with, before the contract's final clamps.
+struct DrawnShape {
+  int batch, heads, kv_heads, head_dim, value_dim, q_len, k_len;
+};
+
+// Bends a draw into a forced coverage class (coverage_model.h). Features first, then the shape;
+// the caller checks that the problem landed in the class (a contract or a property's needs may
+// not let it).
+void force_features(const std::vector<std::string>& force, const Capabilities& caps, const ProblemNeeds& needs,
+                    FeatureSet& on) {
+  for (const std::string& cls : force) {
+    const std::string axis = axis_of(cls), value = value_of(cls);
+    const FeatureKind kind = axis == "mask" ? FeatureKind::kMaskTerm : FeatureKind::kModifier;
+    if (axis != "mask" && axis != "modifier") continue;
+    if (value == "none") on = on.minus(FeatureSet::of_kind(kind));
+    else if (const auto f = feature_named(value); f && caps.declares(*f) && !(needs.position_free && info(*f).positional))
+      on.insert(*f);
+  }
+}
+
+void force_shape(const std::vector<std::string>& force, const ProblemSpec& spec, const Capabilities& caps,
+                 const ProblemNeeds& needs, bool even, DrawnShape& d) {
+  const Contract& c = caps.contract;
+  const auto pick = static_cast<std::size_t>(spec.shape_class);
+  int longest = 0;  // a large axis keeps sequences short, as the regimes do (0: no limit)
+  auto cap = [&](int len) { longest = longest ? std::min(longest, len) : len; };
+  // Head pairs the class allows (all forced head and group classes at once).
+  std::vector<std::pair<int, int>> pairs = head_configs(caps, needs);
+  for (auto hk : kManyHeadPairs)
+    if (c.heads.contains(hk.first) && (hk.second == hk.first || caps.declares(Feature::kGqa)) && !(needs.gqa && hk.first == hk.second))
+      pairs.push_back(hk);
+  bool heads_forced = false;
+  for (const std::string& cls : force) {
+    const std::string axis = axis_of(cls), value = value_of(cls);
+    if (axis == "heads" || axis == "group") {
+      heads_forced = true;
+      std::erase_if(pairs, [&](std::pair<int, int> hk) {
+        const int group = hk.first / hk.second;
+        if (axis == "group") return value == "1" ? group != 1 : value == "2" ? group != 2 : group < 4;
+        return value == "1" ? hk.first != 1 : value == "2-8" ? hk.first < 2 || hk.first > 8 : hk.first <= 8;
+      });
+    } else if (axis == "width") {
+      if (value == "production") {
+        const int wanted = kProductionWidths[pick % 7];
+        d.head_dim = d.value_dim = c.accepts_head_dim(wanted) ? wanted : fit_width(wanted, c, even);
+        cap(33);
+      } else {
+        d.head_dim = fit_width(1 + (d.head_dim - 1) % 16, c, even);
+        d.value_dim = value == "small" || c.dk_equals_dv ? d.head_dim
+                                                         : static_cast<int>(c.head_dim.clamp(d.head_dim == 1 ? 2 : d.head_dim - 1));
+      }
+    } else if (axis == "batch") {
+      d.batch = static_cast<int>(c.batch.clamp(value == "1" ? 1 : value == "2-4" ? 2 + spec.batch % 3 : kLargeBatches[pick % 4]));
+      if (d.batch > 4) cap(17);
+    } else if (axis == "queries" || axis == "keys") {
+      const int declared = axis == "queries" ? c.query_tile : c.key_tile;
+      const int t = declared > 1 ? declared : 32;  // the tile coverage_classes measures against
+      int& len = axis == "queries" ? d.q_len : d.k_len;
+      const int n = 1 + (len - 1) % 2;  // one or two tiles
+      len = value == "Tq <= 4" ? 1 + (len - 1) % 4
+            : value == "below a tile" ? std::min(t - 1, (axis == "queries" ? 5 : 1) + (len - 1) % t)
+            : value == "whole tiles" ? n * t
+                                     : n * t + 1 + (len - 1) % (t - 1);
+    }
+  }
+  if (heads_forced && !pairs.empty()) {
+    std::tie(d.heads, d.kv_heads) = pairs[static_cast<std::size_t>(spec.head_config) % pairs.size()];
+    if (d.heads > 8) cap(17);
+  }
+  // A forced length class stays (a large axis at a tile's length is a pair to cover too).
+  auto forced = [&](const char* axis) {
+    return std::any_of(force.begin(), force.end(), [&](const std::string& cls) { return axis_of(cls) == axis; });
+  };
+  if (longest && !forced("queries")) d.q_len = 1 + (d.q_len - 1) % longest;
+  if (longest && !forced("keys")) d.k_len = 1 + (d.k_len - 1) % longest;
+}
+
 }  // namespace
 
 const std::vector<ShapeClass>& shape_classes() {
@@ -286,6 +365,7 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
     const bool allowed = caps.declares(g.feature) && !(needs.position_free && f.positional);
     if (allowed && spec.terms[static_cast<std::size_t>(g.feature)].on) on.insert(g.feature);
   }
+  force_features(needs.force, caps, needs, on);
   if (needs.rope && caps.declares(Feature::kRope)) on.insert(Feature::kRope);
   if (c.causal_required) on.insert(Feature::kCausal);
   const FeatureSet masks = caps.features & FeatureSet::of_kind(FeatureKind::kMaskTerm);
@@ -311,6 +391,12 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
     batch = large->batch, h = large->heads, kv = large->kv_heads;
     head_dim = large->head_dim, value_dim = large->value_dim;
     q_len = 1 + (q_len - 1) % large->max_len, k_len = 1 + (k_len - 1) % large->max_len;
+  }
+  if (!needs.force.empty()) {
+    DrawnShape d{batch, h, kv, head_dim, value_dim, q_len, k_len};
+    force_shape(needs.force, spec, caps, needs, on.contains(Feature::kRope), d);
+    std::tie(batch, h, kv, head_dim, value_dim, q_len, k_len) =
+        std::tie(d.batch, d.heads, d.kv_heads, d.head_dim, d.value_dim, d.q_len, d.k_len);
   }
   if (needs.several_slices && batch * h == 1) batch = static_cast<int>(c.batch.clamp(2));
   k_len = static_cast<int>(c.k_len.clamp(k_len));
@@ -342,7 +428,9 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   if (spec.scale_mode > 0 && !c.default_scale_only) p.scale = scales[spec.scale_mode];
   // Inputs in the kernel's storage formats; an f32 kernel also gets inputs that happen to be
   // bf16 or f16 values now and then.
-  const Scalar drawn = static_cast<Scalar>(spec.input_precision);
+  Scalar drawn = static_cast<Scalar>(spec.input_precision);
+  for (const std::string& cls : needs.force)
+    if (axis_of(cls) == "inputs") parse_scalar(value_of(cls), drawn);
   const Precision& precision = caps.precision;
   p.storage = {precision.q == Scalar::kF32 ? drawn : precision.q, precision.k == Scalar::kF32 ? drawn : precision.k,
                precision.v == Scalar::kF32 ? drawn : precision.v, precision.bias == Scalar::kF32 ? drawn : precision.bias};

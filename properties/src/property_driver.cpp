@@ -1,5 +1,6 @@
 #include "attest/property_driver.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
+#include "attest/coverage_model.h"
 #include "attest/generators.h"
 #include "attest/harness.h"
 #include "attest/session_forward.h"
@@ -107,15 +109,31 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
   needs.lengths = options.lengths;
   needs.shape_class = options.shape_class;
   const rc::Gen<ProblemSpec> specs = gen_spec(caps, needs);
+  std::size_t next_target = 0;
+  std::string target;  // the coverage target of the current case
   auto testable = [&] {
-    const Problem p = build_problem(*specs, caps, needs);
+    ProblemNeeds local = needs;
+    if (!options.targets.empty()) {
+      if (!failed) target = options.targets[next_target++ % options.targets.size()];
+      local.force = target_classes(target);
+    }
+    const Problem p = build_problem(*specs, caps, local);
     if (isolated) RC_DISCARD("the kernel crashed or hung earlier in this run");
     if (deadline_passed(options.deadline)) {
       out_of_time = true;
       RC_DISCARD("the whole-run deadline was reached");
     }
+    const std::vector<std::string> classes = coverage_classes(p, caps);
+    for (const std::string& forced : local.force)
+      if (std::find(classes.begin(), classes.end(), forced) == classes.end()) {
+        if (!failed) ++result.targets_missed[target];
+        RC_DISCARD("the declaration does not let the problem land in " + forced);
+      }
     if (const std::string why = caps.unsupported_because(p); !why.empty()) {
-      if (!failed) ++result.asked, ++result.skipped["the generator could not meet the declaration: " + why];
+      if (!failed) {
+        ++result.asked, ++result.skipped["the generator could not meet the declaration: " + why];
+        if (!target.empty()) result.targets_skipped[target] = "the generator could not meet the declaration: " + why;
+      }
       RC_DISCARD(why);
     }
     for (const std::string& label : labels_of(p)) RC_TAG(label);
@@ -130,6 +148,7 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
         result.longest_k = std::max(result.longest_k, p.shape.k_len);
       } else {
         ++result.skipped[v.detail.empty() ? "exercised nothing" : v.detail];
+        if (!target.empty()) result.targets_skipped[target] = v.detail.empty() ? "exercised nothing" : v.detail;
       }
     }
     if (!v.applicable) RC_DISCARD(v.detail);
@@ -137,6 +156,9 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
       PathStats& stats = path_entry(result.paths, kernel.last_path());
       ++stats.cases;
       stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
+      if (v.exercised && v.applicable)
+        for (int strength : {1, 2})
+          for (const std::string& target : targets_of(classes, strength)) ++stats.targets[target];
     }
     if (!v.passed) {
       failed = true;

@@ -40,7 +40,11 @@ class TiledKernel final : public Kernel {
     const ModifierView modifiers(p);
     const float scale = kernel_scale(p);
     const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
-    path_ = s.k_len > bc ? "multi-tile" : "single-tile";
+    // A vectorised path for wide problems, as a real library had: its own bug in one feature pair.
+    const bool wide = f.wide_path_unmasked_softcap && s.q_len >= 64 && dv % 16 == 0;
+    const bool drop_partial = f.drop_partial_tile ||
+                              (wide && modifiers.has_softcap() && (features_used_by(p) & FeatureSet::of_kind(FeatureKind::kMaskTerm)).empty());
+    path_ = wide ? "wide" : s.k_len > bc ? "multi-tile" : "single-tile";
     std::vector<float> q_tile(std::size_t(br) * dk);
     std::vector<float> k_tile(std::size_t(bc + 1) * dk);
     // Score rows have room for one key past the tile: the read_past_keys fault reads it.
@@ -81,7 +85,7 @@ class TiledKernel final : public Kernel {
 
           for (int j0 = (lo / bc) * bc; j0 < hi; j0 += bc) {
             int cols = std::min(bc, s.k_len - j0);
-            if (f.drop_partial_tile && cols < bc) continue;
+            if (drop_partial && cols < bc) continue;
             if (f.read_past_keys && j0 + cols == s.k_len) ++cols;
             if (!score_tile(p, mask, modifiers, b, h, g, i0, rows, j0, cols, scale, key_ranges, q_tile, k_tile, s_tile,
                             visible))

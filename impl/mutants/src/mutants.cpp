@@ -188,6 +188,9 @@ const std::vector<MutantEntry>& mutant_registry() {
             "matches_reference", {.kv_head_table_of_8 = true}),
       tiled("batch_table_of_4", "more than 4 batch entries only: batch b reads the K and V of batch b % 4",
             "matches_reference", {.batch_table_of_4 = true}),
+      tiled("wide_path_unmasked_softcap", "a wide path (Tq >= 64, Dv % 16 == 0) drops the partial last key tile with a "
+            "softcap and no mask at all: one feature pair on one path", "matches_reference",
+            {.wide_path_unmasked_softcap = true}),
       tiled("batch0_padding", "batch 0's key padding used for every batch", "slices_are_independent",
             {.batch0_padding_for_all = true}),
       tiled("empty_row_nan", "an empty row divides 0 by 0 while declaring the zero policy", "empty_row_policy",

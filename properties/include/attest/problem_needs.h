@@ -24,6 +24,9 @@ struct ProblemNeeds {
   std::vector<std::pair<int, int>> lengths;
   // When set, the shape regime and class drawn (generators.h): a coverage top-up of one class.
   std::optional<std::pair<int, int>> shape_class;
+  // Coverage classes (coverage_model.h: "mask: none", "heads: > 8") each problem is bent into,
+  // where the declaration allows: a coverage top-up of one class or pair.
+  std::vector<std::string> force;
 };
 
 // The (H, Hkv) pairs generated problems use, before the contract filters them.

@@ -27,6 +27,10 @@ struct DriveOptions {
   std::vector<std::pair<int, int>> lengths;
   // When set, every problem is of this shape class (generators.h: regime, class): a coverage top-up.
   std::optional<std::pair<int, int>> shape_class;
+  // When set, coverage targets (coverage_model.h): each case bends its problem into the next one's
+  // classes, in turn (a failing case keeps its target while it shrinks). A problem the declaration
+  // does not let land there is discarded and counted in DriveResult::targets_missed.
+  std::vector<std::string> targets;
 };
 
 // Whether a run with this deadline must stop now.
@@ -38,6 +42,13 @@ inline bool deadline_passed(const std::optional<std::chrono::steady_clock::time_
 struct PathStats {
   long cases = 0;
   double worst_utilisation = 0;
+  // Effective cases per coverage target (coverage_model.h: each class and each pair of classes).
+  std::map<std::string, long> targets;
+  // Set by certify's coverage top-ups: the targets this path needs and those it still lacks.
+  long targets_required = 0;
+  std::vector<std::string> targets_uncovered;
+  std::vector<std::string> targets_unexercised;  // "target: why": tried, and the property checked nothing there
+  std::vector<std::string> targets_not_taken;    // classes that never landed on this path: its learned predicate
 };
 
 // Distinct internal path names a check keeps: a kernel that names a new path per call (a counter,
@@ -75,6 +86,10 @@ struct DriveResult {
   std::optional<Problem> counterexample;  // the shrunk failing problem
   std::map<std::string, int> label_counts;  // how many passing cases carried each label
   std::map<std::string, PathStats> paths;  // effective cases (and a failure) per internal path
+  // Per coverage target: problems that could not be bent into it (not run), and why its last
+  // case that ran was not effective.
+  std::map<std::string, long> targets_missed;
+  std::map<std::string, std::string> targets_skipped;
   double seconds = 0;
 };
 

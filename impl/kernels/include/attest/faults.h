@@ -67,6 +67,8 @@ struct KernelFaults {
   bool dk128_drops_last_lane = false;    // Dk == 128: the unrolled dot product misses the last coordinate
   bool kv_head_table_of_8 = false;       // H > 8: the kv head looked up for query head h % 8
   bool batch_table_of_4 = false;         // B > 4: K and V of batch b % 4 (a 4-entry batch pointer table)
+  bool wide_path_unmasked_softcap = false;  // a "wide" path (Tq >= 64, Dv % 16 == 0): with a softcap and no mask term
+                                            // at all, the last partial key tile is dropped
   // Sizes: bugs only past the first tiles
   bool third_key_tile_stale = false;     // double-buffered K: the third key tile scores the first tile's keys
   bool query_tile_local_positions = false;  // a row's mask position from its index within its query tile

@@ -1,0 +1,137 @@
+// Coverage by design (DESIGN.md §10): after the random draw, every internal path gets effective
+// cases for the coverage targets (coverage_model.h) it admits. Per path, first each class: those
+// the path was not seen with are drawn on purpose on the path's lengths; a class that never lands
+// there is not taken by the path (its learned predicate). Then, at default and thorough, each pair
+// of the classes the path takes. A target's rounds give it 1, 2, then 4 tries (forced classes,
+// the rest random) until it is covered, shown unreachable (no problem of this property inside the
+// declaration lands there), served by another path, or shown to leave the property nothing to
+// check. What is left makes the check insufficient. Counts, not time: the verdict never depends on
+// the machine's speed.
+#include <fmt/format.h>
+#include <set>
+
+#include "attest/coverage_model.h"
+#include "attest/session_forward.h"
+#include "certify.h"
+
+namespace attest {
+namespace {
+
+constexpr const char* kNotTried = "no case ran within the top-up's cases";
+
+// Where a path's top-up rounds left each target they could not cover.
+struct RoundsOutcome {
+  std::set<std::string> unreachable;  // never landed in its classes
+  std::set<std::string> elsewhere;    // exercised only on other paths
+  std::map<std::string, std::string> vacuous;  // ran on the path, never exercised the property: why
+  std::vector<std::string> not_tried;  // the case cap ended the rounds first
+  bool failed = false;                 // a case failed (recorded in the check)
+};
+
+RoundsOutcome run_rounds(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
+                         const PathShapes& discovered, const std::string& path, std::vector<std::string> wanted) {
+  RoundsOutcome out;
+  std::set<std::string> seen_elsewhere;
+  for (int tries : {1, 2, 4}) {
+    if (wanted.empty()) break;
+    DriveOptions more = drive;
+    more.targets = wanted;
+    more.cases = static_cast<int>(std::min<std::size_t>(tries * wanted.size(), kCoverageTopUpCases));
+    more.seed = drive.seed ^ std::hash<std::string>{}(path + wanted.front()) ^ static_cast<std::uint64_t>(tries);
+    if (const auto it = discovered.find(path); it != discovered.end())  // the path's own lengths, unless forced
+      for (auto shape : it->second)
+        if (more.lengths.size() < 4 && (property.needs.max_keys == 0 || shape.second <= property.needs.max_keys))
+          more.lengths.push_back(shape);
+    const DriveResult d = drive_property(property, kernel, more);
+    if (!absorb_top_up(r, d, fmt::format("coverage on path {}", path))) {
+      out.failed = true;
+      return out;
+    }
+    std::vector<std::string> still;
+    for (const std::string& t : wanted) {
+      if (r.paths[path].targets[t] > 0) continue;
+      const bool elsewhere = std::any_of(d.paths.begin(), d.paths.end(), [&](const auto& q) {
+        return q.first != path && q.second.targets.contains(t);
+      });
+      if (elsewhere) seen_elsewhere.insert(t);
+      const bool ran = d.targets_skipped.contains(t);
+      if (ran) out.vacuous[t] = d.targets_skipped.at(t);
+      if (!ran && !seen_elsewhere.contains(t) && !out.vacuous.contains(t) && d.targets_missed.contains(t))
+        out.unreachable.insert(t);
+      else
+        still.push_back(t);
+    }
+    wanted = still;
+  }
+  for (const std::string& t : wanted) {
+    if (seen_elsewhere.contains(t) && !out.vacuous.contains(t)) out.elsewhere.insert(t);
+    else if (!out.vacuous.contains(t) && !seen_elsewhere.contains(t)) out.not_tried.push_back(t);
+  }
+  for (const std::string& t : seen_elsewhere) out.vacuous.erase(t);  // exercised elsewhere: the path's choice
+  return out;
+}
+
+}  // namespace
+
+int coverage_strength(int property_cases, const std::string& property) {
+  if (property_cases <= 10) return 1;
+  return property_cases >= 1000 || property == "matches_reference" ? 2 : 1;
+}
+
+void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
+                    const PathShapes& discovered, int strength) {
+  if (!r.not_covered.empty() || r.failures > 0) return;
+  Capabilities caps = kernel.capabilities();
+  if (!property.needs_forward) caps.features = caps.features & session_features();  // as the driver draws
+  const std::vector<CoverageAxis> axes = coverage_axes(caps);
+  const std::vector<std::string> classes = all_targets(axes, 1);
+  std::vector<std::string> paths;
+  for (const auto& [path, stats] : r.paths)
+    if (path != kOtherPaths) paths.push_back(path);
+  for (const std::string& path : paths) {
+    // The classes the path takes: those seen on it, and those that land on it when drawn on purpose.
+    std::vector<std::string> unseen;
+    for (const std::string& c : classes)
+      if (r.paths[path].targets[c] == 0) unseen.push_back(c);
+    RoundsOutcome singles = run_rounds(r, property, kernel, drive, discovered, path, unseen);
+    if (singles.failed) return;
+    std::vector<std::string> taken, not_taken;
+    for (const std::string& c : classes)
+      (r.paths[path].targets[c] > 0 ? taken : not_taken).push_back(c);
+    // The targets of this path: its classes, or every pair of them across two axes.
+    std::vector<std::string> targets = taken;
+    if (strength >= 2) {
+      targets.clear();
+      for (const std::string& t : all_targets(axes, 2)) {
+        const std::vector<std::string> pair = target_classes(t);
+        if (std::all_of(pair.begin(), pair.end(), [&](const std::string& c) { return r.paths[path].targets[c] > 0; }))
+          targets.push_back(t);
+      }
+    }
+    std::vector<std::string> wanted;
+    for (const std::string& t : targets)
+      if (r.paths[path].targets[t] == 0) wanted.push_back(t);
+    const RoundsOutcome pairs = strength >= 2 ? run_rounds(r, property, kernel, drive, discovered, path, wanted) : singles;
+    if (pairs.failed) return;
+    // A class the path does not take is its predicate, not a gap. A target that ran on the path and
+    // never exercised the property (no masked key in any row, say) is the property's blind spot,
+    // listed, not required; one served only by other paths is theirs. What the case cap left untried
+    // stays required.
+    PathStats& stats = r.paths[path];
+    stats.targets_not_taken = not_taken;
+    stats.targets_unexercised.clear();
+    for (const auto& [t, why] : pairs.vacuous)
+      if (strength < 2 || std::find(targets.begin(), targets.end(), t) != targets.end())
+        stats.targets_unexercised.push_back(t + ": " + why);
+    stats.targets_uncovered.clear();
+    for (const std::string& t : pairs.not_tried)
+      if (std::find(targets.begin(), targets.end(), t) != targets.end()) stats.targets_uncovered.push_back(t);
+    stats.targets_required = static_cast<long>(targets.size() - pairs.unreachable.size() - pairs.elsewhere.size() -
+                                               stats.targets_unexercised.size());
+    if (!stats.targets_uncovered.empty())
+      r.path_shortfall.push_back(fmt::format("{}: {} coverage targets without an effective case (first: {}: {})", path,
+                                             stats.targets_uncovered.size(), stats.targets_uncovered.front(), kNotTried));
+  }
+}
+
+}  // namespace attest

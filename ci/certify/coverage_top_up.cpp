@@ -2,7 +2,7 @@
 // cases for the coverage targets (coverage_model.h) it admits. Per path, first each class: those
 // the path was not seen with are drawn on purpose on the path's lengths; a class that never lands
 // there is not taken by the path (its learned predicate). Then, at default and thorough, each pair
-// of the classes the path takes. A target's rounds give it 1, 2, then 4 tries (forced classes,
+// of the classes the path takes. A target's rounds give it 1, 2, then 4 tries (one at quick; forced classes,
 // the rest random) until it is covered, shown unreachable (no problem of this property inside the
 // declaration lands there), served by another path, or shown to leave the property nothing to
 // check. What is left makes the check insufficient. Counts, not time: the verdict never depends on
@@ -29,11 +29,12 @@ struct RoundsOutcome {
 };
 
 RoundsOutcome run_rounds(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
-                         const PathShapes& discovered, const std::string& path, std::vector<std::string> wanted) {
+                         const PathShapes& discovered, const std::string& path, std::vector<std::string> wanted,
+                         int rounds) {
   RoundsOutcome out;
   std::set<std::string> seen_elsewhere;
   for (int tries : {1, 2, 4}) {
-    if (wanted.empty()) break;
+    if (wanted.empty() || rounds-- <= 0) break;
     DriveOptions more = drive;
     more.targets = wanted;
     more.cases = static_cast<int>(std::min<std::size_t>(tries * wanted.size(), kCoverageTopUpCases));
@@ -81,6 +82,10 @@ int coverage_strength(int property_cases, const std::string& property) {
 void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
                     const PathShapes& discovered, int strength) {
   if (!r.not_covered.empty() || r.failures > 0) return;
+  // A kernel naming more than kMaxPaths paths names calls, not code paths: per-path coverage would
+  // multiply without bound (the report says so); the draw and the class top-ups stand.
+  if (r.paths.contains(kOtherPaths)) return;
+  const int rounds = drive.cases <= 10 ? 1 : 3;  // quick: every class once per path
   Capabilities caps = kernel.capabilities();
   if (!property.needs_forward) caps.features = caps.features & session_features();  // as the driver draws
   const std::vector<CoverageAxis> axes = coverage_axes(caps);
@@ -93,7 +98,7 @@ void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& 
     std::vector<std::string> unseen;
     for (const std::string& c : classes)
       if (r.paths[path].targets[c] == 0) unseen.push_back(c);
-    RoundsOutcome singles = run_rounds(r, property, kernel, drive, discovered, path, unseen);
+    RoundsOutcome singles = run_rounds(r, property, kernel, drive, discovered, path, unseen, rounds);
     if (singles.failed) return;
     std::vector<std::string> taken, not_taken;
     for (const std::string& c : classes)
@@ -111,7 +116,8 @@ void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& 
     std::vector<std::string> wanted;
     for (const std::string& t : targets)
       if (r.paths[path].targets[t] == 0) wanted.push_back(t);
-    const RoundsOutcome pairs = strength >= 2 ? run_rounds(r, property, kernel, drive, discovered, path, wanted) : singles;
+    const RoundsOutcome pairs =
+        strength >= 2 ? run_rounds(r, property, kernel, drive, discovered, path, wanted, rounds) : singles;
     if (pairs.failed) return;
     // A class the path does not take is its predicate, not a gap. A target that ran on the path and
     // never exercised the property (no masked key in any row, say) is the property's blind spot,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and runs the whole test suite from a clean build: the GCC
 # release build and its ctest, the same tests built with AddressSanitizer and UBSan (asan
-# preset; `slow` tests run once, in the release pass), then the fuzz stage (clang 14 libFuzzer
+# preset; `slow` tests and the end-to-end `verdict` tests whose code other tests run there run once,
+# in the release pass), then the fuzz stage (clang 14 libFuzzer
 # targets built by the OSS-Fuzz script, whose ctest check `oss_fuzz_build` the stage runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,7 @@ stage "asan build"
 cmake --preset asan
 cmake --build --preset asan
 stage "asan tests"
-run_tests asan --label-exclude slow
+run_tests asan --label-exclude "slow|verdict"
 stage "fuzz stage"
 bash ci/fuzz-stage.sh
 stage "done"

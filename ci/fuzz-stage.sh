@@ -3,7 +3,7 @@
 # fuzz/tests/oss_fuzz_build_test.sh checks what OSS-Fuzz needs), then
 #  - per kernel fuzz target (`attest fuzz --list`, the table of fuzz/src/fuzz_targets.cpp):
 #    replay its seeds and regressions, fuzz every built-in kernel for ATTEST_FUZZ_SECONDS
-#    (default 45; any finding fails the stage, counted or not), and show that its mutant is found
+#    (default 30; any finding fails the stage, counted or not), and show that its mutant is found
 #    and the saved input replays;
 #  - per harness fuzz target (fuzz/harness/: attest's own readers of files and protocol frames):
 #    replay its seeds and fuzz it for ATTEST_HARNESS_FUZZ_SECONDS (default 20).
@@ -13,7 +13,7 @@
 # printed whole when it ends. Every run is bounded by its time, not by its speed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${ATTEST_FUZZ_SECONDS:-45}
+seconds=${ATTEST_FUZZ_SECONDS:-30}
 harness_seconds=${ATTEST_HARNESS_FUZZ_SECONDS:-20}
 lanes=${ATTEST_FUZZ_LANES:-2}
 attest=build/release/ci/attest

@@ -57,6 +57,18 @@ json path_precision_json(const Capabilities& c) {
   return out;
 }
 
+json declared_paths_json(const std::vector<PathPredicate>& paths) {
+  json out = json::array();
+  for (const PathPredicate& d : paths)
+    out.push_back({{"path", d.path}, {"batch", range_json(d.batch)}, {"heads", range_json(d.heads)},
+                   {"q_len", range_json(d.q_len)}, {"k_len", range_json(d.k_len)}, {"head_dim", range_json(d.head_dim)},
+                   {"value_dim", range_json(d.value_dim)}, {"head_dim_multiple", d.head_dim_multiple},
+                   {"value_dim_multiple", d.value_dim_multiple}, {"k_len_multiple", d.k_len_multiple},
+                   {"k_len_not_multiple", d.k_len_not_multiple}, {"required", d.required.names()},
+                   {"excluded", d.excluded.names()}, {"no_mask", d.no_mask}, {"summary", d.summary()}});
+  return out;
+}
+
 json capabilities_json(const Capabilities& c) {
   return {{"features", c.features.names()},
           {"empty_rows", to_string(c.empty_rows)},
@@ -65,7 +77,8 @@ json capabilities_json(const Capabilities& c) {
           {"path_precision", path_precision_json(c)},
           {"exp_ulps", c.precision.exp_ulps},
           {"key_tile", c.key_tile()},
-          {"contract", contract_json(c.contract)}};
+          {"contract", contract_json(c.contract)},
+          {"declared_paths", declared_paths_json(c.paths)}};
 }
 
 std::string now_utc() {
@@ -117,6 +130,8 @@ std::string certificate_json(const CertificateInfo& info) {
       if (!r.reproduce.empty()) check["reproduce"] = r.reproduce;
       if (!r.path_shortfall.empty()) check["path_shortfall"] = r.path_shortfall;
       if (!r.shape_classes.empty()) check["shape_classes"] = r.shape_classes;
+      if (r.probes_redone + r.probes_kept_off_path > 0)
+        check["probes_off_path"] = {{"redone", r.probes_redone}, {"kept", r.probes_kept_off_path}};
       for (const auto& [path, stats] : r.paths)
         if (stats.targets_required > 0)
           check["coverage"][path] = {{"required", stats.targets_required},

@@ -122,53 +122,64 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
   return r;
 }
 
+CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, const PathShapes& discovered,
+                           const CertifyOptions& options, LearnedPaths* learned) {
+  DriveOptions drive;
+  drive.cases = options.property_cases;
+  drive.seed = options.seed;
+  drive.counterexample_dir = options.out_dir + "/counterexamples";
+  drive.kernel_source = options.kernel_source;
+  drive.isolated = options.isolated;
+  drive.deadline = options.deadline;
+  drive.shrink = options.shrink;
+  const int strength = coverage_strength(options.property_cases, property.name);
+  drive.target_strength = std::max(2, strength);
+  const DriveResult d = drive_property(property, kernel, drive);
+  CheckResult r{kernel.name(), "property", property.name};
+  r.not_covered = d.not_covered;
+  r.cases = d.asked;
+  r.effective = d.effective;
+  r.floor = d.applicable ? effective_floor(d.asked) : 0;
+  r.skipped = d.skipped;
+  r.feature_cases = d.feature_cases;
+  r.shape_classes = d.class_cases;
+  r.longest_q = d.longest_q, r.longest_k = d.longest_k;
+  r.failures = d.passed ? 0 : 1;
+  r.worst_utilisation = d.passed ? d.worst_utilisation : std::max(d.worst_utilisation, d.failure_utilisation);
+  r.first_failure = d.message;
+  r.counterexample_path = d.counterexample_path;
+  r.counterexample = d.counterexample;
+  r.reproduce = d.reproduce;
+  r.seed = d.seed;
+  r.seconds = d.seconds;
+  r.paths = d.paths;
+  r.probes_redone = d.probes_redone, r.probes_kept_off_path = d.probes_kept_off_path;
+  if (discovered.size() > 1) top_up_paths(r, property, kernel, drive, discovered);
+  // Every class of the large shape axes, whatever the draw gave: 1 case each at quick, 2 at default, 4 at thorough.
+  top_up_classes(r, property, kernel, drive, options.property_cases <= 10 ? 1 : options.property_cases >= 1000 ? 4 : 2);
+  top_up_targets(r, property, kernel, drive, discovered, strength, learned);
+  record_path_shortfall(r, discovered);
+  if (options.progress)
+    std::cerr << fmt::format("[{:7.1f}s] {} property {}: {} ({} of {} cases effective{}, {:.2f} s)\n",
+                             elapsed_seconds(), kernel.name(), property.name, to_string(r.status()), r.effective,
+                             r.cases, d.seed ? fmt::format(", seed {}", d.seed) : "", d.seconds);
+  return r;
+}
+
 std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyOptions& options) {
   std::vector<CheckResult> results;
   // Paths the kernel takes across the ladder: each needs evidence in every property that reaches it.
-  PathShapes discovered = options.sized_stages ? discover_paths(kernel, options) : PathShapes{};
+  PathShapes discovered = discover_paths(kernel, options);
   if (discovered.size() > kMaxPaths) {
     std::cerr << fmt::format("attest: {} reported {} different internal path names across the size ladder (more than "
                              "{}): a path name must name a code path, not a call; no per-path top-ups\n",
                              safe_text(kernel.name(), 64), discovered.size(), kMaxPaths);
     discovered.clear();
   }
+  LearnedPaths learned;
   for (const PropertyInfo& property : property_catalogue()) {
     if (!takes_next_check(options)) continue;
-    DriveOptions drive;
-    drive.cases = options.property_cases;
-    drive.seed = options.seed;
-    drive.counterexample_dir = options.out_dir + "/counterexamples";
-    drive.kernel_source = options.kernel_source;
-    drive.isolated = options.isolated;
-    drive.deadline = options.deadline;
-    drive.shrink = options.shrink;
-    const DriveResult d = drive_property(property, kernel, drive);
-    CheckResult r{kernel.name(), "property", property.name};
-    r.not_covered = d.not_covered;
-    r.cases = d.asked;
-    r.effective = d.effective;
-    r.floor = d.applicable ? effective_floor(d.asked) : 0;
-    r.skipped = d.skipped;
-    r.feature_cases = d.feature_cases;
-    r.shape_classes = d.class_cases;
-    r.longest_q = d.longest_q, r.longest_k = d.longest_k;
-    r.failures = d.passed ? 0 : 1;
-    r.worst_utilisation = d.passed ? d.worst_utilisation : std::max(d.worst_utilisation, d.failure_utilisation);
-    r.first_failure = d.message;
-    r.counterexample_path = d.counterexample_path;
-    r.reproduce = d.reproduce;
-    r.seed = d.seed;
-    r.seconds = d.seconds;
-    r.paths = d.paths;
-    if (discovered.size() > 1) top_up_paths(r, property, kernel, drive, discovered);
-    // Every class of the large shape axes, whatever the draw gave: 1 case each at quick, 2 at default, 4 at thorough.
-    top_up_classes(r, property, kernel, drive, options.property_cases <= 10 ? 1 : options.property_cases >= 1000 ? 4 : 2);
-    top_up_targets(r, property, kernel, drive, discovered, coverage_strength(options.property_cases, property.name));
-    record_path_shortfall(r, discovered);
-    if (options.progress)
-      std::cerr << fmt::format("[{:7.1f}s] {} property {}: {} ({} of {} cases effective{}, {:.2f} s)\n",
-                               elapsed_seconds(), kernel.name(), property.name, to_string(r.status()), r.effective,
-                               r.cases, d.seed ? fmt::format(", seed {}", d.seed) : "", d.seconds);
+    CheckResult r = check_property(property, kernel, discovered, options, &learned);
     results.push_back(std::move(r));
   }
   return results;
@@ -241,6 +252,8 @@ std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, co
   std::vector<CheckResult> results;
   for (const CheckPlan& plan : deterministic_plans())
     if (takes_next_check(options)) results.push_back(run_plan(plan, kernel, oracle, options));
+  if (!kernel.capabilities().paths.empty() && kernel.capabilities().forward() && takes_next_check(options))
+    results.push_back(check_declared_paths(kernel, options));
   if (options.sized_stages) {
     std::vector<CheckResult> sized = run_sized_stages(kernel, oracle, options);
     results.insert(results.end(), sized.begin(), sized.end());

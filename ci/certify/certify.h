@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,10 +43,15 @@ struct CheckResult {
   double worst_utilisation = 0.0;
   std::string first_failure;  // "case name: explanation"
   std::string counterexample_path;
+  std::optional<Problem> counterexample;  // the (shrunk) failing problem of a property check
   std::string reproduce;
   std::uint64_t seed = 0;
   double seconds = 0.0;
   std::map<std::string, PathStats> paths;  // per internal path the kernel reported
+  // Cases drawn again because a probe left the case's internal path, and those kept so once the
+  // redraws ran out (property_driver.h).
+  long probes_redone = 0;
+  long probes_kept_off_path = 0;
   // Paths the kernel was seen to take (in the size ladder) that this check reached too rarely:
   // "multi-tile: 1 of 3 cases". Any makes the check insufficient.
   std::vector<std::string> path_shortfall;
@@ -108,10 +114,22 @@ bool takes_next_check(const CertifyOptions& options);
 // Effective cases each internal path needs in every property that can reach it.
 constexpr long kPathFloor = 3;
 
-// The internal paths a kernel takes across the size ladder, each with the shapes (Tq, Tk) that
-// reached it, smallest first. Forward calls only (no reference): every shard runs it.
-using PathShapes = std::map<std::string, std::vector<std::pair<int, int>>>;
+// The internal paths a kernel takes across the size ladder, each with the shapes (B, H, Hkv, Tq,
+// Tk, Dk, Dv) that reached it, smallest first, and every path it declares (with shapes at the edges
+// of its predicate). Forward calls only (no reference): every shard runs it.
+using PathShapes = std::map<std::string, std::vector<Shape>>;
 PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options);
+// The predicate a kernel declares for `path`, if it declares one (path_predicate.h).
+std::optional<PathPredicate> declared_predicate(const Capabilities& caps, const std::string& path);
+// Lengths at the edges of every declared predicate (one below, at, and one past each end of its
+// Tq and Tk ranges, up to 4096), with a few ordinary ones: where one declared path hands over to the next.
+struct DeclaredEdges {
+  std::vector<int> queries, keys;
+};
+DeclaredEdges declared_edges(const Capabilities& caps);
+// The `declared_paths` check (a kernel that declares its paths): problems at those edges, each
+// run once; a call served by another path than the declaration names fails it.
+CheckResult check_declared_paths(const Kernel& kernel, const CertifyOptions& options);
 
 // The `ladder` stage (every row of each case) and the `long` stage (a sample of rows).
 std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options);
@@ -130,17 +148,21 @@ void record_path_shortfall(CheckResult& r, const PathShapes& discovered);
 void top_up_classes(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
                     int cases_per_class);
 
-// Coverage targets (coverage_model.h) per internal path: every class (strength 1), or every pair
-// of classes of two axes (strength 2): pairs for matches_reference (the exact check every problem
-// takes) at default, for every property at thorough; classes otherwise.
+// Coverage targets (coverage_model.h) per internal path: every class (strength 1), pair (2) or
+// triple (3) of classes of distinct axes. matches_reference (the exact check every problem takes)
+// gets pairs at default and triples at thorough; the other properties classes at default and pairs
+// at thorough; every property classes at quick.
 int coverage_strength(int property_cases, const std::string& property);
 // The most cases one round of a path's coverage top-up may run: a count, not a time, so that the
 // verdict never depends on the machine's speed.
 constexpr std::size_t kCoverageTopUpCases = 2000;
 // Draws each target a path lacks with its classes forced (coverage_top_up.cpp); what stays
 // uncovered goes to r.path_shortfall, and each path's stats say what it needed and lacks.
+// Per path, the classes a property's top-up drew on purpose and saw served by other paths: the
+// path's learned predicate, which later properties of the same run do not draw again.
+using LearnedPaths = std::map<std::string, std::set<std::string>>;
 void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
-                    const PathShapes& discovered, int strength);
+                    const PathShapes& discovered, int strength, LearnedPaths* learned = nullptr);
 
 // Adds a top-up run's cases to a check; false (the failure recorded, named by `what`) when it failed.
 bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what);
@@ -161,6 +183,10 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
 
 // Every applicable property of the catalogue over generated problems.
 std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyOptions& options);
+// One property's check as the property stage runs it: the random draw, then the path, class and
+// coverage top-ups over the paths `discovered` in the size ladder.
+CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, const PathShapes& discovered,
+                           const CertifyOptions& options, LearnedPaths* learned = nullptr);
 
 // Random inputs through the fuzz targets' decoder and properties, in this process (so plugins
 // and process kernels are fuzzed too); no coverage guidance, that is `attest fuzz`'s job.

@@ -1,8 +1,9 @@
 // Coverage by design (DESIGN.md §10): after the random draw, every internal path gets effective
 // cases for the coverage targets (coverage_model.h) it admits. Per path, first each class: those
 // the path was not seen with are drawn on purpose on the path's lengths; a class that never lands
-// there is not taken by the path (its learned predicate). Then, at default and thorough, each pair
-// of the classes the path takes. A target's rounds give it 1, 2, then 4 tries (one at quick; forced classes,
+// there is not taken by the path (its learned predicate). Then each pair of the classes the path
+// takes (matches_reference at default, every property at thorough) and each triple (matches_reference
+// at thorough). A target's rounds give it 1, 2, then 4 tries (one at quick; forced classes,
 // the rest random) until it is covered, shown unreachable (no problem of this property inside the
 // declaration lands there), served by another path, or shown to leave the property nothing to
 // check. What is left makes the check insufficient. Counts, not time: the verdict never depends on
@@ -40,9 +41,10 @@ RoundsOutcome run_rounds(CheckResult& r, const PropertyInfo& property, const Ker
     more.cases = static_cast<int>(std::min<std::size_t>(tries * wanted.size(), kCoverageTopUpCases));
     more.seed = drive.seed ^ std::hash<std::string>{}(path + wanted.front()) ^ static_cast<std::uint64_t>(tries);
     if (const auto it = discovered.find(path); it != discovered.end())  // the path's own lengths, unless forced
-      for (auto shape : it->second)
-        if (more.lengths.size() < 4 && (property.needs.max_keys == 0 || shape.second <= property.needs.max_keys))
-          more.lengths.push_back(shape);
+      for (const Shape& shape : it->second)
+        if (more.shapes.size() < 4 && (property.needs.max_keys == 0 || shape.k_len <= property.needs.max_keys))
+          more.shapes.push_back(shape);
+    more.path = declared_predicate(kernel.capabilities(), path);
     const DriveResult d = drive_property(property, kernel, more);
     if (!absorb_top_up(r, d, fmt::format("coverage on path {}", path))) {
       out.failed = true;
@@ -76,11 +78,12 @@ RoundsOutcome run_rounds(CheckResult& r, const PropertyInfo& property, const Ker
 
 int coverage_strength(int property_cases, const std::string& property) {
   if (property_cases <= 10) return 1;
-  return property_cases >= 1000 || property == "matches_reference" ? 2 : 1;
+  const int exact = property == "matches_reference" ? 1 : 0;  // the check every problem takes: one more
+  return (property_cases >= 1000 ? 2 : 1) + exact;
 }
 
 void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
-                    const PathShapes& discovered, int strength) {
+                    const PathShapes& discovered, int strength, LearnedPaths* learned) {
   if (!r.not_covered.empty() || r.failures > 0) return;
   // A kernel naming more than kMaxPaths paths names calls, not code paths: per-path coverage would
   // multiply without bound (the report says so); the draw and the class top-ups stand.
@@ -88,26 +91,32 @@ void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& 
   const int rounds = drive.cases <= 10 ? 1 : 3;  // quick: every class once per path
   Capabilities caps = kernel.capabilities();
   if (!property.needs_forward) caps.features = caps.features & session_features();  // as the driver draws
-  const std::vector<CoverageAxis> axes = coverage_axes(caps);
+  std::vector<CoverageAxis> axes = coverage_axes(caps);
+  if (property.needs.unmasks_keys)  // poisoned masked keys would become visible in its check
+    for (CoverageAxis& axis : axes) std::erase(axis.classes, "values: poison");
   const std::vector<std::string> classes = all_targets(axes, 1);
   std::vector<std::string> paths;
   for (const auto& [path, stats] : r.paths)
     if (path != kOtherPaths) paths.push_back(path);
   for (const std::string& path : paths) {
     // The classes the path takes: those seen on it, and those that land on it when drawn on purpose.
+    // A class an earlier property's top-up drew on purpose and saw served by another path is the
+    // kernel's choice, not this property's: it is not drawn again.
+    const std::set<std::string>* elsewhere = learned && learned->contains(path) ? &learned->at(path) : nullptr;
     std::vector<std::string> unseen;
     for (const std::string& c : classes)
-      if (r.paths[path].targets[c] == 0) unseen.push_back(c);
+      if (r.paths[path].targets[c] == 0 && !(elsewhere && elsewhere->contains(c))) unseen.push_back(c);
     RoundsOutcome singles = run_rounds(r, property, kernel, drive, discovered, path, unseen, rounds);
     if (singles.failed) return;
+    if (learned && !elsewhere) (*learned)[path] = singles.elsewhere;
     std::vector<std::string> taken, not_taken;
     for (const std::string& c : classes)
       (r.paths[path].targets[c] > 0 ? taken : not_taken).push_back(c);
-    // The targets of this path: its classes, or every pair of them across two axes.
+    // The targets of this path: its classes, or every pair (triple) of them across two (three) axes.
     std::vector<std::string> targets = taken;
     if (strength >= 2) {
       targets.clear();
-      for (const std::string& t : all_targets(axes, 2)) {
+      for (const std::string& t : all_targets(axes, strength)) {
         const std::vector<std::string> pair = target_classes(t);
         if (std::all_of(pair.begin(), pair.end(), [&](const std::string& c) { return r.paths[path].targets[c] > 0; }))
           targets.push_back(t);

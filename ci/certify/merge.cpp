@@ -98,6 +98,26 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
       pp.exp_ulps = c.precision.exp_ulps;
     }
   }
+  if (d.contains("declared_paths")) {  // added with ABI 2.2
+    const json& paths = array(d, where, "declared_paths");
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      const std::string at = fmt::format("{}.declared_paths[{}]", where, i);
+      PathPredicate p;
+      p.path = text(paths[i], at, "path");
+      p.batch = range(paths[i], at, "batch"), p.heads = range(paths[i], at, "heads");
+      p.q_len = range(paths[i], at, "q_len"), p.k_len = range(paths[i], at, "k_len");
+      p.head_dim = range(paths[i], at, "head_dim"), p.value_dim = range(paths[i], at, "value_dim");
+      p.head_dim_multiple = small_integer(paths[i], at, "head_dim_multiple");
+      p.value_dim_multiple = small_integer(paths[i], at, "value_dim_multiple");
+      p.k_len_multiple = small_integer(paths[i], at, "k_len_multiple");
+      p.k_len_not_multiple = flag(paths[i], at, "k_len_not_multiple");
+      p.required = feature_set(paths[i], at, "required");
+      p.excluded = feature_set(paths[i], at, "excluded");
+      p.no_mask = flag(paths[i], at, "no_mask");
+      if (const std::string why = p.invalid_because(); !why.empty()) bad(at, why);
+      c.paths.push_back(p);
+    }
+  }
   const std::string t = where + ".contract";
   const json& contract = member(d, where, "contract");
   const json& dims = array(contract, t, "head_dims");
@@ -160,6 +180,11 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
     }
   }
   if (j.contains("shape_classes")) r.shape_classes = counts(j, where, "shape_classes");
+  if (j.contains("probes_off_path")) {
+    const json& off = member(j, where, "probes_off_path");
+    r.probes_redone = count(off, where + ".probes_off_path", "redone");
+    r.probes_kept_off_path = count(off, where + ".probes_off_path", "kept");
+  }
   if (j.contains("time_budget_seconds")) r.time_budget = finite_number(j, where, "time_budget_seconds");
   if (j.contains("not_reached")) r.not_reached = texts(j, where, "not_reached");
   if (j.contains("required_length")) {

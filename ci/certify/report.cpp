@@ -141,7 +141,13 @@ std::string format_report(const KernelReport& k) {
                        r.effective, verdict_text(r), r.worst_utilisation,
                        r.effective ? fmt::format("{}x{}", r.longest_q, r.longest_k) : "-");
 
-  out += format_path_table(k);
+  const std::string table = format_path_table(k);
+  out += table;
+  // Where the paths came from: the kernel's declaration, or what the size ladder showed.
+  std::string declared;
+  for (const PathPredicate& d : c.paths) declared += (declared.empty() ? "" : "; ") + d.summary();
+  if (!declared.empty()) out += "  paths declared by the kernel: " + declared + "\n";
+  else if (!table.empty()) out += "  paths discovered over the size ladder (the kernel declares none)\n";
   for (const CheckResult& r : k.checks)
     if (r.paths.contains(kOtherPaths)) {
       out += fmt::format("  note: the kernel named more than {} internal paths; the rest are counted as one row "
@@ -179,6 +185,11 @@ std::string format_report(const KernelReport& k) {
                          r->time_budget > 0 ? fmt::format(" in the {:g} s time budget; --long-seconds raises it", r->time_budget)
                                             : "");
   }
+  for (const CheckResult& r : k.checks)
+    if (r.probes_redone + r.probes_kept_off_path > 0)
+      out += fmt::format("  {} {}: {} cases drawn again, a probe left the case's internal path{}\n", r.stage, r.check,
+                         r.probes_redone,
+                         r.probes_kept_off_path > 0 ? fmt::format("; {} kept so after that", r.probes_kept_off_path) : "");
   for (const CheckResult& r : k.checks) {
     if (r.not_reached.empty()) continue;
     out += fmt::format("  {} {}: every case to T = {} ran; not reached ({}):\n", r.stage, r.check, r.reached_len,

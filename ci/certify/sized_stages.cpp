@@ -187,10 +187,24 @@ SizeOptions sizes_for_budget(int property_cases) {
   return s;
 }
 
+std::optional<PathPredicate> declared_predicate(const Capabilities& caps, const std::string& path) {
+  for (const PathPredicate& declared : caps.paths)
+    if (declared.path == path) return declared;
+  return std::nullopt;
+}
+
 PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options) {
   PathShapes found;
   if (!kernel.capabilities().forward()) return found;
-  for (const SizedCase& c : ladder_cases(kernel.capabilities(), options.sizes)) {
+  // The ladder, and the long stage's decode shapes (one query, up to 4096 keys: cheap), where a
+  // split-KV path for long decode calls shows (both have them with one batch entry and two).
+  std::vector<SizedCase> cases;
+  if (options.sized_stages) {  // without the size stages, only what the kernel declares
+    cases = ladder_cases(kernel.capabilities(), options.sizes);
+    for (SizedCase& c : long_cases(kernel.capabilities(), options.sizes))
+      if (c.problem.shape.q_len <= 4 && c.problem.shape.k_len <= 4096) cases.push_back(std::move(c));
+  }
+  for (const SizedCase& c : cases) {
     if (!c.decode_chunks.empty()) continue;
     try {
       run_guarded(kernel, c.problem);
@@ -202,13 +216,25 @@ PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options) {
     } catch (const std::exception&) {
       continue;
     }
-    found[kernel.last_path()].push_back({c.problem.shape.q_len, c.problem.shape.k_len});
+    found[kernel.last_path()].push_back(c.problem.shape);
   }
+  // Declared paths get lengths at the edges of every declared predicate (where one path ends and
+  // the next begins), clamped into their own; their top-ups bend each problem into the predicate
+  // (run_rounds, top_up_paths).
+  const Capabilities caps = kernel.capabilities();
+  const DeclaredEdges edges = declared_edges(caps);
+  for (const PathPredicate& declared : caps.paths)
+    for (int tq : edges.queries)
+      for (int tk : edges.keys)
+        found[declared.path].push_back({1, 2, 1, static_cast<int>(caps.contract.q_len.clamp(declared.q_len.clamp(tq))),
+                                        static_cast<int>(caps.contract.k_len.clamp(declared.k_len.clamp(tk))), 16, 16});
+  auto key = [](const Shape& s) {
+    return std::tuple{1LL * s.q_len * s.k_len, s.q_len, s.k_len, s.batch, s.heads, s.kv_heads, s.head_dim, s.value_dim};
+  };
   for (auto& [path, shapes] : found) {
-    std::sort(shapes.begin(), shapes.end(), [](auto a, auto b) {
-      return std::make_pair(1LL * a.first * a.second, a) < std::make_pair(1LL * b.first * b.second, b);
-    });
-    shapes.erase(std::unique(shapes.begin(), shapes.end()), shapes.end());
+    std::sort(shapes.begin(), shapes.end(), [&](const Shape& a, const Shape& b) { return key(a) < key(b); });
+    shapes.erase(std::unique(shapes.begin(), shapes.end(), [&](const Shape& a, const Shape& b) { return key(a) == key(b); }),
+                 shapes.end());
   }
   return found;
 }
@@ -251,6 +277,7 @@ bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what
     for (const auto& [target, n] : stats.targets) mine.targets[target] += n;
   }
   r.seconds += d.seconds;
+  r.probes_redone += d.probes_redone, r.probes_kept_off_path += d.probes_kept_off_path;
   if (d.passed) {
     r.worst_utilisation = std::max(r.worst_utilisation, d.worst_utilisation);
     return true;
@@ -259,6 +286,7 @@ bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what
   r.worst_utilisation = std::max({r.worst_utilisation, d.worst_utilisation, d.failure_utilisation});
   r.first_failure = fmt::format("[{} top-up] {}", what, d.message);
   r.counterexample_path = d.counterexample_path;
+  r.counterexample = d.counterexample;
   r.reproduce = d.reproduce;
   r.seed = d.seed;
   return false;
@@ -285,15 +313,16 @@ void top_up_paths(CheckResult& r, const PropertyInfo& property, const Kernel& ke
   for (const auto& [path, all_shapes] : discovered) {
     if (r.paths[path].cases >= kPathFloor) continue;
     // The path's smallest shapes this property can generate (a property may cap the keys).
-    std::vector<std::pair<int, int>> shapes;
-    for (auto [tq, tk] : all_shapes)
-      if ((property.needs.max_keys == 0 || tk <= property.needs.max_keys) && shapes.size() < 4) shapes.push_back({tq, tk});
+    std::vector<Shape> shapes;
+    for (const Shape& s : all_shapes)
+      if ((property.needs.max_keys == 0 || s.k_len <= property.needs.max_keys) && shapes.size() < 4) shapes.push_back(s);
     if (shapes.empty()) {
       r.paths.erase(path);  // no problem this property can take reaches the path: nothing to require
       continue;
     }
     DriveOptions more = drive;
-    more.lengths = shapes;
+    more.shapes = shapes;
+    more.path = declared_predicate(kernel.capabilities(), path);
     more.cases = static_cast<int>(2 * kPathFloor);
     more.seed = drive.seed ^ std::hash<std::string>{}(path);
     if (!absorb_top_up(r, drive_property(property, kernel, more), "path " + path)) return;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iostream>
 
 #include "attest/builtin_kernels.h"
 #include "attest/coverage_model.h"
@@ -95,6 +96,56 @@ TEST(CoverageTopUp, ACorrectKernelCoversEveryTargetItsPathsTake) {
   // The single-tile path never takes more keys than a tile: its learned predicate says so.
   const std::vector<std::string>& not_taken = r.paths.at("single-tile").targets_not_taken;
   EXPECT_NE(std::find(not_taken.begin(), not_taken.end(), "keys: partial last tile"), not_taken.end());
+}
+
+
+// A kernel with a path for one-hot values (V entries all 0 or 1), as a sparse fast path might:
+// rows_sum_to_one's V = 1 probe always lands there, never on the path its case takes.
+class OneHotValuePath final : public Kernel {
+ public:
+  OneHotValuePath() : inner_(make_faulty_tiled_kernel({32, 32}, {}, "one-hot-value-path")) {}
+  std::string name() const override { return inner_->name(); }
+  Capabilities capabilities() const override { return inner_->capabilities(); }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    one_hot_ = std::all_of(p.v.begin(), p.v.end(), [](float x) { return x == 0.0f || x == 1.0f; });
+    inner_->forward(p, o, lse);
+  }
+  std::string last_path() const override { return one_hot_ ? "one-hot-v" : "dense-v"; }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  mutable bool one_hot_ = false;
+};
+
+TEST(ProbePaths, ACaseWhoseProbesLeaveItsPathIsDrawnAgainThenKeptAndCounted) {
+  const OneHotValuePath kernel;
+  DriveOptions drive;
+  drive.cases = 20;
+  drive.seed = 1;
+  drive.counterexample_dir = ::testing::TempDir() + "/probe_paths";
+  const DriveResult d = drive_property(find_property("rows_sum_to_one"), kernel, drive);
+  EXPECT_TRUE(d.passed) << d.message;
+  EXPECT_EQ(d.probes_redone, 20);
+  EXPECT_GT(d.probes_kept_off_path, 0);
+  // What ran is evidence for the path the probes took.
+  EXPECT_FALSE(d.paths.contains("dense-v"));
+  EXPECT_GT(d.paths.at("one-hot-v").cases, 0);
+}
+
+TEST(ProbePaths, ProbesOfTheBuiltInKernelsKeepTheirPaths) {
+  for (const char* name : {"tiled", "blocked", "tiled_bf16"}) {
+    const auto kernel = make_kernel(name);
+    for (const char* property : {"rows_sum_to_one", "zero_masked_weight", "masked_inputs_have_no_influence",
+                                 "slices_are_independent", "overflow_safe"}) {
+      DriveOptions drive;
+      drive.cases = 30;
+      drive.seed = 3;
+      drive.counterexample_dir = ::testing::TempDir() + "/probe_paths";
+      const DriveResult d = drive_property(find_property(property), *kernel, drive);
+      EXPECT_TRUE(d.passed) << name << " " << property << ": " << d.message;
+      EXPECT_EQ(d.probes_redone, 0) << name << " " << property;
+    }
+  }
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ TEST(PathTopUp, EveryPropertyReachesEveryDiscoveredPath) {
   const PathShapes paths = discover_paths(*kernel, options);
   ASSERT_EQ(paths.size(), 2u);
   ASSERT_TRUE(paths.count("multi-tile"));
-  EXPECT_GT(paths.at("multi-tile").front().second, 256);  // its smallest shape has more keys than a tile
+  EXPECT_GT(paths.at("multi-tile").front().k_len, 256);  // its smallest shape has more keys than a tile
 
   int topped_up = 0;
   for (const CheckResult& r : run_property_stage(*kernel, options)) {

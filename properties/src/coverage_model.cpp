@@ -1,6 +1,10 @@
 #include "attest/coverage_model.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include "attest/reference.h"
+#include "problem_edits.h"
 
 namespace attest {
 namespace {
@@ -63,7 +67,44 @@ std::vector<CoverageAxis> coverage_axes(const Capabilities& caps) {
   add("modifier", modifier);
   const Precision& p = caps.precision;
   if (p.q == Scalar::kF32 && p.k == Scalar::kF32 && p.v == Scalar::kF32) add("inputs", {"f32", "bf16", "f16"});
+  std::vector<std::string> values = {"ordinary", "range edge", "subnormal"};
+  if (caps.forward() && !(caps.features & FeatureSet::of_kind(FeatureKind::kMaskTerm)).empty())
+    values.push_back("poison");  // a key no row sees, holding what a masked key may hold
+  add("values", values);
   return axes;
+}
+
+std::vector<std::string> value_regimes(const Problem& p) {
+  std::vector<std::string> out;
+  // Range edge: logits of 1e4 and beyond, or values past the square root of their format's range.
+  double vmax = 0;
+  for (float x : p.v)
+    if (std::isfinite(x)) vmax = std::max<double>(vmax, std::fabs(x));
+  if (max_abs_dot(p) * std::fabs(p.effective_scale()) >= 1e4 || vmax >= std::sqrt(info(p.storage.v).max_finite))
+    out.push_back("range edge");
+  auto subnormal = [](const std::vector<float>& xs, Scalar format) {
+    const double normal = info(format).min_normal;
+    return std::any_of(xs.begin(), xs.end(), [&](float x) { return x != 0.0f && std::fabs(x) < normal; });
+  };
+  if (subnormal(p.q, p.storage.q) || subnormal(p.k, p.storage.k) || subnormal(p.v, p.storage.v))
+    out.push_back("subnormal");
+  // Poison: a key no query row of its batch sees, whose K or V row is non-finite or huge.
+  auto poisonous = [](float x) { return !std::isfinite(x) || std::fabs(x) >= 1e29f; };
+  if (std::any_of(p.k.begin(), p.k.end(), poisonous) || std::any_of(p.v.begin(), p.v.end(), poisonous)) {
+    const Shape& s = p.shape;
+    const KeySet unseen = unseen_keys(p, reference_mask(p));
+    bool found = false;
+    for (int b = 0; b < s.batch; ++b)
+      for (int j = 0; j < s.k_len; ++j)
+        for (int g = 0; g < s.kv_heads && unseen[b][j]; ++g) {
+          const std::size_t kv = (std::size_t(b) * s.kv_heads + g) * s.k_len + j;
+          const auto k = p.k.begin() + kv * s.head_dim, v = p.v.begin() + kv * s.value_dim;
+          found = found || std::any_of(k, k + s.head_dim, poisonous) || std::any_of(v, v + s.value_dim, poisonous);
+        }
+    if (found) out.push_back("poison");
+  }
+  if (out.empty()) out.push_back("ordinary");
+  return out;
 }
 
 std::vector<std::string> coverage_classes(const Problem& p, const Capabilities& caps) {
@@ -84,6 +125,7 @@ std::vector<std::string> coverage_classes(const Problem& p, const Capabilities& 
     for (Feature f : terms) out.push_back(axis + std::string(info(f).name));
   }
   out.push_back(std::string("inputs: ") + to_string(p.storage.q));
+  for (const std::string& regime : value_regimes(p)) out.push_back("values: " + regime);
   return out;
 }
 
@@ -113,22 +155,36 @@ std::vector<std::string> targets_of(const std::vector<std::string>& classes, int
   if (strength <= 1) return classes;
   std::vector<std::string> out;
   for (std::size_t a = 0; a < classes.size(); ++a)
-    for (std::size_t b = a + 1; b < classes.size(); ++b)
-      if (axis_of(classes[a]) != axis_of(classes[b])) out.push_back(target_name({classes[a], classes[b]}));
+    for (std::size_t b = a + 1; b < classes.size(); ++b) {
+      if (axis_of(classes[a]) == axis_of(classes[b])) continue;
+      if (strength == 2) {
+        out.push_back(target_name({classes[a], classes[b]}));
+        continue;
+      }
+      for (std::size_t c = b + 1; c < classes.size(); ++c)
+        if (axis_of(classes[c]) != axis_of(classes[a]) && axis_of(classes[c]) != axis_of(classes[b]))
+          out.push_back(target_name({classes[a], classes[b], classes[c]}));
+    }
   return out;
 }
 
 std::vector<std::string> all_targets(const std::vector<CoverageAxis>& axes, int strength) {
   std::vector<std::string> out;
-  for (std::size_t a = 0; a < axes.size(); ++a)
-    for (const std::string& x : axes[a].classes) {
-      if (strength <= 1) {
-        out.push_back(x);
-        continue;
-      }
-      for (std::size_t b = a + 1; b < axes.size(); ++b)
-        for (const std::string& y : axes[b].classes) out.push_back(target_name({x, y}));
+  // Every choice of `strength` axes in table order, one class of each.
+  auto choose = [&](auto&& self, std::size_t from, std::vector<std::string>& picked) -> void {
+    if (static_cast<int>(picked.size()) == std::max(strength, 1)) {
+      out.push_back(target_name(picked));
+      return;
     }
+    for (std::size_t a = from; a < axes.size(); ++a)
+      for (const std::string& x : axes[a].classes) {
+        picked.push_back(x);
+        self(self, a + 1, picked);
+        picked.pop_back();
+      }
+  };
+  std::vector<std::string> picked;
+  choose(choose, 0, picked);
   return out;
 }
 

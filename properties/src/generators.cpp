@@ -12,6 +12,9 @@
 #include <string>
 #include <tuple>
 
+#include "attest/reference.h"
+#include "problem_edits.h"
+
 namespace attest {
 namespace {
 
@@ -242,6 +245,54 @@ void force_features(const std::vector<std::string>& force, const Capabilities& c
   }
 }
 
+// Bends a draw into a declared path's predicate (a top-up of that path): its features first, then
+// its ranges and multiples. The caller discards what still misses it (the contract may not allow).
+void bend_features_into_path(const PathPredicate& path, const Capabilities& caps, FeatureSet& on) {
+  on = (on | (path.required & caps.features)).minus(path.excluded);
+  if (path.no_mask) on = on.minus(FeatureSet::of_kind(FeatureKind::kMaskTerm));
+}
+
+void bend_shape_into_path(const PathPredicate& path, DrawnShape& d) {
+  auto multiple = [](int x, int m, const Range& r, bool not_multiple = false) {
+    if (m <= 0) return x;
+    if (not_multiple) return x % m != 0 ? x : static_cast<int>(r.contains(x + 1) ? x + 1 : x - 1);
+    const int up = (x + m - 1) / m * m;
+    return r.contains(up) ? up : x / m * m;
+  };
+  d.batch = static_cast<int>(path.batch.clamp(d.batch));
+  const int heads = static_cast<int>(path.heads.clamp(d.heads));
+  if (heads != d.heads) d.kv_heads = heads % d.kv_heads == 0 ? d.kv_heads : heads;
+  d.heads = heads;
+  d.q_len = static_cast<int>(path.q_len.clamp(d.q_len));
+  d.k_len = multiple(static_cast<int>(path.k_len.clamp(d.k_len)), path.k_len_multiple, path.k_len, path.k_len_not_multiple);
+  d.head_dim = multiple(static_cast<int>(path.head_dim.clamp(d.head_dim)), path.head_dim_multiple, path.head_dim);
+  d.value_dim = multiple(static_cast<int>(path.value_dim.clamp(d.value_dim)), path.value_dim_multiple, path.value_dim);
+}
+
+// A forced value regime: the range edge and the ordinary one through the draw's magnitudes
+// (before the data is drawn); subnormal inputs, or the keys no row sees poisoned (K rows for an
+// even seed, V rows for an odd one), written into the drawn data (after).
+void force_magnitudes(const std::vector<std::string>& force, ProblemSpec& spec) {
+  for (const std::string& cls : force) {
+    if (cls == "values: range edge") spec.logit_exponent = 6 + static_cast<int>(spec.data_seed % 25), spec.value_exponent = 24;
+    if (cls == "values: ordinary") spec.logit_exponent = spec.value_exponent = 0;
+  }
+}
+
+void force_values(const std::vector<std::string>& force, const Capabilities& caps, std::uint64_t seed, Problem& p) {
+  for (const std::string& cls : force) {
+    if (cls == "values: subnormal") {
+      auto tiny = [&](std::vector<float>& xs, Scalar format) {  // every third input, half or a quarter of the smallest normal
+        const double normal = info(format).min_normal;
+        for (std::size_t e = seed % 3; e < xs.size(); e += 3) xs[e] = round_to(static_cast<float>(normal * (e % 2 ? 0.5 : -0.25)), format);
+      };
+      tiny(p.q, p.storage.q), tiny(p.k, p.storage.k), tiny(p.v, p.storage.v);
+    }
+    if (cls == "values: poison")
+      poison(p, unseen_keys(p, reference_mask(p)), seed % 2 ? Poisoned::kValues : Poisoned::kKeys, caps);
+  }
+}
+
 void force_shape(const std::vector<std::string>& force, const ProblemSpec& spec, const Capabilities& caps,
                  const ProblemNeeds& needs, bool even, DrawnShape& d) {
   const Contract& c = caps.contract;
@@ -280,7 +331,7 @@ void force_shape(const std::vector<std::string>& force, const ProblemSpec& spec,
       const int declared = axis == "queries" ? c.query_tile : c.key_tile;
       const int t = declared > 1 ? declared : 32;  // the tile coverage_classes measures against
       int& len = axis == "queries" ? d.q_len : d.k_len;
-      const int n = 1 + (len - 1) % 2;  // one or two tiles
+      const int n = std::max(1, len / t);  // the drawn length's tiles: a path's long lengths stay long
       len = value == "Tq <= 4" ? 1 + (len - 1) % 4
             : value == "below a tile" ? std::min(t - 1, (axis == "queries" ? 5 : 1) + (len - 1) % t)
             : value == "whole tiles" ? n * t
@@ -366,6 +417,7 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
     if (allowed && spec.terms[static_cast<std::size_t>(g.feature)].on) on.insert(g.feature);
   }
   force_features(needs.force, caps, needs, on);
+  if (needs.path) bend_features_into_path(*needs.path, caps, on);
   if (needs.rope && caps.declares(Feature::kRope)) on.insert(Feature::kRope);
   if (c.causal_required) on.insert(Feature::kCausal);
   const FeatureSet masks = caps.features & FeatureSet::of_kind(FeatureKind::kMaskTerm);
@@ -384,7 +436,12 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   int value_dim = c.dk_equals_dv ? head_dim : static_cast<int>(c.head_dim.clamp(spec.value_dim));
   int batch = static_cast<int>(c.batch.clamp(spec.batch));
   int q_len = spec.q_len, k_len = spec.k_len;
-  if (!needs.lengths.empty()) {  // a path's lengths (top-ups): the ordinary shape around them
+  if (!needs.shapes.empty()) {  // a path's shapes (top-ups): the shape that reached it
+    const Shape& base = needs.shapes[static_cast<std::size_t>(spec.q_len + 7 * spec.k_len) % needs.shapes.size()];
+    batch = base.batch, h = base.heads, kv = base.kv_heads, q_len = base.q_len, k_len = base.k_len;
+    // Its widths half the time (a path may need Dv % 16 == 0); otherwise the drawn ones, cheaper.
+    if (spec.value_dim % 2 == 0) head_dim = base.head_dim, value_dim = base.value_dim;
+  } else if (!needs.lengths.empty()) {  // given lengths: the ordinary shape around them
     const auto [tq, tk] = needs.lengths[static_cast<std::size_t>(spec.q_len + 7 * spec.k_len) % needs.lengths.size()];
     q_len = tq, k_len = tk;
   } else if (const auto large = regime_shape(spec, caps, needs, on.contains(Feature::kRope))) {
@@ -392,9 +449,10 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
     head_dim = large->head_dim, value_dim = large->value_dim;
     q_len = 1 + (q_len - 1) % large->max_len, k_len = 1 + (k_len - 1) % large->max_len;
   }
-  if (!needs.force.empty()) {
+  if (!needs.force.empty() || needs.path) {
     DrawnShape d{batch, h, kv, head_dim, value_dim, q_len, k_len};
-    force_shape(needs.force, spec, caps, needs, on.contains(Feature::kRope), d);
+    if (!needs.force.empty()) force_shape(needs.force, spec, caps, needs, on.contains(Feature::kRope), d);
+    if (needs.path) bend_shape_into_path(*needs.path, d);
     std::tie(batch, h, kv, head_dim, value_dim, q_len, k_len) =
         std::tie(d.batch, d.heads, d.kv_heads, d.head_dim, d.value_dim, d.q_len, d.k_len);
   }
@@ -437,6 +495,7 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   for (float& x : p.modifiers.bias) x = round_to(x, p.storage.bias);  // drawn far inside every format's range
 
   p.resize_buffers();
+  force_magnitudes(needs.force, spec);
   std::mt19937_64 data_rng(spec.data_seed);
   std::uniform_real_distribution<double> unit(-std::sqrt(3.0), std::sqrt(3.0));
   // Logits ~ |scale| * Dk * qk_mag^2; choose qk_mag so that they are ~ 10^logit_exponent. Each buffer's
@@ -451,6 +510,7 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   fill(p.q, qk, p.storage.q, precision.q_entry);
   fill(p.k, qk, p.storage.k, precision.k_entry);
   fill(p.v, c.max_abs_value > 0 ? std::min(vm, c.max_abs_value / 2) : vm, p.storage.v, precision.v_entry);
+  force_values(needs.force, caps, spec.data_seed, p);
   return p;
 }
 

@@ -70,6 +70,16 @@ bool never_written(float x) {
   return bits == ATTEST_UNWRITTEN_F32;
 }
 
+namespace {
+thread_local PathLog* active_path_log = nullptr;
+}  // namespace
+
+PathLog::PathLog() : outer_(active_path_log) { active_path_log = this; }
+PathLog::~PathLog() { active_path_log = outer_; }
+void PathLog::record(const Problem& p, const std::string& path) {
+  if (active_path_log) active_path_log->calls_.push_back({&p, path});
+}
+
 GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   p.validate();
   if (const std::string why = kernel.capabilities().unsupported_because(p); !why.empty())
@@ -82,6 +92,10 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   kernel.forward(copy, o.span(), kernel.capabilities().lse() ? lse.span() : std::span<float>());
   GuardedOutputs out;
   out.path = kernel.last_path();
+  PathLog::record(p, out.path);
+  // A declared path is the kernel's word: a call served elsewhere breaks it.
+  if (const std::string broken = declared_path_violation(kernel.capabilities().paths, p, out.path); !broken.empty())
+    throw KernelFailure(KernelFailure::Kind::kFault, "declared paths: " + broken);
   out.o = o.contents();
   if (kernel.capabilities().lse()) out.lse = lse.contents();
   out.canary_report = o.damage("O");

@@ -13,68 +13,6 @@
 namespace attest {
 namespace {
 
-// NaN, +-inf and +-1e30, cycled over keys: each catches a different way of reading masked rows.
-// A kernel whose inputs are promised finite gets +-1e30 only (a leak still dominates the row).
-float poison(int j, InputDomain inputs) {
-  static const float values[] = {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY, 1e30f, -1e30f};
-  return inputs == InputDomain::kFinite ? values[3 + j % 2] : values[j % 5];
-}
-
-enum class Poisoned { kKeys, kValues };
-
-// Which keys of each batch are poisoned: poisoned[b][j].
-using KeySet = std::vector<std::vector<char>>;
-
-// Keys that no query row of their batch may see.
-KeySet unseen_keys(const Problem& p, const std::vector<std::uint8_t>& visible) {
-  const Shape& s = p.shape;
-  KeySet keys(s.batch, std::vector<char>(s.k_len, 0));
-  for (int b = 0; b < s.batch; ++b)
-    for (int j = 0; j < s.k_len; ++j) {
-      bool seen = false;
-      for (int i = 0; i < s.q_len && !seen; ++i) seen = visible[(std::size_t(b) * s.q_len + i) * s.k_len + j];
-      keys[b][j] = !seen;
-    }
-  return keys;
-}
-
-// Keys that query row i of each batch may not see.
-KeySet keys_masked_for_row(const Problem& p, const std::vector<std::uint8_t>& visible, int i) {
-  const Shape& s = p.shape;
-  KeySet keys(s.batch, std::vector<char>(s.k_len, 0));
-  for (int b = 0; b < s.batch; ++b)
-    for (int j = 0; j < s.k_len; ++j) keys[b][j] = !visible[(std::size_t(b) * s.q_len + i) * s.k_len + j];
-  return keys;
-}
-
-// Poisons the K (or the V) rows of the chosen keys; returns how many keys. K and V are poisoned
-// apart: a kernel may zero a row for a NaN key and leak a NaN value.
-int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& caps) {
-  const InputDomain inputs = caps.inputs;
-  const Shape& s = p.shape;
-  int poisoned = 0;
-  for (int b = 0; b < s.batch; ++b)
-    for (int j = 0; j < s.k_len; ++j) {
-      if (!keys[b][j]) continue;
-      ++poisoned;
-      for (int g = 0; g < s.kv_heads; ++g) {
-        const std::size_t kv = (std::size_t(b) * s.kv_heads + g) * s.k_len + j;
-        if (which == Poisoned::kKeys) std::fill_n(&p.k[kv * s.head_dim], s.head_dim, poison(j, inputs));
-        else std::fill_n(&p.v[kv * s.value_dim], s.value_dim, poison(j + 1, inputs));
-      }
-    }
-  // Poisons are representable in every storage format: NaN, +-inf and +-1e30 round to themselves in
-  // f32 and bf16; in f16 1e30 is inf, so a 16-bit-storage problem gets that instead (the largest
-  // finite f16 when the inputs are promised finite, or of the format the kernel rounds to on entry).
-  auto store = [&](float x, Scalar format, Scalar entry) {
-    const float largest = static_cast<float>(largest_input(format, entry));
-    return round_to(inputs == InputDomain::kFinite && std::isfinite(x) ? std::clamp(x, -largest, largest) : x, format);
-  };
-  for (float& x : p.k) x = store(x, p.storage.k, caps.precision.k_entry);
-  for (float& x : p.v) x = store(x, p.storage.v, caps.precision.v_entry);
-  return poisoned;
-}
-
 // The clean problem's results must survive poisoning the chosen keys' K rows, then their V rows,
 // on every row that sees none of them (rows that see one are taken from a clean run instead).
 // Not exercised when no key is chosen.

@@ -2,12 +2,74 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "attest/oracle.h"
 #include "attest/reference.h"
 
 namespace attest {
+namespace {
+
+// NaN, +-inf and +-1e30, cycled over keys: each catches a different way of reading masked rows.
+// A kernel whose inputs are promised finite gets +-1e30 only (a leak still dominates the row).
+float poison_value(int j, InputDomain inputs) {
+  static const float values[] = {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY, 1e30f, -1e30f};
+  return inputs == InputDomain::kFinite ? values[3 + j % 2] : values[j % 5];
+}
+
+}  // namespace
+
+// Keys that no query row of their batch may see.
+KeySet unseen_keys(const Problem& p, const std::vector<std::uint8_t>& visible) {
+  const Shape& s = p.shape;
+  KeySet keys(s.batch, std::vector<char>(s.k_len, 0));
+  for (int b = 0; b < s.batch; ++b)
+    for (int j = 0; j < s.k_len; ++j) {
+      bool seen = false;
+      for (int i = 0; i < s.q_len && !seen; ++i) seen = visible[(std::size_t(b) * s.q_len + i) * s.k_len + j];
+      keys[b][j] = !seen;
+    }
+  return keys;
+}
+
+// Keys that query row i of each batch may not see.
+KeySet keys_masked_for_row(const Problem& p, const std::vector<std::uint8_t>& visible, int i) {
+  const Shape& s = p.shape;
+  KeySet keys(s.batch, std::vector<char>(s.k_len, 0));
+  for (int b = 0; b < s.batch; ++b)
+    for (int j = 0; j < s.k_len; ++j) keys[b][j] = !visible[(std::size_t(b) * s.q_len + i) * s.k_len + j];
+  return keys;
+}
+
+// Poisons the K (or the V) rows of the chosen keys; returns how many keys. K and V are poisoned
+// apart: a kernel may zero a row for a NaN key and leak a NaN value.
+int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& caps) {
+  const InputDomain inputs = caps.inputs;
+  const Shape& s = p.shape;
+  int poisoned = 0;
+  for (int b = 0; b < s.batch; ++b)
+    for (int j = 0; j < s.k_len; ++j) {
+      if (!keys[b][j]) continue;
+      ++poisoned;
+      for (int g = 0; g < s.kv_heads; ++g) {
+        const std::size_t kv = (std::size_t(b) * s.kv_heads + g) * s.k_len + j;
+        if (which == Poisoned::kKeys) std::fill_n(&p.k[kv * s.head_dim], s.head_dim, poison_value(j, inputs));
+        else std::fill_n(&p.v[kv * s.value_dim], s.value_dim, poison_value(j + 1, inputs));
+      }
+    }
+  // Poisons are representable in every storage format: NaN, +-inf and +-1e30 round to themselves in
+  // f32 and bf16; in f16 1e30 is inf, so a 16-bit-storage problem gets that instead (the largest
+  // finite f16 when the inputs are promised finite, or of the format the kernel rounds to on entry).
+  auto store = [&](float x, Scalar format, Scalar entry) {
+    const float largest = static_cast<float>(largest_input(format, entry));
+    return round_to(inputs == InputDomain::kFinite && std::isfinite(x) ? std::clamp(x, -largest, largest) : x, format);
+  };
+  for (float& x : p.k) x = store(x, p.storage.k, caps.precision.k_entry);
+  for (float& x : p.v) x = store(x, p.storage.v, caps.precision.v_entry);
+  return poisoned;
+}
+
 
 Problem single_query(const Problem& p, int i) {
   const Shape& s = p.shape;

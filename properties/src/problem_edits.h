@@ -79,6 +79,18 @@ std::vector<std::uint8_t> visibility_of(const Problem& p);
 // as one prefill would have them. LSE is asked for only when `with_lse`.
 Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks, bool with_lse);
 
+// Masked-key poisoning (DESIGN.md §5): the chosen keys of each batch, keys[b][j].
+using KeySet = std::vector<std::vector<char>>;
+enum class Poisoned { kKeys, kValues };
+// Keys that no query row of their batch may see (`visible`: the mask, [B][Tq][Tk]).
+KeySet unseen_keys(const Problem& p, const std::vector<std::uint8_t>& visible);
+// Keys that query row i of each batch may not see.
+KeySet keys_masked_for_row(const Problem& p, const std::vector<std::uint8_t>& visible, int i);
+// Poisons the K (or the V) rows of the chosen keys with NaN, +-inf and +-1e30 in turn (+-1e30 only
+// for a kernel promised finite inputs), in every storage format; returns how many keys. K and V are
+// poisoned apart: a kernel may zero a row for a NaN key and leak a NaN value.
+int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& caps);
+
 // A deterministic generator seeded by the problem, so a property's choices replay.
 std::uint64_t seed_of(const Problem& p, std::uint64_t salt);
 

@@ -30,6 +30,34 @@ int scaled_cases(int base) {
   return std::max(1, static_cast<int>(base * (factor > 0 ? factor : 1.0)));
 }
 
+namespace {
+
+// The internal path of a case: the one its own problem takes (the check's call on it, or one more
+// call when the check ran probes only); `left` when no call of the check was served by it.
+struct CasePath {
+  std::string path;
+  bool left = false;
+  std::string other;
+};
+
+CasePath case_path(const PathLog& log, const Problem& p, const Kernel& kernel) {
+  const std::vector<PathLog::Call> calls = log.calls();
+  if (calls.empty()) return {kernel.last_path()};  // decode sessions only: the kernel's word
+  CasePath where;
+  const auto own = std::find_if(calls.begin(), calls.end(), [&](const PathLog::Call& c) { return c.problem == &p; });
+  if (own != calls.end()) return {own->path};
+  try {
+    where.path = run_guarded(kernel, p).path;
+  } catch (const std::exception&) {
+    return {calls.front().path};  // the check's verdict stands; the path is its first call's
+  }
+  where.left = std::none_of(calls.begin(), calls.end(), [&](const PathLog::Call& c) { return c.path == where.path; });
+  if (where.left) where.other = calls.front().path;
+  return where;
+}
+
+}  // namespace
+
 Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle) {
   if (const auto sessions = session_stand_in(property, kernel)) return check_safely(property, p, *sessions, oracle);
   try {
@@ -107,7 +135,9 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
   bool failed = false;  // after the first failure, runs are RapidCheck's shrinking: not counted
   ProblemNeeds needs = property.needs;
   needs.lengths = options.lengths;
+  needs.shapes = options.shapes;
   needs.shape_class = options.shape_class;
+  needs.path = options.path;
   const rc::Gen<ProblemSpec> specs = gen_spec(caps, needs);
   std::size_t next_target = 0;
   std::string target;  // the coverage target of the current case
@@ -137,7 +167,19 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
       RC_DISCARD(why);
     }
     for (const std::string& label : labels_of(p)) RC_TAG(label);
+    PathLog log;
     const Verdict v = check_safely(property, p, kernel, oracle);
+    const CasePath where = case_path(log, p, kernel);
+    // A probe served by another path than the case's own tested that path, not this one: the case
+    // is drawn again (up to as many times as there are cases; then kept, and counted).
+    if (!failed && v.passed && where.left) {
+      if (result.probes_redone < options.cases) {
+        ++result.probes_redone;
+        RC_DISCARD("a probe of the case was served by another internal path (" + where.other + ") than the case's own (" +
+                   where.path + ")");
+      }
+      ++result.probes_kept_off_path;
+    }
     if (!failed) {
       ++result.asked;
       if (v.exercised && v.applicable) {
@@ -153,11 +195,12 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
     }
     if (!v.applicable) RC_DISCARD(v.detail);
     if (!failed && (v.exercised || !v.passed)) {  // evidence only: no vacuous case, no shrinking run
-      PathStats& stats = path_entry(result.paths, kernel.last_path());
+      // A case kept off its path is evidence for the path its probes took, not for its own.
+      PathStats& stats = path_entry(result.paths, where.left ? where.other : where.path);
       ++stats.cases;
       stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
       if (v.exercised && v.applicable)
-        for (int strength : {1, 2})
+        for (int strength = 1; strength <= options.target_strength; ++strength)
           for (const std::string& target : targets_of(classes, strength)) ++stats.targets[target];
     }
     if (!v.passed) {

@@ -75,11 +75,14 @@ void add_square(std::vector<SizedCase>& out, const Capabilities& caps, int t, in
 }
 
 // One new token against t keys (a decoder's shape through forward), with padding and modifiers.
-void add_decode_shape(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d, const SizeOptions& options) {
-  const std::string name = fmt::format("decode_shape_t{}_d{}", t, d);
-  Problem p = shaped({2, 4, 2, 1, t, d, d}, name);
+// A decode-shaped call: one query against t keys, two batch entries (the second padded), or one
+// (a split-KV path for single long decode calls is often taken only then).
+void add_decode_shape(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d, const SizeOptions& options,
+                      int batch = 2) {
+  const std::string name = fmt::format("decode_shape{}_t{}_d{}", batch == 1 ? "_b1" : "", t, d);
+  Problem p = shaped({batch, 4, 2, 1, t, d, d}, name);
   p.mask.causal = true;
-  p.mask.kv_valid = {t, std::max(1, t - 3)};
+  p.mask.kv_valid = batch == 1 ? std::vector<int>{t} : std::vector<int>{t, std::max(1, t - 3)};
   add_decode_modifiers(p);
   add_case(out, caps, name, p, false, options);
 }
@@ -132,6 +135,7 @@ std::vector<SizedCase> ladder_cases(const Capabilities& caps, const SizeOptions&
       if (t > options.full_rows_limit) continue;
       add_square(out, caps, t, d, false, options);
       add_decode_shape(out, caps, t, d, options);
+      add_decode_shape(out, caps, t, d, options, 1);
       // Tq < Tk, no causality: a whole key tile and one more key past the queries, with padding.
       const std::string name = fmt::format("rect_t{}_d{}", t, d);
       Problem rect = shaped({2, 1, 1, t, t + key_step + 1, d, d}, name);
@@ -151,6 +155,7 @@ std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& o
       if (t <= options.full_rows_limit) continue;
       add_square(out, caps, t, d, true, options);
       add_decode_shape(out, caps, t, d, options);
+      add_decode_shape(out, caps, t, d, options, 1);
       if (t <= options.square_limit) add_session(out, caps, t, d, true, options);
     }
     // Chunked prefill at the longest length: two query tiles and one row past them, every key

@@ -17,6 +17,8 @@ static_assert(sizeof(attest_contract) == 176 && offsetof(attest_contract, alibi_
               offsetof(attest_contract, max_abs_value) == 160);
 static_assert(sizeof(attest_precision_spec) == 56 && offsetof(attest_precision_spec, q_entry) == 52);
 static_assert(offsetof(attest_kernel_v2, paths) == ATTEST_KERNEL_V2_0_SIZE);
+static_assert(offsetof(attest_kernel_v2, path_predicates) == ATTEST_KERNEL_V2_1_SIZE && sizeof(attest_kernel_v2) == 400);
+static_assert(sizeof(attest_path_predicate) == 144);
 static_assert(offsetof(attest_problem_v2, bias_stored) + 4 * sizeof(void*) == offsetof(attest_problem_v2, lookahead));
 
 template <typename T>
@@ -193,6 +195,41 @@ Problem from_wire(const attest_problem_v2& h, const Precision& precision) {
   return p;
 }
 
+namespace {
+
+// A declared path (2.2), refused with the reason when it cannot be a predicate.
+PathPredicate predicate_of(const protocol::PathDeclaration& declared) {
+  const attest_path_predicate& x = declared.predicate;
+  const std::string where = "path_predicates[" + declared.path + "]";
+  if (declared.path.empty() || declared.path.size() > 31)
+    throw std::invalid_argument("descriptor: a declared path's name must have 1 to 31 characters");
+  PathPredicate p;
+  p.path = declared.path;
+  p.batch = range_of(x.batch), p.heads = range_of(x.heads), p.q_len = range_of(x.q_len), p.k_len = range_of(x.k_len);
+  p.head_dim = range_of(x.head_dim), p.value_dim = range_of(x.value_dim);
+  p.head_dim_multiple = x.head_dim_multiple, p.value_dim_multiple = x.value_dim_multiple;
+  p.k_len_multiple = x.k_len_multiple;
+  p.k_len_not_multiple = flag_of(x.k_len_not_multiple, where + ".k_len_not_multiple") != 0;
+  p.no_mask = flag_of(x.no_mask, where + ".no_mask") != 0;
+  p.required = FeatureSet::from_abi_bits(x.required), p.excluded = FeatureSet::from_abi_bits(x.excluded);
+  if (p.required.abi_bits() != x.required || p.excluded.abi_bits() != x.excluded)
+    throw std::invalid_argument("descriptor: " + where + " names capability bits this attest does not know");
+  if (const std::string why = p.invalid_because(); !why.empty()) throw std::invalid_argument("descriptor: " + why);
+  return p;
+}
+
+attest_path_predicate predicate_spec(const PathPredicate& p) {
+  attest_path_predicate x{};
+  x.batch = range_of(p.batch), x.heads = range_of(p.heads), x.q_len = range_of(p.q_len), x.k_len = range_of(p.k_len);
+  x.head_dim = range_of(p.head_dim), x.value_dim = range_of(p.value_dim);
+  x.head_dim_multiple = p.head_dim_multiple, x.value_dim_multiple = p.value_dim_multiple;
+  x.k_len_multiple = p.k_len_multiple, x.k_len_not_multiple = p.k_len_not_multiple;
+  x.required = p.required.abi_bits(), x.excluded = p.excluded.abi_bits(), x.no_mask = p.no_mask;
+  return x;
+}
+
+}  // namespace
+
 Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   auto refuse = [](const std::string& why) { throw std::invalid_argument("descriptor: " + why); };
   Capabilities c;
@@ -216,6 +253,8 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
       refuse(where + ": its storage differs from the kernel's (a path may change only where it rounds inside)");
     c.path_precision[path.path] = p;
   }
+
+  for (const protocol::PathDeclaration& declared : d.declared_paths) c.paths.push_back(predicate_of(declared));
 
   const attest_contract& k = d.contract;
   Contract& t = c.contract;
@@ -279,6 +318,9 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   c.inputs = k.inputs == ATTEST_INPUTS_FINITE ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
   if (t.decode_only && !c.decode()) refuse("contract.decode_only without ATTEST_CAP_DECODE");
   if (t.causal_required && !c.declares(Feature::kCausal)) refuse("contract.causal_required without ATTEST_CAP_CAUSAL");
+  for (std::size_t i = 0; i < c.paths.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (c.paths[i].path == c.paths[j].path) refuse("declared path " + c.paths[i].path + " is declared twice");
   return c;
 }
 
@@ -290,6 +332,7 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   d.empty_rows = c.empty_rows == EmptyRowPolicy::kNan ? ATTEST_EMPTY_NAN : ATTEST_EMPTY_ZERO;
   d.precision = spec_of(c.precision);
   for (const auto& [path, p] : c.path_precision) d.paths.push_back({path, spec_of(p)});
+  for (const PathPredicate& p : c.paths) d.declared_paths.push_back({p.path, predicate_spec(p)});
   const Contract& t = c.contract;
   d.head_dims.assign(t.head_dims.begin(), t.head_dims.end());
   attest_contract& k = d.contract;
@@ -323,6 +366,13 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
   for (std::size_t i = 0; i < d.paths.size(); ++i) paths_.push_back({path_names_[i].c_str(), d.paths[i].precision});
   descriptor_.paths = paths_.empty() ? nullptr : paths_.data();
   descriptor_.path_count = static_cast<std::int32_t>(paths_.size());
+  for (const protocol::PathDeclaration& declared : d.declared_paths) declared_names_.push_back(declared.path);
+  for (std::size_t i = 0; i < d.declared_paths.size(); ++i) {
+    declared_paths_.push_back(d.declared_paths[i].predicate);
+    declared_paths_.back().path = declared_names_[i].c_str();
+  }
+  descriptor_.path_predicates = declared_paths_.empty() ? nullptr : declared_paths_.data();
+  descriptor_.path_predicate_count = static_cast<std::int32_t>(declared_paths_.size());
   descriptor_.user = this;
   if (c.forward()) descriptor_.forward = &AbiAdapter::forward;
   if (c.decode()) {

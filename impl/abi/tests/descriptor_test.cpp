@@ -111,7 +111,8 @@ TEST(Descriptor, VersionTwoZeroDescriptorsLoadAsBefore) {
   d.precision.accumulator = ATTEST_F16;
   protocol::Writer w;
   protocol::write_descriptor(w, d);
-  const std::size_t section = 3 * 4 + 2 * 8 + 6 * 4 + 4;  // the contract's new fields, the precision's, the path count
+  // The contract's new fields, the precision's, the path count; then 2.2's declared path count.
+  const std::size_t section = 3 * 4 + 2 * 8 + 6 * 4 + 4 + 4;
   const std::string old_bytes = w.bytes().substr(0, w.bytes().size() - section);
   protocol::Reader r(old_bytes);
   const Capabilities c = capabilities_from_descriptor(protocol::read_descriptor(r));
@@ -120,6 +121,59 @@ TEST(Descriptor, VersionTwoZeroDescriptorsLoadAsBefore) {
   EXPECT_EQ(c.contract.alibi_slopes, AlibiSlopes::kArbitrary);
   EXPECT_EQ(c.inputs, InputDomain::kMaskedMayBeNonFinite);
   EXPECT_TRUE(c.path_precision.empty());
+}
+
+// ABI 2.2: declared paths cross the protocol whole and come back from attest's own kernels; a 2.1
+// descriptor (ending before their section) declares none; unusable ones are refused.
+TEST(Descriptor, VersionTwoTwoDeclaredPathsCrossTheProtocolWhole) {
+  protocol::Descriptor d = causal_descriptor();
+  attest_path_predicate split{};
+  split.batch = {1, 1}, split.q_len = {1, 4}, split.k_len = {512, 1LL << 40};
+  split.value_dim_multiple = 16, split.k_len_multiple = 256, split.k_len_not_multiple = 1;
+  split.required = ATTEST_CAP_CAUSAL, split.excluded = ATTEST_CAP_WINDOW;
+  attest_path_predicate rest{};
+  rest.no_mask = 1;
+  d.declared_paths = {{"split_kv", split}, {"unmasked", rest}};
+  protocol::Writer w;
+  protocol::write_descriptor(w, d);
+  protocol::Reader r(w.bytes());
+  const Capabilities c = capabilities_from_descriptor(protocol::read_descriptor(r));
+  ASSERT_EQ(c.paths.size(), 2u);
+  EXPECT_EQ(c.paths[0].summary(), "split_kv: B = 1, Tq <= 4, Tk >= 512, Dv % 16 = 0, Tk % 256 != 0, with causal, without window");
+  EXPECT_EQ(c.paths[1].summary(), "unmasked: no mask");
+  EXPECT_EQ(capabilities_from_descriptor(descriptor_from_capabilities(c, "k")).paths, c.paths);
+  // The same descriptor cut before the 2.2 section: a 2.1 kernel, no declared paths.
+  protocol::Descriptor older = causal_descriptor();
+  protocol::Writer w21;
+  protocol::write_descriptor(w21, older);
+  const std::string bytes_2_1 = w21.bytes().substr(0, w21.bytes().size() - 4);
+  protocol::Reader r21(bytes_2_1);
+  EXPECT_TRUE(capabilities_from_descriptor(protocol::read_descriptor(r21)).paths.empty());
+
+  auto refused = [&](std::vector<protocol::PathDeclaration> paths, const char* why) {
+    protocol::Descriptor bad = causal_descriptor();
+    bad.declared_paths = std::move(paths);
+    try {
+      capabilities_from_descriptor(bad);
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refused({{"split_kv", split}, {"split_kv", rest}}, "declared twice");
+  refused({{"", split}}, "1 to 31 characters");
+  attest_path_predicate unknown = split;
+  unknown.required = 1u << 30;
+  refused({{"x", unknown}}, "capability bits this attest does not know");
+  attest_path_predicate empty = split;
+  empty.q_len = {5, 4};
+  refused({{"x", empty}}, "an empty or negative range");
+  attest_path_predicate both = split;
+  both.excluded = ATTEST_CAP_CAUSAL;
+  refused({{"x", both}}, "both required and excluded");
+  attest_path_predicate flag = split;
+  flag.no_mask = 2;
+  refused({{"x", flag}}, "no_mask is 2");
 }
 
 TEST(Descriptor, VersionTwoOneValuesOutsideTheirEnumsAreRefused) {

@@ -99,6 +99,8 @@ class PagedDecodeSession final : public DecodeSession {
           if (c_.rope.enabled) rope_rotate(query_.data(), c_.head_dim, faults_.rope_query_at_zero ? t : pos, c_.rope.base);
           long long lo = 0, hi = pos + (faults_.decode_skips_self ? 0 : 1);
           narrow_to_integer_terms(c_.mask, pos, lo, hi);
+          const int page = cache_.page_size();
+          if (faults_.decode_window_evicts_page && c_.mask.window) lo = (lo + page - 1) / page * page;
           const KeyRange range = hi > lo ? KeyRange{static_cast<int>(lo), static_cast<int>(hi)} : KeyRange{};
           const ModifierView modifiers(modifier_problem_);
           attend_row(cache_, b, faults_.gqa_modulo ? h % c_.kv_heads : h / group, query_.data(), c_.head_dim, c_.value_dim, scale, range,

@@ -28,6 +28,12 @@ class TiledKernel final : public Kernel {
     c.contract.query_tile = cfg_.block_q;
     c.contract.key_tile = cfg_.block_k;
     c.precision = cfg_.precision;
+    if (cfg_.declare_paths) {
+      const long long any = 1LL << 40;
+      if (cfg_.split_kv) c.paths.push_back({.path = "split-kv", .batch = {1, 1}, .q_len = {1, 4}, .k_len = {512, any}});
+      c.paths.push_back({.path = "multi-tile", .k_len = {cfg_.block_k + 1, any}});
+      c.paths.push_back({.path = "single-tile", .k_len = {1, cfg_.block_k}});
+    }
     return c;
   }
   std::string last_path() const override { return path_; }
@@ -42,9 +48,13 @@ class TiledKernel final : public Kernel {
     const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
     // A vectorised path for wide problems, as a real library had: its own bug in one feature pair.
     const bool wide = f.wide_path_unmasked_softcap && s.q_len >= 64 && dv % 16 == 0;
-    const bool drop_partial = f.drop_partial_tile ||
+    const bool drop_partial = f.drop_partial_tile || (f.sinks_drop_partial_tile && modifiers.has_sinks()) ||
                               (wide && modifiers.has_softcap() && (features_used_by(p) & FeatureSet::of_kind(FeatureKind::kMaskTerm)).empty());
-    path_ = wide ? "wide" : s.k_len > bc ? "multi-tile" : "single-tile";
+    // A split-KV path for decode-shaped calls, as libraries have: keys in splits of 256, merged.
+    const bool split = (cfg_.split_kv || f.split_kv_drops_remainder) && s.batch == 1 &&
+                       s.q_len <= (f.split_kv_for_tq_8 ? 8 : 4) && s.k_len >= 512;
+    const int key_end = split && f.split_kv_drops_remainder ? s.k_len / kSplitKeys * kSplitKeys : s.k_len;
+    path_ = wide ? "wide" : split ? "split-kv" : s.k_len > bc ? "multi-tile" : "single-tile";
     std::vector<float> q_tile(std::size_t(br) * dk);
     std::vector<float> k_tile(std::size_t(bc + 1) * dk);
     // Score rows have room for one key past the tile: the read_past_keys fault reads it.
@@ -83,6 +93,7 @@ class TiledKernel final : public Kernel {
           std::fill(acc.begin(), acc.end(), 0.0f);
           if (f.mask_after_softmax) lo = 0, hi = s.k_len;
 
+          hi = std::min(hi, key_end);
           for (int j0 = (lo / bc) * bc; j0 < hi; j0 += bc) {
             int cols = std::min(bc, s.k_len - j0);
             if (drop_partial && cols < bc) continue;
@@ -104,7 +115,7 @@ class TiledKernel final : public Kernel {
             if (modifiers.has_sinks() && f.sink_outside_max) row_sum[r] += std::exp(modifiers.sink(h) - row_max[r]);
             const float* arow = &acc[std::size_t(r) * dv];
             for (int d = 0; d < dv; ++d) {
-              const float value = stored_output(arow[d] / row_sum[r]);
+              const float value = f.dv_beyond_dk_zero && d >= dk ? 0.0f : stored_output(arow[d] / row_sum[r]);
               out[d] = f.accumulate_into_output ? out[d] + value : value;
             }
             if (out_lse) *out_lse = (f.lse_without_max ? 0.0f : row_max[r]) + std::log(row_sum[r]);
@@ -290,6 +301,7 @@ class TiledKernel final : public Kernel {
     return std::nearbyint(x / quantum) * quantum;
   }
 
+  static constexpr int kSplitKeys = 256;
   TiledConfig cfg_;
   KernelFaults faults_;
   std::string name_;

@@ -27,6 +27,12 @@ MutantEntry tiled_bf16(std::string name, std::string bug, std::string property, 
   return {name, std::move(bug), std::move(property),
           [=] { return make_faulty_tiled_kernel({32, 32, bf16}, faults, "mutant:" + name); }};
 }
+// The tiled kernel with a split-KV path, declaring its paths (ABI 2.2 path predicates).
+MutantEntry declared_paths(std::string name, std::string bug, std::string property, KernelFaults faults) {
+  return {name, std::move(bug), std::move(property), [=] {
+            return make_faulty_tiled_kernel({.split_kv = true, .declare_paths = true}, faults, "mutant:" + name);
+          }};
+}
 MutantEntry decode(std::string name, std::string bug, std::string property, KernelFaults faults) {
   return {name, std::move(bug), std::move(property),
           [=] { return make_faulty_decode_kernel(16, faults, "mutant:" + name); }};
@@ -128,6 +134,8 @@ std::unique_ptr<Kernel> declared_arithmetic_subject(const std::string& name) {
     p.bias = Scalar::kF16;
     return make_faulty_tiled_kernel({32, 32, p}, {.bias_in_f16 = true}, name);
   }
+  if (name == "tiled-declared-paths")  // a split-KV path for decode shapes; every path declared (ABI 2.2)
+    return make_faulty_tiled_kernel({.split_kv = true, .declare_paths = true}, {}, name);
   if (name == "tiled-two-paths") {  // f16 K/V; up to 64 keys P.V in f16 before normalising, beyond in f32
     Precision long_path;
     long_path.k = long_path.v = Scalar::kF16;
@@ -191,6 +199,16 @@ const std::vector<MutantEntry>& mutant_registry() {
       tiled("wide_path_unmasked_softcap", "a wide path (Tq >= 64, Dv % 16 == 0) drops the partial last key tile with a "
             "softcap and no mask at all: one feature pair on one path", "matches_reference",
             {.wide_path_unmasked_softcap = true}),
+      tiled("sinks_drop_partial_tile", "with attention sinks only: the last partial key tile is dropped",
+            "matches_reference", {.sinks_drop_partial_tile = true}),
+      tiled("split_kv_drops_remainder", "a split-KV path (B = 1, Tq <= 4, Tk >= 512, splits of 256 keys) loses the keys "
+            "past the last whole split when Tk % 256 != 0", "matches_reference", {.split_kv_drops_remainder = true}),
+      declared_paths("split_kv_declared", "the same split-KV remainder bug in a kernel that declares its paths (ABI 2.2)",
+                     "matches_reference", {.split_kv_drops_remainder = true}),
+      declared_paths("declared_split_wider", "a kernel declaring its split-KV path for Tq <= 4 takes it up to Tq = 8",
+                     "declared_paths", {.split_kv_for_tq_8 = true}),
+      tiled("dv_beyond_dk_zero", "Dv > Dk only: O's columns past Dk are written as 0 (an output loop over Dk)",
+            "matches_reference", {.dv_beyond_dk_zero = true}),
       tiled("batch0_padding", "batch 0's key padding used for every batch", "slices_are_independent",
             {.batch0_padding_for_all = true}),
       tiled("empty_row_nan", "an empty row divides 0 by 0 while declaring the zero policy", "empty_row_policy",
@@ -253,6 +271,8 @@ const std::vector<MutantEntry>& mutant_registry() {
              {.decode_page_off_by_one = true}),
       decode("decode_rope_at_zero", "decode: new queries rotated from position 0, not the cache length",
              "decode_matches_prefill", {.rope_query_at_zero = true}),
+      decode("decode_window_evicts_page", "decode with a window: a page is evicted once its first key leaves the "
+             "window, losing its keys still inside", "decode_matches_prefill", {.decode_window_evicts_page = true}),
       decode("decode_gqa_modulo", "decode: GQA maps query head h to kv head h % Hkv", "gqa_matches_repeated_heads",
              {.gqa_modulo = true}),
       decode_only("decode_only_finite_max", "a decode-only kernel whose running max starts at -10000: rows whose "

@@ -24,14 +24,19 @@ std::vector<CoverageAxis> coverage_axes(const Capabilities& caps);
 // Tiles are the declared ones (32 where a kernel declares none).
 std::vector<std::string> coverage_classes(const Problem& p, const Capabilities& caps);
 
-// A coverage target: one class (strength 1) or two classes of different axes (strength 2), as
-// "mask: none + modifier: softcap" (the two in table order).
+// A coverage target: one class (strength 1), or two or three classes of different axes (strength
+// 2, 3), as "mask: none + modifier: softcap" (in table order).
 std::string target_name(const std::vector<std::string>& classes);
 std::vector<std::string> target_classes(const std::string& name);
 // The targets of a given strength that a problem with these classes covers.
 std::vector<std::string> targets_of(const std::vector<std::string>& classes, int strength);
-// Every target of a strength over the axes (pairs only across two axes), in table order.
+// Every target of a strength over the axes (pairs and triples only across distinct axes), in table order.
 std::vector<std::string> all_targets(const std::vector<CoverageAxis>& axes, int strength);
+
+// The value regimes of p (the "values" axis): "ordinary", or any of "range edge" (logits of 1e4
+// and more, or values past the square root of their format's largest), "subnormal" (an input
+// below its format's normal range) and "poison" (a key no row sees holding NaN, inf or 1e30).
+std::vector<std::string> value_regimes(const Problem& p);
 
 // The axis of a qualified class ("mask" for "mask: causal") and its value ("causal").
 std::string axis_of(const std::string& cls);

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "attest/kernel.h"
 
@@ -28,5 +29,26 @@ bool never_written(float x);
 // Runs kernel.forward on a copy of p whose input buffers carry NaN tails. A write outside the
 // outputs or into the inputs throws KernelFailure (kFault).
 GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p);
+
+// While one is alive, run_guarded on this thread records each forward call's problem (its
+// address: a property passes its case itself, or a probe built from it) and the internal path
+// that served it: the property driver sees a check whose probes all left the case's path.
+class PathLog {
+ public:
+  struct Call {
+    const Problem* problem;
+    std::string path;
+  };
+  PathLog();
+  ~PathLog();
+  PathLog(const PathLog&) = delete;
+  PathLog& operator=(const PathLog&) = delete;
+  const std::vector<Call>& calls() const { return calls_; }
+  static void record(const Problem& p, const std::string& path);
+
+ private:
+  std::vector<Call> calls_;
+  PathLog* outer_;
+};
 
 }  // namespace attest

@@ -25,12 +25,19 @@ struct DriveOptions {
   // When set, every problem's (Tq, Tk) is one of these: a top-up run for an internal path that
   // the generated sizes reached too rarely.
   std::vector<std::pair<int, int>> lengths;
+  // When set, every problem takes one of these shapes (B, H, Hkv, Tq, Tk, Dk, Dv) as its base, forced
+  // coverage classes changing what they name: a top-up of the path those shapes reached.
+  std::vector<Shape> shapes;
   // When set, every problem is of this shape class (generators.h: regime, class): a coverage top-up.
   std::optional<std::pair<int, int>> shape_class;
   // When set, coverage targets (coverage_model.h): each case bends its problem into the next one's
   // classes, in turn (a failing case keeps its target while it shrinks). A problem the declaration
   // does not let land there is discarded and counted in DriveResult::targets_missed.
   std::vector<std::string> targets;
+  // Effective cases are counted per coverage target up to this strength (3: triples, at thorough).
+  int target_strength = 2;
+  // When set, every problem is bent into this declared path's predicate: a top-up of that path.
+  std::optional<PathPredicate> path;
 };
 
 // Whether a run with this deadline must stop now.
@@ -86,6 +93,10 @@ struct DriveResult {
   std::optional<Problem> counterexample;  // the shrunk failing problem
   std::map<std::string, int> label_counts;  // how many passing cases carried each label
   std::map<std::string, PathStats> paths;  // effective cases (and a failure) per internal path
+  // Cases drawn again because a probe (V = 1, a slice, a single query) was served by another
+  // internal path than the case's own; and, once as many were redrawn as cases asked, kept so.
+  long probes_redone = 0;
+  long probes_kept_off_path = 0;
   // Per coverage target: problems that could not be bent into it (not run), and why its last
   // case that ran was not effective.
   std::map<std::string, long> targets_missed;

@@ -50,6 +50,8 @@ class AbiAdapter {
   std::vector<std::int32_t> head_dims_;
   std::vector<std::string> path_names_;
   std::vector<attest_path_precision> paths_;
+  std::vector<std::string> declared_names_;
+  std::vector<attest_path_predicate> declared_paths_;
   attest_kernel_v2 descriptor_{};
 };
 

@@ -21,7 +21,12 @@
  * and standard-ALiBi-only contracts and the input domain (attest_contract); the bias's storage,
  * a softmax sum apart from the P.V accumulator, P.V before normalising and rounding on entry
  * (attest_precision_spec, with attest_problem_v2.bias_stored for a 16-bit bias); and, after attest_kernel_v2's reserved pointers (read only when
- * struct_size reaches them), the precision of each internal path. */
+ * struct_size reaches them), the precision of each internal path.
+ *
+ * Version 2.2 appends to attest_kernel_v2 (read only when struct_size reaches it) the kernel's
+ * internal paths with the problems each takes (attest_path_predicate): attest then draws every
+ * path's problems from its predicate instead of discovering paths, and a call served by another
+ * path than the declaration names fails. */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -34,7 +39,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 1 /* version 2.1: the fields marked 2.1 below */
+#define ATTEST_ABI_MINOR 2 /* version 2.2: the fields marked 2.1 and 2.2 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 
 typedef enum attest_status {
@@ -286,6 +291,9 @@ typedef struct attest_kernel_v2 {
   /* 2.1: read only when struct_size reaches them (a 2.0 descriptor ends before). */
   const struct attest_path_precision* paths; /* NULL, or path_count internal paths that round elsewhere */
   int32_t path_count;
+  /* 2.2: read only when struct_size reaches them (a 2.1 descriptor ends before). */
+  const struct attest_path_predicate* path_predicates; /* NULL, or path_predicate_count declared paths */
+  int32_t path_predicate_count;
 } attest_kernel_v2;
 
 /* 2.1: an internal path (the name the kernel writes to outputs.path) and where it rounds. Its
@@ -296,8 +304,27 @@ typedef struct attest_path_precision {
   attest_precision_spec precision;
 } attest_path_precision;
 
-/* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need sizeof(attest_kernel_v2). */
+/* 2.2: an internal path and the problems it takes. A problem is served by the first declared path
+ * whose predicate it meets (every range holds, the widths are multiples, Tk's remainder is as
+ * stated, the required features are used, the excluded ones and, with no_mask, every mask term
+ * are not); one that meets none by a path the kernel does not declare. Declare them in order, the
+ * narrowest first, e.g. {"split_kv", batch {1, 1}, q_len {1, 4}, k_len {512, 1 << 30}}. */
+typedef struct attest_path_predicate {
+  const char* path;  /* as the kernel writes it to outputs.path: 1 to 31 characters */
+  attest_range batch, heads, q_len, k_len, head_dim, value_dim; /* {0, 0}: any */
+  int32_t head_dim_multiple, value_dim_multiple; /* 0: any width; else Dk (Dv) % it == 0 */
+  int32_t k_len_multiple;     /* 0: any Tk; else Tk % it == 0, or != 0 with k_len_not_multiple */
+  int32_t k_len_not_multiple; /* 0 or 1 */
+  uint32_t required;          /* ATTEST_CAP_* bits of problem features every problem of the path uses */
+  uint32_t excluded;          /* ... that none uses */
+  int32_t no_mask;            /* 1: only problems with no mask term at all */
+  int32_t reserved[3];        /* zero */
+} attest_path_predicate;
+
+/* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need ATTEST_KERNEL_V2_1_SIZE,
+ * the 2.2 ones sizeof(attest_kernel_v2). */
 #define ATTEST_KERNEL_V2_0_SIZE 368u
+#define ATTEST_KERNEL_V2_1_SIZE 384u
 
 /* Returns a pointer to an attest_kernel (version 1) or attest_kernel_v2 (version 2). */
 typedef const void* (*attest_kernel_entry_any_fn)(void);

@@ -127,10 +127,18 @@ class ServedKernel {
       d.contract.head_dims = nullptr;
       d.contract.head_dim_count = 0;
       // 2.1's paths follow the 2.0 struct: read them only when the descriptor is that long.
-      if (v2_->struct_size >= sizeof(attest_kernel_v2) && v2_->paths)
+      if (v2_->struct_size >= ATTEST_KERNEL_V2_1_SIZE && v2_->paths)
         for (std::int32_t i = 0; i < std::min(v2_->path_count, 4096); ++i) {
           const attest_path_precision& p = v2_->paths[i];
           d.paths.push_back({p.path ? std::string(p.path, ::strnlen(p.path, 31)) : "", p.precision});
+        }
+      // 2.2's declared paths follow 2.1's (a name past 31 characters keeps its 32nd, to be refused).
+      if (v2_->struct_size >= sizeof(attest_kernel_v2) && v2_->path_predicates)
+        for (std::int32_t i = 0; i < std::min(v2_->path_predicate_count, 4096); ++i) {
+          attest_path_predicate p = v2_->path_predicates[i];
+          const std::string name = p.path ? std::string(p.path, ::strnlen(p.path, 32)) : "";
+          p.path = nullptr;
+          d.declared_paths.push_back({name, p});
         }
       return d;
     }

@@ -199,6 +199,11 @@ struct PathPrecision {
   std::string path;
   attest_precision_spec precision{};
 };
+// A declared path (ABI 2.2): the predicate's fields, its name apart (predicate.path is NULL).
+struct PathDeclaration {
+  std::string path;
+  attest_path_predicate predicate{};
+};
 
 struct Descriptor {
   std::uint32_t abi_version = 0;  // the kernel's own ABI version, 1 or 2
@@ -209,6 +214,7 @@ struct Descriptor {
   std::vector<std::int32_t> head_dims;
   attest_contract contract{};  // head_dims travel separately
   std::vector<PathPrecision> paths;  // ABI 2.1
+  std::vector<PathDeclaration> declared_paths;  // ABI 2.2
 };
 
 // A precision travels as its 2.0 fields, and apart from them (in the descriptor's 2.1 section) the
@@ -243,7 +249,8 @@ inline attest_range read_range(Reader& r) {
 }
 
 // The 2.0 fields, then the section 2.1 added: the contract's new fields, the precision's, and the
-// paths. A descriptor that ends before the section (a kernel written for 2.0) means zeros there.
+// paths; then 2.2's declared paths. A descriptor that ends before a section (a kernel written for
+// 2.0 or 2.1) means zeros (none) there.
 inline void write_descriptor(Writer& w, const Descriptor& d) {
   const attest_precision_spec& p = d.precision;
   const attest_contract& c = d.contract;
@@ -260,6 +267,14 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
     w.str(path.path);
     write_precision_2_0(w, path.precision);
     write_precision_2_1(w, path.precision);
+  }
+  w.u32(static_cast<std::uint32_t>(d.declared_paths.size()));
+  for (const PathDeclaration& declared : d.declared_paths) {
+    const attest_path_predicate& x = declared.predicate;
+    w.str(declared.path);
+    for (const attest_range* r : {&x.batch, &x.heads, &x.q_len, &x.k_len, &x.head_dim, &x.value_dim}) write_range(w, *r);
+    w.i32(x.head_dim_multiple).i32(x.value_dim_multiple).i32(x.k_len_multiple).i32(x.k_len_not_multiple);
+    w.u32(x.required).u32(x.excluded).i32(x.no_mask);
   }
 }
 
@@ -288,6 +303,18 @@ inline Descriptor read_descriptor(Reader& r) {
     read_precision_2_0(r, path.precision);
     read_precision_2_1(r, path.precision);
     d.paths.push_back(path);
+  }
+  if (r.at_end()) return d;  // a 2.1 descriptor
+  const std::uint32_t declared = r.u32();
+  if (declared > 4096) throw ProtocolError("more than 4096 declared paths");
+  for (std::uint32_t i = 0; i < declared; ++i) {
+    PathDeclaration path;
+    attest_path_predicate& x = path.predicate;
+    path.path = r.str();
+    for (attest_range* range : {&x.batch, &x.heads, &x.q_len, &x.k_len, &x.head_dim, &x.value_dim}) *range = read_range(r);
+    x.head_dim_multiple = r.i32(), x.value_dim_multiple = r.i32(), x.k_len_multiple = r.i32();
+    x.k_len_not_multiple = r.i32(), x.required = r.u32(), x.excluded = r.u32(), x.no_mask = r.i32();
+    d.declared_paths.push_back(path);
   }
   r.expect_end();
   return d;

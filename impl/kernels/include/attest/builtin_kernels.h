@@ -12,6 +12,10 @@ struct TiledConfig {
   int block_q = 32;  // Br, query rows per tile
   int block_k = 32;  // Bc, keys per tile
   Precision precision;  // the scalar tiled kernel rounds where this says (and declares it)
+  // A split-KV path for decode-shaped calls (B = 1, Tq <= 4, Tk >= 512), reported as "split-kv";
+  // with declare_paths the kernel declares its paths (ABI 2.2) instead of leaving them to discovery.
+  bool split_kv = false;
+  bool declare_paths = false;
 };
 
 std::unique_ptr<Kernel> make_loop_kernel();

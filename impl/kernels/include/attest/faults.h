@@ -69,6 +69,13 @@ struct KernelFaults {
   bool batch_table_of_4 = false;         // B > 4: K and V of batch b % 4 (a 4-entry batch pointer table)
   bool wide_path_unmasked_softcap = false;  // a "wide" path (Tq >= 64, Dv % 16 == 0): with a softcap and no mask term
                                             // at all, the last partial key tile is dropped
+  bool sinks_drop_partial_tile = false;  // with sinks, the last partial key tile is dropped (the sink's slot ends the tile)
+  bool split_kv_drops_remainder = false;  // a split-KV path (B = 1, Tq <= 4, Tk >= 512, splits of 256 keys) drops the
+                                          // keys past the last whole split
+  bool split_kv_for_tq_8 = false;        // the split-KV path taken up to Tq = 8 while declaring Tq <= 4
+  bool dv_beyond_dk_zero = false;        // Dv > Dk: O's columns past Dk are written as 0 (an output loop over Dk)
+  bool decode_window_evicts_page = false;  // decode with a window: a page is evicted as soon as its first key
+                                           // leaves the window (its later keys, still inside, are lost)
   // Sizes: bugs only past the first tiles
   bool third_key_tile_stale = false;     // double-buffered K: the third key tile scores the first tile's keys
   bool query_tile_local_positions = false;  // a row's mask position from its index within its query tile

@@ -14,6 +14,7 @@
 
 #include "attest/contract.h"
 #include "attest/features.h"
+#include "attest/path_predicate.h"
 #include "attest/problem.h"
 
 namespace attest {
@@ -58,6 +59,9 @@ struct Capabilities {
   std::map<std::string, Precision> path_precision;
   Contract contract;    // which problems it accepts; its tiles
   InputDomain inputs = InputDomain::kMaskedMayBeNonFinite;
+  // Its internal paths and the problems each takes, when it declares them (path_predicate.h);
+  // empty: attest discovers the paths over the size ladder.
+  std::vector<PathPredicate> paths;
 
   bool declares(Feature f) const { return features.contains(f); }
   bool lse() const { return declares(Feature::kLse); }

@@ -26,7 +26,8 @@ const MutantEntry& find_mutant(const std::string& name);  // throws std::invalid
 // self-attention-only / self-attention-undeclared (the tiled kernel refusing Tq != Tk or q_offset != 0),
 // or standard-alibi-only / standard-alibi-undeclared (the tiled kernel using the standard ALiBi
 // slopes), or tiled-entry-f16, tiled-f16-kv-unnormalised, tiled-bias-f16, tiled-two-paths (the
-// tiled kernel rounding as ABI 2.1's precision declarations say: calibration subjects). The lower
+// tiled kernel rounding as ABI 2.1's precision declarations say: calibration subjects), or
+// tiled-declared-paths (the tiled kernel with a split-KV path, declaring its paths: ABI 2.2). The lower
 // layer of the one resolver (ci/isolation/kernel_resolver.h adds plugin paths, cmd:COMMAND,
 // baseline:blas and isolation); throws std::invalid_argument.
 std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name);

@@ -123,7 +123,7 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
 }
 
 CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, const PathShapes& discovered,
-                           const CertifyOptions& options, LearnedPaths* learned) {
+                           const CertifyOptions& options, const LearnedPaths* learned) {
   DriveOptions drive;
   drive.cases = options.property_cases;
   drive.seed = options.seed;
@@ -131,7 +131,7 @@ CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, c
   drive.kernel_source = options.kernel_source;
   drive.isolated = options.isolated;
   drive.deadline = options.deadline;
-  drive.shrink = options.shrink;
+  drive.shrink = options.shrink && (options.shrink_only.empty() || options.shrink_only == property.name);
   const int strength = coverage_strength(options.property_cases, property.name);
   drive.target_strength = std::max(2, strength);
   const DriveResult d = drive_property(property, kernel, drive);
@@ -176,7 +176,7 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
                              safe_text(kernel.name(), 64), discovered.size(), kMaxPaths);
     discovered.clear();
   }
-  LearnedPaths learned;
+  LearnedPaths learned = learn_path_predicates(kernel, discovered, options);
   for (const PropertyInfo& property : property_catalogue()) {
     if (!takes_next_check(options)) continue;
     CheckResult r = check_property(property, kernel, discovered, options, &learned);

@@ -103,6 +103,9 @@ struct CertifyOptions {
   SizeOptions sizes;             // the ladder and long stages' lengths, widths, rows and threads
   bool sized_stages = true;      // false: no ladder or long stage
   bool shrink = true;            // false: a failing property reports its first counterexample as found
+  // When set, only this property's failure is shrunk; the others report their first counterexample
+  // (attest mutants: the size that counts is the expected property's).
+  std::string shrink_only;
 };
 
 // Sizes for a budget: quick stops at 4096 keys, default at 32768, thorough at 65536.
@@ -158,11 +161,13 @@ int coverage_strength(int property_cases, const std::string& property);
 constexpr std::size_t kCoverageTopUpCases = 2000;
 // Draws each target a path lacks with its classes forced (coverage_top_up.cpp); what stays
 // uncovered goes to r.path_shortfall, and each path's stats say what it needed and lacks.
-// Per path, the classes a property's top-up drew on purpose and saw served by other paths: the
-// path's learned predicate, which later properties of the same run do not draw again.
+// Per path, the classes that, drawn on purpose on the path's shapes, were always served by other
+// paths: the path's learned predicate, which no property's top-up draws again.
 using LearnedPaths = std::map<std::string, std::set<std::string>>;
+// Learns them with forward calls only (no reference), seeded: every shard learns the same.
+LearnedPaths learn_path_predicates(const Kernel& kernel, const PathShapes& discovered, const CertifyOptions& options);
 void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
-                    const PathShapes& discovered, int strength, LearnedPaths* learned = nullptr);
+                    const PathShapes& discovered, int strength, const LearnedPaths* learned = nullptr);
 
 // Adds a top-up run's cases to a check; false (the failure recorded, named by `what`) when it failed.
 bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what);
@@ -186,7 +191,7 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
 // One property's check as the property stage runs it: the random draw, then the path, class and
 // coverage top-ups over the paths `discovered` in the size ladder.
 CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, const PathShapes& discovered,
-                           const CertifyOptions& options, LearnedPaths* learned = nullptr);
+                           const CertifyOptions& options, const LearnedPaths* learned = nullptr);
 
 // Random inputs through the fuzz targets' decoder and properties, in this process (so plugins
 // and process kernels are fuzzed too); no coverage guidance, that is `attest fuzz`'s job.

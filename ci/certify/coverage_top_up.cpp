@@ -9,7 +9,11 @@
 // check. What is left makes the check insufficient. Counts, not time: the verdict never depends on
 // the machine's speed.
 #include <fmt/format.h>
+#include <algorithm>
 #include <set>
+
+#include "attest/generators.h"
+#include "attest/harness.h"
 
 #include "attest/coverage_model.h"
 #include "attest/session_forward.h"
@@ -76,6 +80,40 @@ RoundsOutcome run_rounds(CheckResult& r, const PropertyInfo& property, const Ker
 
 }  // namespace
 
+LearnedPaths learn_path_predicates(const Kernel& kernel, const PathShapes& discovered, const CertifyOptions& options) {
+  LearnedPaths out;
+  const Capabilities caps = kernel.capabilities();
+  if (discovered.size() < 2 || discovered.size() > kMaxPaths || !caps.forward()) return out;
+  const std::vector<std::string> classes = all_targets(coverage_axes(caps), 1);
+  const rc::Gen<ProblemSpec> specs = gen_spec(caps);
+  for (const auto& [path, shapes] : discovered) {
+    ProblemNeeds needs;
+    needs.shapes.assign(shapes.begin(), shapes.begin() + std::min<std::size_t>(4, shapes.size()));
+    needs.path = declared_predicate(caps, path);
+    for (const std::string& c : classes) {
+      needs.force = {c};
+      bool ran = false, landed = false;
+      for (int t = 0; t < 7 && !landed; ++t) {  // as many draws as a target's three rounds give it
+        const int seed = static_cast<int>((options.seed ^ std::hash<std::string>{}(path + c)) % 1000003) + t;
+        const Problem p = build_problem(specs(rc::Random(seed), 50).value(), caps, needs);
+        const std::vector<std::string> got = coverage_classes(p, caps);
+        if (!caps.supports(p) || std::find(got.begin(), got.end(), c) == got.end()) continue;
+        try {
+          run_guarded(kernel, p);
+        } catch (const KernelLoadError&) {
+          throw;
+        } catch (const std::exception&) {
+          continue;  // the checks report it; learning only watches paths
+        }
+        ran = true;
+        landed = kernel.last_path() == path;
+      }
+      if (ran && !landed) out[path].insert(c);
+    }
+  }
+  return out;
+}
+
 int coverage_strength(int property_cases, const std::string& property) {
   if (property_cases <= 10) return 1;
   const int exact = property == "matches_reference" ? 1 : 0;  // the check every problem takes: one more
@@ -83,7 +121,7 @@ int coverage_strength(int property_cases, const std::string& property) {
 }
 
 void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
-                    const PathShapes& discovered, int strength, LearnedPaths* learned) {
+                    const PathShapes& discovered, int strength, const LearnedPaths* learned) {
   if (!r.not_covered.empty() || r.failures > 0) return;
   // A kernel naming more than kMaxPaths paths names calls, not code paths: per-path coverage would
   // multiply without bound (the report says so); the draw and the class top-ups stand.
@@ -100,15 +138,14 @@ void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& 
     if (path != kOtherPaths) paths.push_back(path);
   for (const std::string& path : paths) {
     // The classes the path takes: those seen on it, and those that land on it when drawn on purpose.
-    // A class an earlier property's top-up drew on purpose and saw served by another path is the
-    // kernel's choice, not this property's: it is not drawn again.
+    // A class the path's learned predicate leaves out (learn_path_predicates) is the kernel's choice,
+    // not this property's: it is not drawn again, and is listed as not taken.
     const std::set<std::string>* elsewhere = learned && learned->contains(path) ? &learned->at(path) : nullptr;
     std::vector<std::string> unseen;
     for (const std::string& c : classes)
       if (r.paths[path].targets[c] == 0 && !(elsewhere && elsewhere->contains(c))) unseen.push_back(c);
     RoundsOutcome singles = run_rounds(r, property, kernel, drive, discovered, path, unseen, rounds);
     if (singles.failed) return;
-    if (learned && !elsewhere) (*learned)[path] = singles.elsewhere;
     std::vector<std::string> taken, not_taken;
     for (const std::string& c : classes)
       (r.paths[path].targets[c] > 0 ? taken : not_taken).push_back(c);

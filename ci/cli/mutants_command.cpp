@@ -50,6 +50,7 @@ MutantReport evaluate(const MutantEntry& entry, const MutantsRequest& request, O
   options.progress = false;
   options.kernel_source = "mutant:" + entry.name;
   options.sizes = request.sizes;
+  options.shrink_only = entry.expected_property;  // the other checks' first counterexamples suffice
   std::filesystem::remove_all(options.out_dir);
   const std::vector<CheckResult> checks = certify_kernel(*kernel, oracle, options);
   bool first = true;
@@ -62,10 +63,10 @@ MutantReport evaluate(const MutantEntry& entry, const MutantsRequest& request, O
     if (c.passed()) continue;
     r.killed_by.push_back(c.check);
     if (c.check == entry.expected_property) r.expected_caught = true;
-    // The size that counts is the shrunk one: the expected property's counterexample, else the
-    // first property's (golden and grid cases are fixed, not shrunk).
-    const bool shrunk = c.stage == "property" && !c.counterexample_path.empty();
-    if (shrunk && (r.shrunk_q_len == 0 || c.check == entry.expected_property)) {
+    // The size that counts is the shrunk one: the expected property's counterexample (only it is
+    // shrunk; a mutant expected to fail a fixed check, the ladder or declared_paths, shows none).
+    const bool shrunk = c.stage == "property" && !c.counterexample_path.empty() && c.check == entry.expected_property;
+    if (shrunk) {
       try {
         const ProblemFile f = load_problem_file(c.counterexample_path);
         r.shrunk_q_len = f.problem.shape.q_len;

@@ -564,7 +564,8 @@ def case_budget_hang_at_required_length():
     env = dict(os.environ, HOSTILE_CLIFF_KEYS="512", HOSTILE_CLIFF_FACTOR="0")
     run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "0.001", "--timeout", "8",
                   timeout=240, expect=(1,), env=env)
-    require(run, "did not answer within 8 s", "NOT CERTIFIED")
+    # The wait is max(--timeout, 10x the cost its measured speed predicts): which one depends on the load.
+    require(run, "did not answer within", "NOT CERTIFIED")
 
 
 def case_budget_spares_required_lengths():

@@ -62,6 +62,9 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
     int overflows = 0;                       // alarms the declared arithmetic's own overflow explains
     int worst_bound_case = -1;               // where err/bound peaked (seed + case replays it)
     double worst_bound = 0, worst_use = 0, worst_kernel = 0, worst_model = 0, worst_ratio = 0;
+    // The backward (DESIGN.md §11), for a kernel that declares one: the gradient bound's alarms.
+    int gradient_cases = 0, gradient_alarms = 0, worst_gradient_case = -1;
+    double worst_gradient = 0;
     for (int i = 0; done < cases; ++i) {
       const Problem p = build_problem(gen(rc::Random(seed + i), 100).value(), caps);
       if (!kernel->capabilities().supports(p)) continue;
@@ -83,6 +86,16 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
         if (v.property != "matches_reference") worst_use = std::max(worst_use, v.utilisation);
         else if (v.utilisation > worst_bound) worst_bound = v.utilisation, worst_bound_case = i;
       }
+      if (caps.backward()) {
+        const Verdict g = gradient_matches_reference(p, *kernel, oracle);
+        gradient_cases += g.exercised;
+        if (!g.passed) {
+          ++gradient_alarms;
+          std::cout << fmt::format("FALSE ALARM {} backward case {} (seed {}): {}\n", name, i, seed + i, g.detail);
+        } else if (g.utilisation > worst_gradient) {
+          worst_gradient = g.utilisation, worst_gradient_case = i;
+        }
+      }
       if (e && !explained) {
         worst_kernel = std::max(worst_kernel, e->kernel), worst_model = std::max(worst_model, e->model);
         if (e->model > 0.1) worst_ratio = std::max(worst_ratio, e->kernel / e->model);
@@ -95,7 +108,13 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
     if (worst_bound_case >= 0)
       std::cout << fmt::format("  worst err/bound {:.3g} at case {} (seed {})\n", worst_bound, worst_bound_case,
                                seed + worst_bound_case);
-    alarms_total += alarms;
+    if (caps.backward())
+      std::cout << fmt::format("  backward: {} cases compared, {} false alarms, worst gradient err/bound {:.3g}{}\n",
+                               gradient_cases, gradient_alarms, worst_gradient,
+                               worst_gradient_case >= 0 ? fmt::format(" at case {} (seed {})", worst_gradient_case,
+                                                                      seed + worst_gradient_case)
+                                                        : "");
+    alarms_total += alarms + gradient_alarms;
   }
   const GateAllowance f32 = gate_allowance(Precision{}), half = gate_allowance(Precision{.scores = Scalar::kBF16});
   std::cout << fmt::format("precision gate: fails above {} x max(model error, {} u) at f32, {} x max(model error, {} u) "

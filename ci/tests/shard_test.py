@@ -173,6 +173,15 @@ def case_merge_hostile():
     inflated["kernels"][0]["checks"][0]["effective_cases"] = inflated["kernels"][0]["checks"][0]["cases"] + 1
     negative = load(two)
     negative["kernels"][0]["checks"][0]["seconds"] = -1.0
+    # The fields of issue 20: a declared path whose predicate takes no problem, a negative count of
+    # probes redone off their path.
+    empty_path = load(two)
+    empty_path["kernels"][0]["descriptor"]["declared_paths"] = [dict(
+        path="split_kv", batch=[4, 1], heads=[0, 0], q_len=[0, 0], k_len=[0, 0], head_dim=[0, 0], value_dim=[0, 0],
+        head_dim_multiple=0, value_dim_multiple=0, k_len_multiple=0, k_len_not_multiple=False, required=[], excluded=[],
+        no_mask=False, summary="")]
+    off_path = load(two)
+    off_path["kernels"][0]["checks"][0]["probes_off_path"] = {"redone": -3, "kept": 0}
     three = shards_of(3, prefix="three")
     certify(*KERNELS, *SEED, "--json", path("full.json"))
     depth = 70000
@@ -191,6 +200,9 @@ def case_merge_hostile():
         ("a missing file", [path(one), path("no-such.json")], "cannot open"),
         ("more effective cases than cases", [path(one), write("inflated.json", inflated)], "effective_cases is more than cases"),
         ("negative seconds", [path(one), write("negative.json", negative)], "seconds is negative"),
+        ("a declared path taking no problem", [path(one), write("empty_path.json", empty_path)],
+         "declared_paths[0] path split_kv: an empty or negative range"),
+        ("negative probes redone", [path(one), write("off_path.json", off_path)], "probes_off_path.redone must be a count"),
     ]
     for what, files, message in cases:
         out = path("out.json")

@@ -36,6 +36,26 @@ const std::vector<PropertyInfo>& property_catalogue() {
       {"softcap_saturates", "capped logits: finite at any Q scale, no weight below the cap's floor",
        softcap_saturates, {F::kSoftcap}, {.max_keys = 256}},
       {"sink_takes_mass", "probe V = 1 with sinks outputs 1 - exp(sigma - LSE)", sink_takes_mass, {F::kSinks}, {}},
+      // Backward (DESIGN.md §11).
+      {"gradient_matches_reference", "dQ, dK, dV, dsinks within the gradient bound", gradient_matches_reference,
+       {F::kBackward}, {}},
+      {"gradient_masked_keys_zero", "poisoned masked keys get dK = dV = 0 exactly", gradient_masked_keys_zero,
+       {F::kBackward}, {.masked = true}},
+      {"gradient_dv_is_pt_do", "dO one-hot: dV's columns are rows of P", gradient_dv_is_pt_do, {F::kBackward}, {}},
+      {"gradient_ds_rows_sum_to_zero", "equal keys: dQ = 0 (rows of dS sum to 0)", gradient_ds_rows_sum_to_zero,
+       {F::kBackward}, {}},
+      {"gradient_empty_rows_contribute_nothing", "empty rows: dQ = 0, nothing else changes",
+       gradient_empty_rows_contribute_nothing, {F::kBackward}, {}},
+      {"gradient_gqa_matches_repeated_heads", "GQA gradients equal repeated heads summed per group",
+       gradient_gqa_matches_repeated_heads, {F::kBackward, F::kGqa}, {.gqa = true}},
+      {"gradient_permutation_equivariance", "permuting rows permutes the gradients", gradient_permutation_equivariance,
+       {F::kBackward}, {.position_free = true}},
+      {"gradient_deterministic", "bitwise repeatable gradients when promised", gradient_deterministic,
+       {F::kBackward}, {}},
+      {"gradient_matches_finite_difference", "sampled gradients equal central differences of the exact forward",
+       gradient_matches_finite_difference, {F::kBackward}, {.max_keys = 256}},
+      {"gradient_overflow_safe", "logits up to 1e4, values x 1e15: finite gradients within the bound",
+       gradient_overflow_safe, {F::kBackward}, {}},
   };
   return catalogue;
 }
@@ -51,7 +71,10 @@ std::string not_covered_because(const PropertyInfo& property, const Capabilities
   if (!missing.empty()) return "the kernel does not declare " + missing.joined(" or ");
   if (property.needs_forward && !caps.forward() && !(property.through_sessions && caps.decode()))
     return "needs a forward call; the kernel is decode-only";
-  if (property.name == "empty_row_policy" && !caps.declares(Feature::kQueryPadding) &&
+  if (property.name == "gradient_deterministic" && !caps.deterministic_backward)
+    return "the kernel does not promise deterministic gradients";
+  if ((property.name == "empty_row_policy" || property.name == "gradient_empty_rows_contribute_nothing") &&
+      !caps.declares(Feature::kQueryPadding) &&
       !caps.declares(Feature::kKeyPadding))
     return "makes rows empty through padding; the kernel declares neither key_padding nor query_padding";
   return cannot_cover(property.needs, caps);

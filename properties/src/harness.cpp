@@ -112,4 +112,35 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   return out;
 }
 
+Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const BackwardInputs& in) {
+  p.validate();
+  if (const std::string why = kernel.capabilities().unsupported_because(p); !why.empty())
+    throw OutsideDeclaration("the check needed a problem outside the kernel's declaration (" + why + ")");
+  if (!kernel.capabilities().backward()) throw OutsideDeclaration("the kernel declares no backward");
+  Problem copy = p;
+  copy.q = with_nan_tail(p.q);
+  copy.k = with_nan_tail(p.k);
+  copy.v = with_nan_tail(p.v);
+  const std::vector<float> o = with_nan_tail({in.o.begin(), in.o.end()});
+  const std::vector<float> lse = with_nan_tail({in.lse.begin(), in.lse.end()});
+  const std::vector<float> d_o = with_nan_tail({in.d_o.begin(), in.d_o.end()});
+  GuardedBuffer dq(p.q_size()), dk(p.k_size()), dv(p.v_size()), dsinks(p.modifiers.sinks.size());
+  kernel.backward(copy, {o, lse, d_o}, {dq.span(), dk.span(), dv.span(), dsinks.span()});
+  Gradients out;
+  out.path = kBackwardPath;  // one path for every backward call: its coverage is counted apart from the forward's
+  PathLog::record(p, out.path);
+  out.dq = dq.contents(), out.dk = dk.contents(), out.dv = dv.contents(), out.dsinks = dsinks.contents();
+  std::string damage = dq.damage("dQ");
+  for (const auto& [buffer, name] : {std::pair{&dk, "dK"}, {&dv, "dV"}, {&dsinks, "dsinks"}})
+    if (damage.empty()) damage = buffer->damage(name);
+  if (!damage.empty()) throw KernelFailure(KernelFailure::Kind::kFault, damage);
+  auto same = [](const std::vector<float>& a, std::span<const float> b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  if (!same(copy.q, p.q) || !same(copy.k, p.k) || !same(copy.v, p.v) || !same(o, in.o) || !same(lse, in.lse) ||
+      !same(d_o, in.d_o))
+    throw KernelFailure(KernelFailure::Kind::kFault, "the kernel changed its input buffers");
+  return out;
+}
+
 }  // namespace attest

@@ -104,17 +104,7 @@ Verdict masked_inputs_have_no_influence(const Problem& p, const Kernel& kernel, 
 Verdict empty_row_policy(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "empty_row_policy";
   const Capabilities caps = kernel.capabilities();
-  // Make more rows empty: drop the last query of every batch (query padding) or, failing
-  // that capability, all keys of the last batch (key padding).
-  Problem variant = p;
-  const Shape& s = p.shape;
-  if (caps.declares(Feature::kQueryPadding)) {
-    if (variant.mask.q_valid.empty()) variant.mask.q_valid.assign(s.batch, s.q_len);
-    for (int& n : variant.mask.q_valid) n = std::max(0, std::min(n, s.q_len - 1));
-  } else {
-    if (variant.mask.kv_valid.empty()) variant.mask.kv_valid.assign(s.batch, s.k_len);
-    variant.mask.kv_valid.back() = 0;
-  }
+  const Problem variant = with_more_empty_rows(p, caps);
   const Reference& ref = oracle.reference(variant);
   // Rows empty in the variant follow the policy exactly; the others are unchanged.
   Comparison cmp = compare_with_reference(variant, ref, run_guarded(kernel, variant), caps, name);

@@ -1,6 +1,7 @@
 #include "problem_edits.h"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -152,6 +153,57 @@ std::optional<Problem> single_query_within(const Problem& p, int i, const Capabi
   return std::nullopt;
 }
 
+Problem permuted_problem(const Problem& p, const std::vector<int>& qs, const std::vector<int>& ks) {
+  const Shape& s = p.shape;
+  const MaskSpec& m = p.mask;
+  Problem permuted = p;
+  permuted.q = permute_rows(p.q, s.batch * s.heads, qs, s.head_dim);
+  permuted.k = permute_rows(p.k, s.batch * s.kv_heads, ks, s.head_dim);
+  permuted.v = permute_rows(p.v, s.batch * s.kv_heads, ks, s.value_dim);
+  if (!m.q_segment.empty()) {
+    permuted.mask.q_segment = permute_rows(m.q_segment, s.batch, qs, 1);
+    permuted.mask.k_segment = permute_rows(m.k_segment, s.batch, ks, 1);
+  }
+  if (!m.explicit_mask.empty()) {
+    // Rows follow the queries, then columns follow the keys.
+    std::vector<std::uint8_t> rows = permute_rows(m.explicit_mask, s.batch, qs, s.k_len);
+    permuted.mask.explicit_mask = permute_rows(rows, s.batch * s.q_len, ks, 1);
+  }
+  // A bias is permuted along with its rows and columns.
+  permuted.modifiers.bias = rebuilt_bias(p, s, [&](int b, int h, int i, int j) {
+    return p.modifiers.bias[p.modifiers.bias_index(s, b, h, qs[i], ks[j])];
+  });
+  return permuted;
+}
+
+Problem with_more_empty_rows(const Problem& p, const Capabilities& caps) {
+  Problem variant = p;
+  const Shape& s = p.shape;
+  if (caps.declares(Feature::kQueryPadding)) {
+    if (variant.mask.q_valid.empty()) variant.mask.q_valid.assign(s.batch, s.q_len);
+    for (int& n : variant.mask.q_valid) n = std::max(0, std::min(n, s.q_len - 1));
+  } else {
+    if (variant.mask.kv_valid.empty()) variant.mask.kv_valid.assign(s.batch, s.k_len);
+    variant.mask.kv_valid.back() = 0;
+  }
+  return variant;
+}
+
+Problem repeated_heads(const Problem& p) {
+  const Shape& s = p.shape;
+  Problem mha = p;
+  mha.shape.kv_heads = s.heads;
+  mha.k.clear();
+  mha.v.clear();
+  for (int b = 0; b < s.batch; ++b)
+    for (int h = 0; h < s.heads; ++h) {
+      const std::size_t g = std::size_t(b) * s.kv_heads + p.kv_head_of(h);
+      mha.k.insert(mha.k.end(), p.k.begin() + g * s.k_len * s.head_dim, p.k.begin() + (g + 1) * s.k_len * s.head_dim);
+      mha.v.insert(mha.v.end(), p.v.begin() + g * s.k_len * s.value_dim, p.v.begin() + (g + 1) * s.k_len * s.value_dim);
+    }
+  return mha;
+}
+
 Problem single_slice(const Problem& p, int b, int h) {
   const Shape& s = p.shape;
   const int g = p.kv_head_of(h);
@@ -291,5 +343,12 @@ Problem with_alibi_slopes(const Problem& p, std::uint64_t seed) {
 std::vector<std::uint8_t> visibility_of(const Problem& p) { return reference_mask(p); }
 
 std::uint64_t seed_of(const Problem& p, std::uint64_t salt) { return fingerprint(p) ^ (salt * 0x9e3779b97f4a7c15ULL); }
+
+std::vector<int> shuffled(int n, std::uint64_t seed) {
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+  return order;
+}
 
 }  // namespace attest

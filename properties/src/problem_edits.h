@@ -59,6 +59,17 @@ Problem single_query(const Problem& p, int i);
 // position dropped (causality masks them anyway). nullopt when neither fits.
 std::optional<Problem> single_query_within(const Problem& p, int i, const Capabilities& caps);
 
+// Queries permuted by qs and keys (with values) by ks in every batch entry and head: row r of the
+// result is row qs[r] (key ks[r]) of p; segments, the explicit mask and the bias follow.
+Problem permuted_problem(const Problem& p, const std::vector<int>& qs, const std::vector<int>& ks);
+
+// More rows made empty: the last query of every batch entry (query padding) or, for a kernel
+// without it, every key of the last batch entry (key padding).
+Problem with_more_empty_rows(const Problem& p, const Capabilities& caps);
+
+// The GQA problem as multi-head attention: every query head with its own copy of its K/V head.
+Problem repeated_heads(const Problem& p);
+
 // One (batch, head) as a problem of its own: B = H = Hkv = 1.
 Problem single_slice(const Problem& p, int b, int h);
 
@@ -90,6 +101,20 @@ KeySet keys_masked_for_row(const Problem& p, const std::vector<std::uint8_t>& vi
 // for a kernel promised finite inputs), in every storage format; returns how many keys. K and V are
 // poisoned apart: a kernel may zero a row for a NaN key and leak a NaN value.
 int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& caps);
+
+// 0 .. n-1 in an order drawn from `seed`.
+std::vector<int> shuffled(int n, std::uint64_t seed);
+
+// Rows [outer][n][width] of `from`, reordered: row r of each block comes from row order[r].
+template <typename T>
+std::vector<T> permute_rows(const std::vector<T>& from, int outer, const std::vector<int>& order, int width) {
+  std::vector<T> out(from.size());
+  const std::size_t n = order.size();
+  for (int o = 0; o < outer; ++o)
+    for (std::size_t r = 0; r < n; ++r)
+      std::copy_n(from.begin() + ((o * n + order[r]) * width), width, out.begin() + ((o * n + r) * width));
+  return out;
+}
 
 // A deterministic generator seeded by the problem, so a property's choices replay.
 std::uint64_t seed_of(const Problem& p, std::uint64_t salt);

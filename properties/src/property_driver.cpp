@@ -43,6 +43,8 @@ struct CasePath {
 CasePath case_path(const PathLog& log, const Problem& p, const Kernel& kernel) {
   const std::vector<PathLog::Call> calls = log.calls();
   if (calls.empty()) return {kernel.last_path()};  // decode sessions only: the kernel's word
+  if (std::all_of(calls.begin(), calls.end(), [](const PathLog::Call& c) { return c.path == kBackwardPath; }))
+    return {kBackwardPath};  // a backward check: its calls are the case, whatever it rewrote
   CasePath where;
   const auto own = std::find_if(calls.begin(), calls.end(), [&](const PathLog::Call& c) { return c.problem == &p; });
   if (own != calls.end()) return {own->path};

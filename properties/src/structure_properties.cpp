@@ -10,52 +10,14 @@
 #include "problem_edits.h"
 
 namespace attest {
-namespace {
-
-std::vector<int> shuffled(int n, std::uint64_t seed) {
-  std::vector<int> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
-  return order;
-}
-
-// Rows [outer][n][width] of `from`, reordered: row r of each block comes from row order[r].
-template <typename T>
-std::vector<T> permute_rows(const std::vector<T>& from, int outer, const std::vector<int>& order, int width) {
-  std::vector<T> out(from.size());
-  const std::size_t n = order.size();
-  for (int o = 0; o < outer; ++o)
-    for (std::size_t r = 0; r < n; ++r)
-      std::copy_n(from.begin() + ((o * n + order[r]) * width), width, out.begin() + ((o * n + r) * width));
-  return out;
-}
-
-}  // namespace
 
 Verdict permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "permutation_equivariance";
-  const MaskSpec& m = p.mask;
   for (Feature f : features_used_by(p).members())
     if (info(f).positional) return Verdict::vacuous(name, std::string("the problem uses ") + info(f).name + ", which depends on positions");
   const Shape& s = p.shape;
   const std::vector<int> qs = shuffled(s.q_len, seed_of(p, 1)), ks = shuffled(s.k_len, seed_of(p, 2));
-  Problem permuted = p;
-  permuted.q = permute_rows(p.q, s.batch * s.heads, qs, s.head_dim);
-  permuted.k = permute_rows(p.k, s.batch * s.kv_heads, ks, s.head_dim);
-  permuted.v = permute_rows(p.v, s.batch * s.kv_heads, ks, s.value_dim);
-  if (!m.q_segment.empty()) {
-    permuted.mask.q_segment = permute_rows(m.q_segment, s.batch, qs, 1);
-    permuted.mask.k_segment = permute_rows(m.k_segment, s.batch, ks, 1);
-  }
-  if (!m.explicit_mask.empty()) {
-    // Rows follow the queries, then columns follow the keys.
-    std::vector<std::uint8_t> rows = permute_rows(m.explicit_mask, s.batch, qs, s.k_len);
-    permuted.mask.explicit_mask = permute_rows(rows, s.batch * s.q_len, ks, 1);
-  }
-  // A bias is permuted along with its rows and columns.
-  permuted.modifiers.bias = rebuilt_bias(p, s, [&](int b, int h, int i, int j) {
-    return p.modifiers.bias[p.modifiers.bias_index(s, b, h, qs[i], ks[j])];
-  });
+  const Problem permuted = permuted_problem(p, qs, ks);
   const Reference& ref = oracle.reference(p);
   const GuardedOutputs original = run_guarded(kernel, p);
   GuardedOutputs got = run_guarded(kernel, permuted);
@@ -81,16 +43,7 @@ Verdict gqa_matches_repeated_heads(const Problem& given, const Kernel& kernel, O
   const bool add_slopes = kernel.capabilities().declares(Feature::kAlibi) && seed_of(given, 6) % 2;
   Problem p = add_slopes ? with_alibi_slopes(given, seed_of(given, 6)) : given;
   kernel.capabilities().contract.fit_alibi_slopes(p);  // the standard set is distinct per head too
-  Problem mha = p;
-  mha.shape.kv_heads = s.heads;
-  mha.k.clear();
-  mha.v.clear();
-  for (int b = 0; b < s.batch; ++b)
-    for (int h = 0; h < s.heads; ++h) {
-      const std::size_t g = std::size_t(b) * s.kv_heads + p.kv_head_of(h);
-      mha.k.insert(mha.k.end(), p.k.begin() + g * s.k_len * s.head_dim, p.k.begin() + (g + 1) * s.k_len * s.head_dim);
-      mha.v.insert(mha.v.end(), p.v.begin() + g * s.k_len * s.value_dim, p.v.begin() + (g + 1) * s.k_len * s.value_dim);
-    }
+  const Problem mha = repeated_heads(p);
   const Reference& ref = oracle.reference(p);
   return compare_runs(p, ref, run_guarded(kernel, mha), run_guarded(kernel, p), kernel.capabilities(), name,
                       fmt::format("GQA {}:{} vs repeated heads{}:", s.heads, s.kv_heads,

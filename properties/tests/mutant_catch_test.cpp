@@ -46,7 +46,8 @@ TEST_P(PropertyCatchesMutant, FailsShrinksAndReplays) {
   const Verdict replayed = check_safely(find_property(saved.property), saved.problem, *mutant, oracle);
   EXPECT_FALSE(replayed.passed);
   if (saved.property == property.name) EXPECT_EQ(replayed.detail, saved.verdict);
-  else EXPECT_EQ(property.name, "overflow_safe") << "only overflow_safe saves a transformed problem";
+  else EXPECT_TRUE(property.name == "overflow_safe" || property.name == "gradient_overflow_safe")
+      << "only the overflow properties save a transformed problem";
 }
 
 const Catch kCatches[] = {
@@ -75,6 +76,17 @@ const Catch kCatches[] = {
     {"slices_are_independent", "bias_batch0"},
     {"masked_inputs_have_no_influence", "bias_inf_as_lowest"},
     {"matches_reference", "bias_in_f16"},
+    {"gradient_matches_reference", "backward_dk_unscaled"},
+    {"gradient_matches_reference", "backward_sink_gradient_sign"},
+    {"gradient_masked_keys_zero", "backward_masked_ds_kept"},
+    {"gradient_dv_is_pt_do", "backward_dv_unnormalised"},
+    {"gradient_ds_rows_sum_to_zero", "backward_drops_d"},
+    {"gradient_empty_rows_contribute_nothing", "backward_skipped_rows_unwritten"},
+    {"gradient_gqa_matches_repeated_heads", "backward_gqa_last_head_wins"},
+    {"gradient_permutation_equivariance", "backward_lse_wrong_row"},
+    {"gradient_deterministic", "backward_dq_nondeterministic"},
+    {"gradient_matches_finite_difference", "backward_softcap_no_derivative"},
+    {"gradient_overflow_safe", "backward_d_from_bf16_o"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Mutants, PropertyCatchesMutant, ::testing::ValuesIn(kCatches),

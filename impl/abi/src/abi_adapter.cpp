@@ -236,6 +236,9 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   c.features = FeatureSet::from_abi_bits(d.capabilities);
   if (c.features.abi_bits() != d.capabilities)
     refuse("capabilities has bits this attest does not know (0x" + std::to_string(d.capabilities) + ")");
+  if (c.backward())  // the bit is reserved; its entry point and frames are not defined yet
+    refuse("ATTEST_CAP_BACKWARD: this attest takes a backward from built-in kernels only; the C ABI and the "
+           "process protocol do not carry one yet (DESIGN.md §11)");
   // Version 1's structs end before chunk: a version-1 kernel cannot be handed a version-2 feature.
   constexpr std::uint32_t kVersion1Bits = (1u << 10) - 1;
   if (d.abi_version == ATTEST_ABI_VERSION_1 && (d.capabilities & ~kVersion1Bits))
@@ -328,7 +331,7 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   protocol::Descriptor d;
   d.abi_version = ATTEST_ABI_VERSION_2;
   d.name = name;
-  d.capabilities = c.features.abi_bits();
+  d.capabilities = c.features.minus({Feature::kBackward}).abi_bits();  // no backward over the protocol yet
   d.empty_rows = c.empty_rows == EmptyRowPolicy::kNan ? ATTEST_EMPTY_NAN : ATTEST_EMPTY_ZERO;
   d.precision = spec_of(c.precision);
   for (const auto& [path, p] : c.path_precision) d.paths.push_back({path, spec_of(p)});

@@ -75,6 +75,10 @@ std::unique_ptr<DecodeSession> Kernel::open_decode(const DecodeConfig&) const {
   throw std::logic_error("kernel " + name() + " does not support decode");
 }
 
+void Kernel::backward(const Problem&, const BackwardInputs&, const GradientSpans&) const {
+  throw std::logic_error("kernel " + name() + " has no backward");
+}
+
 const std::vector<KernelEntry>& kernel_registry() {
   static const std::vector<KernelEntry> registry = {
       {"loop", "textbook loops: scores, stable softmax, weighted sum", [] { return make_loop_kernel(); }},
@@ -103,6 +107,21 @@ Outputs run_forward(const Kernel& kernel, const Problem& p) {
   kernel.forward(p, out.o, out.lse);
   out.path = kernel.last_path();
   return out;
+}
+
+Gradients run_backward(const Kernel& kernel, const Problem& p, const BackwardInputs& in) {
+  p.validate();
+  if (in.o.size() != p.o_size() || in.lse.size() != p.lse_size() || in.d_o.size() != p.o_size())
+    throw ProblemError("backward: o, lse and d_o must have the forward's output sizes");
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Gradients g;
+  g.dq.assign(p.q_size(), nan);
+  g.dk.assign(p.k_size(), nan);
+  g.dv.assign(p.v_size(), nan);
+  g.dsinks.assign(p.modifiers.sinks.size(), nan);
+  kernel.backward(p, in, {g.dq, g.dk, g.dv, g.dsinks});
+  g.path = kBackwardPath;
+  return g;
 }
 
 std::size_t dense_kv_cache_bytes(std::size_t layers, std::size_t tokens, std::size_t kv_heads,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attest/builtin_kernels.h"
+#include "backward_kernels.h"
 #include "kernel_support.h"
 
 namespace attest {
@@ -21,10 +22,14 @@ class LoopKernel final : public Kernel {
     Capabilities c;
     c.features = c.features | FeatureSet::of_kind(FeatureKind::kModifier);
     c.precision = p_;
+    if (!rounds_) c.features.insert(Feature::kBackward), c.deterministic_backward = true;
     return c;
   }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override { compute(p, o, lse, {}); }
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
+    loop_backward(p, in, out);
+  }
 
   // Only query rows `rows` of every batch entry and head (empty: all); the others are left as they
   // are. Each row is computed exactly as forward computes it.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attest/builtin_kernels.h"
+#include "backward_kernels.h"
 #include "kernel_support.h"
 #include "simd_ops.h"
 
@@ -29,7 +30,12 @@ class FastTiledKernel final : public Kernel {
     c.contract.query_tile = cfg_.block_q;
     c.contract.key_tile = cfg_.block_k;
     c.precision.exp_ulps = 2.0;  // the polynomial exp of simd_ops
+    c.features.insert(Feature::kBackward);
+    c.deterministic_backward = true;
     return c;
+  }
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
+    tiled_backward(p, in, out, cfg_.block_q, cfg_.block_k);
   }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {

@@ -7,6 +7,7 @@
 
 #include "attest/faults.h"
 #include "attest/builtin_kernels.h"
+#include "backward_kernels.h"
 #include "kernel_support.h"
 
 namespace attest {
@@ -28,6 +29,10 @@ class TiledKernel final : public Kernel {
     c.contract.query_tile = cfg_.block_q;
     c.contract.key_tile = cfg_.block_k;
     c.precision = cfg_.precision;
+    // The mutants' host declares a backward only for a backward mutant: a forward mutant's backward
+    // would be correct code, certified again at every mutant's cost.
+    if (cfg_.precision.all_f32() && backward_fault(faults_))
+      c.features.insert(Feature::kBackward), c.deterministic_backward = true;
     if (cfg_.declare_paths) {
       const long long any = 1LL << 40;
       if (cfg_.split_kv) c.paths.push_back({.path = "split-kv", .batch = {1, 1}, .q_len = {1, 4}, .k_len = {512, any}});
@@ -37,6 +42,9 @@ class TiledKernel final : public Kernel {
     return c;
   }
   std::string last_path() const override { return path_; }
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
+    tiled_backward(p, in, out, cfg_.block_q, cfg_.block_k, faults_);
+  }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
     const KernelFaults& f = faults_;

@@ -67,6 +67,8 @@ const std::array<FeatureInfo, kFeatureCount>& feature_table() {
       {Feature::kLse, "lse", K::kStructure, 1u << 7, false, nullptr, remove_nothing, "writes the log-sum-exp of every row"},
       {Feature::kDecode, "decode", K::kStructure, 1u << 9, false, nullptr, remove_nothing,
        "incremental decode over a KV cache"},
+      {Feature::kBackward, "backward", K::kStructure, 1u << 16, false, nullptr, remove_nothing,
+       "gradients dQ, dK, dV (and dsinks) from dO (DESIGN.md §11)"},
   }};
   return table;
 }

@@ -54,6 +54,11 @@ class SelfAttentionOnly final : public Kernel {
       throw std::invalid_argument("self-attention only: Tq == Tk and q_offset 0");
     inner_->forward(p, o, lse);
   }
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
+    if (p.shape.q_len != p.shape.k_len || p.effective_q_offset() != 0)
+      throw std::invalid_argument("self-attention only: Tq == Tk and q_offset 0");
+    inner_->backward(p, in, out);
+  }
   std::string last_path() const override { return inner_->last_path(); }
 
  private:
@@ -79,6 +84,11 @@ class StandardAlibiOnly final : public Kernel {
     own.modifiers.alibi_slopes = standard_alibi_slopes(p.shape.heads);
     inner_->forward(own, o, lse);
   }
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
+    Problem own = p;
+    if (!p.modifiers.alibi_slopes.empty()) own.modifiers.alibi_slopes = standard_alibi_slopes(p.shape.heads);
+    inner_->backward(own, in, out);
+  }
   std::string last_path() const override { return inner_->last_path(); }
 
  private:
@@ -96,6 +106,7 @@ class TwoPaths final : public Kernel {
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
     Capabilities c = short_->capabilities();
+    c.features.erase(Feature::kBackward);  // two forward paths; no backward of its own
     c.path_precision = {{"short", c.precision}, {"long", long_precision_}};
     return c;
   }
@@ -209,6 +220,30 @@ const std::vector<MutantEntry>& mutant_registry() {
                      "declared_paths", {.split_kv_for_tq_8 = true}),
       tiled("dv_beyond_dk_zero", "Dv > Dk only: O's columns past Dk are written as 0 (an output loop over Dk)",
             "matches_reference", {.dv_beyond_dk_zero = true}),
+      // Backward (DESIGN.md §11): the tiled backward with one bug each.
+      tiled("backward_drops_d", "backward: dS = P dP, the D = rowsum(dO * O) term dropped", "gradient_ds_rows_sum_to_zero",
+            {.backward_drops_d = true}),
+      tiled("backward_d_from_bf16_o", "backward: D from a bf16 copy of O", "gradient_matches_reference",
+            {.backward_d_from_bf16_o = true}),
+      tiled("backward_dk_unscaled", "backward: dK not multiplied by the softmax scale", "gradient_matches_reference",
+            {.backward_dk_unscaled = true}),
+      tiled("backward_gqa_last_head_wins", "backward: a kv head's dK and dV overwritten by each query head of its group",
+            "gradient_gqa_matches_repeated_heads", {.backward_gqa_last_head_wins = true}),
+      tiled("backward_masked_ds_kept", "backward: dS from P recomputed without the mask (only dV's P masked)",
+            "gradient_masked_keys_zero", {.backward_masked_ds_kept = true}),
+      tiled("backward_softcap_no_derivative", "backward: the softcap's 1 - tanh^2 factor missing",
+            "gradient_matches_reference", {.backward_softcap_no_derivative = true}),
+      tiled("backward_dq_nondeterministic", "backward: dQ summed over key tiles in an order that changes per call "
+            "(atomics), while promising deterministic gradients", "gradient_deterministic",
+            {.backward_dq_nondeterministic = true}),
+      tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
+            "gradient_matches_reference", {.backward_lse_wrong_row = true}),
+      tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",
+            {.backward_dv_unnormalised = true}),
+      tiled("backward_sink_gradient_sign", "backward: dsinks = +sum p_sink D (the sign flipped)",
+            "gradient_matches_reference", {.backward_sink_gradient_sign = true}),
+      tiled("backward_skipped_rows_unwritten", "backward: dQ never written for a row that sees no key",
+            "gradient_empty_rows_contribute_nothing", {.backward_skipped_rows_unwritten = true}),
       tiled("batch0_padding", "batch 0's key padding used for every batch", "slices_are_independent",
             {.batch0_padding_for_all = true}),
       tiled("empty_row_nan", "an empty row divides 0 by 0 while declaring the zero policy", "empty_row_policy",

@@ -30,6 +30,11 @@ bool never_written(float x);
 // outputs or into the inputs throws KernelFailure (kFault).
 GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p);
 
+// Runs kernel.backward as run_guarded runs forward: every input (q, k, v, O, LSE, dO) with a NaN
+// tail, the gradients pre-filled with NaN between canaries. A write outside them or into an input
+// throws KernelFailure (kFault).
+Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const BackwardInputs& in);
+
 // While one is alive, run_guarded on this thread records each forward call's problem (its
 // address: a property passes its case itself, or a probe built from it) and the internal path
 // that served it: the property driver sees a check whose probes all left the case's path.

@@ -54,6 +54,29 @@ Verdict softcap_saturates(const Problem& p, const Kernel& kernel, Oracle& oracle
 // outputs 0 and LSE = sigma_h.
 Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle);
 
+// Backward (DESIGN.md §11), each on the exact forward's O and LSE and a dO drawn from the problem:
+// dQ, dK, dV and dsinks within the gradient bound of the exact gradient (gate 1).
+Verdict gradient_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Keys no row sees (and keys hidden by a -inf bias), K or V poisoned: their dK = dV = 0 exactly.
+Verdict gradient_masked_keys_zero(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// dO one-hot per row: dV's columns are rows of the reference's P (dV = P^T dO).
+Verdict gradient_dv_is_pt_do(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Every key of a head equal: dQ = scale k sum_j dS_ij = 0 (the softmax Jacobian's rows sum to 0).
+Verdict gradient_ds_rows_sum_to_zero(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Rows made empty, their dO huge: their dQ exactly 0, every other gradient unchanged.
+Verdict gradient_empty_rows_contribute_nothing(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// GQA's dK and dV equal the repeated heads' summed over each group; dQ equal.
+Verdict gradient_gqa_matches_repeated_heads(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Without positions: permuting queries and keys permutes dQ, dK and dV.
+Verdict gradient_permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// A kernel promising deterministic gradients returns the same bits on every call.
+Verdict gradient_deterministic(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Sampled elements equal central differences of the exact forward (independent of the gradient
+// formula: it guards the reference too).
+Verdict gradient_matches_finite_difference(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Logits up to 1e4 and values up to 1e15 times their own: gradients finite and within the bound.
+Verdict gradient_overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle);
+
 // Whether a float32 kernel can hold every intermediate: sum_k |q_k k_k| (and times the scale)
 // and Tk x max|v| below FLT_MAX / 4. Outside it, inf is not a kernel bug.
 bool within_float_range(const Problem& p);

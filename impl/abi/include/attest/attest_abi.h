@@ -67,6 +67,8 @@ typedef enum attest_status {
 #define ATTEST_CAP_BIAS (1u << 13)    /* an additive float bias (-inf masks a key) */
 #define ATTEST_CAP_SINKS (1u << 14)   /* attention sinks: one logit per query head, denominator only */
 #define ATTEST_CAP_LOOKAHEAD (1u << 15) /* keys ahead of the query: visible iff j - (q_offset + i) < lookahead */
+/* Version 2.3: */
+#define ATTEST_CAP_BACKWARD (1u << 16) /* the backward entry: dQ, dK, dV (and dsinks) from dO */
 
 /* The integer mask terms: one int32 parameter each (0 = off), a field of that name in
  * attest_problem_v2 and attest_decode_config_v2, listed here in the order they travel on the

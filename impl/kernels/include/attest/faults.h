@@ -76,9 +76,29 @@ struct KernelFaults {
   bool dv_beyond_dk_zero = false;        // Dv > Dk: O's columns past Dk are written as 0 (an output loop over Dk)
   bool decode_window_evicts_page = false;  // decode with a window: a page is evicted as soon as its first key
                                            // leaves the window (its later keys, still inside, are lost)
+  // Backward (DESIGN.md §11; the tiled backward of backward_kernels.cpp)
+  bool backward_drops_d = false;          // dS = P * dP: the D = rowsum(dO * O) term dropped
+  bool backward_d_from_bf16_o = false;    // D from O rounded to bf16 (a 16-bit copy of O kept for the backward)
+  bool backward_dk_unscaled = false;      // dK not multiplied by the softmax scale
+  bool backward_gqa_last_head_wins = false;  // dK, dV of a kv head stored per query head: the group's last head wins
+  bool backward_masked_ds_kept = false;   // dS from P recomputed without the mask (the mask applied to dV's P only)
+  bool backward_softcap_no_derivative = false;  // the softcap's 1 - tanh^2 factor missing from dS
+  bool backward_dq_nondeterministic = false;    // dQ accumulated over key tiles in an order that changes per call (atomics)
+  bool backward_lse_wrong_row = false;    // P recomputed with the LSE of the next row of the query tile
+  bool backward_dv_unnormalised = false;  // dV from exp(s - rowmax) instead of exp(s - LSE): unnormalised P
+  bool backward_sink_gradient_sign = false;  // dsinks = +sum p_sink D instead of -sum p_sink D
+  bool backward_skipped_rows_unwritten = false;  // dQ zeroed only for rows that see a key: an empty row's dQ never written
   // Sizes: bugs only past the first tiles
   bool third_key_tile_stale = false;     // double-buffered K: the third key tile scores the first tile's keys
   bool query_tile_local_positions = false;  // a row's mask position from its index within its query tile
 };
+
+// Whether any backward switch is on.
+inline bool backward_fault(const KernelFaults& f) {
+  return f.backward_drops_d || f.backward_d_from_bf16_o || f.backward_dk_unscaled || f.backward_gqa_last_head_wins ||
+         f.backward_masked_ds_kept || f.backward_softcap_no_derivative || f.backward_dq_nondeterministic ||
+         f.backward_lse_wrong_row || f.backward_dv_unnormalised || f.backward_sink_gradient_sign ||
+         f.backward_skipped_rows_unwritten;
+}
 
 }  // namespace attest

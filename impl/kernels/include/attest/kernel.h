@@ -52,7 +52,8 @@ enum class InputDomain { kMaskedMayBeNonFinite, kFinite };
 const char* to_string(InputDomain d);
 
 struct Capabilities {
-  FeatureSet features = FeatureSet::all().minus(FeatureSet::of_kind(FeatureKind::kModifier)).minus({Feature::kDecode});
+  FeatureSet features =
+      FeatureSet::all().minus(FeatureSet::of_kind(FeatureKind::kModifier)).minus({Feature::kDecode, Feature::kBackward});
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kZero;
   Precision precision;  // where it rounds: storage, scores, P, accumulator, exp (precision.h)
   // Internal paths (Kernel::last_path) that round elsewhere than `precision`; same storage.
@@ -62,10 +63,13 @@ struct Capabilities {
   // Its internal paths and the problems each takes, when it declares them (path_predicate.h);
   // empty: attest discovers the paths over the size ladder.
   std::vector<PathPredicate> paths;
+  // With backward: whether its gradients are bitwise the same on every call with the same inputs.
+  bool deterministic_backward = false;
 
   bool declares(Feature f) const { return features.contains(f); }
   bool lse() const { return declares(Feature::kLse); }
   bool decode() const { return declares(Feature::kDecode); }
+  bool backward() const { return declares(Feature::kBackward); }
   bool forward() const { return !contract.decode_only; }
   int key_tile() const { return contract.key_tile; }  // keys per online-softmax tile; 0 = one pass
   // The precision of the path that served a call (the kernel's own for an undeclared path).
@@ -107,6 +111,17 @@ class DecodeSession {
   virtual std::size_t cache_bytes() const = 0;
 };
 
+// The backward (DESIGN.md §11) of a problem's forward: what it is given and what it writes, in
+// float32. o [B][H][Tq][Dv] and lse [B][H][Tq] are the forward's (-inf: an empty row), d_o is
+// [B][H][Tq][Dv]; dq, dk and dv have the shapes of q, k and v (dk and dv summed over each GQA
+// group), dsinks [H] is written only when the problem has sinks (empty otherwise).
+struct BackwardInputs {
+  std::span<const float> o, lse, d_o;
+};
+struct GradientSpans {
+  std::span<float> dq, dk, dv, dsinks;
+};
+
 class Kernel {
  public:
   virtual ~Kernel() = default;
@@ -114,6 +129,8 @@ class Kernel {
   virtual Capabilities capabilities() const = 0;
   // Writes o [B][H][Tq][Dv] and, when lse is non-empty, lse [B][H][Tq]. The problem is valid.
   virtual void forward(const Problem& p, std::span<float> o, std::span<float> lse) const = 0;
+  // Only for kernels whose capabilities declare backward. The problem is valid and its storage float32.
+  virtual void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const;
   // Only for kernels whose capabilities declare decode.
   virtual std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const;
   // The internal path that served the last forward call (for per-path certificates).
@@ -142,6 +159,16 @@ struct Outputs {
   std::string path = "default";  // the internal path that served the call (Kernel::last_path)
 };
 Outputs run_forward(const Kernel& kernel, const Problem& p);
+
+// The path every backward call is counted on (coverage and probes): apart from the forward's.
+inline constexpr const char* kBackwardPath = "backward";
+
+// A backward call's fresh outputs.
+struct Gradients {
+  std::vector<float> dq, dk, dv, dsinks;
+  std::string path = kBackwardPath;
+};
+Gradients run_backward(const Kernel& kernel, const Problem& p, const BackwardInputs& in);
 
 // Dense KV-cache size: 2 (K and V) x layers x tokens x kv heads x width x element bytes.
 std::size_t dense_kv_cache_bytes(std::size_t layers, std::size_t tokens, std::size_t kv_heads,

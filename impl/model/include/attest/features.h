@@ -36,6 +36,7 @@ enum class Feature : std::uint8_t {
   kRope,
   kLse,
   kDecode,
+  kBackward,
   kCount
 };
 inline constexpr std::size_t kFeatureCount = static_cast<std::size_t>(Feature::kCount);

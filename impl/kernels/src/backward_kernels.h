@@ -1,0 +1,21 @@
+// The built-in backward passes (DESIGN.md §11): the loop kernel's row by row, the tiled kernels'
+// FlashAttention-2 style. Both recompute P from the forward's LSE, take D = rowsum(dO * O), and
+// support every mask term, GQA, RoPE and the score modifiers (softcap's 1 - tanh^2, ALiBi, bias,
+// sinks' dsinks).
+#pragma once
+
+#include "attest/faults.h"
+#include "attest/kernel.h"
+
+namespace attest::kernels {
+
+// Row by row: each query row's P, dP and dS, added into dQ, dK and dV as it goes.
+void loop_backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out);
+
+// Per kv head and key tile of block_k keys, dK and dV accumulated over every query tile (block_q
+// rows) of the group's heads; dQ accumulated over key tiles, in key-tile order (deterministic).
+// `faults` switches on the backward mutants' bugs (faults.h).
+void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out, int block_q, int block_k,
+                    const KernelFaults& faults = {});
+
+}  // namespace attest::kernels

@@ -1,0 +1,33 @@
+// What the backward properties share (DESIGN.md §11): the inputs a backward is given, and the
+// comparison of its gradients with the exact ones under the gradient bound.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attest/gradient.h"
+#include "attest/kernel.h"
+#include "attest/oracle.h"
+#include "attest/verdict.h"
+
+namespace attest {
+
+// dO for a problem: multiples of 1/64 in [-1, 1], drawn from the problem's fingerprint (a replayed
+// problem gets the same dO).
+std::vector<float> output_gradient_for(const Problem& p);
+
+// The inputs of a backward call: the exact forward's O and LSE rounded to float (an empty row as
+// the declared policy writes it: O 0 or NaN, LSE -inf; with a sink O 0 and LSE sigma), and d_o.
+// The backward is judged alone: its forward's own error never reaches it.
+GradientInputs backward_inputs(const Problem& p, Oracle& oracle, std::vector<float> d_o, EmptyRowPolicy policy);
+BackwardInputs spans_of(const GradientInputs& in);
+
+// Each of dQ, dK, dV (and dsinks) within its bound of the exact gradient; a NaN or an element
+// never written fails. `label` says which call is compared (a probe, a permutation).
+Verdict compare_gradients(const Problem& p, const ReferenceGradient& ref, const Gradients& got,
+                          const std::string& property, const std::string& label = "");
+
+// "dK[b=0 g=1 key=5 col=2]" for element e of the named gradient of p.
+std::string describe_gradient(const Problem& p, const std::string& which, std::size_t e);
+
+}  // namespace attest

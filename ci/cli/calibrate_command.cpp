@@ -64,7 +64,7 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
     double worst_bound = 0, worst_use = 0, worst_kernel = 0, worst_model = 0, worst_ratio = 0;
     // The backward (DESIGN.md §11), for a kernel that declares one: the gradient bound's alarms.
     int gradient_cases = 0, gradient_alarms = 0, worst_gradient_case = -1;
-    double worst_gradient = 0;
+    double worst_gradient = 0, worst_gradient_gate = 0;
     for (int i = 0; done < cases; ++i) {
       const Problem p = build_problem(gen(rc::Random(seed + i), 100).value(), caps);
       if (!kernel->capabilities().supports(p)) continue;
@@ -88,13 +88,15 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
       }
       if (caps.backward()) {
         const Verdict g = gradient_matches_reference(p, *kernel, oracle);
+        const Verdict gate = gradient_precision_gate(p, *kernel, oracle);
         gradient_cases += g.exercised;
-        if (!g.passed) {
-          ++gradient_alarms;
-          std::cout << fmt::format("FALSE ALARM {} backward case {} (seed {}): {}\n", name, i, seed + i, g.detail);
-        } else if (g.utilisation > worst_gradient) {
-          worst_gradient = g.utilisation, worst_gradient_case = i;
-        }
+        for (const Verdict& v : {g, gate})
+          if (!v.passed) {
+            ++gradient_alarms;
+            std::cout << fmt::format("FALSE ALARM {} backward case {} (seed {}): {}\n", name, i, seed + i, v.detail);
+          }
+        if (g.passed && g.utilisation > worst_gradient) worst_gradient = g.utilisation, worst_gradient_case = i;
+        if (gate.passed) worst_gradient_gate = std::max(worst_gradient_gate, gate.utilisation);
       }
       if (e && !explained) {
         worst_kernel = std::max(worst_kernel, e->kernel), worst_model = std::max(worst_model, e->model);
@@ -109,11 +111,13 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
       std::cout << fmt::format("  worst err/bound {:.3g} at case {} (seed {})\n", worst_bound, worst_bound_case,
                                seed + worst_bound_case);
     if (caps.backward())
-      std::cout << fmt::format("  backward: {} cases compared, {} false alarms, worst gradient err/bound {:.3g}{}\n",
+      std::cout << fmt::format("  backward: {} cases compared, {} false alarms, worst gradient err/bound {:.3g}{}; "
+                               "gate 2 use {:.3g}\n",
                                gradient_cases, gradient_alarms, worst_gradient,
                                worst_gradient_case >= 0 ? fmt::format(" at case {} (seed {})", worst_gradient_case,
                                                                       seed + worst_gradient_case)
-                                                        : "");
+                                                        : "",
+                               worst_gradient_gate);
     alarms_total += alarms + gradient_alarms;
   }
   const GateAllowance f32 = gate_allowance(Precision{}), half = gate_allowance(Precision{.scores = Scalar::kBF16});

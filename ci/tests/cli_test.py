@@ -24,6 +24,12 @@ def plugin(name):
 SANITIZED = bool(os.environ.get("ATTEST_SANITIZED"))
 
 
+# What these tests check is the properties' verdicts; the long stage (to T = 32768 within its time
+# budget) is long_stage_test.py's. Unless a test says otherwise, lengths stop at 1024 with no time
+# budget: the same verdict on a busy machine, in half the time.
+SHORT = ["--max-len", "1024", "--long-seconds", "0"]
+
+
 def at_sanitizer_budget(args):
     args = list(args)
     if not SANITIZED:
@@ -37,7 +43,8 @@ def at_sanitizer_budget(args):
 
 
 def certify(*args, expect):
-    cmd = [ATTEST, "certify", "--seed", "11", "--out", WORK] + at_sanitizer_budget(args)
+    lengths = [] if {"--max-len", "--long-seconds", "--lengths"} & set(args) else SHORT
+    cmd = [ATTEST, "certify", "--seed", "11", "--out", WORK] + at_sanitizer_budget(args) + lengths
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     output = run.stdout + run.stderr
     if run.returncode < 0:
@@ -321,7 +328,8 @@ def case_fp16_kv():
             sys.exit("%s: %s" % (name, check))
 
     broken = os.path.join(WORK, "broken.json")
-    out = certify("--kernel", plugin("broken_f16_accumulator"), "--budget", "default", "--json", broken, expect=1)
+    out = certify("--kernel", plugin("broken_f16_accumulator"), "--budget", "default", "--json", broken,
+                  expect=1)
     require(out, "FAIL example-fp16-kv precision_gate", "NOT CERTIFIED")
     _, checks = checks_of(broken)
     if checks["precision_gate"]["verdict"] != "fail":

@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 #include <random>
 
+#include "attest/builtin_kernels.h"
 #include "attest/compare.h"
 #include "attest/harness.h"
+#include "attest/precision_gate.h"
 #include "attest/properties.h"
 #include "gradient_checks.h"
 #include "problem_edits.h"
@@ -66,6 +68,44 @@ Verdict gradient_matches_reference(const Problem& p, const Kernel& kernel, Oracl
   if (!r.ref.within_float_range) return Verdict::vacuous(name, kBeyondFloat);
   if (!any_row_sees(r.ref)) return Verdict::vacuous(name, "every row is empty");
   return compare_gradients(p, r.ref, r.got, name);
+}
+
+namespace {
+
+// Worst |kernel - exact| over the element's scale (gradient.h), in units of u; the element's of a
+// float kernel are a few. Elements float cannot hold (an infinite bound) are not counted.
+double scaled_gradient_error(const ReferenceGradient& ref, const Gradients& got) {
+  double worst = 0;
+  for (const auto& [values, exact, scale, bound] :
+       {std::tuple{&got.dq, &ref.dq, &ref.dq_scale, &ref.dq_bound}, std::tuple{&got.dk, &ref.dk, &ref.dk_scale, &ref.dk_bound},
+        std::tuple{&got.dv, &ref.dv, &ref.dv_scale, &ref.dv_bound},
+        std::tuple{&got.dsinks, &ref.dsinks, &ref.dsinks_scale, &ref.dsinks_bound}})
+    for (std::size_t e = 0; e < values->size(); ++e) {
+      if (std::isinf((*bound)[e]) || !((*scale)[e] > 0)) continue;
+      const double err = std::fabs(double((*values)[e]) - (*exact)[e]) / (*scale)[e] / 0x1p-24;
+      worst = std::max(worst, std::isnan(err) ? INFINITY : err);
+    }
+  return worst;
+}
+
+}  // namespace
+
+Verdict gradient_precision_gate(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "gradient_precision_gate";
+  // Gate 2 (DESIGN.md §4) for the backward: the hard bound is far above a float kernel's typical
+  // error, so the kernel's error is held to the loop backward's on the same inputs.
+  const GradientRun r = run_gradient(p, kernel, oracle, output_gradient_for(p));
+  if (!r.ref.within_float_range) return Verdict::vacuous(name, kBeyondFloat);
+  if (!any_row_sees(r.ref)) return Verdict::vacuous(name, "every row is empty");
+  const Gradients model = run_backward_guarded(*make_loop_kernel(), p, spans_of(r.in));
+  const double got = scaled_gradient_error(r.ref, r.got), loop = scaled_gradient_error(r.ref, model);
+  const double allowed = kPrecisionGateFactor * std::max(loop, kPrecisionGateFloor);
+  if (!(got <= allowed))
+    return Verdict::fail(name, fmt::format("gradient error {:.3g} u (relative to each element's magnitudes) vs the loop "
+                                           "backward's {:.3g} u: above {} x max(loop, {} u): a precision downgrade?",
+                                           got, loop, kPrecisionGateFactor, kPrecisionGateFloor),
+                         got / allowed);
+  return Verdict::pass(name, got / allowed);
 }
 
 Verdict gradient_masked_keys_zero(const Problem& p, const Kernel& kernel, Oracle& oracle) {

@@ -39,6 +39,8 @@ const std::vector<PropertyInfo>& property_catalogue() {
       // Backward (DESIGN.md §11).
       {"gradient_matches_reference", "dQ, dK, dV, dsinks within the gradient bound", gradient_matches_reference,
        {F::kBackward}, {}},
+      {"gradient_precision_gate", "gradient error within a calibrated factor of the loop backward's",
+       gradient_precision_gate, {F::kBackward}, {}},
       {"gradient_masked_keys_zero", "poisoned masked keys get dK = dV = 0 exactly", gradient_masked_keys_zero,
        {F::kBackward}, {.masked = true}},
       {"gradient_dv_is_pt_do", "dO one-hot: dV's columns are rows of P", gradient_dv_is_pt_do, {F::kBackward}, {}},

@@ -78,6 +78,7 @@ const Catch kCatches[] = {
     {"matches_reference", "bias_in_f16"},
     {"gradient_matches_reference", "backward_dk_unscaled"},
     {"gradient_matches_reference", "backward_sink_gradient_sign"},
+    {"gradient_precision_gate", "backward_d_from_bf16_o"},
     {"gradient_masked_keys_zero", "backward_masked_ds_kept"},
     {"gradient_dv_is_pt_do", "backward_dv_unnormalised"},
     {"gradient_ds_rows_sum_to_zero", "backward_drops_d"},

@@ -62,6 +62,8 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
   g.dq.assign(p.q_size(), 0.0), g.dk.assign(p.k_size(), 0.0), g.dv.assign(p.v_size(), 0.0);
   g.dq_bound.assign(p.q_size(), 0.0), g.dk_bound.assign(p.k_size(), 0.0), g.dv_bound.assign(p.v_size(), 0.0);
   g.dsinks.assign(md.sinks.size(), 0.0), g.dsinks_bound.assign(md.sinks.size(), 0.0);
+  g.dq_scale.assign(p.q_size(), 0.0), g.dk_scale.assign(p.k_size(), 0.0), g.dv_scale.assign(p.v_size(), 0.0);
+  g.dsinks_scale.assign(md.sinks.size(), 0.0);
   g.empty.assign(p.lse_size(), 0);
   g.key_seen.assign(std::size_t(s.batch) * s.kv_heads * tk, 0);
   std::vector<Real> dsinks(md.sinks.size(), Real(0));
@@ -242,6 +244,7 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
           for (int r = 0; r < dk; ++r) {
             g.dq[row * dk + r] = static_cast<double>(dq_row[r]);
             g.dq_bound[row * dk + r] = dq_err[r] + (accumulate_gamma) * (dq_sum[r]) + tiny * (count + 2);
+            g.dq_scale[row * dk + r] = dq_sum[r];
             check_range(dq_sum[r]);
           }
           if (has_sink) {
@@ -266,12 +269,14 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
           g.dk[kj * dk + r] = static_cast<double>(dk_row[r]);
           g.dk_bound[kj * dk + r] = dk_err[std::size_t(j) * dk + r] + (kgamma) * (dk_abs[std::size_t(j) * dk + r]) +
                                     (terms[j] > 0 ? tiny * (terms[j] + 2) : 0.0);
+          g.dk_scale[kj * dk + r] = dk_abs[std::size_t(j) * dk + r];
           check_range(dk_abs[std::size_t(j) * dk + r]);
         }
         for (int r = 0; r < dv; ++r) {
           g.dv[kj * dv + r] = static_cast<double>(dvals[std::size_t(j) * dv + r]);
           g.dv_bound[kj * dv + r] = dv_err[std::size_t(j) * dv + r] + (vgamma) * (dv_abs[std::size_t(j) * dv + r]) +
                                     (terms[j] > 0 ? tiny * (terms[j] + 2) : 0.0);
+          g.dv_scale[kj * dv + r] = dv_abs[std::size_t(j) * dv + r];
           check_range(dv_abs[std::size_t(j) * dv + r]);
         }
       }
@@ -280,6 +285,7 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
   for (std::size_t h = 0; h < dsinks.size(); ++h) {
     g.dsinks[h] = static_cast<double>(dsinks[h]);
     g.dsinks_bound[h] = sink_err[h] + (gamma_of(sink_terms[h] + 2, u)) * (sink_sum[h]) + tiny * (sink_terms[h] + 2);
+    g.dsinks_scale[h] = sink_sum[h];
     check_range(sink_sum[h]);
   }
   // The exact values were rounded to double: their own half ulp joins each bound. An infinite error

@@ -57,6 +57,8 @@ Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // Backward (DESIGN.md §11), each on the exact forward's O and LSE and a dO drawn from the problem:
 // dQ, dK, dV and dsinks within the gradient bound of the exact gradient (gate 1).
 Verdict gradient_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Gate 2 for the backward: error no worse than a calibrated factor times the loop backward's.
+Verdict gradient_precision_gate(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // Keys no row sees (and keys hidden by a -inf bias), K or V poisoned: their dK = dV = 0 exactly.
 Verdict gradient_masked_keys_zero(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // dO one-hot per row: dV's columns are rows of the reference's P (dV = P^T dO).

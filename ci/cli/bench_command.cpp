@@ -66,7 +66,7 @@ struct Row {
   int head_dim = 0, length = 0;
   bool causal = false;
   Timing time;                   // one prefill, or one decode step
-  double gflops = 0;             // attention FLOPs (4 B H Tq Tk D, halved when causal) per median second
+  double gflops = 0;             // attention FLOPs (4 B H Tq Tk D, halved when causal; x 2.5 backward) per median second
   std::optional<std::size_t> peak_extra;  // heap bytes beyond inputs and outputs (not for plugins)
   std::size_t kv_cache = 0;      // decode: bytes of the KV cache
 };
@@ -135,6 +135,27 @@ std::optional<Row> prefill(const Kernel& kernel, const BenchRequest& request, in
   if (metered(kernel)) r.peak_extra = memory_meter::peak_extra();
   r.time = time_calls(timed_forward(kernel, p, o, lse), request.min_time, request.repetitions);
   r.gflops = flops(p.shape, causal) / r.time.median * 1e-9;
+  return r;
+}
+
+// One backward at the prefill's shape, for a kernel that declares one: O and LSE from its own
+// forward, dO random. Counted as 2.5 forwards' FLOPs (the FlashAttention-2 convention: five
+// matrix products where the forward has two).
+std::optional<Row> backward(const Kernel& kernel, const BenchRequest& request, int t, int d, bool causal,
+                            std::string& skipped) {
+  Problem p = bench_problem(kernel, request, t, t, d, causal);
+  if (!(skipped = refusal(kernel, p)).empty()) return std::nullopt;
+  std::vector<float> o(p.o_size()), lse(p.lse_size()), d_o(p.o_size(), 0.25f);
+  kernel.forward(p, o, lse);
+  std::vector<float> dq(p.q_size()), dk(p.k_size()), dv(p.v_size()), dsinks;
+  const BackwardInputs in{o, lse, d_o};
+  const GradientSpans out{dq, dk, dv, dsinks};
+  Row r = row_of(kernel, "backward", d, t, causal);
+  memory_meter::start();
+  kernel.backward(p, in, out);
+  if (metered(kernel)) r.peak_extra = memory_meter::peak_extra();
+  r.time = time_calls([&] { kernel.backward(p, in, out); }, request.min_time, request.repetitions);
+  r.gflops = 2.5 * flops(p.shape, causal) / r.time.median * 1e-9;
   return r;
 }
 
@@ -357,6 +378,10 @@ int run_bench(const BenchRequest& request) {
             if (too_slow(key, t, 2.0)) continue;
             measure(*kernel, "prefill", d, causal, t, key,
                     [&](std::string& why) { return prefill(*kernel, request, t, d, causal, why); });
+            const std::string backward_key = fmt::format("{}/b/{}/{}", kernel->name(), d, causal);
+            if (!kernel->capabilities().backward() || too_slow(backward_key, t, 2.0)) continue;
+            measure(*kernel, "backward", d, causal, t, backward_key,
+                    [&](std::string& why) { return backward(*kernel, request, t, d, causal, why); });
           }
       if (request.decode)
         for (int t : request.lengths) {

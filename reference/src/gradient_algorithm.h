@@ -76,7 +76,7 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
   std::vector<Rotated<Real>> keys(tk);
   std::vector<char> allowed;
   std::vector<Real> x(tk), logit(tk), weight(tk), dp(tk), dx(tk);
-  std::vector<double> dx_err(tk), dx_abs(tk), p_err(tk);
+  std::vector<double> dx_err(tk), dx_abs(tk), dx_mag(tk), dx_tiny(tk), p_err(tk);
   for (int b = 0; b < s.batch; ++b) {
     for (int hk = 0; hk < s.kv_heads; ++hk) {
       const float* kbase = &p.k[(std::size_t(b) * s.kv_heads + hk) * tk * dk];
@@ -85,7 +85,8 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
       // Per key of this kv head: the rotated-space dK as pairs, dV, and the bound's sums.
       std::vector<Rotated<Real>> dkeys(tk, Rotated<Real>{std::vector<Real>(keys[0].re.size()), std::vector<Real>(keys[0].re.size())});
       std::vector<Real> dvals(std::size_t(tk) * dv, Real(0));
-      std::vector<double> dk_err(std::size_t(tk) * dk, 0.0), dk_abs(std::size_t(tk) * dk, 0.0);
+      std::vector<double> dk_err(std::size_t(tk) * dk, 0.0), dk_abs(std::size_t(tk) * dk, 0.0),
+          dk_mag(std::size_t(tk) * dk, 0.0);
       std::vector<double> dv_err(std::size_t(tk) * dv, 0.0), dv_abs(std::size_t(tk) * dv, 0.0), terms(tk, 0.0);
       for (int h = hk * group; h < (hk + 1) * group; ++h) {
         for (int i = 0; i < tq; ++i) {
@@ -207,11 +208,16 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
             }
             dx_abs[j] = std::fabs(static_cast<double>(dx[j]));
             dx_err[j] = (ds_err) * (slope[j] + slope_err[j]) + (ds_abs) * (slope_err[j]) + u * (dx_abs[j] + ds_err) + tiny;
+            // The magnitudes dS's terms carry before P (dP - D) cancels: gate 2's scale.
+            dx_mag[j] = pj_hi * (std::fabs(dpj) + std::fabs(dd) + dp_err + d_err) * (slope[j] + slope_err[j]);
+            // Any product of the chain may fall below float's normal range, in any order: its
+            // quantum times every factor after it.
+            dx_tiny[j] = tiny * (1 + std::fabs(dpj) + std::fabs(dd) + dp_err + d_err) * (1 + scale_abs) * 2;
             check_range(dpj), check_range(b_abs);
           }
           // dQ of this row (rotated space, then back), dK and dV of its keys, with their bounds.
           Rotated<Real> dq{std::vector<Real>(query.re.size(), Real(0)), std::vector<Real>(query.re.size(), Real(0))};
-          std::vector<double> dq_sum(dk, 0.0), dq_err(dk, 0.0);
+          std::vector<double> dq_sum(dk, 0.0), dq_err(dk, 0.0), dq_mag(dk, 0.0);
           const double accumulate_gamma = gamma_of(count + 3 + (rope ? 12 : 0), u);
           for (int j = 0; j < tk; ++j) {
             if (!allowed[j]) continue;
@@ -228,10 +234,12 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
             for (int r = 0; r < dk; ++r) {
               const double km = rotated_magnitude(krow, dk, r, rope), qm = rotated_magnitude(qrow, dk, r, rope);
               // The scaled dS may fall below float's normal range: its own absolute error, times the vector.
-              dq_err[r] += (scale_abs * dx_err[j]) * (km) + tiny * (1 + km);
+              dq_err[r] += (scale_abs * dx_err[j]) * (km) + dx_tiny[j] * (1 + km);
               dq_sum[r] += (scale_abs * (dx_abs[j] + dx_err[j])) * (km);
-              dk_err[std::size_t(j) * dk + r] += (scale_abs * dx_err[j]) * (qm) + tiny * (1 + qm);
+              dq_mag[r] += scale_abs * dx_mag[j] * km;
+              dk_err[std::size_t(j) * dk + r] += (scale_abs * dx_err[j]) * (qm) + dx_tiny[j] * (1 + qm);
               dk_abs[std::size_t(j) * dk + r] += (scale_abs * (dx_abs[j] + dx_err[j])) * (qm);
+              dk_mag[std::size_t(j) * dk + r] += scale_abs * dx_mag[j] * qm;
             }
             for (int r = 0; r < dv; ++r) {  // dV_j += P_j dO
               if (d_o[r] != 0.0f) accumulate_product(dvals[std::size_t(j) * dv + r], weight[j], Real(d_o[r]));
@@ -244,7 +252,7 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
           for (int r = 0; r < dk; ++r) {
             g.dq[row * dk + r] = static_cast<double>(dq_row[r]);
             g.dq_bound[row * dk + r] = dq_err[r] + (accumulate_gamma) * (dq_sum[r]) + tiny * (count + 2);
-            g.dq_scale[row * dk + r] = dq_sum[r];
+            g.dq_scale[row * dk + r] = dq_mag[r];
             check_range(dq_sum[r]);
           }
           if (has_sink) {
@@ -269,7 +277,7 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
           g.dk[kj * dk + r] = static_cast<double>(dk_row[r]);
           g.dk_bound[kj * dk + r] = dk_err[std::size_t(j) * dk + r] + (kgamma) * (dk_abs[std::size_t(j) * dk + r]) +
                                     (terms[j] > 0 ? tiny * (terms[j] + 2) : 0.0);
-          g.dk_scale[kj * dk + r] = dk_abs[std::size_t(j) * dk + r];
+          g.dk_scale[kj * dk + r] = dk_mag[std::size_t(j) * dk + r];
           check_range(dk_abs[std::size_t(j) * dk + r]);
         }
         for (int r = 0; r < dv; ++r) {

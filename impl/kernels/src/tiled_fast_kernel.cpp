@@ -35,7 +35,7 @@ class FastTiledKernel final : public Kernel {
     return c;
   }
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
-    tiled_backward(p, in, out, cfg_.block_q, cfg_.block_k);
+    tiled_backward_fast(p, in, out, cfg_.block_q, cfg_.block_k);
   }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {

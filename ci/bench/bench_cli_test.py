@@ -42,9 +42,10 @@ def check_rows(path, batch, heads, plugin_runs):
     kernels = {r["kernel"] for r in rows}
     if kernels != {"tiled", "example-c"}:
         sys.exit("kernels measured: %r" % kernels)
-    # prefill at 2 lengths x 2 causal settings, decode at 2 lengths, for each kernel
-    if len(rows) != 12:
-        sys.exit("%d rows, expected 12:\n%s" % (len(rows), json.dumps(rows, indent=1)))
+    # prefill at 2 lengths x 2 causal settings, decode at 2 lengths, for each kernel; the backward
+    # beside each prefill for tiled, which declares one
+    if len(rows) != 16 or sum(r["mode"] == "backward" and r["kernel"] == "tiled" for r in rows) != 4:
+        sys.exit("%d rows, expected 16 (4 of them tiled's backward):\n%s" % (len(rows), json.dumps(rows, indent=1)))
     for r in rows:
         want = plugin_runs if r["kernel"] == "example-c" else "in-process"
         if r["runs"] != want:
@@ -56,8 +57,9 @@ def check_rows(path, batch, heads, plugin_runs):
                                   <= r["max_seconds"]):
             sys.exit("inconsistent statistics: %r" % r)
         # GFLOP/s counts every batch and head: 4 B H Tq Tk D (halved when causal) per median second
-        tq = r["length"] if r["mode"] == "prefill" else 1
-        flops = 4.0 * batch * heads * tq * r["length"] * r["head_dim"] * (0.5 if r["causal"] and r["mode"] == "prefill" else 1)
+        tq = 1 if r["mode"] == "decode" else r["length"]
+        flops = 4.0 * batch * heads * tq * r["length"] * r["head_dim"] * (0.5 if r["causal"] and r["mode"] != "decode" else 1)
+        flops *= 2.5 if r["mode"] == "backward" else 1  # the backward counts 2.5 forwards
         if abs(r["gflops"] * 1e9 * r["median_seconds"] - flops) > 1e-6 * flops:
             sys.exit("GFLOP/s does not count B = %d, H = %d: %r" % (batch, heads, r))
 

@@ -67,7 +67,8 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
   g.empty.assign(p.lse_size(), 0);
   g.key_seen.assign(std::size_t(s.batch) * s.kv_heads * tk, 0);
   std::vector<Real> dsinks(md.sinks.size(), Real(0));
-  std::vector<double> sink_sum(md.sinks.size(), 0.0), sink_err(md.sinks.size(), 0.0), sink_terms(md.sinks.size(), 0.0);
+  std::vector<double> sink_sum(md.sinks.size(), 0.0), sink_err(md.sinks.size(), 0.0), sink_terms(md.sinks.size(), 0.0),
+      sink_mag(md.sinks.size(), 0.0);
   const double range = FLT_MAX / 4;
   auto check_range = [&](double x) {
     if (!(std::fabs(x) < range)) g.within_float_range = false;
@@ -76,7 +77,7 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
   std::vector<Rotated<Real>> keys(tk);
   std::vector<char> allowed;
   std::vector<Real> x(tk), logit(tk), weight(tk), dp(tk), dx(tk);
-  std::vector<double> dx_err(tk), dx_abs(tk), dx_mag(tk), dx_tiny(tk), p_err(tk);
+  std::vector<double> dx_err(tk), dx_abs(tk), dx_mag(tk), dx_tiny(tk), p_err(tk), p_cond(tk);
   for (int b = 0; b < s.batch; ++b) {
     for (int hk = 0; hk < s.kv_heads; ++hk) {
       const float* kbase = &p.k[(std::size_t(b) * s.kv_heads + hk) * tk * dk];
@@ -87,7 +88,8 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
       std::vector<Real> dvals(std::size_t(tk) * dv, Real(0));
       std::vector<double> dk_err(std::size_t(tk) * dk, 0.0), dk_abs(std::size_t(tk) * dk, 0.0),
           dk_mag(std::size_t(tk) * dk, 0.0);
-      std::vector<double> dv_err(std::size_t(tk) * dv, 0.0), dv_abs(std::size_t(tk) * dv, 0.0), terms(tk, 0.0);
+      std::vector<double> dv_err(std::size_t(tk) * dv, 0.0), dv_abs(std::size_t(tk) * dv, 0.0), terms(tk, 0.0),
+          dv_mag(std::size_t(tk) * dv, 0.0);
       for (int h = hk * group; h < (hk + 1) * group; ++h) {
         for (int i = 0; i < tq; ++i) {
           const std::size_t row = (std::size_t(b) * s.heads + h) * tq + i;
@@ -195,6 +197,9 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
             const double logit_gap = std::fabs(static_cast<double>(logit[j]) - lse_given);
             // P_j e^err - P_j in log space: a weight that underflows stays 0 (never 0 x inf).
             const double err = score_err[j] + lse_err + 2 * u * logit_gap + nm.exp_error;
+            // The weight's conditioning (its relative error in units of 8 u, at least 1): with
+            // logits of 1e4 each P is off by ~1e4 u in any summation order, a lucky model too.
+            p_cond[j] = std::max(1.0, err / (8 * u));
             p_err[j] = std::exp(static_cast<double>(logit[j]) - lse_exact + err) - pj + tiny;
             if (pj + p_err[j] >= FLT_MAX) p_err[j] = INFINITY;  // the kernel's weight may overflow to inf
             const double pj_hi = pj + p_err[j];
@@ -208,8 +213,8 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
             }
             dx_abs[j] = std::fabs(static_cast<double>(dx[j]));
             dx_err[j] = (ds_err) * (slope[j] + slope_err[j]) + (ds_abs) * (slope_err[j]) + u * (dx_abs[j] + ds_err) + tiny;
-            // The magnitudes dS's terms carry before P (dP - D) cancels: gate 2's scale.
-            dx_mag[j] = pj_hi * (std::fabs(dpj) + std::fabs(dd) + dp_err + d_err) * (slope[j] + slope_err[j]);
+            // The magnitudes dS's terms carry before dP = dO . v, D = dO . O and dP - D cancel: gate 2's scale.
+            dx_mag[j] = pj_hi * p_cond[j] * (b_abs + d_given_abs + dp_err + d_err) * (slope[j] + slope_err[j]);
             // Any product of the chain may fall below float's normal range, in any order: its
             // quantum times every factor after it.
             dx_tiny[j] = tiny * (1 + std::fabs(dpj) + std::fabs(dd) + dp_err + d_err) * (1 + scale_abs) * 2;
@@ -245,6 +250,7 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
               if (d_o[r] != 0.0f) accumulate_product(dvals[std::size_t(j) * dv + r], weight[j], Real(d_o[r]));
               dv_err[std::size_t(j) * dv + r] += (p_err[j]) * (std::fabs(double(d_o[r])));
               dv_abs[std::size_t(j) * dv + r] += (static_cast<double>(weight[j]) + p_err[j]) * (std::fabs(double(d_o[r])));
+              dv_mag[std::size_t(j) * dv + r] += (static_cast<double>(weight[j]) + p_err[j]) * p_cond[j] * std::fabs(double(d_o[r]));
             }
           }
           std::vector<Real> dq_row(dk);
@@ -264,6 +270,7 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
             // p_sink may fall below float's normal range: its absolute error times D.
             sink_err[h] += (ps_hi - psd + tiny) * (std::fabs(dd)) + (ps_hi) * (d_err) + tiny;
             sink_sum[h] += (ps_hi) * (std::fabs(dd) + d_err);
+            sink_mag[h] += ps_hi * std::max(1.0, err / (8 * u)) * (std::fabs(dd) + d_err);
             sink_terms[h] += 1;
           }
         }
@@ -284,7 +291,7 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
           g.dv[kj * dv + r] = static_cast<double>(dvals[std::size_t(j) * dv + r]);
           g.dv_bound[kj * dv + r] = dv_err[std::size_t(j) * dv + r] + (vgamma) * (dv_abs[std::size_t(j) * dv + r]) +
                                     (terms[j] > 0 ? tiny * (terms[j] + 2) : 0.0);
-          g.dv_scale[kj * dv + r] = dv_abs[std::size_t(j) * dv + r];
+          g.dv_scale[kj * dv + r] = dv_mag[std::size_t(j) * dv + r];
           check_range(dv_abs[std::size_t(j) * dv + r]);
         }
       }
@@ -293,7 +300,7 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
   for (std::size_t h = 0; h < dsinks.size(); ++h) {
     g.dsinks[h] = static_cast<double>(dsinks[h]);
     g.dsinks_bound[h] = sink_err[h] + (gamma_of(sink_terms[h] + 2, u)) * (sink_sum[h]) + tiny * (sink_terms[h] + 2);
-    g.dsinks_scale[h] = sink_sum[h];
+    g.dsinks_scale[h] = sink_mag[h];
     check_range(sink_sum[h]);
   }
   // The exact values were rounded to double: their own half ulp joins each bound. An infinite error

@@ -30,8 +30,9 @@ struct ReferenceGradient {
   std::vector<double> dq, dk, dv, dsinks;
   // Per element: the bound on |kernel - exact| of a kernel rounding as GradientNumerics says.
   std::vector<double> dq_bound, dk_bound, dv_bound, dsinks_bound;
-  // Per element: the magnitudes its float evaluation adds up (what gamma(n) multiplies in the
-  // bound): the scale of a kernel's rounding error, in which gate 2 compares two kernels.
+  // Per element: the magnitudes its float evaluation adds up, each weight's times its conditioning
+  // (max(1, its relative error bound / 8 u)): the scale of a kernel's rounding error, in which gate
+  // 2 compares two kernels.
   std::vector<double> dq_scale, dk_scale, dv_scale, dsinks_scale;
   // Per row [B][H][Tq]: 1 when the row sees no key.
   std::vector<std::uint8_t> empty;

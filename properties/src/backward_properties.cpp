@@ -41,16 +41,18 @@ GradientRun run_gradient(const Problem& p, const Kernel& kernel, Oracle& oracle,
 }
 
 constexpr const char* kBeyondFloat = "the exact gradients or their intermediates exceed float range";
+constexpr const char* kUnbounded = "every element's bound is infinite (float cannot hold the computation)";
 
 bool any_row_sees(const ReferenceGradient& ref) { return std::find(ref.empty.begin(), ref.empty.end(), 0) != ref.empty.end(); }
 
 // |a - b| within the sum of both bounds: two calls exact arithmetic says are equal.
 Verdict compare_calls(const Problem& p, const std::vector<float>& a, const std::vector<float>& b,
                       const std::vector<double>& bound, const char* which, const std::string& property,
-                      const std::string& label, double& worst) {
+                      const std::string& label, double& worst, long& compared) {
   for (std::size_t e = 0; e < a.size(); ++e) {
     const double error = std::fabs(double(a[e]) - double(b[e])), allowed = 2 * bound[e];
     if (std::isinf(allowed)) continue;  // float cannot hold the computation: nothing to judge
+    ++compared;
     if (!(error <= allowed))
       return Verdict::fail(property, fmt::format("{}: {} is {:.9g} and {:.9g} (difference {:.3g} > {:.3g})", label,
                                                  describe_gradient(p, which, e), a[e], b[e], error, allowed),
@@ -162,6 +164,7 @@ Verdict gradient_dv_is_pt_do(const Problem& p, const Kernel& kernel, Oracle& ora
   if (std::find(forward.empty.begin(), forward.empty.end(), 0) == forward.empty.end())
     return Verdict::vacuous(name, "every row is empty");
   double worst = 0;
+  long compared = 0;
   for (int first = 0; first < s.q_len && first < 2 * dv; first += dv) {
     std::vector<float> d_o(p.o_size(), 0.0f);
     for (std::size_t row = 0; row < p.lse_size(); ++row) {
@@ -179,6 +182,7 @@ Verdict gradient_dv_is_pt_do(const Problem& p, const Kernel& kernel, Oracle& ora
             const std::size_t e = ((std::size_t(b) * s.kv_heads + g) * s.k_len + j) * dv + c;
             const double error = std::fabs(double(r.got.dv[e]) - weight), bound = r.ref.dv_bound[e] + weight * 0x1p-50;
             if (std::isinf(bound)) continue;
+            ++compared;
             if (!(error <= bound))
               return Verdict::fail(name, fmt::format("dO one-hot on row {}: {} = {:.9g}, but that row's weight on key {} "
                                                      "is {:.9g} (error {:.3g} > bound {:.3g})",
@@ -188,6 +192,7 @@ Verdict gradient_dv_is_pt_do(const Problem& p, const Kernel& kernel, Oracle& ora
             if (bound > 0) worst = std::max(worst, error / bound);
           }
   }
+  if (compared == 0) return Verdict::vacuous_bound(name, kUnbounded);
   return Verdict::pass(name, worst);
 }
 
@@ -209,15 +214,18 @@ Verdict gradient_ds_rows_sum_to_zero(const Problem& given, const Kernel& kernel,
   if (!r.ref.within_float_range) return Verdict::vacuous(name, kBeyondFloat);
   if (!any_row_sees(r.ref)) return Verdict::vacuous(name, "every row is empty");
   double worst = 0;
+  long compared = 0;
   for (std::size_t e = 0; e < r.got.dq.size(); ++e) {
     const double error = std::fabs(double(r.got.dq[e])), bound = r.ref.dq_bound[e] + std::fabs(r.ref.dq[e]);
     if (std::isinf(bound)) continue;
+    ++compared;
     if (!(error <= bound))
       return Verdict::fail(name, fmt::format("every key equal: {} = {:.9g}, but the rows of dS sum to 0 (bound {:.3g})",
                                              describe_gradient(p, "dQ", e), r.got.dq[e], bound),
                            bound > 0 ? error / bound : INFINITY);
     if (bound > 0) worst = std::max(worst, error / bound);
   }
+  if (compared == 0) return Verdict::vacuous_bound(name, kUnbounded);
   return Verdict::pass(name, worst);
 }
 
@@ -261,6 +269,7 @@ Verdict gradient_gqa_matches_repeated_heads(const Problem& p, const Kernel& kern
   if (!gqa.ref.within_float_range || !rep.ref.within_float_range) return Verdict::vacuous(name, kBeyondFloat);
   const int group = s.heads / s.kv_heads;
   double worst = 0;
+  long compared = 0;
   for (const auto& [width, got, sums, gqa_bound, rep_bound, which] :
        {std::tuple{s.head_dim, &gqa.got.dk, &rep.got.dk, &gqa.ref.dk_bound, &rep.ref.dk_bound, "dK"},
         std::tuple{s.value_dim, &gqa.got.dv, &rep.got.dv, &gqa.ref.dv_bound, &rep.ref.dv_bound, "dV"}}) {
@@ -276,6 +285,7 @@ Verdict gradient_gqa_matches_repeated_heads(const Problem& p, const Kernel& kern
       allowed += 2 * group * 0x1p-24 * sum_abs;  // the sum of the repeated heads' gradients, in double here
       const double error = std::fabs(double((*got)[e]) - sum);
       if (std::isinf(allowed)) continue;
+      ++compared;
       if (!(error <= allowed))
         return Verdict::fail(name, fmt::format("GQA {}:{}: {} = {:.9g}, the group's repeated heads sum to {:.9g} "
                                                "(difference {:.3g} > {:.3g})",
@@ -285,8 +295,10 @@ Verdict gradient_gqa_matches_repeated_heads(const Problem& p, const Kernel& kern
       if (allowed > 0) worst = std::max(worst, error / allowed);
     }
   }
-  const Verdict dq = compare_calls(p, gqa.got.dq, rep.got.dq, gqa.ref.dq_bound, "dQ", name, "GQA vs repeated heads", worst);
+  const Verdict dq =
+      compare_calls(p, gqa.got.dq, rep.got.dq, gqa.ref.dq_bound, "dQ", name, "GQA vs repeated heads", worst, compared);
   if (!dq.passed) return dq;
+  if (compared == 0) return Verdict::vacuous_bound(name, kUnbounded);
   return Verdict::pass(name, worst);
 }
 
@@ -312,15 +324,17 @@ Verdict gradient_permutation_equivariance(const Problem& p, const Kernel& kernel
     return out;
   };
   double worst = 0;
+  long compared = 0;
   const std::string label = "queries and keys permuted, mapped back";
   for (const auto& [a, b, bound, which] :
        {std::tuple{&original.got.dq, back(moved.got.dq, s.batch * s.heads, qs, s.head_dim), &original.ref.dq_bound, "dQ"},
         std::tuple{&original.got.dk, back(moved.got.dk, s.batch * s.kv_heads, ks, s.head_dim), &original.ref.dk_bound, "dK"},
         std::tuple{&original.got.dv, back(moved.got.dv, s.batch * s.kv_heads, ks, s.value_dim), &original.ref.dv_bound, "dV"},
         std::tuple{&original.got.dsinks, moved.got.dsinks, &original.ref.dsinks_bound, "dsinks"}}) {
-    const Verdict v = compare_calls(p, *a, b, *bound, which, name, label, worst);
+    const Verdict v = compare_calls(p, *a, b, *bound, which, name, label, worst, compared);
     if (!v.passed) return v;
   }
+  if (compared == 0) return Verdict::vacuous_bound(name, kUnbounded);
   return Verdict::pass(name, worst);
 }
 
@@ -378,6 +392,7 @@ Verdict gradient_matches_finite_difference(const Problem& p, const Kernel& kerne
   }
   if (!p.modifiers.sinks.empty()) elements.push_back({GradientOf::kSinks, 0, std::size_t(h), "dsinks"});
   double worst = 0;
+  long compared = 0;
   for (const Element& el : elements) {
     const std::vector<float>& inputs = el.of == GradientOf::kQ ? one.q : el.of == GradientOf::kK ? one.k
                                        : el.of == GradientOf::kV ? one.v : one.modifiers.sinks;
@@ -397,6 +412,7 @@ Verdict gradient_matches_finite_difference(const Problem& p, const Kernel& kerne
                            0x1p-40 * std::fabs(fd);
     const double error = std::fabs(double(got[el.in_full]) - fd);
     if (std::isinf(allowed) || std::isnan(allowed)) continue;
+    ++compared;
     if (!(error <= allowed))
       return Verdict::fail(name, fmt::format("dO on row b={} h={} row={} only: {} = {:.9g}, central differences of the "
                                              "exact forward give {:.9g} (difference {:.3g} > {:.3g})",
@@ -405,6 +421,7 @@ Verdict gradient_matches_finite_difference(const Problem& p, const Kernel& kerne
                            allowed > 0 ? error / allowed : INFINITY);
     if (allowed > 0) worst = std::max(worst, error / allowed);
   }
+  if (compared == 0) return Verdict::vacuous(name, "no sampled element could be differentiated (poisoned or unbounded)");
   return Verdict::pass(name, worst);
 }
 
@@ -427,8 +444,8 @@ Verdict gradient_overflow_safe(const Problem& p, const Kernel& kernel, Oracle& o
     // The variant's own dO: its witness replays under gradient_matches_reference.
     const GradientRun r = run_gradient(variant, kernel, oracle, output_gradient_for(variant));
     if (!r.ref.within_float_range || !any_row_sees(r.ref)) continue;
-    exercised = true;
     const Verdict v = compare_gradients(variant, r.ref, r.got, name, label);
+    exercised = exercised || v.exercised;
     if (!v.passed) {
       Verdict failed = v;
       failed.witness = std::make_shared<Problem>(variant);

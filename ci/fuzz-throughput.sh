@@ -16,9 +16,10 @@ done
 
 echo "exec/s, ${seconds} s per cell, $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 printf "%-18s %-8s %12s %12s\n" target kernel fuzz-fast "fuzz (ASan)"
-for target in fuzz_mask_leak fuzz_overflow fuzz_differential fuzz_decode; do
+for target in fuzz_mask_leak fuzz_overflow fuzz_differential fuzz_decode fuzz_backward; do
   kernels=(loop blocked tiled decode all)
   [ "$target" = fuzz_decode ] && kernels=(decode)
+  [ "$target" = fuzz_backward ] && kernels=(loop tiled)
   for kernel in "${kernels[@]}"; do
     row=()
     for preset in fuzz-fast fuzz; do

@@ -25,7 +25,7 @@ FeatureSet KernelReport::exercised() const {
     if (r.status() != CheckStatus::kPass || r.effective == 0) continue;
     if (capabilities.lse()) s.insert(Feature::kLse);
     if (r.check == "decode_matches_prefill" || r.check == "fuzz_decode") s.insert(Feature::kDecode);
-    if (r.check.starts_with("gradient_")) s.insert(Feature::kBackward);
+    if (r.check.starts_with("gradient_") || r.check == "fuzz_backward") s.insert(Feature::kBackward);
   }
   return s & capabilities.features;
 }

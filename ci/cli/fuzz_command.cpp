@@ -126,8 +126,9 @@ void print_outcome(const FuzzFinding& f) {
 FuzzOutcome fuzz_and_replay(const FuzzRequest& request) {
   const std::optional<fuzz::Target> target = fuzz::target_from_name(request.target);
   if (!target) {
-    std::cerr << "attest: unknown fuzz target '" << request.target
-              << "' (fuzz_mask_leak, fuzz_overflow, fuzz_decode, fuzz_differential)\n";
+    std::string known;
+    for (const fuzz::TargetInfo& t : fuzz::target_table()) known += std::string(known.empty() ? "" : ", ") + t.name;
+    std::cerr << "attest: unknown fuzz target '" << request.target << "' (" << known << ")\n";
     return {2};
   }
   const fs::path root = repository_root();

@@ -9,7 +9,7 @@
 namespace attest {
 
 struct FuzzRequest {
-  std::string target;       // fuzz_mask_leak, fuzz_overflow, fuzz_decode, fuzz_differential
+  std::string target;       // a row of fuzz/src/fuzz_targets.cpp's table
   int seconds = 60;
   std::string kernel;       // ATTEST_FUZZ_KERNEL for the target (default: every built-in kernel)
   std::string build_dir;    // the fuzz preset's build directory (default: build/fuzz)

@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   FuzzRequest fuzz;
   CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");
   bool fuzz_list = false;
-  fz->add_option("--target", fuzz.target, "fuzz_mask_leak, fuzz_overflow, fuzz_decode or fuzz_differential");
+  fz->add_option("--target", fuzz.target, "fuzz_mask_leak, fuzz_overflow, fuzz_decode, fuzz_differential or fuzz_backward");
   fz->add_flag("--list", fuzz_list, "print each kernel fuzz target and the mutant it must find, one per line");
   std::string fuzz_target_seconds = "60";
   fz->add_option("--seconds", fuzz_target_seconds, "how long to fuzz")->capture_default_str();

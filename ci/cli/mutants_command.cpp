@@ -12,6 +12,7 @@
 #include "attest/problem_file.h"
 #include "certify.h"
 #include "fuzz_command.h"
+#include "fuzz_targets.h"
 #include "attest/mutants.h"
 
 namespace attest {
@@ -77,7 +78,10 @@ MutantReport evaluate(const MutantEntry& entry, const MutantsRequest& request, O
     first = false;
   }
   if (request.fuzz_seconds > 0) {
-    for (const char* target : {"fuzz_mask_leak", "fuzz_overflow", "fuzz_decode", "fuzz_differential"}) {
+    const FeatureSet declared = entry.make()->capabilities().features;
+    for (const fuzz::TargetInfo& t : fuzz::target_table()) {
+      if (!t.required.minus(declared).empty()) continue;  // e.g. fuzz_backward for a forward-only mutant
+      const std::string target = t.name;
       FuzzRequest fuzz;
       fuzz.target = target;
       fuzz.seconds = request.fuzz_seconds;

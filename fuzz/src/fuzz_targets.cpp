@@ -1,6 +1,7 @@
 #include "fuzz_targets.h"
 
 #include "attest/compare.h"
+#include "attest/cost_model.h"
 #include "attest/declaration_fit.h"
 #include "attest/harness.h"
 #include "attest/kernel.h"
@@ -63,6 +64,17 @@ std::vector<Verdict> check_differential(const FuzzCase& c, const Kernel& kernel,
   return {matches_reference(c.problem, kernel, oracle), precision_gate(c.problem, kernel, oracle)};
 }
 
+// The exact gradient costs every (query, key) pair in double-double: inputs past this dense work
+// (multiply-adds, cost_model.h) exercise nothing rather than slow the fuzzer to a crawl.
+constexpr double kMaxBackwardWork = 1 << 22;
+
+std::vector<Verdict> check_backward(const FuzzCase& c, const Kernel& kernel, Oracle& oracle) {
+  if (forward_work(c.problem) > kMaxBackwardWork)
+    return {Verdict::vacuous("gradient_matches_reference", "too large for the exact gradient of every row")};
+  return {gradient_matches_reference(c.problem, kernel, oracle), gradient_masked_keys_zero(c.problem, kernel, oracle),
+          gradient_ds_rows_sum_to_zero(c.problem, kernel, oracle)};
+}
+
 // Chunk sizes summing to Tk again after the declaration changed Tk.
 std::vector<int> chunks_for(std::vector<int> chunks, int k_len) {
   std::vector<int> out;
@@ -88,6 +100,9 @@ const std::vector<TargetInfo>& target_table() {
        "chunked decode across page boundaries", check_decode},
       {Target::kDifferential, "fuzz_differential", Flavor::kGeneral, {}, "drop_partial_tile",
        "anything, against the reference and the precision gate", check_differential},
+      {Target::kBackward, "fuzz_backward", Flavor::kGeneral, {Feature::kBackward}, "backward_masked_ds_kept",
+       "the backward on anything: gradients against the exact one, masked keys' dK = dV = 0, rows of dS summing to 0",
+       check_backward},
   };
   return table;
 }

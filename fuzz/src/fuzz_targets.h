@@ -1,4 +1,4 @@
-// The four fuzz targets as functions over bytes, shared by libFuzzer builds, the GCC replay
+// The five fuzz targets as functions over bytes, shared by libFuzzer builds, the GCC replay
 // driver, `attest fuzz` and `attest certify`. The caller names the kernels under test: nothing
 // here reads the environment, so one process can run several kernels (one mutant after another)
 // and each gets its own verdict.
@@ -19,7 +19,7 @@
 
 namespace attest::fuzz {
 
-enum class Target { kMaskLeak, kOverflow, kDecode, kDifferential };
+enum class Target { kMaskLeak, kOverflow, kDecode, kDifferential, kBackward };
 
 struct FuzzCase;
 

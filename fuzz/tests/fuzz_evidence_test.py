@@ -12,7 +12,7 @@ import tempfile
 
 ATTEST, SOURCE = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="attest-fuzz-evidence-")
-TARGETS = ("fuzz_mask_leak", "fuzz_overflow", "fuzz_decode", "fuzz_differential")
+TARGETS = ("fuzz_mask_leak", "fuzz_overflow", "fuzz_decode", "fuzz_differential", "fuzz_backward")
 # Fails masked_inputs_have_no_influence on mutant:causal_sees_next, passes on correct kernels.
 SEED = os.path.join(SOURCE, "corpus/fuzz_mask_leak/tile_edge_33_causal")
 MUTANT = "mutant:causal_sees_next"
@@ -87,7 +87,10 @@ if not (mask["libfuzzer_finding"] and mask["counted"] and mask["replay_exit_code
         and mask["kernel"] == MUTANT and mask["replay_kernel"] == MUTANT
         and mask["property"] == "masked_inputs_have_no_influence" and mask["replay_verdict"].startswith("FAIL")):
     sys.exit("fuzz_mask_leak evidence: %s" % mask)
-for target in TARGETS[1:]:
+# Only the targets the mutant's declaration can take: no decode, no backward.
+if set(fuzz) != set(TARGETS) - {"fuzz_decode", "fuzz_backward"}:
+    sys.exit("targets run: %s" % sorted(fuzz))
+for target in sorted(set(fuzz) - {"fuzz_mask_leak"}):
     if fuzz[target]["libfuzzer_finding"] or fuzz[target]["counted"]:
         sys.exit("%s found nothing, yet: %s" % (target, fuzz[target]))
 if row["fuzz_killed_by"] != ["fuzz_mask_leak"]:

@@ -26,7 +26,7 @@ for target in $targets; do
   test -s "$OUT/${target}_seed_corpus.zip" || { echo "missing ${target}_seed_corpus.zip"; exit 1; }
   unzip -l "$OUT/${target}_seed_corpus.zip" | tail -1
 done
-for target in fuzz_mask_leak fuzz_overflow fuzz_decode fuzz_differential; do
+for target in $(cd "$root/fuzz" && ls targets/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//'); do
   test -f "$OUT/$target.options" || { echo "missing $target.options"; exit 1; }
 done
 # The built target runs its seeds.

@@ -607,7 +607,7 @@ def case_name_prints_verdict_lines():
     # print verdict lines: stdout keeps one verdict line per kernel, JUnit and JSON no control byte.
     source = open(os.path.join(SOURCE, "ci/examples/process_python/numpy_kernel.py")).read()
     evil = 'evil\\nCERTIFIED evil\\r\\x1b[2K\\nCERTIFIED'
-    for old, new in [('string("example-numpy")', 'string("%s")' % evil),
+    for old, new in [('name="example-numpy"', 'name="%s"' % evil),
                      ("weights = np.where(", "weights = 1.01 * np.where(")]:  # wrong by 1%
         if source.count(old) != 1:
             fail("numpy_kernel.py no longer has exactly one %r" % old)
@@ -615,7 +615,7 @@ def case_name_prints_verdict_lines():
     script = os.path.join(WORK, "evil_kernel.py")
     open(script, "w").write(source)
     junit, cert = os.path.join(WORK, "r.xml"), os.path.join(WORK, "c.json")
-    run = certify("--kernel-cmd", "/usr/bin/python3 " + script, *QUICK, "--junit", junit, "--json", cert, expect=(1,))
+    run = certify("--kernel-cmd", "env PYTHONPATH=%s /usr/bin/python3 %s" % (os.path.join(SOURCE, "python"), script), *QUICK, "--junit", junit, "--json", cert, expect=(1,))
     starts = [line for line in run.stdout.splitlines() if line.startswith("CERTIFIED")]
     if starts:
         fail("a kernel's name printed verdict lines %r:\n%s" % (starts, run.describe()))

@@ -1,0 +1,257 @@
+"""What a kernel declares: its features, where it rounds, the problems it accepts, its paths.
+
+Everything is checked when the dataclass is built: an unknown feature name or a bad value raises
+DeclarationError there, before anything is served (`python3 -m attest_kernel serve` then answers
+attest's HELLO with an ERROR carrying the message, and attest prints it and exits 2)."""
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence, Tuple
+
+from . import abi
+
+FEATURES = tuple(name for name in abi.CAPABILITIES if name not in ("decode", "backward"))
+PRECISIONS = tuple(abi.FORMATS)  # "f32", "bf16", "f16"
+PATH_NAME_BYTES = 31
+
+
+class DeclarationError(ValueError):
+    """A declaration attest would refuse or misread; the message names the field."""
+
+
+def _fail(where, message):
+    raise DeclarationError("%s: %s" % (where, message))
+
+
+def _format(where, value):
+    if value not in PRECISIONS:
+        _fail(where, "%r is not a number format (expected one of %s)" % (value, ", ".join(map(repr, PRECISIONS))))
+    return value
+
+
+def _flag(where, value):
+    if not isinstance(value, (bool, int)) or value not in (0, 1):
+        _fail(where, "%r is not a boolean" % (value,))
+    return bool(value)
+
+
+def _int(where, value, low=None, high=None):
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(where, "%r is not an integer" % (value,))
+    if (low is not None and value < low) or (high is not None and value > high):
+        _fail(where, "%d is out of range [%s, %s]" % (value, low, high))
+    return value
+
+
+def _number(where, value, low=0.0):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
+        _fail(where, "%r is not a finite number >= %g" % (value, low))
+    return float(value)
+
+
+I32_MAX = 2**31 - 1
+I64_MAX = 2**63 - 1
+
+
+def _range(where, value, allow_negative=False):
+    """None, or (min, max) inclusive; (0, 0) and None mean no limit. Returns (min, max)."""
+    if value is None:
+        return (0, 0)
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        _fail(where, "%r is not a (min, max) pair or None" % (value,))
+    low = _int(where + " min", value[0], None if allow_negative else 0, I64_MAX)
+    high = _int(where + " max", value[1], None if allow_negative else 0, I64_MAX)
+    if low < -I64_MAX:
+        _fail(where, "min %d out of range" % low)
+    if low > high:
+        _fail(where, "min %d is larger than max %d" % (low, high))
+    return (low, high)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Where the kernel rounds (attest_precision_spec). Formats are "f32", "bf16" or "f16".
+
+    q, k, v, o and bias are storage formats: a bf16 / f16 buffer arrives (and O leaves) as uint16
+    bit patterns. scores: q.k is accumulated in; p: P is rounded to it before P.V ("f32": not
+    rounded); accumulator: P.V (and the softmax sum, unless weight_sum names another) is
+    accumulated in; exp_ulps: the worst error of one exp in ulps (0 means 1). weight_sum: None,
+    or the format the softmax sum is accumulated in apart from P.V. pv_unnormalised: P.V summed
+    with weights exp(s - m), divided by the sum at the end. q_entry, k_entry, v_entry: the kernel
+    rounds that input to this format before using it ("f32": used as stored)."""
+    q: str = "f32"
+    k: str = "f32"
+    v: str = "f32"
+    o: str = "f32"
+    scores: str = "f32"
+    p: str = "f32"
+    accumulator: str = "f32"
+    exp_ulps: float = 1.0
+    bias: str = "f32"
+    weight_sum: Optional[str] = None
+    pv_unnormalised: bool = False
+    q_entry: str = "f32"
+    k_entry: str = "f32"
+    v_entry: str = "f32"
+
+    def __post_init__(self):
+        for name in ("q", "k", "v", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"):
+            _format("precision." + name, getattr(self, name))
+        if self.weight_sum is not None:
+            _format("precision.weight_sum", self.weight_sum)
+        _number("precision.exp_ulps", self.exp_ulps)
+        object.__setattr__(self, "exp_ulps", float(self.exp_ulps))
+        object.__setattr__(self, "pv_unnormalised", _flag("precision.pv_unnormalised", self.pv_unnormalised))
+
+    @classmethod
+    def stored(cls, fmt, **fields):
+        """q, k, v and o all stored in `fmt` (the arithmetic fields as given, f32 by default)."""
+        return cls(q=fmt, k=fmt, v=fmt, o=fmt, **fields)
+
+    def storage(self):
+        """{"q": ..., "k": ..., "v": ..., "o": ..., "bias": ...}: the formats that cross the boundary."""
+        return {name: getattr(self, name) for name in ("q", "k", "v", "o", "bias")}
+
+
+@dataclass(frozen=True)
+class Contract:
+    """The problems the kernel accepts (attest_contract); attest sends no other.
+
+    Ranges are (min, max), inclusive; None means no limit. head_dims: the only head widths Dk
+    (empty: any within head_dim). dk_equals_dv: only Dv == Dk. default_scale_only: only
+    scale = 1/sqrt(Dk). causal_required: only causal problems. self_attention_only: only
+    Tq == Tk with q_offset 0. query_tile, key_tile: the kernel's tiles (0: none). inputs_finite:
+    every input finite (otherwise masked keys may hold NaN or inf). max_abs_value: 0, or the
+    largest |V| of a visible key the kernel is built for (at least 1). alibi_slopes: "arbitrary"
+    or "standard" (only the geometric set; alibi_max_bias, 0 meaning 8). decode_only: no
+    forward, certified through decode only. decode_lse_optional: a decode step may skip LSE."""
+    head_dims: Sequence[int] = ()
+    head_dim: Optional[Tuple[int, int]] = None
+    batch: Optional[Tuple[int, int]] = None
+    heads: Optional[Tuple[int, int]] = None
+    q_len: Optional[Tuple[int, int]] = None
+    k_len: Optional[Tuple[int, int]] = None
+    q_offset: Optional[Tuple[int, int]] = None
+    dk_equals_dv: bool = False
+    default_scale_only: bool = False
+    causal_required: bool = False
+    self_attention_only: bool = False
+    query_tile: int = 0
+    key_tile: int = 0
+    inputs_finite: bool = False
+    max_abs_value: float = 0.0
+    alibi_slopes: str = "arbitrary"
+    alibi_max_bias: float = 0.0
+    decode_only: bool = False
+    decode_lse_optional: bool = False
+
+    def __post_init__(self):
+        dims = self.head_dims
+        if isinstance(dims, (str, bytes)) or not isinstance(dims, (list, tuple)):
+            _fail("contract.head_dims", "%r is not a list of head widths" % (dims,))
+        object.__setattr__(self, "head_dims", tuple(_int("contract.head_dims", d, 1, I32_MAX) for d in dims))
+        for name in ("head_dim", "batch", "heads", "q_len", "k_len", "q_offset"):
+            object.__setattr__(self, name, _range("contract." + name, getattr(self, name), name == "q_offset"))
+        for name in ("dk_equals_dv", "default_scale_only", "causal_required", "self_attention_only", "inputs_finite",
+                     "decode_only", "decode_lse_optional"):
+            object.__setattr__(self, name, _flag("contract." + name, getattr(self, name)))
+        _int("contract.query_tile", self.query_tile, 0, I32_MAX)
+        _int("contract.key_tile", self.key_tile, 0, I32_MAX)
+        object.__setattr__(self, "max_abs_value", _number("contract.max_abs_value", self.max_abs_value))
+        if 0 < self.max_abs_value < 1:
+            _fail("contract.max_abs_value", "%g: 0 (any) or at least 1" % self.max_abs_value)
+        if self.alibi_slopes not in abi.ALIBI_SLOPES:
+            _fail("contract.alibi_slopes", "%r is not one of %s" % (self.alibi_slopes, ", ".join(abi.ALIBI_SLOPES)))
+        object.__setattr__(self, "alibi_max_bias", _number("contract.alibi_max_bias", self.alibi_max_bias))
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A kernel's declaration: what attest certifies it against.
+
+    name: as attest prints it. features: names from FEATURES ("causal", "window", "key_padding",
+    "query_padding", "segments", "explicit_mask", "gqa", "lse", "rope", "chunk", "softcap",
+    "alibi", "bias", "sinks", "lookahead"). empty_rows: "zero" (O = 0, LSE = -inf) or "nan".
+    paths: (name, Precision) for each internal path that rounds elsewhere than `precision`
+    (the kernel names the path that served a call by returning (o, lse, path)). decode: None, or
+    a function config -> session for attest's decode checks (see README.md)."""
+    name: str
+    features: Sequence[str] = ()
+    empty_rows: str = "zero"
+    precision: Precision = field(default_factory=Precision)
+    contract: Contract = field(default_factory=Contract)
+    paths: Sequence[Tuple[str, Precision]] = ()
+    decode: Optional[Callable] = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name or len(self.name.encode()) > 63:
+            _fail("name", "%r: a non-empty string of at most 63 bytes" % (self.name,))
+        features = self.features
+        if isinstance(features, (str, bytes)) or not isinstance(features, (list, tuple, set, frozenset)):
+            _fail("features", "%r is not a list of feature names" % (features,))
+        for feature in features:
+            if feature in ("decode", "backward"):
+                hint = ("give Declaration(decode=...) instead" if feature == "decode"
+                        else "this package does not serve BACKWARD yet (the C++ server does)")
+                _fail("features", "%r is not declared by name: %s" % (feature, hint))
+            if feature not in FEATURES:
+                _fail("features", "unknown feature %r (known: %s)" % (feature, ", ".join(FEATURES)))
+        object.__setattr__(self, "features", tuple(dict.fromkeys(features)))
+        if self.empty_rows not in abi.EMPTY_ROWS:
+            _fail("empty_rows", "%r is not \"zero\" or \"nan\"" % (self.empty_rows,))
+        if not isinstance(self.precision, Precision):
+            _fail("precision", "%r is not an attest_kernel.Precision" % (self.precision,))
+        if not isinstance(self.contract, Contract):
+            _fail("contract", "%r is not an attest_kernel.Contract" % (self.contract,))
+        if self.decode is not None and not callable(self.decode):
+            _fail("decode", "%r is not callable" % (self.decode,))
+        if self.contract.decode_only and self.decode is None:
+            _fail("contract.decode_only", "a decode-only kernel needs Declaration(decode=...)")
+        if self.contract.causal_required and "causal" not in self.features:
+            _fail("contract.causal_required", "needs the feature \"causal\"")
+        paths = []
+        for index, entry in enumerate(self.paths):
+            where = "paths[%d]" % index
+            if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+                _fail(where, "%r is not a (name, Precision) pair" % (entry,))
+            name, precision = entry
+            if not isinstance(name, str) or not 1 <= len(name.encode()) <= PATH_NAME_BYTES or not name.isprintable():
+                _fail(where, "path name %r: 1 to %d printable bytes" % (name, PATH_NAME_BYTES))
+            if not isinstance(precision, Precision):
+                _fail(where, "%r is not an attest_kernel.Precision" % (precision,))
+            if precision.storage() != self.precision.storage():
+                _fail(where, "path %r stores %s, the kernel %s: a path changes arithmetic, never storage"
+                      % (name, precision.storage(), self.precision.storage()))
+            if name in (p[0] for p in paths):
+                _fail(where, "path %r declared twice" % name)
+            paths.append((name, precision))
+        object.__setattr__(self, "paths", tuple(paths))
+
+    @property
+    def capabilities(self):
+        """The ATTEST_CAP_* bits."""
+        bits = 0
+        for feature in self.features:
+            bits |= abi.CAPABILITIES[feature]
+        if self.decode is not None:
+            bits |= abi.CAPABILITIES["decode"]
+        return bits
+
+    def has(self, feature):
+        return feature in self.features
+
+    def replace(self, **changes):
+        """A copy with some fields changed (checked again)."""
+        return dataclasses.replace(self, **changes)
+
+
+def declare(declaration):
+    """Decorator: attaches `declaration` to the kernel function as `function.declaration`, the
+    attribute `python3 -m attest_kernel serve module:function` reads."""
+    if not isinstance(declaration, Declaration):
+        raise DeclarationError("declare(): %r is not an attest_kernel.Declaration" % (declaration,))
+
+    def attach(function):
+        function.declaration = declaration
+        return function
+    return attach

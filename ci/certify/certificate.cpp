@@ -73,6 +73,7 @@ json capabilities_json(const Capabilities& c) {
   return {{"features", c.features.names()},
           {"empty_rows", to_string(c.empty_rows)},
           {"inputs", to_string(c.inputs)},
+          {"deterministic_backward", c.deterministic_backward},
           {"precision", precision_json(c.precision)},
           {"path_precision", path_precision_json(c)},
           {"exp_ulps", c.precision.exp_ulps},

@@ -88,6 +88,11 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
       bad(where + ".inputs", "must be \"finite\" or \"masked_may_be_nonfinite\"");
     c.inputs = inputs == to_string(InputDomain::kFinite) ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
   }
+  if (d.contains("deterministic_backward")) {  // added with ABI 2.3: absent means no promise
+    const json& flag = member(d, where, "deterministic_backward");
+    if (!flag.is_boolean()) bad(where + ".deterministic_backward", "must be true or false");
+    c.deterministic_backward = flag.get<bool>();
+  }
   c.precision = precision_of(member(d, where, "precision"), where + ".precision");
   c.precision.exp_ulps = finite_number(d, where, "exp_ulps");
   if (d.contains("path_precision")) {

@@ -32,6 +32,8 @@ const void* open_plugin(const std::string& path) {
     if (!v2->forward && !v2->contract.decode_only)
       throw KernelLoadError(
           fmt::format("{}: descriptor has no forward function (and its contract is not decode_only)", path));
+    if ((v2->capabilities & ATTEST_CAP_BACKWARD) && !v2->backward)
+      throw KernelLoadError(fmt::format("{}: descriptor declares ATTEST_CAP_BACKWARD but its backward is NULL", path));
   } else {
     throw KernelLoadError(
         fmt::format("{}: kernel ABI version {}, this attest speaks versions 1 and 2", path, version));
@@ -95,6 +97,27 @@ void InProcessPlugin::forward(const Problem& p, std::span<float> o, std::span<fl
   call();
   copy_out(call.o_, caps_.precision.o, o);
   if (!lse.empty() && !call.lse_.empty()) std::copy(call.lse_.begin(), call.lse_.end(), lse.begin());
+}
+
+void InProcessPlugin::backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const {
+  const protocol::WireBackward wire = to_wire(p, in, caps_.precision);
+  const attest_problem_v2 problem = wire.problem.view();
+  const attest_backward_inputs inputs = wire.view();
+  const Precision& precision = caps_.precision;
+  std::vector<std::uint8_t> dq(p.q_size() * info(precision.q).bytes), dk(p.k_size() * info(precision.k).bytes),
+      dv(p.v_size() * info(precision.v).bytes);
+  std::vector<float> dsinks(p.modifiers.sinks.size());
+  // NaN-filled as the kernel host's are: a gradient never written shows (a backward is float32).
+  for (std::vector<std::uint8_t>* bytes : {&dq, &dk, &dv})
+    protocol::detail::fill_nan(bytes->data(), bytes->size(), ATTEST_F32);
+  protocol::detail::fill_nan(dsinks.data(), dsinks.size() * sizeof(float), ATTEST_F32);
+  attest_gradients gradients{};
+  gradients.dq = dq.data(), gradients.dk = dk.data(), gradients.dv = dv.data();
+  gradients.dsinks = dsinks.empty() ? nullptr : dsinks.data();
+  const attest_status status = served_.backward(problem, inputs, gradients);
+  if (status != ATTEST_OK) status_failure("backward", status, served_);
+  if (!gradients_from_storage(dq, dk, dv, dsinks, precision, out))
+    throw KernelFailure(KernelFailure::Kind::kProtocol, "the gradients do not have the problem's sizes");
 }
 
 class InProcessDecode final : public DecodeSession {

@@ -30,6 +30,7 @@ class InProcessPlugin final : public Kernel {
   Capabilities capabilities() const override { return caps_; }
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override;
   std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override;
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override;
   std::string last_path() const override { return last_path_; }
 
   // A forward call with the problem already in the ABI's form and the outputs allocated, so

@@ -474,6 +474,28 @@ void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<floa
   last_path_ = result.path.empty() ? "default" : safe_text(result.path, kMaxKernelName);
 }
 
+void ProcessKernel::backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const {
+  if (!caps_.backward()) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel declares no backward");
+  protocol::Writer w;
+  protocol::write_backward(w, to_wire(p, in, caps_.precision));
+  const std::uint64_t elements = p.q_size() + p.k_size() + p.v_size() + p.modifiers.sinks.size();
+  const std::string reply =
+      call(Type::kBackward, w.bytes(), Type::kBackwardResult, reply_bound(3, elements), backward_work(p));
+  protocol::BackwardResult result;
+  try {
+    protocol::Reader r(reply);
+    result = protocol::read_backward_result(r);
+  } catch (const protocol::ProtocolError& e) {
+    fail(KernelFailure::Kind::kProtocol, std::string("malformed backward result: ") + e.what());
+  }
+  if (!result.fault.empty()) throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
+  if (result.status != ATTEST_OK)
+    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("backward returned status {}: {}", result.status,
+                                                                  safe_text(result.error, kMaxKernelMessage)));
+  if (!gradients_from_storage(result.dq, result.dk, result.dv, result.dsinks, caps_.precision, out))
+    fail(KernelFailure::Kind::kProtocol, "malformed backward result: gradient sizes do not match the problem");
+}
+
 namespace {
 
 class ProcessDecodeSession final : public DecodeSession {

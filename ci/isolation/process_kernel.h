@@ -42,6 +42,7 @@ class ProcessKernel final : public Kernel {
   Capabilities capabilities() const override { return caps_; }
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override;
   std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override;
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override;
   std::string last_path() const override { return last_path_; }
   void set_cutoff(std::optional<std::chrono::steady_clock::time_point> cutoff) const override { cutoff_ = cutoff; }
 

@@ -375,6 +375,32 @@ def case_declared_standard_alibi():
     not_certified_quick("broken_slope_exponent", "standard-alibi", "matches_reference")
 
 
+# ABI 2.3 (issue 24): a C training kernel's backward crosses the kernel host and is certified with
+# every backward check effective; a bug in it fails the check that names it; a backward declared
+# without its function, or at a precision attest cannot bound yet, is refused before any check.
+GRADIENT_CHECKS = ("gradient_matches_reference", "gradient_precision_gate", "gradient_masked_keys_zero",
+                   "gradient_dv_is_pt_do", "gradient_ds_rows_sum_to_zero", "gradient_empty_rows_contribute_nothing",
+                   "gradient_gqa_matches_repeated_heads", "gradient_permutation_equivariance",
+                   "gradient_deterministic", "gradient_matches_finite_difference", "gradient_overflow_safe")
+
+
+def case_backward_plugin():
+    verdict, document, checks = certified_at_default("backward_attention", "backward-c")
+    require(verdict, "CERTIFIED backward-c for ", "backward")
+    if document["kernels"][0]["descriptor"].get("deterministic_backward") is not True:
+        sys.exit("the certificate does not record the deterministic backward: %s" % document["kernels"][0]["descriptor"])
+    for name in GRADIENT_CHECKS:
+        check = checks[name]
+        if check["verdict"] != "pass" or check["effective_cases"] < 1:
+            sys.exit("%s: %s" % (name, check))
+    not_certified_quick("broken_backward_drops_d", "backward-c", "gradient_ds_rows_sum_to_zero")
+    not_certified_quick("broken_backward_softcap_slope", "backward-c", "gradient_matches_reference")
+    out = certify("--kernel", plugin("broken_backward_backward_null"), "--budget", "quick", expect=2)
+    require(out, "declares ATTEST_CAP_BACKWARD but its backward is NULL")
+    out = certify("--kernel", plugin("broken_backward_bf16_backward"), "--budget", "quick", expect=2)
+    require(out, "ATTEST_CAP_BACKWARD with precision not float32 throughout", "not derived yet")
+
+
 def case_declared_unnormalised_pv():
     # fp16 K/V, the softmax sum in f32, P.V summed in fp16 before normalising, values within +-8
     # (4096 keys x 8 < 65504): certified as declared, with where that arithmetic fails by itself
@@ -477,7 +503,7 @@ def numpy_variant(name, old, new):
         sys.exit("numpy_kernel.py no longer has exactly one %r" % old)
     path = os.path.join(WORK, name + ".py")
     open(path, "w").write(source.replace(old, new))
-    return "/usr/bin/python3 " + path
+    return "env PYTHONPATH=%s /usr/bin/python3 %s" % (os.path.join(SOURCE, "python"), path)
 
 
 def case_modifiers_numpy():

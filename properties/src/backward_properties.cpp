@@ -342,16 +342,23 @@ Verdict gradient_deterministic(const Problem& p, const Kernel& kernel, Oracle& o
   const std::string name = "gradient_deterministic";
   const GradientInputs in = backward_inputs(p, oracle, output_gradient_for(p), kernel.capabilities().empty_rows);
   const Gradients first = run_backward_guarded(kernel, p, spans_of(in));
-  for (int call = 2; call <= 3; ++call) {
-    const Gradients again = run_backward_guarded(kernel, p, spans_of(in));
+  // The same call again, then with 1, 2 and 3 workers: a split reduction's order follows them.
+  int call = 1;
+  for (int threads : {0, 1, 2, 3}) {
+    ++call;
+    BackwardInputs inputs = spans_of(in);
+    inputs.threads = threads;
+    const Gradients again = run_backward_guarded(kernel, p, inputs);
     for (const auto& [a, b, which] : {std::tuple{&first.dq, &again.dq, "dQ"}, std::tuple{&first.dk, &again.dk, "dK"},
                                       std::tuple{&first.dv, &again.dv, "dV"},
                                       std::tuple{&first.dsinks, &again.dsinks, "dsinks"}})
       for (std::size_t e = 0; e < a->size(); ++e)
         if (std::memcmp(&(*a)[e], &(*b)[e], sizeof(float)) != 0)
-          return Verdict::fail(name, fmt::format("the kernel promises deterministic gradients; call {} gives {} = {:.9g}, "
-                                                 "call 1 gave {:.9g}",
-                                                 call, describe_gradient(p, which, e), (*b)[e], (*a)[e]),
+          return Verdict::fail(name, fmt::format("the kernel promises deterministic gradients; call {} ({}) gives {} = "
+                                                 "{:.9g}, call 1 (threads: the kernel's choice) gave {:.9g}",
+                                                 call, threads ? fmt::format("threads = {}", threads)
+                                                               : std::string("threads: the kernel's choice"),
+                                                 describe_gradient(p, which, e), (*b)[e], (*a)[e]),
                                INFINITY);
   }
   return Verdict::pass(name);

@@ -125,7 +125,7 @@ Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const Bac
   const std::vector<float> lse = with_nan_tail({in.lse.begin(), in.lse.end()});
   const std::vector<float> d_o = with_nan_tail({in.d_o.begin(), in.d_o.end()});
   GuardedBuffer dq(p.q_size()), dk(p.k_size()), dv(p.v_size()), dsinks(p.modifiers.sinks.size());
-  kernel.backward(copy, {o, lse, d_o}, {dq.span(), dk.span(), dv.span(), dsinks.span()});
+  kernel.backward(copy, {o, lse, d_o, in.threads}, {dq.span(), dk.span(), dv.span(), dsinks.span()});
   Gradients out;
   out.path = kBackwardPath;  // one path for every backward call: its coverage is counted apart from the forward's
   PathLog::record(p, out.path);

@@ -2,7 +2,10 @@
 // evidence, and a backward that leaves gradients unwritten or writes past them fails.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "attest/builtin_kernels.h"
+#include "attest/mutants.h"
 #include "attest/properties.h"
 #include "attest/property_driver.h"
 
@@ -61,6 +64,33 @@ TEST(BackwardChecks, UnwrittenAndOutOfBoundsGradientsFail) {
   const Verdict past = check_safely(find_property("gradient_matches_reference"), p, BrokenBackward(true), oracle);
   EXPECT_FALSE(past.passed);
   EXPECT_NE(past.detail.find("outside dK"), std::string::npos) << past.detail;
+}
+
+// The thread hint reaches the kernel: the built-in tiled backward gives the same bits with 1, 2 and 3
+// workers, the split-K mutant does not (and gradient_deterministic says so).
+TEST(BackwardChecks, TheThreadHintChangesOnlyASplitReduction) {
+  Problem p;
+  p.shape = {.batch = 2, .heads = 4, .kv_heads = 2, .q_len = 9, .k_len = 100, .head_dim = 8, .value_dim = 8};
+  p.resize_buffers();
+  for (std::size_t i = 0; i < p.q.size(); ++i) p.q[i] = float((i * 37) % 17) / 8.0f - 1.0f;
+  for (std::size_t i = 0; i < p.k.size(); ++i) p.k[i] = float((i * 29) % 13) / 8.0f - 0.75f;
+  for (std::size_t i = 0; i < p.v.size(); ++i) p.v[i] = float((i * 23) % 11) / 4.0f - 1.25f;
+  const auto tiled = make_kernel("tiled");
+  const auto split = find_mutant("backward_dq_split_by_threads").make();
+  const Outputs forward = run_forward(*tiled, p);
+  std::vector<float> d_o(p.o_size());
+  for (std::size_t i = 0; i < d_o.size(); ++i) d_o[i] = float((i * 19) % 7) / 4.0f - 0.5f;
+  auto dq_with = [&](const Kernel& k, int threads) {
+    return run_backward(k, p, {forward.o, forward.lse, d_o, threads}).dq;
+  };
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  for (int threads : {2, 3, 4}) EXPECT_TRUE(same_bits(dq_with(*tiled, 1), dq_with(*tiled, threads))) << threads;
+  EXPECT_FALSE(same_bits(dq_with(*split, 1), dq_with(*split, 2)));
+  Oracle oracle;
+  EXPECT_TRUE(gradient_deterministic(p, *tiled, oracle).passed);
+  EXPECT_FALSE(gradient_deterministic(p, *split, oracle).passed);
 }
 
 }  // namespace

@@ -86,6 +86,7 @@ const Catch kCatches[] = {
     {"gradient_gqa_matches_repeated_heads", "backward_gqa_last_head_wins"},
     {"gradient_permutation_equivariance", "backward_lse_wrong_row"},
     {"gradient_deterministic", "backward_dq_nondeterministic"},
+    {"gradient_deterministic", "backward_dq_split_by_threads"},
     {"gradient_matches_finite_difference", "backward_softcap_no_derivative"},
     {"gradient_overflow_safe", "backward_d_from_bf16_o"},
 };

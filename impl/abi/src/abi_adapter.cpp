@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <span>
 #include <tuple>
 
 namespace attest {
@@ -19,6 +20,9 @@ static_assert(sizeof(attest_precision_spec) == 56 && offsetof(attest_precision_s
 static_assert(offsetof(attest_kernel_v2, paths) == ATTEST_KERNEL_V2_0_SIZE);
 static_assert(offsetof(attest_kernel_v2, path_predicates) == ATTEST_KERNEL_V2_1_SIZE && sizeof(attest_kernel_v2) == 400);
 static_assert(sizeof(attest_path_predicate) == 144);
+// 2.3 took the reserved backward pointer and contract.reserved[0]: the layout is 2.2's.
+static_assert(offsetof(attest_kernel_v2, backward) == offsetof(attest_kernel_v2, last_error) + sizeof(void*));
+static_assert(offsetof(attest_contract, deterministic_backward) == 168);
 static_assert(offsetof(attest_problem_v2, bias_stored) + 4 * sizeof(void*) == offsetof(attest_problem_v2, lookahead));
 
 template <typename T>
@@ -162,6 +166,31 @@ protocol::WireDecodeConfig to_wire(const DecodeConfig& c) {
   return w;
 }
 
+protocol::WireBackward to_wire(const Problem& p, const BackwardInputs& in, const Precision& precision) {
+  protocol::WireBackward w;
+  w.problem = to_wire(p, precision);
+  w.threads = in.threads;
+  w.o = stored({in.o.begin(), in.o.end()}, precision.o), w.d_o = stored({in.d_o.begin(), in.d_o.end()}, precision.o);
+  w.lse.assign(in.lse.begin(), in.lse.end());
+  return w;
+}
+
+bool gradients_from_storage(const std::vector<std::uint8_t>& dq, const std::vector<std::uint8_t>& dk,
+                            const std::vector<std::uint8_t>& dv, const std::vector<float>& dsinks,
+                            const Precision& precision, const GradientSpans& out) {
+  const std::tuple<const std::vector<std::uint8_t>*, std::span<float>, Scalar> parts[] = {
+      {&dq, out.dq, precision.q}, {&dk, out.dk, precision.k}, {&dv, out.dv, precision.v}};
+  for (const auto& [bytes, span, format] : parts)
+    if (bytes->size() != span.size() * info(format).bytes) return false;
+  if (dsinks.size() != out.dsinks.size()) return false;
+  for (const auto& [bytes, span, format] : parts) {
+    const std::vector<float> values = floats_from_storage(bytes->data(), span.size(), format);
+    std::copy(values.begin(), values.end(), span.begin());
+  }
+  std::copy(dsinks.begin(), dsinks.end(), out.dsinks.begin());
+  return true;
+}
+
 Problem from_wire(const attest_problem_v2& h, const Precision& precision) {
   Problem p;
   p.shape = {h.batch, h.heads, h.kv_heads, h.q_len, h.k_len, h.head_dim, h.value_dim};
@@ -236,9 +265,6 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   c.features = FeatureSet::from_abi_bits(d.capabilities);
   if (c.features.abi_bits() != d.capabilities)
     refuse("capabilities has bits this attest does not know (0x" + std::to_string(d.capabilities) + ")");
-  if (c.backward())  // the bit is reserved; its entry point and frames are not defined yet
-    refuse("ATTEST_CAP_BACKWARD: this attest takes a backward from built-in kernels only; the C ABI and the "
-           "process protocol do not carry one yet (DESIGN.md §11)");
   // Version 1's structs end before chunk: a version-1 kernel cannot be handed a version-2 feature.
   constexpr std::uint32_t kVersion1Bits = (1u << 10) - 1;
   if (d.abi_version == ATTEST_ABI_VERSION_1 && (d.capabilities & ~kVersion1Bits))
@@ -264,9 +290,19 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   for (std::int32_t dim : d.head_dims)
     if (dim < 1) refuse("contract.head_dims holds " + std::to_string(dim));
   t.head_dims.assign(d.head_dims.begin(), d.head_dims.end());
-  if (k.reserved[0] != 0)
-    refuse("contract.reserved[0] is " + std::to_string(k.reserved[0]) +
-           ": reserved fields must be zero (a later ABI gives them a meaning)");
+  c.deterministic_backward = flag_of(k.deterministic_backward, "contract.deterministic_backward") != 0;
+  if (c.deterministic_backward && !c.backward()) refuse("contract.deterministic_backward without ATTEST_CAP_BACKWARD");
+  // The gradient's bound (reference/include/attest/gradient.h) is a float32 backward's.
+  if (c.backward()) {
+    auto float32_backward = [&](Precision p, const std::string& where) {
+      p.pv_unnormalised = false;  // where the forward normalises is no concern of its backward's
+      if (!p.all_f32())
+        refuse("ATTEST_CAP_BACKWARD with " + where + " not float32 throughout: this attest certifies a float32 "
+               "backward (storage and arithmetic); a 16-bit backward's bound is not derived yet (DESIGN.md §11)");
+    };
+    float32_backward(c.precision, "precision");
+    for (const auto& [path, precision] : c.path_precision) float32_backward(precision, "paths[" + path + "].precision");
+  }
   const std::pair<const attest_range*, Range*> ranges[] = {{&k.head_dim, &t.head_dim}, {&k.batch, &t.batch},
                                                            {&k.heads, &t.heads},       {&k.q_len, &t.q_len},
                                                            {&k.k_len, &t.k_len},       {&k.q_offset, &t.q_offset}};
@@ -331,7 +367,7 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   protocol::Descriptor d;
   d.abi_version = ATTEST_ABI_VERSION_2;
   d.name = name;
-  d.capabilities = c.features.minus({Feature::kBackward}).abi_bits();  // no backward over the protocol yet
+  d.capabilities = c.features.abi_bits();
   d.empty_rows = c.empty_rows == EmptyRowPolicy::kNan ? ATTEST_EMPTY_NAN : ATTEST_EMPTY_ZERO;
   d.precision = spec_of(c.precision);
   for (const auto& [path, p] : c.path_precision) d.paths.push_back({path, spec_of(p)});
@@ -349,6 +385,7 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   k.alibi_max_bias = t.alibi_max_bias;
   k.max_abs_value = t.max_abs_value;
   k.inputs = c.inputs == InputDomain::kFinite ? ATTEST_INPUTS_FINITE : ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE;
+  k.deterministic_backward = c.deterministic_backward;
   return d;
 }
 
@@ -383,6 +420,7 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
     descriptor_.decode_step = &AbiAdapter::decode_step;
     descriptor_.decode_close = &AbiAdapter::decode_close;
   }
+  if (c.backward()) descriptor_.backward = &AbiAdapter::backward;
   descriptor_.last_error = &AbiAdapter::last_error;
 }
 
@@ -397,6 +435,33 @@ attest_status AbiAdapter::forward(void* user, const attest_problem_v2* problem, 
     const std::vector<std::uint8_t> bytes = stored(o, precision.o);  // O in its storage format
     std::memcpy(out->o, bytes.data(), bytes.size());
     std::strncpy(out->path, self->kernel_->last_path().c_str(), sizeof out->path - 1);
+    return ATTEST_OK;
+  } catch (const ProblemError& e) {
+    self->error_ = e.what();
+    return ATTEST_INVALID_ARGUMENT;
+  } catch (const std::exception& e) {
+    self->error_ = e.what();
+    return ATTEST_INTERNAL_ERROR;
+  }
+}
+
+attest_status AbiAdapter::backward(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,
+                                   attest_gradients* out) {
+  auto* self = static_cast<AbiAdapter*>(user);
+  try {
+    const Problem p = from_wire(*problem, self->kernel_->capabilities().precision);  // float32 storage (a backward's)
+    p.validate();
+    const std::vector<float> o = floats_of(in->o, p.o_size()), lse = floats_of(in->lse, p.lse_size()),
+                             d_o = floats_of(in->d_o, p.o_size());
+    const std::size_t sinks = p.modifiers.sinks.size();
+    if (!in->o || !in->lse || !in->d_o || !out->dq || !out->dk || !out->dv || (sinks != 0) != (out->dsinks != nullptr))
+      throw ProblemError("backward: a buffer is NULL, or dsinks does not match the problem's sinks");
+    self->kernel_->backward(p, {o, lse, d_o, in->threads},
+                            {{static_cast<float*>(out->dq), p.q_size()},
+                             {static_cast<float*>(out->dk), p.k_size()},
+                             {static_cast<float*>(out->dv), p.v_size()},
+                             {out->dsinks, out->dsinks ? sinks : 0}});
+    std::strncpy(out->path, kBackwardPath, sizeof out->path - 1);
     return ATTEST_OK;
   } catch (const ProblemError& e) {
     self->error_ = e.what();

@@ -47,9 +47,6 @@ void expect_refused(const protocol::Descriptor& d, const std::string& field, con
 
 TEST(Descriptor, NonzeroReservedFieldsAreRefused) {
   protocol::Descriptor d = causal_descriptor();
-  d.contract.reserved[0] = 1;
-  expect_refused(d, "contract.reserved[0]", "contract.reserved");
-  d = causal_descriptor();
   d.precision.reserved = -1;
   expect_refused(d, "precision.reserved", "precision.reserved");
 }
@@ -174,6 +171,47 @@ TEST(Descriptor, VersionTwoTwoDeclaredPathsCrossTheProtocolWhole) {
   attest_path_predicate flag = split;
   flag.no_mask = 2;
   refused({{"x", flag}}, "no_mask is 2");
+}
+
+// ABI 2.3: a backward and its determinism cross the protocol whole; a 2.2 descriptor (ending before
+// the section) promises nothing; a 16-bit backward, or determinism without a backward, is refused.
+TEST(Descriptor, VersionTwoThreeBackwardCrossesTheProtocolWhole) {
+  protocol::Descriptor d = causal_descriptor();
+  d.capabilities |= ATTEST_CAP_BACKWARD;
+  d.contract.deterministic_backward = 1;
+  d.precision.pv_unnormalised = 1;  // where the forward normalises does not concern its backward
+  protocol::Writer w;
+  protocol::write_descriptor(w, d);
+  protocol::Reader r(w.bytes());
+  const Capabilities c = capabilities_from_descriptor(protocol::read_descriptor(r));
+  EXPECT_TRUE(c.backward());
+  EXPECT_TRUE(c.deterministic_backward);
+  const Capabilities again = capabilities_from_descriptor(descriptor_from_capabilities(c, "k"));
+  EXPECT_TRUE(again.backward() && again.deterministic_backward);
+  const std::string bytes_2_2 = w.bytes().substr(0, w.bytes().size() - 4);
+  protocol::Reader r22(bytes_2_2);
+  EXPECT_FALSE(capabilities_from_descriptor(protocol::read_descriptor(r22)).deterministic_backward);
+  // Without the promise the section is not written: a 2.2 attest still loads the descriptor.
+  protocol::Descriptor plain = d;
+  plain.contract.deterministic_backward = 0;
+  protocol::Writer w_plain;
+  protocol::write_descriptor(w_plain, plain);
+  EXPECT_EQ(w_plain.bytes().size() + 4, w.bytes().size());
+
+  protocol::Descriptor bad = d;
+  bad.contract.deterministic_backward = 2;
+  expect_refused(bad, "contract.deterministic_backward is 2", "deterministic_backward 2");
+  bad = d;
+  bad.capabilities &= ~ATTEST_CAP_BACKWARD;
+  expect_refused(bad, "deterministic_backward without ATTEST_CAP_BACKWARD", "determinism without a backward");
+  bad = d;
+  bad.precision.k = ATTEST_BF16;
+  expect_refused(bad, "ATTEST_CAP_BACKWARD with precision not float32", "a bf16 backward");
+  bad = d;
+  attest_precision_spec f16_path = d.precision;
+  f16_path.accumulator = ATTEST_F16;
+  bad.paths = {{"fast", f16_path}};
+  expect_refused(bad, "paths[fast].precision not float32", "a path accumulating in f16");
 }
 
 TEST(Descriptor, VersionTwoOneValuesOutsideTheirEnumsAreRefused) {

@@ -81,5 +81,46 @@ TEST(WireProblem, ABiasOfTheWrongElementSizeIsRefused) {
   EXPECT_THROW(protocol::read_problem(r), protocol::ProtocolError);
 }
 
+// ABI 2.3: a backward request carries the problem, the thread hint, O, LSE and dO whole; arrays that
+// disagree with the shape are refused before a kernel sees them; gradients come back into spans
+// only when every size matches.
+TEST(WireProblem, ABackwardRequestCrossesTheProtocolWhole) {
+  const Problem p = biased_problem(Scalar::kF32);
+  std::vector<float> o(p.o_size()), lse(p.lse_size()), d_o(p.o_size());
+  for (std::size_t i = 0; i < o.size(); ++i) o[i] = 0.25f * float(i), d_o[i] = -1.5f + float(i);
+  for (std::size_t i = 0; i < lse.size(); ++i) lse[i] = i == 1 ? -INFINITY : float(i);
+  const protocol::WireBackward sent = to_wire(p, BackwardInputs{o, lse, d_o, 3}, Precision{});
+  protocol::Writer w;
+  protocol::write_backward(w, sent);
+  protocol::Reader r(w.bytes());
+  const protocol::WireBackward got = protocol::read_backward(r, 4, 4, 4, 4, 4);
+  const attest_backward_inputs in = got.view();
+  EXPECT_EQ(in.threads, 3);
+  EXPECT_EQ(std::vector<float>(static_cast<const float*>(in.o), static_cast<const float*>(in.o) + o.size()), o);
+  EXPECT_EQ(std::vector<float>(in.lse, in.lse + lse.size()), lse);
+  EXPECT_EQ(std::vector<float>(static_cast<const float*>(in.d_o), static_cast<const float*>(in.d_o) + o.size()), d_o);
+  EXPECT_EQ(from_wire(got.problem.view(), Precision{}).modifiers.bias, p.modifiers.bias);
+
+  protocol::WireBackward short_lse = sent;
+  short_lse.lse.pop_back();
+  protocol::Writer bad;
+  protocol::write_backward(bad, short_lse);
+  protocol::Reader rb(bad.bytes());
+  EXPECT_THROW(protocol::read_backward(rb, 4, 4, 4, 4, 4), protocol::ProtocolError);
+
+  std::vector<float> dq(p.q_size()), dk(p.k_size()), dv(p.v_size()), dsinks;
+  const GradientSpans out{dq, dk, dv, dsinks};
+  std::vector<std::uint8_t> bytes_q = stored(std::vector<float>(p.q_size(), 2.0f), Scalar::kF32),
+                            bytes_k = stored(std::vector<float>(p.k_size(), 3.0f), Scalar::kF32),
+                            bytes_v = stored(std::vector<float>(p.v_size(), 4.0f), Scalar::kF32);
+  EXPECT_TRUE(gradients_from_storage(bytes_q, bytes_k, bytes_v, {}, Precision{}, out));
+  EXPECT_EQ(dq[0], 2.0f);
+  EXPECT_EQ(dv.back(), 4.0f);
+  bytes_k.resize(bytes_k.size() - 4);
+  std::fill(dq.begin(), dq.end(), 0.0f);
+  EXPECT_FALSE(gradients_from_storage(bytes_q, bytes_k, bytes_v, {}, Precision{}, out));
+  EXPECT_EQ(dq[0], 0.0f) << "nothing written when a size is wrong";
+}
+
 }  // namespace
 }  // namespace attest

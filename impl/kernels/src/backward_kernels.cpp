@@ -134,10 +134,14 @@ void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSp
   // The bug of atomics: every other call visits the key tiles in reverse, so dQ's sums change order.
   static std::atomic<unsigned> calls{0};
   const bool reversed = f.backward_dq_nondeterministic && (calls++ % 2 == 1);
+  // The split-K bug: each of `threads` workers sums dQ over its run of key tiles and the runs are
+  // added at the end; the order of dQ's sums follows the thread count (each count is repeatable).
+  const int key_tiles = (s.k_len + bc - 1) / bc;
+  const int workers = f.backward_dq_split_by_threads ? std::clamp(in.threads, 1, key_tiles) : 1;
+  std::vector<std::vector<float>> dq_shares(workers > 1 ? workers : 0, std::vector<float>(out.dq.size(), 0.0f));
   std::vector<float> queries(std::size_t(s.q_len) * dk), k_tile(std::size_t(bc) * dk), dk_tile(k_tile.size()),
       dv_tile(std::size_t(bc) * dv), row_max(br);
   std::vector<KeyRange> ranges(br);
-  const int key_tiles = (s.k_len + bc - 1) / bc;
   for (int b = 0; b < s.batch; ++b) {
     for (int g = 0; g < s.kv_heads; ++g) {
       for (int t = 0; t < key_tiles; ++t) {
@@ -171,7 +175,8 @@ void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSp
               if (!(in.lse[at.lse(b, h, i)] > kNegInf) || !(lse > kNegInf)) continue;  // an empty row adds nothing
               const float* q = &queries[std::size_t(i) * dk];
               const float* d_o = &in.d_o[at.o(b, h, i)];
-              float* dq = &out.dq[at.q(b, h, i)];
+              float* dq = workers > 1 ? &dq_shares[std::size_t(t) * workers / key_tiles][at.q(b, h, i)]
+                                      : &out.dq[at.q(b, h, i)];
               const float di = d[at.lse(b, h, i)];
               // Visible keys of the tile; with the masked-dS bug, also the masked keys inside the tile.
               const int lo = f.backward_masked_ds_kept ? 0 : std::clamp(ranges[r].lo - j0, 0, cols);
@@ -201,6 +206,8 @@ void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSp
       }
     }
   }
+  for (const std::vector<float>& share : dq_shares)
+    for (std::size_t e = 0; e < share.size(); ++e) out.dq[e] += share[e];
   grad::rotate_back_dq(p, out.dq);
   if (mod.has_sinks())
     for (int b = 0; b < s.batch; ++b)

@@ -18,6 +18,8 @@ double forward_work(const Problem& p) {
   return double(s.batch) * s.heads * s.q_len * s.k_len * (double(s.head_dim) + s.value_dim);
 }
 
+double backward_work(const Problem& p) { return 2.5 * forward_work(p); }
+
 double decode_step_work(const DecodeConfig& c, long long cached, int n) {
   return double(c.batch) * c.heads * n * double(cached + n) * (double(c.head_dim) + c.value_dim);
 }

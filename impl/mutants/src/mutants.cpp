@@ -236,6 +236,9 @@ const std::vector<MutantEntry>& mutant_registry() {
       tiled("backward_dq_nondeterministic", "backward: dQ summed over key tiles in an order that changes per call "
             "(atomics), while promising deterministic gradients", "gradient_deterministic",
             {.backward_dq_nondeterministic = true}),
+      tiled("backward_dq_split_by_threads", "backward: dQ summed per worker over its share of the key tiles (split-K), "
+            "the order following the thread count, while promising deterministic gradients", "gradient_deterministic",
+            {.backward_dq_split_by_threads = true}),
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",

@@ -71,7 +71,8 @@ Verdict gradient_empty_rows_contribute_nothing(const Problem& p, const Kernel& k
 Verdict gradient_gqa_matches_repeated_heads(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // Without positions: permuting queries and keys permutes dQ, dK and dV.
 Verdict gradient_permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle& oracle);
-// A kernel promising deterministic gradients returns the same bits on every call.
+// A kernel promising deterministic gradients returns the same bits on every call, with 1, 2 or 3
+// workers (BackwardInputs::threads) as with its own choice.
 Verdict gradient_deterministic(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // Sampled elements equal central differences of the exact forward (independent of the gradient
 // formula: it guards the reference too).

@@ -17,6 +17,12 @@ namespace attest {
 // the bytes of the kernel's storage formats (the values must be representable there).
 protocol::WireProblem to_wire(const Problem& p, const Precision& precision);
 protocol::WireDecodeConfig to_wire(const DecodeConfig& c);
+protocol::WireBackward to_wire(const Problem& p, const BackwardInputs& in, const Precision& precision);
+// Gradients as they come back (dq, dk, dv as bytes in the storage types of q, k and v) into the
+// caller's spans. Returns false, writing nothing, when a size does not match the problem.
+bool gradients_from_storage(const std::vector<std::uint8_t>& dq, const std::vector<std::uint8_t>& dk,
+                            const std::vector<std::uint8_t>& dv, const std::vector<float>& dsinks,
+                            const Precision& precision, const GradientSpans& out);
 // Back from the C view; validates nothing (Problem::validate does).
 Problem from_wire(const attest_problem_v2& h, const Precision& precision);
 // Values from a buffer in storage format `s`, and values (representable in `s`) into one.
@@ -41,6 +47,8 @@ class AbiAdapter {
   static attest_status decode_step(void* user, void* session, std::int32_t n, const void* q, const void* k,
                                    const void* v, void* o, float* lse, char path[32]);
   static void decode_close(void* user, void* session);
+  static attest_status backward(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,
+                                attest_gradients* out);
   static const char* last_error(void* user);
 
   std::unique_ptr<Kernel> kernel_;

@@ -26,7 +26,10 @@
  * Version 2.2 appends to attest_kernel_v2 (read only when struct_size reaches it) the kernel's
  * internal paths with the problems each takes (attest_path_predicate): attest then draws every
  * path's problems from its predicate instead of discovering paths, and a call served by another
- * path than the declaration names fails. */
+ * path than the declaration names fails.
+ *
+ * Version 2.3 gives the reserved `backward` slot its function (with ATTEST_CAP_BACKWARD: dO -> dQ,
+ * dK, dV and dsinks, DESIGN.md §11) and contract.reserved[0] its meaning (deterministic_backward). */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -39,7 +42,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 2 /* version 2.2: the fields marked 2.1 and 2.2 below */
+#define ATTEST_ABI_MINOR 3 /* version 2.3: the fields marked 2.1, 2.2 and 2.3 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 
 typedef enum attest_status {
@@ -191,7 +194,9 @@ typedef struct attest_contract {
   double alibi_max_bias;         /* with ATTEST_ALIBI_STANDARD: the formula's max_bias (0 means 8) */
   double max_abs_value;          /* 0: any; else the largest |V| of a visible key the kernel is built for
                                     (at least 1): an unnormalised 16-bit P.V sum holds up to keys x |V| */
-  int32_t reserved[1];           /* zero */
+  /* 2.3 (reserved and zero before): */
+  int32_t deterministic_backward; /* 1: the backward's gradients are bitwise the same on every call with the
+                                     same inputs, whatever attest_backward_inputs.threads says */
 } attest_contract;
 
 /* Where the kernel rounds (DESIGN.md §2). Buffers arrive and leave in their storage types:
@@ -269,6 +274,31 @@ typedef struct attest_decode_config_v2 {
   int32_t lookahead;          /* 0 = none (a no-op in a causal session, carried for uniformity) */
 } attest_decode_config_v2;
 
+/* 2.3: the backward (ATTEST_CAP_BACKWARD, DESIGN.md §11) of the forward of the same problem. It is
+ * given the forward's O and LSE as attest computed them (LSE -inf on a row that sees no key) and the
+ * loss gradient dO; it writes dQ, dK, dV with the shapes of q, k, v (dK and dV summed over each GQA
+ * group's query heads) and, when the problem has sinks, dsinks [H]. Every buffer is in the storage
+ * type of its forward counterpart (dO as O, dQ as Q, ...); this attest sends a backward only to a
+ * kernel whose storage and arithmetic are float32 (a 16-bit backward's bound is not derived yet). */
+typedef struct attest_backward_inputs {
+  const void* o;       /* [B][H][Tq][Dv] */
+  const float* lse;    /* [B][H][Tq] natural log */
+  const void* d_o;     /* [B][H][Tq][Dv] */
+  int32_t threads;     /* the workers the call may use (CPU threads, or the splits of a GPU kernel's
+                          reductions); 0: the kernel's own choice. attest varies it to test a
+                          deterministic backward; a kernel may ignore it */
+  int32_t reserved_int; /* zero */
+  const void* reserved[4]; /* NULL (dLSE later) */
+} attest_backward_inputs;
+
+typedef struct attest_gradients {
+  void* dq;       /* [B][H][Tq][Dk], to be fully written */
+  void* dk;       /* [B][Hkv][Tk][Dk] */
+  void* dv;       /* [B][Hkv][Tk][Dv] */
+  float* dsinks;  /* [H] when the problem has sinks, else NULL */
+  char path[32];  /* optional: the internal path that served the call */
+} attest_gradients;
+
 typedef struct attest_kernel_v2 {
   uint32_t abi_version;  /* ATTEST_ABI_VERSION_2 */
   uint32_t struct_size;  /* sizeof(attest_kernel_v2): room to grow */
@@ -288,7 +318,9 @@ typedef struct attest_kernel_v2 {
                                void* o, float* lse, char path[32]);
   void (*decode_close)(void* user, void* session);
   const char* (*last_error)(void* user);
-  void* backward;      /* reserved: dO -> dQ, dK, dV; NULL */
+  /* 2.3 (a reserved NULL pointer before): with ATTEST_CAP_BACKWARD, the backward; NULL otherwise. */
+  attest_status (*backward)(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,
+                            attest_gradients* out);
   void* reserved[7];   /* NULL */
   /* 2.1: read only when struct_size reaches them (a 2.0 descriptor ends before). */
   const struct attest_path_precision* paths; /* NULL, or path_count internal paths that round elsewhere */

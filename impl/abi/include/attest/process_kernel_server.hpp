@@ -186,6 +186,11 @@ class ServedKernel {
     return v1_->decode_step(v1_->user, session, n, static_cast<const float*>(q), static_cast<const float*>(k),
                             static_cast<const float*>(v), static_cast<float*>(o), lse);
   }
+  bool backs() const { return (capabilities() & ATTEST_CAP_BACKWARD) && v2_ && v2_->backward; }
+  attest_status backward(const attest_problem_v2& p, const attest_backward_inputs& in, attest_gradients& out) const {
+    if (!backs()) return ATTEST_UNSUPPORTED;
+    return v2_->backward(v2_->user, &p, &in, &out);
+  }
   void decode_close(void* session) const {
     if (v2_ && v2_->decode_close) v2_->decode_close(v2_->user, session);
     if (v1_ && v1_->decode_close) v1_->decode_close(v1_->user, session);
@@ -228,6 +233,38 @@ inline std::vector<std::uint8_t> bytes_of(guarded::Buffer& b) {
   return out;
 }
 
+// A problem's arrays in sealed guarded buffers, and the C view of it the kernel is handed (the
+// forward's and the backward's).
+struct GuardedProblem {
+  GuardedProblem(const WireProblem& problem, std::int32_t bias_type, guarded::Placement placement)
+      : q(guarded_input("Q", problem.q, placement)),
+        k(guarded_input("K", problem.k, placement)),
+        v(guarded_input("V", problem.v, placement)),
+        kv_valid(guarded_input("kv_valid", problem.kv_valid, placement)),
+        q_valid(guarded_input("q_valid", problem.q_valid, placement)),
+        q_segment(guarded_input("q_segment", problem.q_segment, placement)),
+        k_segment(guarded_input("k_segment", problem.k_segment, placement)),
+        mask(guarded_input("explicit_mask", problem.explicit_mask, placement)),
+        alibi(guarded_input("alibi_slopes", problem.alibi_slopes, placement)),
+        bias(problem.bias16.empty() ? guarded_input("bias", problem.bias, placement)
+                                    : guarded_input("bias", problem.bias16, placement)),
+        sinks(guarded_input("sinks", problem.sinks, placement)),
+        view(problem.header) {
+    view.q = q->data(), view.k = k->data(), view.v = v->data();
+    view.kv_valid = static_cast<const std::int32_t*>(kv_valid->data());
+    view.q_valid = static_cast<const std::int32_t*>(q_valid->data());
+    view.q_segment = static_cast<const std::int32_t*>(q_segment->data());
+    view.k_segment = static_cast<const std::int32_t*>(k_segment->data());
+    view.explicit_mask = static_cast<const std::uint8_t*>(mask->data());
+    view.alibi_slopes = static_cast<const float*>(alibi->data());
+    view.bias = bias_type == ATTEST_F32 ? static_cast<const float*>(bias->data()) : nullptr;
+    view.bias_stored = bias->data();
+    view.sinks = static_cast<const float*>(sinks->data());
+  }
+  std::unique_ptr<guarded::Buffer> q, k, v, kv_valid, q_valid, q_segment, k_segment, mask, alibi, bias, sinks;
+  attest_problem_v2 view;
+};
+
 }  // namespace detail
 
 // Serves a kernel (a version-1 attest_kernel or a version-2 attest_kernel_v2 descriptor) until
@@ -261,6 +298,11 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
                                                            std::to_string(kVersion) + ")").bytes());
             return 2;
           }
+          if ((kernel.capabilities() & ATTEST_CAP_BACKWARD) && !kernel.backs()) {
+            write_frame(out_fd, Type::kError,
+                        Writer().str("the descriptor declares ATTEST_CAP_BACKWARD but its backward is NULL").bytes());
+            return 2;
+          }
           write_descriptor(w, kernel.descriptor());
           write_frame(out_fd, Type::kDescriptor, w.bytes());
           break;
@@ -272,34 +314,13 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           const attest_problem_v2& h = problem.header;
           const std::size_t rows = std::size_t(h.batch) * h.heads * h.q_len;
           const bool want_lse = kernel.capabilities() & ATTEST_CAP_LSE;
-          auto q = detail::guarded_input("Q", problem.q, placement), k = detail::guarded_input("K", problem.k, placement),
-               v = detail::guarded_input("V", problem.v, placement);
-          auto kv_valid = detail::guarded_input("kv_valid", problem.kv_valid, placement);
-          auto q_valid = detail::guarded_input("q_valid", problem.q_valid, placement);
-          auto q_segment = detail::guarded_input("q_segment", problem.q_segment, placement);
-          auto k_segment = detail::guarded_input("k_segment", problem.k_segment, placement);
-          auto mask = detail::guarded_input("explicit_mask", problem.explicit_mask, placement);
-          auto alibi = detail::guarded_input("alibi_slopes", problem.alibi_slopes, placement);
-          auto bias = problem.bias16.empty() ? detail::guarded_input("bias", problem.bias, placement)
-                                             : detail::guarded_input("bias", problem.bias16, placement);
-          auto sinks = detail::guarded_input("sinks", problem.sinks, placement);
+          const detail::GuardedProblem inputs(problem, bias_type, placement);
           auto o = detail::guarded_typed_output("O", rows * h.value_dim, o_type, placement);
           auto lse = detail::guarded_output("LSE", want_lse ? rows : 0, placement);
-          attest_problem_v2 view = h;
-          view.q = q->data(), view.k = k->data(), view.v = v->data();
-          view.kv_valid = static_cast<const std::int32_t*>(kv_valid->data());
-          view.q_valid = static_cast<const std::int32_t*>(q_valid->data());
-          view.q_segment = static_cast<const std::int32_t*>(q_segment->data());
-          view.k_segment = static_cast<const std::int32_t*>(k_segment->data());
-          view.explicit_mask = static_cast<const std::uint8_t*>(mask->data());
-          view.alibi_slopes = static_cast<const float*>(alibi->data());
-          view.bias = bias_type == ATTEST_F32 ? static_cast<const float*>(bias->data()) : nullptr;
-          view.bias_stored = bias->data();
-          view.sinks = static_cast<const float*>(sinks->data());
           attest_outputs_v2 out{};
           out.o = o->data();
           out.lse = want_lse ? static_cast<float*>(lse->data()) : nullptr;
-          const attest_status status = kernel.forward(view, out);
+          const attest_status status = kernel.forward(inputs.view, out);
           out.path[sizeof out.path - 1] = '\0';
           const std::string fault = detail::damage_of({o.get(), lse.get()});
           w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(out.path).str(fault);
@@ -307,6 +328,33 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           if (want_lse) w.array(detail::contents(*lse));
           else w.u64(0);
           write_frame(out_fd, Type::kForwardResult, w.bytes());
+          break;
+        }
+        case Type::kBackward: {
+          const WireBackward request = read_backward(r, storage_bytes(q_type), storage_bytes(k_type), storage_bytes(v_type),
+                                                     storage_bytes(bias_type), storage_bytes(o_type));
+          const attest_problem_v2& h = request.problem.header;
+          const detail::GuardedProblem inputs(request.problem, bias_type, placement);
+          auto o = detail::guarded_input("O", request.o, placement), lse = detail::guarded_input("LSE", request.lse, placement),
+               d_o = detail::guarded_input("dO", request.d_o, placement);
+          const std::size_t q_rows = std::size_t(h.batch) * h.heads * h.q_len, k_rows = std::size_t(h.batch) * h.kv_heads * h.k_len;
+          auto dq = detail::guarded_typed_output("dQ", q_rows * h.head_dim, q_type, placement),
+               dk = detail::guarded_typed_output("dK", k_rows * h.head_dim, k_type, placement),
+               dv = detail::guarded_typed_output("dV", k_rows * h.value_dim, v_type, placement),
+               dsinks = detail::guarded_output("dsinks", request.problem.sinks.size(), placement);
+          attest_backward_inputs in{};
+          in.o = o->data(), in.lse = static_cast<const float*>(lse->data()), in.d_o = d_o->data();
+          in.threads = request.threads;
+          attest_gradients out{};
+          out.dq = dq->data(), out.dk = dk->data(), out.dv = dv->data();
+          out.dsinks = request.problem.sinks.empty() ? nullptr : static_cast<float*>(dsinks->data());
+          const attest_status status = kernel.backward(inputs.view, in, out);
+          out.path[sizeof out.path - 1] = '\0';
+          const std::string fault = detail::damage_of({dq.get(), dk.get(), dv.get(), dsinks.get()});
+          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(out.path).str(fault);
+          w.array(detail::bytes_of(*dq)).array(detail::bytes_of(*dk)).array(detail::bytes_of(*dv));
+          w.array(detail::contents(*dsinks));
+          write_frame(out_fd, Type::kBackwardResult, w.bytes());
           break;
         }
         case Type::kDecodeOpen: {

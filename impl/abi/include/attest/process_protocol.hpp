@@ -39,9 +39,12 @@ enum class Type : std::uint32_t {
   kBye = 11,           // attest -> kernel: empty; the kernel exits 0
   kError = 12,         // kernel -> attest: str message; the kernel cannot serve (load error)
   kFault = 13,         // kernel -> attest: str message; the call touched memory outside its buffers
+  // ABI 2.3 (sent only to a kernel that declares ATTEST_CAP_BACKWARD, so version 3 still):
+  kBackward = 14,        // attest -> kernel: a problem, i32 threads, u8[] o, f32[] lse, u8[] d_o
+  kBackwardResult = 15,  // kernel -> attest: i32 status, str error, str path, str fault, u8[] dq, dk, dv, f32[] dsinks
 };
 
-inline constexpr std::uint32_t kLastType = 13;
+inline constexpr std::uint32_t kLastType = 15;
 
 class ProtocolError : public std::runtime_error {
  public:
@@ -249,8 +252,8 @@ inline attest_range read_range(Reader& r) {
 }
 
 // The 2.0 fields, then the section 2.1 added: the contract's new fields, the precision's, and the
-// paths; then 2.2's declared paths. A descriptor that ends before a section (a kernel written for
-// 2.0 or 2.1) means zeros (none) there.
+// paths; then 2.2's declared paths; then 2.3's i32 deterministic_backward, written only when set. A
+// descriptor that ends before a section (a kernel written for 2.0, 2.1 or 2.2) means zeros there.
 inline void write_descriptor(Writer& w, const Descriptor& d) {
   const attest_precision_spec& p = d.precision;
   const attest_contract& c = d.contract;
@@ -276,6 +279,7 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
     w.i32(x.head_dim_multiple).i32(x.value_dim_multiple).i32(x.k_len_multiple).i32(x.k_len_not_multiple);
     w.u32(x.required).u32(x.excluded).i32(x.no_mask);
   }
+  if (c.deterministic_backward) w.i32(c.deterministic_backward);  // absent: 2.2 readers still load it
 }
 
 inline Descriptor read_descriptor(Reader& r) {
@@ -316,6 +320,8 @@ inline Descriptor read_descriptor(Reader& r) {
     x.k_len_not_multiple = r.i32(), x.required = r.u32(), x.excluded = r.u32(), x.no_mask = r.i32();
     d.declared_paths.push_back(path);
   }
+  if (r.at_end()) return d;  // a 2.2 descriptor
+  c.deterministic_backward = r.i32();
   r.expect_end();
   return d;
 }
@@ -464,6 +470,43 @@ inline WireDecodeConfig read_decode_config(Reader& r) {
   return d;
 }
 
+// A backward request (ABI 2.3): the problem, then the forward's outputs and the loss gradient.
+// o and d_o are bytes in O's storage type.
+struct WireBackward {
+  WireProblem problem;
+  std::int32_t threads = 0;  // attest_backward_inputs.threads
+  std::vector<std::uint8_t> o, d_o;
+  std::vector<float> lse;
+
+  attest_backward_inputs view() const {
+    attest_backward_inputs in{};
+    in.o = o.data(), in.lse = lse.data(), in.d_o = d_o.data(), in.threads = threads;
+    return in;
+  }
+};
+
+inline void write_backward(Writer& w, const WireBackward& b) {
+  write_problem(w, b.problem);
+  w.i32(b.threads).array(b.o).array(b.lse).array(b.d_o);
+}
+
+// Reads a backward request; element sizes as read_problem's, o_bytes for O and dO.
+inline WireBackward read_backward(Reader& r, std::size_t q_bytes, std::size_t k_bytes, std::size_t v_bytes,
+                                  std::size_t bias_bytes, std::size_t o_bytes) {
+  WireBackward b;
+  b.problem = read_problem(r, q_bytes, k_bytes, v_bytes, bias_bytes);
+  b.threads = r.i32();
+  b.o = r.array<std::uint8_t>(), b.lse = r.array<float>(), b.d_o = r.array<std::uint8_t>();
+  r.expect_end();
+  const attest_problem_v2& h = b.problem.header;
+  const std::uint64_t rows = std::uint64_t(h.batch) * h.heads * h.q_len;  // each factor checked by read_problem
+  if (b.threads < 0 || b.threads > 4096) throw ProtocolError("backward threads out of range");
+  if (b.lse.size() != rows || b.o.size() / o_bytes / std::uint64_t(h.value_dim) != rows ||
+      b.o.size() % (o_bytes * std::uint64_t(h.value_dim)) != 0 || b.d_o.size() != b.o.size())
+    throw ProtocolError("backward arrays o, lse and d_o do not match the shape");
+  return b;
+}
+
 // The kernel's replies as attest reads them (each throws ProtocolError when malformed).
 struct ForwardResult {
   std::int32_t status = 0;
@@ -479,6 +522,23 @@ inline ForwardResult read_forward_result(Reader& r) {
   f.o = r.array<std::uint8_t>(), f.lse = r.array<float>();
   r.expect_end();
   return f;
+}
+
+struct BackwardResult {
+  std::int32_t status = 0;
+  std::string error, path, fault;
+  std::vector<std::uint8_t> dq, dk, dv;  // in the storage types of q, k and v
+  std::vector<float> dsinks;
+};
+
+inline BackwardResult read_backward_result(Reader& r) {
+  BackwardResult b;
+  b.status = r.i32();
+  b.error = r.str(), b.path = r.str(), b.fault = r.str();
+  b.dq = r.array<std::uint8_t>(), b.dk = r.array<std::uint8_t>(), b.dv = r.array<std::uint8_t>();
+  b.dsinks = r.array<float>();
+  r.expect_end();
+  return b;
 }
 
 struct DecodeResult {

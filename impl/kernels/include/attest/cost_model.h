@@ -14,6 +14,8 @@ namespace attest {
 
 // Multiply-adds of a forward call: B x H x Tq x Tk x (Dk + Dv).
 double forward_work(const Problem& p);
+// Of a backward call: 2.5 x the forward's (its five products against the forward's two).
+double backward_work(const Problem& p);
 // Of a decode step appending n tokens to a cache of `cached` tokens.
 double decode_step_work(const DecodeConfig& c, long long cached, int n);
 

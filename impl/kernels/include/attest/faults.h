@@ -84,6 +84,8 @@ struct KernelFaults {
   bool backward_masked_ds_kept = false;   // dS from P recomputed without the mask (the mask applied to dV's P only)
   bool backward_softcap_no_derivative = false;  // the softcap's 1 - tanh^2 factor missing from dS
   bool backward_dq_nondeterministic = false;    // dQ accumulated over key tiles in an order that changes per call (atomics)
+  bool backward_dq_split_by_threads = false;    // dQ summed per worker over its share of the key tiles (split-K), then
+                                                // the shares added: the order follows the thread count
   bool backward_lse_wrong_row = false;    // P recomputed with the LSE of the next row of the query tile
   bool backward_dv_unnormalised = false;  // dV from exp(s - rowmax) instead of exp(s - LSE): unnormalised P
   bool backward_sink_gradient_sign = false;  // dsinks = +sum p_sink D instead of -sum p_sink D
@@ -97,6 +99,7 @@ struct KernelFaults {
 inline bool backward_fault(const KernelFaults& f) {
   return f.backward_drops_d || f.backward_d_from_bf16_o || f.backward_dk_unscaled || f.backward_gqa_last_head_wins ||
          f.backward_masked_ds_kept || f.backward_softcap_no_derivative || f.backward_dq_nondeterministic ||
+         f.backward_dq_split_by_threads ||
          f.backward_lse_wrong_row || f.backward_dv_unnormalised || f.backward_sink_gradient_sign ||
          f.backward_skipped_rows_unwritten;
 }

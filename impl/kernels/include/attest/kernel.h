@@ -114,9 +114,12 @@ class DecodeSession {
 // The backward (DESIGN.md §11) of a problem's forward: what it is given and what it writes, in
 // float32. o [B][H][Tq][Dv] and lse [B][H][Tq] are the forward's (-inf: an empty row), d_o is
 // [B][H][Tq][Dv]; dq, dk and dv have the shapes of q, k and v (dk and dv summed over each GQA
-// group), dsinks [H] is written only when the problem has sinks (empty otherwise).
+// group), dsinks [H] is written only when the problem has sinks (empty otherwise). `threads` is
+// how many workers the call may use (0: the kernel's choice); a deterministic backward gives the
+// same bits for every value.
 struct BackwardInputs {
   std::span<const float> o, lse, d_o;
+  int threads = 0;
 };
 struct GradientSpans {
   std::span<float> dq, dk, dv, dsinks;

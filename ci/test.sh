@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian 12 machine and runs the whole test suite from a clean build: the GCC
-# release build and its ctest, the same tests built with AddressSanitizer and UBSan (asan
+# release build and its ctest, the installed package used by a GoogleTest project of its own
+# (ci/package-test.sh), the same tests built with AddressSanitizer and UBSan (asan
 # preset; `slow` tests and the end-to-end `verdict` tests whose code other tests run there run once,
 # in the release pass), then the fuzz stage (clang 14 libFuzzer
 # targets built by the OSS-Fuzz script, whose ctest check `oss_fuzz_build` the stage runs).
@@ -19,6 +20,8 @@ run_tests() {
 }
 stage "release tests"
 run_tests release --label-exclude oss-fuzz
+stage "installed package"
+bash ci/package-test.sh
 stage "asan build"
 cmake --preset asan
 cmake --build --preset asan

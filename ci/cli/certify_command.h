@@ -37,12 +37,4 @@ bool print_verdict(const CertificateInfo& info, const std::optional<Baseline>& b
 // "causal,gqa,lse" -> the features; throws FlagError naming an unknown one.
 FeatureSet parse_features(const std::vector<std::string>& names);
 
-// The budget's sizes with --max-len, --lengths, --head-dims and --jobs applied (each parsed
-// strictly; "" or empty: not given). --lengths alone raises the maximum to its longest.
-SizeOptions sized_flags(SizeOptions sizes, const std::string& max_len, const std::vector<std::string>& lengths,
-                        const std::vector<std::string>& head_dims, const std::string& jobs);
-
-// Half the machine's memory, at least 1 GiB: what a kernel in a child process may take by default.
-std::size_t default_memory_limit();
-
 }  // namespace attest

@@ -1,5 +1,10 @@
 #include "flags.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -94,6 +99,28 @@ int parse_budget(const std::string& flag, const std::string& text) {
   if (text.empty() || ec != std::errc() || end != text.data() + text.size() || x < 0 || x > 1'000'000)
     reject(flag, text, "quick, default, thorough or a case count in [0, 1000000]");
   return static_cast<int>(x);
+}
+
+SizeOptions sized_flags(SizeOptions sizes, const std::string& max_len, const std::vector<std::string>& lengths,
+                        const std::vector<std::string>& head_dims, const std::string& jobs) {
+  constexpr long long kLongest = 1 << 20;  // a million tokens: Q, K, V of one head at Dk 64 take 768 MiB
+  if (!max_len.empty()) sizes.max_len = static_cast<int>(parse_integer("--max-len", max_len, 1, kLongest));
+  for (const std::string& t : lengths)
+    sizes.lengths.push_back(static_cast<int>(parse_integer("--lengths", t, 1, kLongest)));
+  if (!sizes.lengths.empty() && max_len.empty())
+    sizes.max_len = *std::max_element(sizes.lengths.begin(), sizes.lengths.end());
+  for (const std::string& d : head_dims)
+    sizes.head_dims.push_back(static_cast<int>(parse_integer("--head-dims", d, 1, 1024)));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  sizes.jobs = jobs.empty() ? static_cast<int>(cores) : static_cast<int>(parse_integer("--jobs", jobs, 1, 256));
+  return sizes;
+}
+
+// Half the machine's memory, at least 1 GiB: a kernel in a child process gets no more.
+std::size_t default_memory_limit() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t total = pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : std::size_t{2} << 30;
+  return std::max<std::size_t>(total / 2, std::size_t{1} << 30);
 }
 
 }  // namespace attest

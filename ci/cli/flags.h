@@ -7,6 +7,9 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "attest/size_ladder.h"
 
 namespace attest {
 
@@ -33,5 +36,13 @@ std::pair<int, int> parse_shard(const std::string& flag, const std::string& text
 
 // The seed given, or one from the clock when it is 0 (every run prints its seed).
 std::uint64_t seed_or_clock(std::uint64_t seed);
+
+// The budget's sizes with --max-len, --lengths, --head-dims and --jobs applied (each parsed
+// strictly; "" or empty: not given). --lengths alone raises the maximum to its longest.
+SizeOptions sized_flags(SizeOptions sizes, const std::string& max_len, const std::vector<std::string>& lengths,
+                        const std::vector<std::string>& head_dims, const std::string& jobs);
+
+// Half the machine's memory, at least 1 GiB: what a kernel in a child process may take by default.
+std::size_t default_memory_limit();
 
 }  // namespace attest

@@ -248,12 +248,25 @@ std::uint64_t reply_bound(std::size_t strings, std::uint64_t floats) {
 
 }  // namespace
 
+namespace {
+std::string& kernel_host_executable() {
+  static std::string path;  // empty: this executable
+  return path;
+}
+}  // namespace
+
+void set_kernel_host_executable(const std::string& path) { kernel_host_executable() = path; }
+
 std::vector<std::string> kernel_host_argv(const std::vector<std::string>& args) {
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) throw KernelLoadError("cannot find the attest executable (/proc/self/exe)");
-  self[n] = '\0';
-  std::vector<std::string> argv = {self, "kernel-host"};
+  std::string host = kernel_host_executable();
+  if (host.empty()) {
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) throw KernelLoadError("cannot find the attest executable (/proc/self/exe)");
+    self[n] = '\0';
+    host = self;
+  }
+  std::vector<std::string> argv = {host, "kernel-host"};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }

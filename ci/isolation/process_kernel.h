@@ -75,8 +75,10 @@ class ProcessKernel final : public Kernel {
   mutable std::optional<std::chrono::steady_clock::time_point> cutoff_;
 };
 
-// The argv that runs `attest kernel-host` with the given arguments (this executable).
+// The argv that runs `attest kernel-host` with the given arguments: this executable, or the one
+// set_kernel_host_executable named (the library in another program: its installed bin/attest).
 std::vector<std::string> kernel_host_argv(const std::vector<std::string>& args);
+void set_kernel_host_executable(const std::string& path);
 
 // Caps on what a kernel may send back.
 inline constexpr std::size_t kMaxKernelName = 64;

@@ -1,0 +1,77 @@
+// The library's certify: the `attest certify` stages on one kernel, the certificate as a value.
+#include "attest/certify_api.h"
+
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+#include "certificate.h"
+#include "certify.h"
+#include "flags.h"
+#include "flags.h"
+#include "kernel_resolver.h"
+#include "process_kernel.h"
+
+namespace attest::api {
+namespace {
+
+attest::CertifyOptions internal_options(const CertifyOptions& o, const std::string& source) {
+  attest::CertifyOptions options;
+  options.property_cases = parse_budget("budget", o.budget);
+  options.sizes = sized_flags(sizes_for_budget(options.property_cases), std::to_string(o.max_len), {}, {}, "");
+  options.sizes.time_budget = o.long_seconds;
+  options.sized_stages = o.size_stages;
+  options.seed = seed_or_clock(o.seed);
+  options.out_dir = o.out_dir;
+  options.progress = false;
+  options.kernel_source = source;
+  return options;
+}
+
+Certificate certificate_of(const Kernel& kernel, const std::string& source, const CertifyOptions& o) {
+  attest::CertifyOptions options = internal_options(o, source);
+  options.isolated = dynamic_cast<const ProcessKernel*>(&kernel) != nullptr;
+  Oracle oracle(1024);
+  KernelReport report{source, kernel.name(), kernel.capabilities(), certify_kernel(kernel, oracle, options), {}, {}, {}};
+  Certificate c;
+  c.certified = report.passed();
+  c.kernel = report.name;
+  c.report = format_report(report);
+  std::istringstream lines(c.report);
+  for (std::string line; std::getline(lines, line);)
+    if (line.starts_with("CERTIFIED ") || line.starts_with("NOT CERTIFIED ")) c.verdict = line;
+  // A library kernel has no name attest could load it by: its replay names the problem file, and the
+  // kernel is the caller's to give (a plugin or cmd: serving it).
+  const bool library = source.starts_with("library:");
+  for (const CheckResult& r : report.checks)
+    c.checks.push_back({r.stage, r.check, to_string(r.status()), r.cases, r.effective, r.first_failure,
+                        r.counterexample_path,
+                        r.counterexample_path.empty()
+                            ? std::string()
+                            : "attest replay " + r.counterexample_path + (library ? " --kernel YOUR_KERNEL" : "")});
+  c.json = certificate_json(CertificateInfo{options.seed, options.property_cases, {report}, {}, {}});
+  return c;
+}
+
+}  // namespace
+
+std::vector<const Check*> Certificate::failed() const {
+  std::vector<const Check*> out;
+  for (const Check& c : checks)
+    if (c.status == "fail" || c.status == "insufficient") out.push_back(&c);
+  return out;
+}
+
+Certificate certify(const Kernel& kernel, const CertifyOptions& options) {
+  return certificate_of(kernel, "library:" + kernel.name(), options);
+}
+
+Certificate certify(const std::string& kernel, const CertifyOptions& options) {
+  if (!options.attest_executable.empty()) set_kernel_host_executable(options.attest_executable);
+  LoadOptions load;
+  load.containment.timeout_seconds = options.timeout_seconds;
+  load.containment.memory_limit_bytes = default_memory_limit();
+  return certificate_of(*resolve_kernel(kernel, load), kernel, options);
+}
+
+}  // namespace attest::api

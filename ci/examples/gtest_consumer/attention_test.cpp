@@ -1,0 +1,87 @@
+// A kernel engineer's GoogleTest suite: their attention kernel certified by attest, and a copy with
+// the classic causal off-by-one asserted NOT CERTIFIED (the failure message names the check and how
+// to replay its counterexample).
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "attest/gtest.h"
+
+namespace {
+
+// Textbook attention in float: causal (bottom-right), key padding, GQA, LSE.
+class NaiveAttention final : public attest::Kernel {
+ public:
+  explicit NaiveAttention(bool sees_next_key = false) : sees_next_key_(sees_next_key) {}
+  std::string name() const override { return sees_next_key_ ? "naive-off-by-one" : "naive"; }
+  attest::Capabilities capabilities() const override {
+    attest::Capabilities c;
+    c.features = {attest::Feature::kCausal, attest::Feature::kKeyPadding, attest::Feature::kGqa, attest::Feature::kLse};
+    c.contract.q_len = c.contract.k_len = {1, 512};
+    return c;
+  }
+  void forward(const attest::Problem& p, std::span<float> o, std::span<float> lse) const override {
+    const attest::Shape& s = p.shape;
+    const float scale = static_cast<float>(p.effective_scale());
+    std::vector<float> w(s.k_len);
+    for (int b = 0; b < s.batch; ++b)
+      for (int h = 0; h < s.heads; ++h)
+        for (int i = 0; i < s.q_len; ++i) {
+          const std::size_t row = (std::size_t(b) * s.heads + h) * s.q_len + i;
+          const std::size_t kv = std::size_t(b) * s.kv_heads + p.kv_head_of(h);
+          const long long last = p.query_position(i) + (sees_next_key_ ? 1 : 0);
+          float max = -std::numeric_limits<float>::infinity(), sum = 0;
+          for (int j = 0; j < s.k_len; ++j) {
+            const bool visible = (!p.mask.causal || j <= last) && (p.mask.kv_valid.empty() || j < p.mask.kv_valid[b]);
+            float x = 0;
+            for (int c = 0; c < s.head_dim; ++c)
+              if (visible) x += p.q[row * s.head_dim + c] * p.k[(kv * s.k_len + j) * s.head_dim + c];
+            w[j] = visible ? x * scale : -std::numeric_limits<float>::infinity();
+            max = std::max(max, w[j]);
+          }
+          for (int c = 0; c < s.value_dim; ++c) o[row * s.value_dim + c] = 0;
+          if (!lse.empty()) lse[row] = max;  // -inf: a row that sees no key
+          if (max == -std::numeric_limits<float>::infinity()) continue;
+          for (int j = 0; j < s.k_len; ++j) sum += w[j] = w[j] == max ? 1.0f : std::exp(w[j] - max);
+          for (int j = 0; j < s.k_len; ++j)
+            if (w[j] > 0)
+              for (int c = 0; c < s.value_dim; ++c)
+                o[row * s.value_dim + c] += w[j] / sum * p.v[(kv * s.k_len + j) * s.value_dim + c];
+          if (!lse.empty()) lse[row] = max + std::log(sum);
+        }
+  }
+
+ private:
+  bool sees_next_key_;
+};
+
+attest::api::CertifyOptions quick() {
+  attest::api::CertifyOptions o;
+  o.budget = "quick";
+  o.size_stages = false;
+  o.out_dir = "attest-out";
+  return o;
+}
+
+TEST(Attention, NaiveKernelIsCertified) { EXPECT_CERTIFIED(NaiveAttention(), quick()); }
+
+TEST(Attention, OffByOneCausalIsNotCertified) {
+  const attest::api::Certificate c = attest::api::certify(NaiveAttention(true), quick());
+  EXPECT_FALSE(c.certified);
+  EXPECT_NE(c.verdict.find("NOT CERTIFIED naive-off-by-one"), std::string::npos) << c.verdict;
+  ASSERT_FALSE(c.failed().empty());
+  EXPECT_NE(c.failed().front()->replay.find("attest replay"), std::string::npos) << c.failed().front()->replay;
+  EXPECT_NONFATAL_FAILURE(EXPECT_CERTIFIED(NaiveAttention(true), quick()), "replay ");
+}
+
+// A plugin, served by the installed package's bin/attest kernel host (ATTEST_EXAMPLE_PLUGIN names one).
+TEST(Attention, APluginThroughTheInstalledKernelHost) {
+  const char* plugin = std::getenv("ATTEST_EXAMPLE_PLUGIN");
+  if (!plugin) GTEST_SKIP() << "ATTEST_EXAMPLE_PLUGIN is not set";
+  EXPECT_CERTIFIED(std::string(plugin), quick());
+}
+
+}  // namespace

@@ -424,9 +424,25 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
   descriptor_.last_error = &AbiAdapter::last_error;
 }
 
+// A call's status: OK, or the exception's message kept for last_error (a problem the kernel refuses:
+// INVALID_ARGUMENT; anything else: INTERNAL_ERROR). Nothing unwinds across the C boundary.
+template <typename Call>
+attest_status AbiAdapter::status_of(Call&& call) {
+  try {
+    call();
+    return ATTEST_OK;
+  } catch (const ProblemError& e) {
+    error_ = e.what();
+    return ATTEST_INVALID_ARGUMENT;
+  } catch (const std::exception& e) {
+    error_ = e.what();
+    return ATTEST_INTERNAL_ERROR;
+  }
+}
+
 attest_status AbiAdapter::forward(void* user, const attest_problem_v2* problem, attest_outputs_v2* out) {
   auto* self = static_cast<AbiAdapter*>(user);
-  try {
+  return self->status_of([&] {
     const Precision precision = self->kernel_->capabilities().precision;
     const Problem p = from_wire(*problem, precision);
     p.validate();
@@ -435,41 +451,27 @@ attest_status AbiAdapter::forward(void* user, const attest_problem_v2* problem, 
     const std::vector<std::uint8_t> bytes = stored(o, precision.o);  // O in its storage format
     std::memcpy(out->o, bytes.data(), bytes.size());
     std::strncpy(out->path, self->kernel_->last_path().c_str(), sizeof out->path - 1);
-    return ATTEST_OK;
-  } catch (const ProblemError& e) {
-    self->error_ = e.what();
-    return ATTEST_INVALID_ARGUMENT;
-  } catch (const std::exception& e) {
-    self->error_ = e.what();
-    return ATTEST_INTERNAL_ERROR;
-  }
+  });
 }
 
 attest_status AbiAdapter::backward(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,
                                    attest_gradients* out) {
   auto* self = static_cast<AbiAdapter*>(user);
-  try {
+  return self->status_of([&] {
     const Problem p = from_wire(*problem, self->kernel_->capabilities().precision);  // float32 storage (a backward's)
     p.validate();
-    const std::vector<float> o = floats_of(in->o, p.o_size()), lse = floats_of(in->lse, p.lse_size()),
-                             d_o = floats_of(in->d_o, p.o_size());
     const std::size_t sinks = p.modifiers.sinks.size();
     if (!in->o || !in->lse || !in->d_o || !out->dq || !out->dk || !out->dv || (sinks != 0) != (out->dsinks != nullptr))
       throw ProblemError("backward: a buffer is NULL, or dsinks does not match the problem's sinks");
+    const std::vector<float> o = floats_of(in->o, p.o_size()), lse = floats_of(in->lse, p.lse_size()),
+                             d_o = floats_of(in->d_o, p.o_size());
     self->kernel_->backward(p, {o, lse, d_o, in->threads},
                             {{static_cast<float*>(out->dq), p.q_size()},
                              {static_cast<float*>(out->dk), p.k_size()},
                              {static_cast<float*>(out->dv), p.v_size()},
                              {out->dsinks, out->dsinks ? sinks : 0}});
     std::strncpy(out->path, kBackwardPath, sizeof out->path - 1);
-    return ATTEST_OK;
-  } catch (const ProblemError& e) {
-    self->error_ = e.what();
-    return ATTEST_INVALID_ARGUMENT;
-  } catch (const std::exception& e) {
-    self->error_ = e.what();
-    return ATTEST_INTERNAL_ERROR;
-  }
+  });
 }
 
 attest_status AbiAdapter::decode_open(void* user, const attest_decode_config_v2* c, void** session) {

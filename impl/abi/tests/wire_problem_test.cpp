@@ -122,5 +122,22 @@ TEST(WireProblem, ABackwardRequestCrossesTheProtocolWhole) {
   EXPECT_EQ(dq[0], 0.0f) << "nothing written when a size is wrong";
 }
 
+// The adapter refuses a backward call with a NULL input before reading it: a status, not a crash.
+TEST(WireProblem, ABackwardWithANullInputIsRefused) {
+  const AbiAdapter adapter(make_kernel("loop"));
+  const attest_kernel_v2* k = adapter.descriptor();
+  ASSERT_NE(k->backward, nullptr);
+  const Problem p = biased_problem(Scalar::kF32);
+  const protocol::WireProblem wire = to_wire(p, Precision{});
+  const attest_problem_v2 view = wire.view();
+  std::vector<float> lse(p.lse_size()), d_o(p.o_size()), dq(p.q_size()), dk(p.k_size()), dv(p.v_size());
+  attest_backward_inputs in{};
+  in.lse = lse.data(), in.d_o = d_o.data();  // o left NULL
+  attest_gradients out{};
+  out.dq = dq.data(), out.dk = dk.data(), out.dv = dv.data();
+  EXPECT_EQ(k->backward(k->user, &view, &in, &out), ATTEST_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(k->last_error(k->user)).find("NULL"), std::string::npos) << k->last_error(k->user);
+}
+
 }  // namespace
 }  // namespace attest

@@ -50,6 +50,8 @@ class AbiAdapter {
   static attest_status backward(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,
                                 attest_gradients* out);
   static const char* last_error(void* user);
+  template <typename Call>
+  attest_status status_of(Call&& call);
 
   std::unique_ptr<Kernel> kernel_;
   std::map<const void*, DecodeConfig> sessions_;  // each open session's configuration

@@ -1,7 +1,9 @@
 #include "simd_bf16.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <stdexcept>
 
 #include "simd_vec.h"
@@ -102,8 +104,13 @@ template <int R>
 
 bool has_dot_products() {
 #ifdef ATTEST_BF16_DOT
+  const auto turned_off = [] {
+    const char* setting = std::getenv("ATTEST_BF16_DOT");
+    return setting && std::string_view(setting) == "off";
+  };
+  // ATTEST_BF16_DOT=off: as on a CPU without it (to measure and test the portable path anywhere).
   static const bool supported = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-                                __builtin_cpu_supports("avx512vl");
+                                __builtin_cpu_supports("avx512vl") && !turned_off();
   return supported;
 #else
   return false;

@@ -2,7 +2,10 @@
 // Q, K, V and O stored in bf16, scores accumulated in f32, P rounded to bf16 before P.V and P.V
 // accumulated in f32 (the FlashAttention-2 arrangement). Q, K and V tiles are packed into bf16
 // pairs (simd_bf16.h) and both products run on the AVX-512 BF16 dot product where the CPU has it;
-// elsewhere (path "portable") the f32 micro-kernels of simd_ops run on the bf16 values.
+// elsewhere (path "portable") the f32 micro-kernels of simd_ops run on the bf16 values. Inputs
+// stored in bf16 arrive as exact f32 values, so the portable path reads K and V in place, as tiled
+// does: it costs tiled's passes over memory plus the rounding of P, never a copy of each tile
+// (ATTEST_BF16_DOT=off picks it on a CPU that has the dot product, to measure it).
 //
 // The dot product flushes subnormals; a tile whose values could reach them (tiny inputs or
 // weights, a tiny rescaled accumulator, non-finite V where a masked key must not leak) goes
@@ -82,6 +85,8 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
   const float scale = static_cast<float>(p.effective_scale());
   const int br = cfg_.block_q, bc = cfg_.block_k, dk = s.head_dim, dv = s.value_dim;
   const bool rope = p.rope.enabled;
+  // Stored in bf16, the values are bf16 already (Problem::validate): no rounding copy is needed.
+  const bool k_exact = p.storage.k == Scalar::kBF16, v_exact = p.storage.v == Scalar::kBF16;
   Workspace w(br, bc, dk, dv);
 
   for (int b = 0; b < s.batch; ++b)
@@ -115,17 +120,21 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
           const bool k_dot = q_dot && bf16::pack_transposed(&p.k[at.k(b, g, j0)], cols, dk, dk, w.kt2.data(), w.ld,
                                                             bf16::kTinyInput).dot_safe();
           if (!k_dot) {
-            std::copy_n(&p.k[at.k(b, g, j0)], std::size_t(cols) * dk, w.k.begin());
-            bf16::round(w.k.data(), cols * dk);
-            if (rope)
-              for (int c = 0; c < cols; ++c) rope_rotate(&w.k[std::size_t(c) * dk], dk, j0 + c, p.rope.base);
-            simd::transpose(w.k.data(), cols, dk, w.kt.data(), w.ld);
+            const float* keys = &p.k[at.k(b, g, j0)];
+            if (rope || !k_exact) {
+              std::copy_n(keys, std::size_t(cols) * dk, w.k.begin());
+              if (!k_exact) bf16::round(w.k.data(), cols * dk);
+              if (rope)
+                for (int c = 0; c < cols; ++c) rope_rotate(&w.k[std::size_t(c) * dk], dk, j0 + c, p.rope.base);
+              keys = w.k.data();
+            }
+            simd::transpose(keys, cols, dk, w.kt.data(), w.ld);
           }
-          // V as pairs of keys; the f32 tile is made only when a panel needs it.
+          // V as pairs of keys; an f32 tile is made only when a panel needs it and V is not bf16 already.
           const float* v_tile = &p.v[at.v(b, g, j0)];
           const bool v_dot =
               dot_ && bf16::pack_row_pairs(v_tile, cols, dv, dv, w.v2.data(), dv, bf16::kTinyInput).dot_safe();
-          bool v_f32 = false;
+          const float* v_f32 = v_exact ? v_tile : nullptr;
 
           for (int r0 = 0; r0 < rows; r0 += kPanel) {
             const int panel_rows = std::min(kPanel, rows - r0);
@@ -148,10 +157,10 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
             if (!v_f32) {
               std::copy_n(v_tile, std::size_t(cols) * dv, w.v.begin());
               bf16::round(w.v.data(), cols * dv);
-              v_f32 = true;
+              v_f32 = w.v.data();
             }
             for (int r = 0; r < panel_rows; ++r) bf16::round(&w.s[std::size_t(r) * w.ld], cols);
-            simd::rescale_accumulate_rows(acc, panel_rows, dv, &w.rescale[r0], w.s.data(), w.ld, cols, w.v.data());
+            simd::rescale_accumulate_rows(acc, panel_rows, dv, &w.rescale[r0], w.s.data(), w.ld, cols, v_f32);
           }
         }
 

@@ -62,6 +62,14 @@ def check_rows(path, batch, heads, plugin_runs):
         flops *= 2.5 if r["mode"] == "backward" else 1  # the backward counts 2.5 forwards
         if abs(r["gflops"] * 1e9 * r["median_seconds"] - flops) > 1e-6 * flops:
             sys.exit("GFLOP/s does not count B = %d, H = %d: %r" % (batch, heads, r))
+        # a decode step makes one token per sequence; the cache's bytes per token of one sequence
+        if r["mode"] == "decode":
+            if abs(r["tokens_per_second"] * r["median_seconds"] - batch) > 1e-9 * batch:
+                sys.exit("tokens/s is not B / the step's time: %r" % r)
+            if abs(r["kv_bytes_per_token"] * batch * r["length"] - r["kv_cache_bytes"]) > 1e-6 * r["kv_cache_bytes"]:
+                sys.exit("KV bytes per token is not the cache over B x T: %r" % r)
+        elif r["tokens_per_second"] is not None:
+            sys.exit("tokens/s on a %s row: %r" % (r["mode"], r))
 
 
 def case_flags():

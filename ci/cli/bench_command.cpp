@@ -198,6 +198,12 @@ std::optional<Row> decode_step(const Kernel& kernel, const BenchRequest& request
   return r;
 }
 
+// The cache's bytes per cached token of one sequence (all heads, K and V): what a serving engine
+// budgets memory by. A decode step produces one token per sequence, so tokens/s is B / its time.
+double kv_bytes_per_token(const Row& r, const BenchRequest& request) {
+  return double(r.kv_cache) / (double(request.batch) * r.length);
+}
+
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB"};
   int u = 0;
@@ -332,17 +338,20 @@ int run_bench(const BenchRequest& request) {
                "kernels)\n";
   const std::string row_format = fmt::format("{{:<{}}} {{:<7}} {{:<8}} {{:>4}} {{:>6}} {{:>6}} ", name_width);
   std::cout << fmt::format(fmt::runtime(row_format), "kernel", "runs", "mode", "Dk", "causal", "T")
-            << fmt::format("{:>12} {:>6} {:>7} {:>9} {:>12} {:>11}\n", "median s", "IQR %", "n", "GFLOP/s",
-                           "peak extra", "KV bytes");
+            << fmt::format("{:>12} {:>6} {:>7} {:>9} {:>12} {:>11} {:>9} {:>9}\n", "median s", "IQR %", "n", "GFLOP/s",
+                           "peak extra", "KV bytes", "KV B/tok", "tokens/s");
   std::vector<Row> rows;
   std::map<std::string, std::pair<int, double>> last;  // kernel/mode/config -> (T, median seconds)
   auto report = [&](const Row& r) {
     rows.push_back(r);
     std::cout << fmt::format(fmt::runtime(row_format), r.kernel, r.runs == "child-process" ? "child" : "in-proc",
                              r.mode, r.head_dim, r.causal ? "yes" : "no", r.length)
-              << fmt::format("{:>12.6f} {:>6.1f} {:>7} {:>9.2f} {:>12} {:>11}\n", r.time.median, spread_percent(r.time),
-                             r.time.calls, r.gflops, r.peak_extra ? human_bytes(double(*r.peak_extra)) : "-",
-                             r.kv_cache ? human_bytes(double(r.kv_cache)) : "-");
+              << fmt::format("{:>12.6f} {:>6.1f} {:>7} {:>9.2f} {:>12} {:>11} {:>9} {:>9}\n", r.time.median,
+                             spread_percent(r.time), r.time.calls, r.gflops,
+                             r.peak_extra ? human_bytes(double(*r.peak_extra)) : "-",
+                             r.kv_cache ? human_bytes(double(r.kv_cache)) : "-",
+                             r.kv_cache ? fmt::format("{:.1f}", kv_bytes_per_token(r, request)) : "-",
+                             r.mode == "decode" ? fmt::format("{:.0f}", request.batch / r.time.median) : "-");
     std::cout.flush();
   };
   auto skip = [&](const Kernel& kernel, const char* mode, int d, bool causal, int t, const std::string& why) {
@@ -400,7 +409,10 @@ int run_bench(const BenchRequest& request) {
                      {"q1_seconds", r.time.q1}, {"q3_seconds", r.time.q3}, {"min_seconds", r.time.min},
                      {"max_seconds", r.time.max}, {"calls", r.time.calls}, {"gflops", r.gflops},
                      {"peak_extra_bytes", r.peak_extra ? nlohmann::json(*r.peak_extra) : nlohmann::json(nullptr)},
-                     {"kv_cache_bytes", r.kv_cache}});
+                     {"kv_cache_bytes", r.kv_cache},
+                     {"kv_bytes_per_token", r.kv_cache ? nlohmann::json(kv_bytes_per_token(r, request)) : nlohmann::json(nullptr)},
+                     {"tokens_per_second",
+                      r.mode == "decode" ? nlohmann::json(request.batch / r.time.median) : nlohmann::json(nullptr)}});
     const nlohmann::json doc{{"format", "attest-bench"},
                              {"version", 2},
                              {"threads", 1},

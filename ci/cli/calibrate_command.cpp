@@ -9,6 +9,7 @@
 #include "attest/generators.h"
 #include "attest/precision_gate.h"
 #include "attest/properties.h"
+#include "attest/session_forward.h"
 #include "kernel_resolver.h"
 
 namespace attest {
@@ -54,7 +55,11 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
                            "kernel/model", "precision");
   int alarms_total = 0;
   for (const std::string& name : names) {
-    const auto kernel = resolve_kernel(name);
+    const auto resolved = resolve_kernel(name);
+    // A decode-only kernel is calibrated through its sessions: each causal problem decoded.
+    const bool decode_only = !resolved->capabilities().forward() && resolved->capabilities().decode();
+    const std::unique_ptr<Kernel> sessions = decode_only ? session_forward(*resolved) : nullptr;
+    const Kernel* kernel = decode_only ? sessions.get() : resolved.get();
     const Capabilities caps = kernel->capabilities();
     const rc::Gen<ProblemSpec> gen = gen_spec(caps);
     Oracle oracle(2);

@@ -133,6 +133,8 @@ Outcome evaluate_target(Target target, const std::uint8_t* data, std::size_t siz
   const Capabilities caps = kernel.capabilities();
   if (const FeatureSet missing = t.required.minus(caps.features); !missing.empty())
     return {std::nullopt, false, "the kernel does not declare " + missing.joined()};
+  if (!caps.forward() && !t.required.contains(Feature::kDecode))
+    return {std::nullopt, false, "the kernel is decode-only (this target calls forward)"};
   FuzzCase c = decode_input(data, size, t.flavor, reach_of(caps));  // lengths and modifiers per the declaration
   // The input as the kernel's declaration can take it (identity for the built-in kernels).
   std::string why;

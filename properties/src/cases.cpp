@@ -17,9 +17,7 @@ void fill_random(Problem& p, std::uint64_t seed, double magnitude) {
   std::uniform_real_distribution<double> unit(-std::sqrt(3.0), std::sqrt(3.0));
   for (auto* buffer : {&p.q, &p.k, &p.v})
     for (float& x : *buffer) x = static_cast<float>(unit(rng) * magnitude);
-  for (float& x : p.q) x = round_to(x, p.storage.q);
-  for (float& x : p.k) x = round_to(x, p.storage.k);
-  for (float& x : p.v) x = round_to(x, p.storage.v);
+  p.fit_to_storage();
 }
 
 Problem benchmark_problem(int q_len, int k_len, int head_dim, bool causal) {

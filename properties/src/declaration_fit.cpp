@@ -141,6 +141,7 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
     for (float& x : *values)
       if (std::isfinite(x)) x = std::clamp(x, -largest, largest);
   }
+  p.fit_to_storage();  // K and V of a scaled format a group at a time
   // A kernel that computes the standard ALiBi slopes itself gets exactly those for its H.
   c.fit_alibi_slopes(p);
   if (const std::string reason = caps.unsupported_because(p); !reason.empty()) {

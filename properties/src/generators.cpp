@@ -1,6 +1,7 @@
 #include "attest/generators.h"
 
 #include "attest/coverage_model.h"
+#include "attest/quantized.h"
 
 #include <algorithm>
 #include <array>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 
@@ -279,6 +281,32 @@ void force_magnitudes(const std::vector<std::string>& force, ProblemSpec& spec) 
   }
 }
 
+// Quantized K or V are drawn in the quantized domain: a group now and then all zero, scaled by a
+// power of two across the range, or all at its largest code; an fp8 row now and then holds the
+// format's largest value (e4m3 saturates there). The caller fits the result.
+void draw_quantized(std::vector<float>& values, int width, Scalar format, std::mt19937_64& rng) {
+  if (!scaled(format) && format != Scalar::kE4M3 && format != Scalar::kE5M2) return;
+  const int group = scaled(format) ? group_width(format, width) : width;
+  const float largest = static_cast<float>(info(format).max_finite);
+  for (std::size_t row = 0; row < values.size(); row += width)
+    for (int c0 = 0; c0 < width; c0 += group) {
+      const std::span<float> g(&values[row + c0], std::min(group, width - c0));
+      switch (rng() % 16) {
+        case 0: std::fill(g.begin(), g.end(), 0.0f); break;
+        case 1:  // within the format's range: e5m2 would overflow to infinity past it
+          for (float& x : g) x = std::clamp(std::ldexp(x, static_cast<int>(rng() % 17) - 12), -largest, largest);
+          break;
+        case 2:
+          if (scaled(format))
+            for (float& x : g) x = std::copysign(std::fabs(g[0]), rng() % 2 ? x : -x);
+          else
+            g[rng() % g.size()] = rng() % 2 ? largest : -largest;
+          break;
+        default: break;
+      }
+    }
+}
+
 void force_values(const std::vector<std::string>& force, const Capabilities& caps, std::uint64_t seed, Problem& p) {
   for (const std::string& cls : force) {
     if (cls == "values: subnormal") {
@@ -510,7 +538,10 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   fill(p.q, qk, p.storage.q, precision.q_entry);
   fill(p.k, qk, p.storage.k, precision.k_entry);
   fill(p.v, c.max_abs_value > 0 ? std::min(vm, c.max_abs_value / 2) : vm, p.storage.v, precision.v_entry);
+  draw_quantized(p.k, head_dim, p.storage.k, data_rng);
+  draw_quantized(p.v, p.shape.value_dim, p.storage.v, data_rng);
   force_values(needs.force, caps, spec.data_seed, p);
+  p.fit_to_storage();  // K and V in a scaled format a group at a time
   return p;
 }
 

@@ -68,6 +68,7 @@ int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& c
   };
   for (float& x : p.k) x = store(x, p.storage.k, caps.precision.k_entry);
   for (float& x : p.v) x = store(x, p.storage.v, caps.precision.v_entry);
+  p.fit_to_storage();  // a poisoned row of a scaled format: its own groups (NaN, +-inf, saturated)
   return poisoned;
 }
 

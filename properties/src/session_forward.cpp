@@ -63,10 +63,12 @@ class SessionForward final : public Kernel {
 
 }  // namespace
 
+std::unique_ptr<Kernel> session_forward(const Kernel& decoder) { return std::make_unique<SessionForward>(decoder); }
+
 std::unique_ptr<Kernel> session_stand_in(const PropertyInfo& property, const Kernel& kernel) {
   const Capabilities caps = kernel.capabilities();
   if (!property.through_sessions || caps.forward() || !caps.decode()) return nullptr;
-  return std::make_unique<SessionForward>(kernel);
+  return session_forward(kernel);
 }
 
 }  // namespace attest

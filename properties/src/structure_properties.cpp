@@ -101,6 +101,7 @@ Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& o
   };
   moved.k = prepend(p.k, s.head_dim);
   moved.v = prepend(p.v, s.value_dim);
+  moved.fit_to_storage();  // the prepended rows, in a scaled format
   MaskSpec& m = moved.mask;
   for (int& n : m.kv_valid) n += shift;
   if (!m.k_segment.empty()) {

@@ -58,23 +58,13 @@ void attend_row(const PagedKvCache& cache, int b, int g, const float* q, int dk,
 class PagedDecodeSession final : public DecodeSession {
  public:
   PagedDecodeSession(const DecodeConfig& c, int page_size, const KernelFaults& faults)
-      : c_(c), faults_(faults), cache_(c.batch, c.kv_heads, c.head_dim, c.value_dim, page_size), page_scores_(page_size),
-        query_(c.head_dim) {
-    modifier_problem_.shape.heads = c.heads;  // the session's modifiers, as a problem view reads them
-    modifier_problem_.modifiers.softcap = c.softcap;
-    modifier_problem_.modifiers.alibi_slopes = c.alibi_slopes;
-    modifier_problem_.modifiers.sinks = c.sinks;
-  }
+      : c_(c), faults_(faults), modifier_problem_(modifier_problem_of(c)),
+        cache_(c.batch, c.kv_heads, c.head_dim, c.value_dim, page_size), page_scores_(page_size), query_(c.head_dim) {}
 
   void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v,
             std::span<float> o, std::span<float> lse) override {
-    if (n < 1) throw ProblemError("invalid decode step: n must be >= 1");
+    check_step(c_, n, q, k, v, o, lse);
     const std::size_t dk = c_.head_dim, dv = c_.value_dim;
-    const std::size_t rows = std::size_t(c_.batch) * n;
-    if (q.size() != rows * c_.heads * dk || k.size() != rows * c_.kv_heads * dk ||
-        v.size() != rows * c_.kv_heads * dv || o.size() != rows * c_.heads * dv ||
-        (!lse.empty() && lse.size() != rows * c_.heads))
-      throw ProblemError("invalid decode step: q/k/v/o/lse sizes do not match n and the configuration");
 
     const long long start = length_;
     for (int b = 0; b < c_.batch; ++b) {
@@ -119,8 +109,8 @@ class PagedDecodeSession final : public DecodeSession {
  private:
   DecodeConfig c_;
   KernelFaults faults_;
-  PagedKvCache cache_;
   Problem modifier_problem_;
+  PagedKvCache cache_;
   std::vector<float> page_scores_;
   std::vector<float> query_;
   long long length_ = 0;

@@ -86,6 +86,7 @@ const std::vector<KernelEntry>& kernel_registry() {
       {"tiled", "online softmax over 128x64 tiles in 4-row panels (FlashAttention-2 style), vectorized", [] { return make_tiled_kernel({128, 64}); }},
       {"tiled_bf16", "tiled with bf16 Q/K/V/O, P rounded to bf16 before P.V, f32 accumulation; AVX-512 BF16 dot products", [] { return make_tiled_bf16_kernel({128, 64}); }},
       {"decode", "paged KV cache (16-token pages), incremental decode", [] { return make_decode_kernel(16); }},
+      {"decode_q8", "decode-only over a paged q8 KV cache (int8 codes, a scale per 32 values), 16-token pages", [] { return make_quantized_decode_kernel(Scalar::kQ8); }},
   };
   return registry;
 }

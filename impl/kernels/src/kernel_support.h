@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 
+#include "attest/kernel.h"
 #include "attest/problem.h"
 
 namespace attest::kernels {
@@ -180,5 +182,25 @@ struct Layout {
   std::size_t o(int b, int h, int i) const { return ((std::size_t(b) * s.heads + h) * s.q_len + i) * s.value_dim; }
   std::size_t lse(int b, int h, int i) const { return (std::size_t(b) * s.heads + h) * s.q_len + i; }
 };
+
+// A decode session's score modifiers as a problem, which a ModifierView reads.
+inline Problem modifier_problem_of(const DecodeConfig& c) {
+  Problem p;
+  p.shape.heads = c.heads;
+  p.modifiers.softcap = c.softcap;
+  p.modifiers.alibi_slopes = c.alibi_slopes;
+  p.modifiers.sinks = c.sinks;
+  return p;
+}
+
+// Throws ProblemError unless a step's buffers hold n >= 1 tokens of every sequence of `c`.
+inline void check_step(const DecodeConfig& c, int n, std::span<const float> q, std::span<const float> k,
+                       std::span<const float> v, std::span<float> o, std::span<float> lse) {
+  if (n < 1) throw ProblemError("invalid decode step: n must be >= 1");
+  const std::size_t dk = c.head_dim, dv = c.value_dim, rows = std::size_t(c.batch) * n;
+  if (q.size() != rows * c.heads * dk || k.size() != rows * c.kv_heads * dk || v.size() != rows * c.kv_heads * dv ||
+      o.size() != rows * c.heads * dv || (!lse.empty() && lse.size() != rows * c.heads))
+    throw ProblemError("invalid decode step: q/k/v/o/lse sizes do not match n and the configuration");
+}
 
 }  // namespace attest::kernels

@@ -22,11 +22,29 @@ float from_bits(std::uint32_t b) {
   return x;
 }
 
-constexpr std::array<ScalarInfo, 3> kScalars = {{
+// One row per format. A scaled format's range is its f16 scale's times the largest code.
+constexpr std::array<ScalarInfo, kScalarCount> kScalars = {{
     {"f32", 0x1p-24, 3.4028234663852886e38, 0x1p-126, 0x1p-149, 4},
     {"bf16", 0x1p-8, 3.3895313892515355e38, 0x1p-126, 0x1p-133, 2},
     {"f16", 0x1p-11, 65504.0, 0x1p-14, 0x1p-24, 2},
+    {"e4m3", 0x1p-4, 448.0, 0x1p-6, 0x1p-9, 1},
+    {"e5m2", 0x1p-3, 57344.0, 0x1p-14, 0x1p-16, 1},
+    {"q8", 0x1p-24, 65504.0 * 127, 0x1p-14, 0x1p-24, 1},
+    {"q4", 0x1p-24, 65504.0 * 8, 0x1p-14, 0x1p-24, 1},
+    {"q8_token", 0x1p-24, 65504.0 * 127, 0x1p-14, 0x1p-24, 1},
 }};
+
+// Round to nearest even with `digits` significant bits, no spacing below 2^min_quantum_exp; past
+// max_finite: the largest finite value when saturating, else infinity.
+float round_minifloat(float x, int digits, int min_quantum_exp, float max_finite, bool saturate) {
+  const float ax = std::fabs(x);
+  int exp;
+  std::frexp(ax, &exp);  // ax = f * 2^exp, f in [0.5, 1)
+  const float quantum = std::ldexp(1.0f, std::max(exp - digits, min_quantum_exp));
+  float r = std::nearbyint(ax / quantum) * quantum;  // exact: ax/quantum fits in float
+  if (r > max_finite) r = saturate ? max_finite : std::numeric_limits<float>::infinity();
+  return std::copysign(r, x);
+}
 
 }  // namespace
 
@@ -35,27 +53,25 @@ const char* to_string(Scalar s) { return info(s).name; }
 double unit_roundoff(Scalar s) { return info(s).unit_roundoff; }
 
 bool parse_scalar(const std::string& name, Scalar& out) {
-  for (Scalar s : {Scalar::kF32, Scalar::kBF16, Scalar::kF16})
-    if (name == to_string(s)) return out = s, true;
+  for (int i = 0; i < kScalarCount; ++i)
+    if (name == kScalars[i].name) return out = static_cast<Scalar>(i), true;
   return false;
 }
 
 float round_to(float x, Scalar s) {
-  if (s == Scalar::kF32 || !std::isfinite(x)) return x;
-  if (s == Scalar::kBF16) {
-    std::uint32_t b = bits_of(x);
-    b += 0x7FFFu + ((b >> 16) & 1u);  // round to nearest even on the dropped 16 bits
-    return from_bits(b & 0xFFFF0000u);
+  if (s == Scalar::kE4M3 && std::isinf(x)) return std::copysign(448.0f, x);
+  if (!std::isfinite(x)) return x;
+  switch (s) {
+    case Scalar::kBF16: {
+      std::uint32_t b = bits_of(x);
+      b += 0x7FFFu + ((b >> 16) & 1u);  // round to nearest even on the dropped 16 bits
+      return from_bits(b & 0xFFFF0000u);
+    }
+    case Scalar::kF16: return round_minifloat(x, 11, -24, 65504.0f, false);  // exponents [-14, 15]
+    case Scalar::kE4M3: return round_minifloat(x, 4, -9, 448.0f, true);      // exponents [-6, 8]
+    case Scalar::kE5M2: return round_minifloat(x, 3, -16, 57344.0f, false);  // exponents [-14, 15]
+    default: return x;  // f32, and the scaled formats (fitted a row at a time)
   }
-  // fp16: 11 significant bits, exponent range [-14, 15], subnormals down to 2^-24.
-  const float ax = std::fabs(x);
-  if (ax >= 65520.0f) return std::copysign(std::numeric_limits<float>::infinity(), x);
-  int exp;
-  std::frexp(ax, &exp);                              // ax = f * 2^exp, f in [0.5, 1)
-  const int quantum_exp = std::max(exp - 11, -24);   // spacing of fp16 values near ax
-  const float quantum = std::ldexp(1.0f, quantum_exp);
-  const float r = std::nearbyint(ax / quantum) * quantum;  // exact: ax/quantum fits in float
-  return std::copysign(std::min(r, 65504.0f), x);
 }
 
 double largest_input(Scalar stored, Scalar entry) { return std::min(info(stored).max_finite, info(entry).max_finite); }

@@ -1,11 +1,14 @@
 #include "attest/problem.h"
 
 #include "attest/problem_fields.h"
+#include "attest/quantized.h"
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
+#include <string_view>
 
 namespace attest {
 namespace {
@@ -45,8 +48,19 @@ void require_size(const char* field, std::size_t actual, std::size_t expected) {
     fail(field, "has " + std::to_string(actual) + " elements, expected " + std::to_string(expected));
 }
 
-void require_representable(const char* field, const std::vector<float>& values, Scalar p) {
+// Rows of `width` values (K and V: a token of one head) in storage p; a scaled format is checked a
+// group at a time and only K and V may have one.
+void require_representable(const char* field, const std::vector<float>& values, Scalar p, int width = 1) {
   if (p == Scalar::kF32) return;
+  if (scaled(p)) {
+    if (width == 1 && std::string_view(field) != "k" && std::string_view(field) != "v")
+      fail(std::string("storage of ") + field, std::string(to_string(p)) + " is a K/V storage format");
+    for (std::size_t row = 0; row < values.size(); row += width)
+      if (!rows_representable(std::span(values).subspan(row, width), width, p))
+        fail(std::string(field) + " row " + std::to_string(row / width),
+             std::string("is not exactly representable in ") + to_string(p) + " (fit_rows gives its nearest)");
+    return;
+  }
   for (std::size_t i = 0; i < values.size(); ++i)
     if (!representable(values[i], p))
       fail(std::string(field) + "[" + std::to_string(i) + "]",
@@ -171,8 +185,15 @@ void Problem::validate() const {
   require_size("k", k.size(), k_size());
   require_size("v", v.size(), v_size());
   require_representable("q", q, storage.q);
-  require_representable("k", k, storage.k);
-  require_representable("v", v, storage.v);
+  require_representable("k", k, storage.k, s.head_dim);
+  require_representable("v", v, storage.v, s.value_dim);
+}
+
+void Problem::fit_to_storage() {
+  for (float& x : q) x = round_to(x, storage.q);
+  for (float& x : modifiers.bias) x = round_to(x, storage.bias);
+  if (!k.empty()) fit_rows(k, shape.head_dim, storage.k);
+  if (!v.empty()) fit_rows(v, shape.value_dim, storage.v);
 }
 
 void Problem::resize_buffers() {

@@ -165,6 +165,12 @@ MutantEntry decode_only(std::string name, std::string bug, std::string property,
           [=] { return make_decode_only(make_faulty_decode_kernel(16, faults, "mutant:" + name)); }};
 }
 
+// The quantized-cache decoder (decode-only, paged cache in `format`) with one fault.
+MutantEntry quantized(Scalar format, std::string name, std::string bug, std::string property, KernelFaults faults) {
+  return {name, std::move(bug), std::move(property),
+          [=] { return make_faulty_quantized_decode_kernel(format, faults, "mutant:" + name); }};
+}
+
 }  // namespace
 
 const std::vector<MutantEntry>& mutant_registry() {
@@ -315,6 +321,16 @@ const std::vector<MutantEntry>& mutant_registry() {
              {.gqa_modulo = true}),
       decode_only("decode_only_finite_max", "a decode-only kernel whose running max starts at -10000: rows whose "
                   "logits all lie below it divide 0 by 0", "overflow_safe", {.finite_max_sentinel = true}),
+      quantized(Scalar::kQ8, "q8_scale_next_block", "q8 cache: each block of 32 codes scaled by the next block's scale",
+                "decode_matches_prefill", {.q8_scale_next_block = true}),
+      quantized(Scalar::kQ8, "kv_drops_partial_page", "q8 cache: the sequence's last page is not read until it is full",
+                "decode_matches_prefill", {.decode_drops_partial_page = true}),
+      quantized(Scalar::kQ8, "kv_page_table_off_by_one", "q8 cache: logical page p read through the block table's "
+                "entry p + 1", "decode_matches_prefill", {.page_table_off_by_one = true}),
+      quantized(Scalar::kQ4, "q4_nibbles_swapped", "q4 cache: each pair of 4-bit codes written high nibble first",
+                "decode_matches_prefill", {.q4_nibbles_swapped = true}),
+      quantized(Scalar::kE4M3, "e4m3_saturated_as_inf", "e4m3 cache: the saturated code 448 read as infinity",
+                "decode_matches_prefill", {.e4m3_saturated_as_inf = true}),
   };
   return registry;
 }
@@ -333,6 +349,9 @@ std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
   if (auto subject = declared_arithmetic_subject(name.starts_with("builtin:") ? name.substr(8) : name)) return subject;
   // The decode kernel declaring itself decode-only: what a serving library's decoder declares.
   if (name == "decode-only" || name == "builtin:decode-only") return make_decode_only(make_decode_kernel(16));
+  // The quantized-cache decoder in its other formats (decode_q8 is built in): their mutants' hosts.
+  for (Scalar s : {Scalar::kQ8Token, Scalar::kQ4, Scalar::kE4M3, Scalar::kE5M2})
+    if (name == std::string("decode_") + to_string(s)) return make_quantized_decode_kernel(s);
   for (const bool declared : {true, false})
     if (name == (declared ? "standard-alibi-only" : "standard-alibi-undeclared"))
       return std::make_unique<StandardAlibiOnly>(make_tiled_kernel({128, 64}), declared);

@@ -14,6 +14,8 @@ namespace attest {
 // RoPE and LSE (padding, segments, an explicit mask and a bias are prefill features).
 FeatureSet session_features();
 
+// A decode-only kernel (which must outlive it) as a causal forward that decodes each problem.
+std::unique_ptr<Kernel> session_forward(const Kernel& decoder);
 // The stand-in when `property` runs through sessions and `kernel` is decode-only; else null.
 std::unique_ptr<Kernel> session_stand_in(const PropertyInfo& property, const Kernel& kernel);
 

@@ -32,6 +32,9 @@ std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config = {});
 enum class Bf16Path { kAuto, kPortable };
 std::unique_ptr<Kernel> make_tiled_bf16_kernel(TiledConfig config = {128, 64}, Bf16Path path = Bf16Path::kAuto);
 std::unique_ptr<Kernel> make_decode_kernel(int page_size = 16);
+// Decode-only, over a paged cache of 16-token pages holding K and V in `format` (q8, q8_token, q4,
+// e4m3 or e5m2: quantized.h), named decode_<format>; no RoPE.
+std::unique_ptr<Kernel> make_quantized_decode_kernel(Scalar format);
 // `decoder` declaring itself decode-only (no forward: held to its sessions), as a serving
 // library's decoder does.
 std::unique_ptr<Kernel> make_decode_only(std::unique_ptr<Kernel> decoder);
@@ -39,5 +42,6 @@ std::unique_ptr<Kernel> make_decode_only(std::unique_ptr<Kernel> decoder);
 // The same kernels with mutation switches on (for impl/mutants/ only).
 std::unique_ptr<Kernel> make_faulty_tiled_kernel(TiledConfig config, const KernelFaults& faults, std::string name);
 std::unique_ptr<Kernel> make_faulty_decode_kernel(int page_size, const KernelFaults& faults, std::string name);
+std::unique_ptr<Kernel> make_faulty_quantized_decode_kernel(Scalar format, const KernelFaults& faults, std::string name);
 
 }  // namespace attest

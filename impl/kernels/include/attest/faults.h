@@ -44,6 +44,11 @@ struct KernelFaults {
   // Decode
   bool decode_skips_self = false;      // a new token does not attend to itself
   bool decode_page_off_by_one = false;  // the last key of each page is skipped
+  bool q8_scale_next_block = false;      // a quantized cache reads each block's scale from the block after it
+  bool q4_nibbles_swapped = false;       // a q4 cache writes each pair of codes high nibble first
+  bool e4m3_saturated_as_inf = false;    // an e4m3 cache reads the saturated code (448) as infinity
+  bool page_table_off_by_one = false;    // logical page p read through the block table's entry p + 1
+  bool decode_drops_partial_page = false;  // the sequence's last page is skipped while it is not full
   bool finite_max_sentinel = false;     // the running max starts at -10000, not -inf: rows whose logits are all below it divide 0 by 0
   bool rope_query_at_zero = false;     // queries rotated at 0 + i, ignoring their position
   // Memory

@@ -10,15 +10,19 @@
 
 namespace attest {
 
-enum class Scalar : std::uint8_t { kF32, kBF16, kF16 };
+// bf16/f16/e4m3/e5m2 are element formats. q8, q4 and q8_token are KV storage only: scaled integer
+// codes whose values are fitted and checked a row at a time (quantized.h); round_to leaves a value
+// alone there, and they are never a format the kernel computes in.
+enum class Scalar : std::uint8_t { kF32, kBF16, kF16, kE4M3, kE5M2, kQ8, kQ4, kQ8Token };
+inline constexpr int kScalarCount = 8;
 
 struct ScalarInfo {
-  const char* name;     // f32, bf16, f16
-  double unit_roundoff;  // u: half an ulp of 1
+  const char* name;     // f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token
+  double unit_roundoff;  // u: half an ulp of 1 (a scaled format's values are exact f32 operands: f32's)
   double max_finite;
   double min_normal;
   double min_subnormal;  // the spacing of the smallest values (underflow quantum)
-  int bytes;
+  int bytes;             // per value (q4: a byte holds two codes; stored_bytes() counts exactly)
 };
 
 const ScalarInfo& info(Scalar s);
@@ -26,7 +30,8 @@ const char* to_string(Scalar s);
 double unit_roundoff(Scalar s);
 bool parse_scalar(const std::string& name, Scalar& out);
 
-// Round to nearest even in that format (overflow gives +-inf, NaN stays NaN).
+// Round to nearest even in that format (overflow gives +-inf, NaN stays NaN; e4m3 has no infinity and
+// saturates at +-448). A scaled format returns x: fit_rows (quantized.h) rounds a row at a time.
 float round_to(float x, Scalar s);
 // The largest magnitude an input may hold: its storage's largest finite value, or that of the
 // format the kernel rounds it to on entry when smaller (beyond it the rounding gives inf).

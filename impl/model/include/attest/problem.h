@@ -104,6 +104,9 @@ struct Problem {
   void validate() const;
   // Allocates zeroed q/k/v buffers of the right size (validates the shape first).
   void resize_buffers();
+  // Replaces q, k, v and the bias by the nearest values their storage holds: each value rounded,
+  // K and V in a scaled format a row (one token of one head) at a time (quantized.h).
+  void fit_to_storage();
 };
 
 // Largest element count any one buffer may have; guards size arithmetic against overflow.

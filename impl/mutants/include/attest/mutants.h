@@ -22,7 +22,8 @@ const MutantEntry& find_mutant(const std::string& name);  // throws std::invalid
 
 // A kernel that lives in this process by name: NAME or builtin:NAME (the registry),
 // mutant:NAME, tiled-scalar[-bf16|-f16] (the mutants' host without a fault, f32 or with
-// 16-bit storage: calibration subjects), decode-only (the decode kernel declaring no forward), or
+// 16-bit storage: calibration subjects), decode-only (the decode kernel declaring no forward),
+// decode_q8_token / decode_q4 / decode_e4m3 / decode_e5m2 (the quantized-cache decoder's other formats), or
 // self-attention-only / self-attention-undeclared (the tiled kernel refusing Tq != Tk or q_offset != 0),
 // or standard-alibi-only / standard-alibi-undeclared (the tiled kernel using the standard ALiBi
 // slopes), or tiled-entry-f16, tiled-f16-kv-unnormalised, tiled-bias-f16, tiled-two-paths (the

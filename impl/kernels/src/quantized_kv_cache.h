@@ -1,0 +1,92 @@
+// A paged KV cache in a quantized format (quantized.h): q8 (int8 codes, an f16 scale per 32
+// values), q8_token (a scale per row), q4 (4-bit codes, two per byte along the row, the first in
+// the low nibble, a scale per 32), e4m3 or e5m2 (one fp8 byte per value). Scales are f16 values
+// kept as floats, so the read path needs no conversion. Pages of 16 tokens come from one pool;
+// each sequence has a block table from its logical pages to physical ones.
+//
+// A page stores its keys transposed, [code rows][16] bytes and [blocks][16] scales per kv head
+// (a q4 code row holds two dimensions), so one query's 16 scores are one vector: no horizontal
+// sums. Values stay rows, [16][row bytes], for P.V.
+//
+// Rows are quantized on append with the canonical encoding (scale = the block's largest magnitude
+// over the largest code, rounded to f16; codes to nearest): what attest sends is exactly in the
+// format, so this gets its codes back and loses nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "attest/faults.h"
+#include "attest/precision.h"
+
+namespace attest::kernels {
+
+inline constexpr int kPageTokens = 16;
+
+// One page's keys of one kv head: code byte r of slot c at codes[r * 16 + c], the scale of block
+// b of slot c at scales[b * 16 + c].
+struct KeyPage {
+  const std::uint8_t* codes;
+  const float* scales;
+};
+// Consecutive value rows of one page and kv head: row c's bytes at codes + c * row_bytes, its
+// scales at scales + c * blocks.
+struct ValueRows {
+  const std::uint8_t* codes;
+  const float* scales;
+};
+
+// How one format lays a row of `width` values out, and the faults its readers may carry.
+struct KvLayout {
+  Scalar format;
+  int width;
+  KernelFaults faults;
+
+  bool has_scales() const { return format == Scalar::kQ8 || format == Scalar::kQ4 || format == Scalar::kQ8Token; }
+  int block() const { return format == Scalar::kQ8Token || !has_scales() ? width : 32; }  // values per scale
+  int blocks() const { return has_scales() ? (width + block() - 1) / block() : 0; }
+  int row_bytes() const { return format == Scalar::kQ4 ? (width + 1) / 2 : width; }
+};
+
+class QuantizedKvCache {
+ public:
+  QuantizedKvCache(Scalar format, int batch, int kv_heads, int head_dim, int value_dim, const KernelFaults& faults);
+
+  // Appends one token's K [Hkv][Dk] and V [Hkv][Dv] for sequence b (strided by the caller).
+  void append(int b, const float* k, std::size_t k_head_stride, const float* v, std::size_t v_head_stride);
+
+  int length(int b) const { return lengths_[b]; }
+  const KvLayout& key_layout() const { return keys_; }
+  const KvLayout& value_layout() const { return values_; }
+  KeyPage key_page(int b, int g, int j) const;     // the page holding key j
+  ValueRows values(int b, int g, int j) const;     // value j and the rows after it on its page
+  std::size_t bytes() const;  // pages allocated x page bytes (codes and scales)
+
+ private:
+  struct Page {
+    std::vector<std::uint8_t> k_codes, v_codes;  // [Hkv][code rows][16], [Hkv][16][row bytes]
+    std::vector<float> k_scales, v_scales;       // [Hkv][blocks][16], [Hkv][16][blocks]
+  };
+  const Page& page_of(int b, int j) const;
+
+  KvLayout keys_, values_;
+  int kv_heads_;
+  std::vector<Page> pages_;
+  std::vector<std::vector<int>> block_table_;  // logical page -> physical page, per sequence
+  std::vector<int> lengths_;
+  std::vector<std::uint8_t> row_codes_;  // a key row before it is scattered into its page
+  std::vector<float> row_scales_;
+};
+
+// The canonical encoding of x[0..width) in `layout`: row_bytes() code bytes, blocks() scales.
+void quantize_row(const KvLayout& layout, const float* x, std::uint8_t* codes, float* scales);
+// scores[c] = sum_i q[i] K_c[i] for the page's 16 slots (per block: the codes' dot product times
+// the slot's block scale). Slots past the sequence hold zeros; the caller reads the ones it needs.
+void page_scores(const KvLayout& layout, const float* q, KeyPage keys, float* scores);
+// out += sum_c weights[c] V_c over the `count` rows from `values` whose logit is not -inf (a masked
+// key's V is never read).
+void accumulate_values(const KvLayout& layout, float* out, const float* weights, const float* logits, ValueRows values,
+                       int count);
+
+}  // namespace attest::kernels

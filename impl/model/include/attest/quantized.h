@@ -1,0 +1,50 @@
+// Quantized KV storage (DESIGN.md §12). fp8 e4m3 and e5m2 are element formats like bf16 (round_to
+// works per value). The scaled integer formats are not: each group of values along a row shares
+// one f16 scale d, and a value is d * code:
+//   q8       groups of 32, code in [-127, 127]    (like ggml's q8_0)
+//   q4       groups of 32, code in [-8, 7]        (like q4_0: stored as code + 8, two per byte,
+//                                                  the lower-indexed value in the low nibble)
+//   q8_token one group per row (a scale per token and head), code in [-127, 127]
+// A row is one token's K (Dk values) or V (Dv values) of one head. Whether a value is
+// representable depends on its group, so these formats are fitted and checked a row at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "attest/precision.h"
+
+namespace attest {
+
+bool scaled(Scalar s);  // q8, q4, q8_token
+// Values per scale in a row of `width` (scaled formats only): 32, or the row.
+int group_width(Scalar s, int width);
+// The codes' bounds of a scaled format.
+int code_min(Scalar s);
+int code_max(Scalar s);
+
+// Replaces each value by the nearest the format holds, rows of `width` at a time. Element formats
+// round each value. Scaled formats take the canonical encoding of each group: d is the group's
+// largest magnitude over code_max (q4: its signed largest over -8), rounded to f16 and saturated
+// there; codes round to nearest. A group with a NaN, or an infinity among finite values, becomes
+// all NaN (a NaN scale); all-infinite groups stay. Fitting twice changes nothing.
+void fit_rows(std::span<float> values, int width, Scalar s);
+bool rows_representable(std::span<const float> values, int width, Scalar s);
+
+// Bytes a format stores for `rows` rows of `width` values, scales included.
+std::size_t stored_bytes(Scalar s, std::size_t rows, int width);
+
+// The canonical encoding of fitted rows: per group, the f16 scale's bits (2 bytes, little endian)
+// then its codes (q8: one int8 each; q4: code + 8, two per byte, low nibble first; e4m3 and e5m2:
+// one byte per value, no scale). decode_rows inverts it.
+std::vector<std::uint8_t> encode_rows(std::span<const float> values, int width, Scalar s);
+std::vector<float> decode_rows(std::span<const std::uint8_t> bytes, std::size_t rows, int width, Scalar s);
+
+// fp8 bit patterns of values representable there (e4m3: S EEEE MMM, bias 7, no infinity,
+// 0x7F NaN; e5m2: S EEEEE MM, bias 15, IEEE-like), and back.
+std::uint8_t to_bits8(float x, Scalar s);
+float from_bits8(std::uint8_t bits, Scalar s);
+
+}  // namespace attest

@@ -104,7 +104,10 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
           if (rope) rope_rotate(&w.q[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
         }
         // Rotated queries stay f32; unrotated ones are packed (a tiny value keeps them f32).
-        const bool q_dot = dot_ && !rope &&
+        // A query tile shorter than a panel (decode: one row) packs each key and value tile for
+        // too few products to pay for it: it takes the f32 micro-kernels on K and V in place.
+        const bool dot = dot_ && rows >= kPanel;
+        const bool q_dot = dot && !rope &&
                            bf16::pack_rows(w.q.data(), rows, dk, dk, w.q2.data(), w.dk2, bf16::kTinyInput).dot_safe();
         // A sink starts each row's state: it is the first term of the max and of the sum.
         const bool sink = modifiers.has_sinks();
@@ -133,7 +136,7 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
           // V as pairs of keys; an f32 tile is made only when a panel needs it and V is not bf16 already.
           const float* v_tile = &p.v[at.v(b, g, j0)];
           const bool v_dot =
-              dot_ && bf16::pack_row_pairs(v_tile, cols, dv, dv, w.v2.data(), dv, bf16::kTinyInput).dot_safe();
+              dot && bf16::pack_row_pairs(v_tile, cols, dv, dv, w.v2.data(), dv, bf16::kTinyInput).dot_safe();
           const float* v_f32 = v_exact ? v_tile : nullptr;
 
           for (int r0 = 0; r0 < rows; r0 += kPanel) {

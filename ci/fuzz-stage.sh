@@ -14,8 +14,8 @@
 # printed whole when it ends. Every run is bounded by its time, not by its speed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=${ATTEST_FUZZ_SECONDS:-20}
-harness_seconds=${ATTEST_HARNESS_FUZZ_SECONDS:-10}
+seconds=${ATTEST_FUZZ_SECONDS:-12}
+harness_seconds=${ATTEST_HARNESS_FUZZ_SECONDS:-6}
 lanes=${ATTEST_FUZZ_LANES:-2}
 attest=build/release/ci/attest
 out=build/fuzz-stage

@@ -283,11 +283,12 @@ void force_magnitudes(const std::vector<std::string>& force, ProblemSpec& spec) 
 
 // Quantized K or V are drawn in the quantized domain: a group now and then all zero, scaled by a
 // power of two across the range, or all at its largest code; an fp8 row now and then holds the
-// format's largest value (e4m3 saturates there). The caller fits the result.
-void draw_quantized(std::vector<float>& values, int width, Scalar format, std::mt19937_64& rng) {
+// format's largest value (e4m3 saturates there), or the contract's largest |V| when smaller. The
+// caller fits the result.
+void draw_quantized(std::vector<float>& values, int width, Scalar format, double limit, std::mt19937_64& rng) {
   if (!scaled(format) && format != Scalar::kE4M3 && format != Scalar::kE5M2) return;
   const int group = scaled(format) ? group_width(format, width) : width;
-  const float largest = static_cast<float>(info(format).max_finite);
+  const float largest = static_cast<float>(limit > 0 ? std::min(limit, info(format).max_finite) : info(format).max_finite);
   for (std::size_t row = 0; row < values.size(); row += width)
     for (int c0 = 0; c0 < width; c0 += group) {
       const std::span<float> g(&values[row + c0], std::min(group, width - c0));
@@ -538,8 +539,8 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   fill(p.q, qk, p.storage.q, precision.q_entry);
   fill(p.k, qk, p.storage.k, precision.k_entry);
   fill(p.v, c.max_abs_value > 0 ? std::min(vm, c.max_abs_value / 2) : vm, p.storage.v, precision.v_entry);
-  draw_quantized(p.k, head_dim, p.storage.k, data_rng);
-  draw_quantized(p.v, p.shape.value_dim, p.storage.v, data_rng);
+  draw_quantized(p.k, head_dim, p.storage.k, 0, data_rng);
+  draw_quantized(p.v, p.shape.value_dim, p.storage.v, c.max_abs_value, data_rng);
   force_values(needs.force, caps, spec.data_seed, p);
   p.fit_to_storage();  // K and V in a scaled format a group at a time
   return p;

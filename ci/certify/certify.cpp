@@ -1,5 +1,6 @@
 #include "certify.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
 #include <iostream>
@@ -166,6 +167,15 @@ CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, c
   return r;
 }
 
+namespace {
+// Whether options.stop_after has failed among the results so far.
+bool settled(const std::vector<CheckResult>& results, const CertifyOptions& options) {
+  return !options.stop_after.empty() && std::any_of(results.begin(), results.end(), [&](const CheckResult& r) {
+    return r.check == options.stop_after && !r.passed();
+  });
+}
+}  // namespace
+
 std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyOptions& options) {
   std::vector<CheckResult> results;
   // Paths the kernel takes across the ladder: each needs evidence in every property that reaches it.
@@ -181,6 +191,7 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
     if (!takes_next_check(options)) continue;
     CheckResult r = check_property(property, kernel, discovered, options, &learned);
     results.push_back(std::move(r));
+    if (settled(results, options)) break;
   }
   return results;
 }
@@ -250,17 +261,22 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
 
 std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options) {
   std::vector<CheckResult> results;
-  for (const CheckPlan& plan : deterministic_plans())
+  for (const CheckPlan& plan : deterministic_plans()) {
     if (takes_next_check(options)) results.push_back(run_plan(plan, kernel, oracle, options));
+    if (settled(results, options)) return results;
+  }
   if (!kernel.capabilities().paths.empty() && kernel.capabilities().forward() && takes_next_check(options))
     results.push_back(check_declared_paths(kernel, options));
+  if (settled(results, options)) return results;
   if (options.sized_stages) {
     std::vector<CheckResult> sized = run_sized_stages(kernel, oracle, options);
     results.insert(results.end(), sized.begin(), sized.end());
+    if (settled(results, options)) return results;
   }
   if (options.property_cases > 0) {
     std::vector<CheckResult> properties = run_property_stage(kernel, options);
     results.insert(results.end(), properties.begin(), properties.end());
+    if (settled(results, options)) return results;
   }
   if (options.fuzz_seconds > 0) {
     std::vector<CheckResult> fuzzed = run_fuzz_stage(kernel, options);

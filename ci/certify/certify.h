@@ -106,6 +106,9 @@ struct CertifyOptions {
   // When set, only this property's failure is shrunk; the others report their first counterexample
   // (attest mutants: the size that counts is the expected property's).
   std::string shrink_only;
+  // When set, the run ends once this check has failed (attest mutants: the mutant is killed by its
+  // expected property, and the checks after it cannot change that).
+  std::string stop_after;
 };
 
 // Sizes for a budget: quick stops at 4096 keys, default at 32768, thorough at 65536.

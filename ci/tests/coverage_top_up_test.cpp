@@ -41,9 +41,11 @@ TEST(CoverageModel, PairNamesOfAProblemAreTargetsOfTheModel) {
   p.mask.causal = true;
   p.modifiers.softcap = 5.0;
   p.resize_buffers();
-  for (const std::string& t : targets_of(coverage_classes(p, caps), 2))
-    if (target_classes(t)[0].rfind("group", 0) != 0 || caps.declares(Feature::kGqa))
+  for (const std::string& t : targets_of(coverage_classes(p, caps), 2)) {
+    if (target_classes(t)[0].rfind("group", 0) != 0 || caps.declares(Feature::kGqa)) {
       EXPECT_NE(std::find(pairs.begin(), pairs.end(), t), pairs.end()) << t;
+    }
+  }
   const std::vector<std::string> classes = coverage_classes(p, caps);
   for (const char* expected : {"queries: partial last tile", "keys: partial last tile", "mask: causal", "modifier: softcap",
                                "heads: 2-8", "group: 2", "batch: 2-4", "width: small"})

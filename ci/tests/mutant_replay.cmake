@@ -1,7 +1,7 @@
 # Certify a broken kernel: it must fail (exit 1) and leave a counterexample that
 # `attest replay` re-runs to a failing verdict (exit 1).
 file(REMOVE_RECURSE ${OUT})
-execute_process(COMMAND ${ATTEST} certify --kernel mutant:no_rescale --budget 200 --seed 7 --out ${OUT}
+execute_process(COMMAND ${ATTEST} certify --kernel mutant:no_rescale --budget 200 --max-len 1024 --seed 7 --out ${OUT}
                 RESULT_VARIABLE certify_rc OUTPUT_VARIABLE certify_out ERROR_QUIET)
 message("${certify_out}")
 if(NOT certify_rc EQUAL 1)

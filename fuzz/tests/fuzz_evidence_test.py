@@ -76,7 +76,7 @@ require(out, "deterministic_and_in_bounds on mutant:write_past_output", "counted
 
 # attest mutants records each target's replay; only the one that failed again counts.
 report = os.path.join(WORK, "mutants.json")
-out = run("mutants", "--only", "causal_sees_next", "--seed", "1", "--fuzz-seconds", "1", "--fuzz-build", BUILD,
+out = run("mutants", "--only", "causal_sees_next", "--budget", "quick", "--seed", "1", "--fuzz-seconds", "1", "--fuzz-build", BUILD,
           "--out", "three", "--json", report, expect=0)
 require(out, "fuzz: fuzz_mask_leak\n")
 with open(report) as f:
@@ -97,7 +97,7 @@ if row["fuzz_killed_by"] != ["fuzz_mask_leak"]:
     sys.exit("fuzz_killed_by: %s" % row["fuzz_killed_by"])
 
 # A mutant the input does not catch: the finding is recorded, no fuzz kill.
-out = run("mutants", "--only", "decode_skips_self", "--seed", "1", "--fuzz-seconds", "1", "--fuzz-build", BUILD,
+out = run("mutants", "--only", "decode_skips_self", "--budget", "quick", "--seed", "1", "--fuzz-seconds", "1", "--fuzz-build", BUILD,
           "--out", "four", "--json", report, expect=0)
 require(out, "fuzz: -\n")
 with open(report) as f:

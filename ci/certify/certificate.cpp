@@ -79,7 +79,9 @@ json capabilities_json(const Capabilities& c) {
           {"exp_ulps", c.precision.exp_ulps},
           {"key_tile", c.key_tile()},
           {"contract", contract_json(c.contract)},
-          {"declared_paths", declared_paths_json(c.paths)}};
+          {"declared_paths", declared_paths_json(c.paths)},
+          {"cache", {{"policy", to_string(c.cache.kind)}, {"sinks", c.cache.sinks}, {"recent", c.cache.recent},
+                     {"summary", c.cache.summary()}}}};
 }
 
 std::string now_utc() {

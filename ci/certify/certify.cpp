@@ -209,6 +209,11 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
       results.push_back(std::move(r));
       continue;
     }
+    if (!caps.forward() && !target.required.contains(Feature::kDecode)) {
+      r.not_covered = "the kernel is decode-only (this target calls forward)";
+      results.push_back(std::move(r));
+      continue;
+    }
     std::mt19937_64 rng(options.seed ^ static_cast<std::uint64_t>(target.target));
     const auto start = std::chrono::steady_clock::now();
     std::vector<std::uint8_t> input;

@@ -103,6 +103,22 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
       pp.exp_ulps = c.precision.exp_ulps;
     }
   }
+  if (d.contains("cache")) {  // added with cache policies: absent means a cache that keeps everything
+    const json& cache = member(d, where, "cache");
+    const std::string at = where + ".cache", policy = text(cache, at, "policy");
+    bool known = false;
+    for (auto kind : {CachePolicy::Kind::kFull, CachePolicy::Kind::kWindow, CachePolicy::Kind::kSinksRecent,
+                      CachePolicy::Kind::kExplicit})
+      if (policy == to_string(kind)) c.cache.kind = kind, known = true;
+    if (!known) bad(at + ".policy", "must be \"full\", \"window\", \"sinks_recent\" or \"explicit\"");
+    c.cache.sinks = static_cast<int>(count(cache, at, "sinks"));
+    c.cache.recent = static_cast<int>(count(cache, at, "recent"));
+    try {
+      c.cache.validate();
+    } catch (const std::invalid_argument& e) {
+      bad(at, e.what());
+    }
+  }
   if (d.contains("declared_paths")) {  // added with ABI 2.2
     const json& paths = array(d, where, "declared_paths");
     for (std::size_t i = 0; i < paths.size(); ++i) {

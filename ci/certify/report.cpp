@@ -24,7 +24,8 @@ FeatureSet KernelReport::exercised() const {
   for (const CheckResult& r : checks) {
     if (r.status() != CheckStatus::kPass || r.effective == 0) continue;
     if (capabilities.lse()) s.insert(Feature::kLse);
-    if (r.check == "decode_matches_prefill" || r.check == "fuzz_decode") s.insert(Feature::kDecode);
+    if (r.check == "decode_matches_prefill" || r.check == "eviction_matches_retained_set" || r.check == "fuzz_decode")
+      s.insert(Feature::kDecode);
     if (r.check.starts_with("gradient_") || r.check == "fuzz_backward") s.insert(Feature::kBackward);
   }
   return s & capabilities.features;
@@ -98,6 +99,12 @@ std::string contract_scope(const Capabilities& c) {
 // "; for finite inputs only": masked keys were poisoned with huge finite values, never NaN or inf.
 std::string inputs_scope(const Capabilities& c) {
   return c.inputs == InputDomain::kFinite ? "; for finite inputs only (masked and bias-hidden keys never NaN or inf)" : "";
+}
+
+// "; cache keeps sinks 4 + recent 32": past its first eviction a decoder is held to the positions
+// its declared policy keeps, not to full causal attention.
+std::string cache_scope(const Capabilities& c) {
+  return c.cache.evicts() ? "; cache keeps " + c.cache.summary() : "";
 }
 
 }  // namespace
@@ -207,9 +214,10 @@ std::string format_report(const KernelReport& k) {
   // A shard's verdict speaks for its share of the checks only.
   if (k.shard) out += fmt::format("shard {}/{}: ", k.shard->index, k.shard->count);
   if (k.passed()) {
-    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}{}{}\n", k.name, scope, contract_scope(k.capabilities),
+    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}{}{}{}\n", k.name, scope,
+                       contract_scope(k.capabilities),
                        not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k),
-                       precision_scope(k.capabilities), inputs_scope(k.capabilities),
+                       precision_scope(k.capabilities), inputs_scope(k.capabilities), cache_scope(k.capabilities),
                        limits.empty() ? "" : "; precision limit: " + limits);
   } else {
     std::vector<std::string> why;

@@ -81,7 +81,10 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
   int shortest_missed = std::numeric_limits<int>::max();  // keys of the shortest case not reached
   std::vector<int> ran;                                  // keys of each case that ran
   if (kernel.capabilities().contract.decode_only && cases.empty())
-    r.not_covered = "the kernel is decode-only and declares nothing a decode session can be held to at these sizes";
+    r.not_covered = kernel.capabilities().cache.evicts()
+                        ? "the kernel is decode-only and its cache (" + kernel.capabilities().cache.summary() +
+                              ") evicts before these sizes; eviction_matches_retained_set holds it to what it keeps"
+                        : "the kernel is decode-only and declares nothing a decode session can be held to at these sizes";
   for (const SizedCase& c : cases) {
     if (deadline_passed(options.deadline)) {
       r.failures += r.failures == 0;

@@ -16,6 +16,7 @@
 #include "attest/file_io.h"
 #include "attest/reference.h"
 #include "attest/safe_text.h"
+#include "attest/session_forward.h"
 #include "blas_baseline.h"
 #include "kernel_resolver.h"
 #include "memory_meter.h"
@@ -165,8 +166,10 @@ std::optional<Row> decode_step(const Kernel& kernel, const BenchRequest& request
   Row r = row_of(kernel, "decode", d, t, true);
   if (kernel.capabilities().decode()) {
     const Problem p = bench_problem(kernel, request, t, t, d, true);
-    auto session = kernel.open_decode({.batch = b, .heads = h, .kv_heads = h, .head_dim = d, .value_dim = d,
-                                       .scale = 1.0 / std::sqrt(double(d))});
+    DecodeConfig config = session_config_of(p);
+    config.mask = {};
+    config.scale = 1.0 / std::sqrt(double(d));
+    auto session = kernel.open_decode(config);
     std::vector<float> o(p.o_size()), lse(p.lse_size());
     session->step(t, p.q, p.k, p.v, o, lse);
     // 32 steps right after the prefill: the cache stays within 32 tokens of t.

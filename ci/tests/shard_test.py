@@ -184,6 +184,11 @@ def case_merge_hostile():
         no_mask=False, summary="")]
     off_path = load(two)
     off_path["kernels"][0]["checks"][0]["probes_off_path"] = {"redone": -3, "kept": 0}
+    # A cache policy attest does not know, and a window that keeps nothing.
+    lru = load(two)
+    lru["kernels"][0]["descriptor"]["cache"] = dict(policy="lru", sinks=0, recent=8, summary="")
+    no_window = load(two)
+    no_window["kernels"][0]["descriptor"]["cache"] = dict(policy="window", sinks=0, recent=0, summary="")
     three = shards_of(3, prefix="three", flags=CHEAP)
     certify(*KERNELS, *CHEAP, "--json", path("full.json"))
     depth = 70000
@@ -205,6 +210,8 @@ def case_merge_hostile():
         ("a declared path taking no problem", [path(one), write("empty_path.json", empty_path)],
          "declared_paths[0] path split_kv: an empty or negative range"),
         ("negative probes redone", [path(one), write("off_path.json", off_path)], "probes_off_path.redone must be a count"),
+        ("an unknown cache policy", [path(one), write("lru.json", lru)], "descriptor.cache.policy must be"),
+        ("a window keeping nothing", [path(one), write("no_window.json", no_window)], "recent must be >= 1"),
     ]
     for what, files, message in cases:
         out = path("out.json")

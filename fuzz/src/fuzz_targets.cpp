@@ -20,9 +20,12 @@ std::vector<Verdict> check_mask_leak(const FuzzCase& c, const Kernel& kernel, Or
 }
 
 
+// An evicting cache is also decoded past its first eviction (the input's problem grown).
 std::vector<Verdict> check_decode(const FuzzCase& c, const Kernel& kernel, Oracle& oracle) {
   std::vector<int> by_token(c.problem.shape.k_len, 1);
-  return {decode_matches_prefill_in_chunks(c.problem, kernel, oracle, {c.chunks, by_token})};
+  std::vector<Verdict> verdicts{decode_matches_prefill_in_chunks(c.problem, kernel, oracle, {c.chunks, by_token})};
+  if (kernel.capabilities().cache.evicts()) verdicts.push_back(eviction_matches_retained_set(c.problem, kernel, oracle));
+  return verdicts;
 }
 
 // An input with more query rows than this (only extended inputs have them) is held to the exact

@@ -53,7 +53,7 @@ std::vector<float> random_rows(std::size_t n, std::uint64_t seed, double magnitu
 }
 
 TEST(ScaledFormats, FitIsIdempotentAndWithinHalfAStepOfTheGroupScale) {
-  for (Scalar s : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token})
+  for (Scalar s : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kQ8Head})
     for (int width : {1, 7, 32, 40, 64, 96})
       for (double magnitude : {1e-9, 1e-6, 1.0, 1e3, 1e5}) {  // within the f16 scale's range
         std::vector<float> x = random_rows(std::size_t(width) * 5, width * 31 + int(std::log10(magnitude)), magnitude);
@@ -160,6 +160,34 @@ TEST(ScaledFormats, ProblemValidationChecksKAndVAGroupAtATime) {
   EXPECT_NO_THROW(p.validate());
   p.storage.q = Scalar::kQ8;  // K/V storage only
   EXPECT_THROW(p.validate(), ProblemError);
+}
+
+}  // namespace
+}  // namespace attest
+
+namespace attest {
+namespace {
+
+// q8_head: one static scale for every token of a sequence's kv head, so a problem is checked and
+// fitted a (sequence, kv head) at a time, and a token of small values loses them to its head's scale.
+TEST(ScaledFormats, PerHeadScalesSpanEveryTokenOfASequencesKvHead) {
+  Problem p;
+  p.shape = {2, 2, 2, 1, 3, 4, 4};
+  p.resize_buffers();
+  p.storage.k = p.storage.v = Scalar::kQ8Head;
+  EXPECT_EQ(fit_width(Scalar::kQ8Head, p.shape.k_len, p.shape.head_dim), 12);
+  EXPECT_EQ(fit_width(Scalar::kQ8, p.shape.k_len, p.shape.head_dim), 4);
+  for (std::size_t e = 0; e < p.k.size(); ++e) p.k[e] = p.v[e] = float(e % 12) - 6.0f;  // each head's largest: -6
+  p.fit_to_storage();
+  EXPECT_NO_THROW(p.validate());
+  const float d = canonical_scale(std::span(p.k).subspan(0, 12), Scalar::kQ8Head);
+  EXPECT_EQ(d, round_to(6.0f / 127.0f, Scalar::kF16));
+  p.k[4] = 0.001f;  // the head's second token: below half its head's step
+  EXPECT_THROW(p.validate(), ProblemError);
+  p.fit_to_storage();
+  EXPECT_EQ(p.k[4], 0.0f);
+  EXPECT_TRUE(std::isnan(canonical_scale(std::vector<float>{1.0f, NAN}, Scalar::kQ8Head)));
+  EXPECT_TRUE(std::isinf(canonical_scale(std::vector<float>{INFINITY, -INFINITY}, Scalar::kQ8Head)));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include <stdexcept>
 
 #include "attest/properties.h"
+#include "attest/session_forward.h"
 
 namespace attest {
 
@@ -19,6 +20,8 @@ const std::vector<PropertyInfo>& property_catalogue() {
       {"empty_row_policy", "empty rows follow the declared policy", empty_row_policy, {}, {}},
       {"decode_matches_prefill", "decode in any chunking equals prefill", decode_matches_prefill, {F::kDecode},
        {.unmasks_keys = true}, false},
+      {"eviction_matches_retained_set", "an evicting decoder equals exact attention over the positions it keeps",
+       eviction_matches_retained_set, {F::kDecode}, {.unmasks_keys = true}, false},
       {"output_in_convex_hull", "outputs within [min, max] of visible values", output_in_convex_hull, {}, {}},
       {"gqa_matches_repeated_heads", "GQA equals MHA with repeated K/V heads", gqa_matches_repeated_heads,
        {F::kGqa}, {.gqa = true}},
@@ -73,6 +76,12 @@ std::string not_covered_because(const PropertyInfo& property, const Capabilities
   if (!missing.empty()) return "the kernel does not declare " + missing.joined(" or ");
   if (property.needs_forward && !caps.forward() && !(property.through_sessions && caps.decode()))
     return "needs a forward call; the kernel is decode-only";
+  if (property.needs_forward && !caps.forward() && !exact_sessions(caps))
+    return "needs a forward call; the kernel is decode-only and evicts at will (explicit cache policy)";
+  if (property.name == "eviction_matches_retained_set" && !caps.cache.evicts())
+    return "the kernel declares no cache eviction";
+  if (property.name == "decode_matches_prefill" && !exact_sessions(caps))
+    return "the kernel's cache evicts at will (explicit policy): eviction_matches_retained_set holds its sessions";
   if (property.name == "gradient_deterministic" && !caps.deterministic_backward)
     return "the kernel does not promise deterministic gradients";
   if ((property.name == "empty_row_policy" || property.name == "gradient_empty_rows_contribute_nothing") &&

@@ -5,13 +5,12 @@
 #include "attest/compare.h"
 #include "attest/harness.h"
 #include "attest/properties.h"
+#include "attest/session_forward.h"
 #include "problem_edits.h"
 
 namespace attest {
-namespace {
-
 // The causal prefill a decode session reproduces: Tq = Tk, the problem's keys, window and RoPE.
-Problem prefill_of(const Problem& p) {
+Problem decode_prefill_of(const Problem& p) {
   const Shape& s = p.shape;
   Problem out;
   out.shape = s;
@@ -33,6 +32,8 @@ Problem prefill_of(const Problem& p) {
   return out;
 }
 
+namespace {
+
 // Rows [t0, t0 + n) of every [outer][T][width] block.
 std::vector<float> rows_of(const std::vector<float>& from, int outer, int total, int t0, int n, int width) {
   std::vector<float> out;
@@ -47,14 +48,10 @@ std::vector<float> rows_of(const std::vector<float>& from, int outer, int total,
 }  // namespace
 
 // Decodes the prefill in the given chunks; LSE is asked for only when `with_lse`.
-Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks, bool with_lse) {
+Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks, bool with_lse,
+                   const AfterStep& after_step) {
   const Shape& s = prefill.shape;
-  auto session = kernel.open_decode({.batch = s.batch, .heads = s.heads, .kv_heads = s.kv_heads,
-                                     .head_dim = s.head_dim, .value_dim = s.value_dim,
-                                     .scale = prefill.effective_scale(), .mask = integer_mask_terms_of(prefill.mask),
-                                     .softcap = prefill.modifiers.softcap,
-                                     .alibi_slopes = prefill.modifiers.alibi_slopes,
-                                     .sinks = prefill.modifiers.sinks, .rope = prefill.rope});
+  auto session = kernel.open_decode(session_config_of(prefill));
   const int T = s.k_len;
   Outputs out;
   out.o.assign(prefill.o_size(), NAN);
@@ -66,6 +63,7 @@ Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vect
     session->step(n, rows_of(prefill.q, s.batch * s.heads, T, t0, n, s.head_dim),
                   rows_of(prefill.k, s.batch * s.kv_heads, T, t0, n, s.head_dim),
                   rows_of(prefill.v, s.batch * s.kv_heads, T, t0, n, s.value_dim), o, lse);
+    if (after_step) after_step(*session, t0, n);
     for (int bh = 0; bh < s.batch * s.heads; ++bh)
       for (int t = 0; t < n; ++t) {
         const std::size_t from = std::size_t(bh) * n + t, to = std::size_t(bh) * T + t0 + t;
@@ -93,7 +91,11 @@ Verdict decode_matches_prefill_in_chunks(const Problem& p, const Kernel& kernel,
   const std::string name = "decode_matches_prefill";
   const Capabilities caps = kernel.capabilities();
   if (!caps.decode()) return Verdict::not_applicable(name, "kernel does not declare decode");
-  const Problem prefill = prefill_of(p);
+  if (caps.cache.evicts() && (caps.cache.exact_up_to() <= 0 || p.shape.k_len > caps.cache.exact_up_to()))
+    return Verdict::not_applicable(name, fmt::format("Tk {} is past what the declared cache ({}) keeps; "
+                                                     "eviction_matches_retained_set checks it",
+                                                     p.shape.k_len, caps.cache.summary()));
+  const Problem prefill = decode_prefill_of(p);
   const Reference& ref = oracle.reference(prefill);
   // A decode-only kernel has no one-shot prefill: its decodes are held to the exact result alone.
   const std::optional<GuardedOutputs> one_shot =

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "attest/oracle.h"
+#include "attest/quantized.h"
 #include "attest/reference.h"
 
 namespace attest {
@@ -48,6 +49,15 @@ KeySet keys_masked_for_row(const Problem& p, const std::vector<std::uint8_t>& vi
 int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& caps) {
   const InputDomain inputs = caps.inputs;
   const Shape& s = p.shape;
+  // q8_head holds no NaN or infinity in one value, and its scale is fixed per sequence and kv head:
+  // a masked row there gets the head's largest code (+-127 d, the sign alternating), which leaves
+  // the scale, and so every visible value, as it was.
+  auto row_poison = [&](const std::vector<float>& buffer, Scalar storage, int width, std::size_t kv, int j) {
+    if (storage != Scalar::kQ8Head) return poison_value(j, inputs);
+    const std::size_t block = std::size_t(s.k_len) * width, head = kv / s.k_len;
+    const float d = canonical_scale(std::span(buffer).subspan(head * block, block), storage);
+    return (j % 2 ? -127.0f : 127.0f) * d;
+  };
   int poisoned = 0;
   for (int b = 0; b < s.batch; ++b)
     for (int j = 0; j < s.k_len; ++j) {
@@ -55,8 +65,10 @@ int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& c
       ++poisoned;
       for (int g = 0; g < s.kv_heads; ++g) {
         const std::size_t kv = (std::size_t(b) * s.kv_heads + g) * s.k_len + j;
-        if (which == Poisoned::kKeys) std::fill_n(&p.k[kv * s.head_dim], s.head_dim, poison_value(j, inputs));
-        else std::fill_n(&p.v[kv * s.value_dim], s.value_dim, poison_value(j + 1, inputs));
+        if (which == Poisoned::kKeys)
+          std::fill_n(&p.k[kv * s.head_dim], s.head_dim, row_poison(p.k, p.storage.k, s.head_dim, kv, j));
+        else
+          std::fill_n(&p.v[kv * s.value_dim], s.value_dim, row_poison(p.v, p.storage.v, s.value_dim, kv, j + 1));
       }
     }
   // Poisons are representable in every storage format: NaN, +-inf and +-1e30 round to themselves in
@@ -138,6 +150,7 @@ Problem first_keys(const Problem& p, int n) {
   out.modifiers.bias = rebuilt_bias(p, out.shape, [&](int b, int h, int i, int j) {
     return p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j)];
   });
+  out.fit_to_storage();  // q8_head: fewer tokens, so a head's scale may shrink
   return out;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <optional>
@@ -86,9 +87,16 @@ Problem with_logits_up_to(const Problem& p, double target, double dot, const Cap
 // The explicit mask that equals the problem's whole mask conjunction (from the reference's view).
 std::vector<std::uint8_t> visibility_of(const Problem& p);
 
+// The causal prefill a decode session of p reproduces: Tq = Tk, p's keys, integer mask terms,
+// score modifiers but the bias, RoPE; query row t is p's row t % Tq.
+Problem decode_prefill_of(const Problem& p);
+
 // Decodes `prefill` (a causal Tq = Tk problem) in a session, in the given chunks; its outputs
-// as one prefill would have them. LSE is asked for only when `with_lse`.
-Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks, bool with_lse);
+// as one prefill would have them. LSE is asked for only when `with_lse`. `after_step` sees the
+// session after the step of tokens [t0, t0 + n).
+using AfterStep = std::function<void(const DecodeSession&, int t0, int n)>;
+Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks, bool with_lse,
+                   const AfterStep& after_step = {});
 
 // Masked-key poisoning (DESIGN.md §5): the chosen keys of each batch, keys[b][j].
 using KeySet = std::vector<std::vector<char>>;

@@ -1,7 +1,9 @@
 #include "attest/session_forward.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "attest/quantized.h"
 #include "problem_edits.h"
 
 namespace attest {
@@ -25,6 +27,10 @@ class SessionForward final : public Kernel {
     c.contract.decode_only = false;
     c.contract.causal_required = true;  // a session is bottom-right causal, from position 0:
     if (c.contract.q_offset.unlimited()) c.contract.q_offset = {0, kMaxContractOffset};  // Tq <= Tk
+    // An evicting cache is exact attention up to its first eviction: the stand-in takes no more keys.
+    if (const long long keep = c.cache.exact_up_to(); c.cache.evicts() && keep > 0)
+      c.contract.k_len = {c.contract.k_len.unlimited() ? 1 : c.contract.k_len.min,
+                          c.contract.k_len.unlimited() ? keep : std::min(c.contract.k_len.max, keep)};
     return c;
   }
   // Positions 0 .. Tk - Tq - 1 are decoded first with stand-in queries (their outputs are not
@@ -63,11 +69,37 @@ class SessionForward final : public Kernel {
 
 }  // namespace
 
+namespace {
+
+// The static scale of each [T x width] block (a sequence's kv head) of a q8_head buffer; empty for
+// any other storage.
+std::vector<float> head_scales(const std::vector<float>& values, Scalar storage, int block) {
+  std::vector<float> scales;
+  if (storage != Scalar::kQ8Head) return scales;
+  for (std::size_t at = 0; at < values.size(); at += block)
+    scales.push_back(canonical_scale(std::span(values).subspan(at, block), storage));
+  return scales;
+}
+
+}  // namespace
+
+DecodeConfig session_config_of(const Problem& prefill) {
+  const Shape& s = prefill.shape;
+  return {.batch = s.batch, .heads = s.heads, .kv_heads = s.kv_heads, .head_dim = s.head_dim,
+          .value_dim = s.value_dim, .scale = prefill.effective_scale(), .mask = integer_mask_terms_of(prefill.mask),
+          .softcap = prefill.modifiers.softcap, .alibi_slopes = prefill.modifiers.alibi_slopes,
+          .sinks = prefill.modifiers.sinks, .rope = prefill.rope,
+          .k_scales = head_scales(prefill.k, prefill.storage.k, s.k_len * s.head_dim),
+          .v_scales = head_scales(prefill.v, prefill.storage.v, s.k_len * s.value_dim)};
+}
+
+bool exact_sessions(const Capabilities& caps) { return !caps.cache.evicts() || caps.cache.exact_up_to() > 0; }
+
 std::unique_ptr<Kernel> session_forward(const Kernel& decoder) { return std::make_unique<SessionForward>(decoder); }
 
 std::unique_ptr<Kernel> session_stand_in(const PropertyInfo& property, const Kernel& kernel) {
   const Capabilities caps = kernel.capabilities();
-  if (!property.through_sessions || caps.forward() || !caps.decode()) return nullptr;
+  if (!property.through_sessions || caps.forward() || !caps.decode() || !exact_sessions(caps)) return nullptr;
   return session_forward(kernel);
 }
 

@@ -45,6 +45,10 @@ void add_decode_modifiers(Problem& p) {
 void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string name, const Problem& p,
               bool sample, const SizeOptions& options, std::vector<int> chunks = {}) {
   if (chunks.empty() && !caps.forward()) return;  // a decode-only kernel is held to its sessions
+  // Sessions are exact causal attention only up to a declared cache's first eviction (past it,
+  // eviction_matches_retained_set holds them to what is kept).
+  const long long keep = caps.cache.exact_up_to();
+  if (!chunks.empty() && caps.cache.evicts() && (keep <= 0 || p.shape.k_len > keep)) return;
   const std::optional<Problem> fitted = fit_to_declaration(p, caps);
   if (!fitted) return;
   // A contract that caps the lengths folds longer cases onto shorter ones: each shape once.

@@ -375,6 +375,9 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
 }
 
 protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const std::string& name) {
+  if (c.cache.evicts())
+    throw std::invalid_argument("descriptor: a cache policy (" + c.cache.summary() +
+                                ") does not cross the C ABI or the process protocol yet");
   protocol::Descriptor d;
   d.abi_version = ATTEST_ABI_VERSION_2;
   d.name = name;

@@ -4,6 +4,7 @@
 
 #include "attest/faults.h"
 #include "attest/builtin_kernels.h"
+#include "decode_row.h"
 #include "kernel_support.h"
 #include "paged_kv_cache.h"
 
@@ -11,49 +12,6 @@ namespace attest {
 namespace {
 
 using namespace kernels;
-
-// Online softmax of one query row over keys [range.lo, range.hi) of sequence b, one page
-// at a time. `visible(j)` applies the per-key mask terms, `modify(j, x)` the score modifiers to
-// key j's scaled score; a finite `sink` starts the running state (the first term of max and sum).
-template <typename Visible, typename Modify>
-void attend_row(const PagedKvCache& cache, int b, int g, const float* q, int dk, int dv, float scale,
-                KeyRange range, Visible visible, Modify modify, float sink, std::vector<float>& page_scores,
-                float* out, float* out_lse, const KernelFaults& faults) {
-  float row_max = sink == kNegInf && faults.finite_max_sentinel ? -10000.0f : sink;
-  float row_sum = sink == kNegInf ? 0.0f : 1.0f;
-  std::fill(out, out + dv, 0.0f);
-  const int page = cache.page_size();
-  for (int j0 = (range.lo / page) * page; j0 < range.hi; j0 += page) {
-    const int first = std::max(j0, range.lo);
-    const int last = std::min(j0 + page - (faults.decode_page_off_by_one ? 1 : 0), range.hi);
-    float page_max = kNegInf;
-    for (int j = first; j < last; ++j) {
-      float& sc = page_scores[j - j0];
-      sc = visible(j) ? modify(j, dot(q, cache.key(b, g, j), dk) * scale) : kNegInf;
-      page_max = std::max(page_max, sc);
-    }
-    if (page_max == kNegInf) continue;
-    const float new_max = std::max(row_max, page_max);
-    const float rescale = std::exp(row_max - new_max);
-    for (int d = 0; d < dv; ++d) out[d] *= rescale;
-    row_sum *= rescale;
-    for (int j = first; j < last; ++j) {
-      const float sc = page_scores[j - j0];
-      if (sc == kNegInf) continue;
-      const float pj = std::exp(sc - new_max);
-      row_sum += pj;
-      const float* value = cache.value(b, g, j);
-      for (int d = 0; d < dv; ++d) out[d] += pj * value[d];
-    }
-    row_max = new_max;
-  }
-  if (row_max == kNegInf) {
-    write_empty_row(out, dv, out_lse);
-    return;
-  }
-  for (int d = 0; d < dv; ++d) out[d] /= row_sum;
-  if (out_lse) *out_lse = row_max + std::log(row_sum);
-}
 
 class PagedDecodeSession final : public DecodeSession {
  public:
@@ -91,9 +49,9 @@ class PagedDecodeSession final : public DecodeSession {
           narrow_to_integer_terms(c_.mask, pos, lo, hi);
           const int page = cache_.page_size();
           if (faults_.decode_window_evicts_page && c_.mask.window) lo = (lo + page - 1) / page * page;
-          const KeyRange range = hi > lo ? KeyRange{static_cast<int>(lo), static_cast<int>(hi)} : KeyRange{};
+          const KeyRange range = key_range(lo, hi);
           const ModifierView modifiers(modifier_problem_);
-          attend_row(cache_, b, faults_.gqa_modulo ? h % c_.kv_heads : h / group, query_.data(), c_.head_dim, c_.value_dim, scale, range,
+          attend_row(cache_, b, faults_.gqa_modulo ? h % c_.kv_heads : h / group, query_.data(), c_.head_dim, c_.value_dim, scale, {range},
                      [](int) { return true; },
                      [&](int j, float x) { return modifiers.changes_logits() ? modifiers.logit(x, b, h, 0, j, pos) : x; },
                      modifiers.has_sinks() ? modifiers.sink(h) : kNegInf, page_scores_, &o[row * dv],
@@ -155,7 +113,7 @@ class DecodeKernel final : public Kernel {
           if (p.rope.enabled) rope_rotate(query.data(), s.head_dim, mask.position(i), p.rope.base);
           auto visible = [&](int j) { return !mask.elementwise() || mask.elementwise_visible(b, i, j); };
           attend_row(cache, b, faults_.gqa_modulo ? h % s.kv_heads : p.kv_head_of(h), query.data(), s.head_dim,
-                     s.value_dim, scale, mask.range(b, i), visible,
+                     s.value_dim, scale, {mask.range(b, i)}, visible,
                      [&](int j, float x) {
                        return modifiers.changes_logits() ? modifiers.logit(x, b, h, i, j, mask.position(i)) : x;
                      },

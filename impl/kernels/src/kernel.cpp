@@ -69,6 +69,9 @@ void DecodeConfig::validate() const {
     throw ProblemError("invalid decode config: sinks must have one logit per head");
   if (!std::isfinite(scale)) throw ProblemError("invalid decode config: scale must be finite");
   if (rope.enabled && head_dim % 2 != 0) throw ProblemError("invalid decode config: rope needs an even head_dim");
+  for (const auto* scales : {&k_scales, &v_scales})
+    if (!scales->empty() && scales->size() != std::size_t(batch) * kv_heads)
+      throw ProblemError("invalid decode config: k_scales and v_scales must be empty or [batch][kv_heads]");
 }
 
 std::unique_ptr<DecodeSession> Kernel::open_decode(const DecodeConfig&) const {
@@ -87,6 +90,7 @@ const std::vector<KernelEntry>& kernel_registry() {
       {"tiled_bf16", "tiled with bf16 Q/K/V/O, P rounded to bf16 before P.V, f32 accumulation; AVX-512 BF16 dot products", [] { return make_tiled_bf16_kernel({128, 64}); }},
       {"decode", "paged KV cache (16-token pages), incremental decode", [] { return make_decode_kernel(16); }},
       {"decode_q8", "decode-only over a paged q8 KV cache (int8 codes, a scale per 32 values), 16-token pages", [] { return make_quantized_decode_kernel(Scalar::kQ8); }},
+      {"decode_sinks_recent", "decode-only, evicting: 4 sink positions + the 32 most recent kept (16-token pages, a ring for the recent)", [] { return make_sinks_recent_decode_kernel(4, 32); }},
   };
   return registry;
 }

@@ -23,6 +23,10 @@ struct KeyRange {
   int hi = 0;
   bool empty() const { return hi <= lo; }
 };
+// Keys [lo, hi) of a session's positions, empty when hi <= lo.
+inline KeyRange key_range(long long lo, long long hi) {
+  return hi > lo ? KeyRange{static_cast<int>(lo), static_cast<int>(hi)} : KeyRange{};
+}
 
 // Narrows keys [lo, hi) of the query at `pos` by the integer mask terms (the features table's
 // rows with a parameter); decode sessions share it.

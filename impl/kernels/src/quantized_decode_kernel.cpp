@@ -1,5 +1,6 @@
 // The built-in serving decoder: decode-only, over a paged KV cache in a quantized format (q8: 32
-// values per scale, as ggml's q8_0; q4, q8_token, e4m3, e5m2). It declares K and V stored in that
+// values per scale, as ggml's q8_0; q4, q8_token, q8_head with the session's static scales, e4m3,
+// e5m2). It declares K and V stored in that
 // format (attest sends exactly representable values and holds it to exact attention on them), f32
 // arithmetic, and the polynomial exp of simd_ops.h.
 // Per query row, one page at a time: the page's scores from the codes (a block's scale applied
@@ -32,7 +33,10 @@ class QuantizedDecodeSession final : public DecodeSession {
     for (int b = 0; b < c_.batch; ++b)
       for (int t = 0; t < n; ++t) {
         const std::size_t base = std::size_t(b) * c_.kv_heads * n + t;
-        cache_.append(b, &k[base * dk], n * dk, &v[base * dv], n * dv);
+        const bool static_scales = !c_.k_scales.empty();
+        cache_.append(b, &k[base * dk], n * dk, &v[base * dv], n * dv,
+                      static_scales ? &c_.k_scales[std::size_t(b) * c_.kv_heads] : nullptr,
+                      static_scales ? &c_.v_scales[std::size_t(b) * c_.kv_heads] : nullptr);
       }
     length_ += n;
 
@@ -58,7 +62,7 @@ class QuantizedDecodeSession final : public DecodeSession {
   // Online softmax of one query over keys [lo, hi) of sequence b, kv head g, a page at a time.
   void attend(int b, int h, int g, const float* query, long long pos, long long lo, long long hi,
               const ModifierView& modifiers, float* out, float* out_lse) {
-    const int dk = c_.head_dim, dv = c_.value_dim, page = kPageTokens;
+    const int dv = c_.value_dim, page = kPageTokens;
     const float scale = static_cast<float>(c_.scale);
     const bool sink = modifiers.has_sinks();
     float row_max = sink ? modifiers.sink(h) : kNegInf, row_sum = sink ? 1.0f : 0.0f;
@@ -120,6 +124,8 @@ class QuantizedDecodeKernel final : public Kernel {
   std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override {
     config.validate();
     if (config.rope.enabled) throw ProblemError("invalid decode config: " + name_ + " does not take RoPE");
+    if (format_ == Scalar::kQ8Head && (config.k_scales.empty() || config.v_scales.empty()))
+      throw ProblemError("invalid decode config: " + name_ + " needs k_scales and v_scales (q8_head storage)");
     return std::make_unique<QuantizedDecodeSession>(format_, config, faults_);
   }
 

@@ -48,6 +48,23 @@ template <Scalar F>
   }
 }
 
+// 16 f16 values from their bit patterns in 32-bit lanes: the exponent rebiased by a power of two
+// (subnormals exact), infinities and NaN by their exponent.
+[[gnu::always_inline]] inline vec16 f16_values(vec16i bits) {
+  const vec16i magnitude = bits & 0x7FFF, sign = (bits & 0x8000) << 16;
+  vec16 v = (vec16)(magnitude << 13) * 0x1p112f;
+  v = magnitude == 0x7C00 ? simd::splat(kInf) : magnitude > 0x7C00 ? simd::splat(kNan) : v;
+  return (vec16)((vec16i)v | sign);
+}
+// A transposed key page's f16 dimension: 16 low bytes, then the 16 high bytes.
+[[gnu::always_inline]] inline vec16 f16_planar(const std::uint8_t* p) { return f16_values(widen(p) | (widen(p + 16) << 8)); }
+// A value row's 16 consecutive f16 values.
+[[gnu::always_inline]] inline vec16 f16_row(const std::uint8_t* p) {
+  shorts16 h;
+  std::memcpy(&h, p, sizeof h);
+  return f16_values(__builtin_convertvector(h, vec16i) & 0xFFFF);
+}
+
 // q4: a byte's low and high nibble as codes - 8.
 [[gnu::always_inline]] inline vec16 low_nibbles(vec16i x) { return __builtin_convertvector((x & 0xF) - 8, vec16); }
 [[gnu::always_inline]] inline vec16 high_nibbles(vec16i x) { return __builtin_convertvector((x >> 4) - 8, vec16); }
@@ -60,6 +77,7 @@ float decode_one(const KvLayout& layout, const std::uint8_t* row, int i) {
       if (layout.faults.e4m3_saturated_as_inf && (row[i] & 0x7F) == 0x7E) return std::copysign(kInf, row[i] & 0x80 ? -1.0f : 1.0f);
       return from_bits8(row[i], layout.format);
     case Scalar::kE5M2: return from_bits8(row[i], layout.format);
+    case Scalar::kF16: return from_bits16(static_cast<std::uint16_t>(row[2 * i] | row[2 * i + 1] << 8), Scalar::kF16);
     default: return float(static_cast<std::int8_t>(row[i]));
   }
 }
@@ -80,6 +98,9 @@ template <Scalar F>
         acc0 += simd::splat(q[i]) * low_nibbles(x);
         if (i + 1 < end) acc1 += simd::splat(q[i + 1]) * high_nibbles(x);
       }
+    } else if constexpr (F == Scalar::kF16) {
+      for (int i = b0; i < end; ++i)
+        (i % 2 ? acc1 : acc0) += simd::splat(q[i]) * f16_planar(keys.codes + std::size_t(2 * i) * kPageTokens);
     } else {
       int i = b0;
       for (; i + 2 <= end; i += 2) {
@@ -126,6 +147,8 @@ template <Scalar F>
           const vec16i x = widen(pairs);
           const vec16 lo = low_nibbles(x), hi = high_nibbles(x);
           v = __builtin_shufflevector(lo, hi, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        } else if constexpr (F == Scalar::kF16) {
+          v = f16_row(row + 2 * i);
         } else {
           v = decode16<F>(row + i, inf);
         }
@@ -152,8 +175,15 @@ float block_scale(const float* x, int n, Scalar format) {
 
 }  // namespace
 
-void quantize_row(const KvLayout& layout, const float* x, std::uint8_t* codes, float* scales) {
+void quantize_row(const KvLayout& layout, const float* x, std::uint8_t* codes, float* scales, const float* fixed_scale) {
   const Scalar format = layout.format;
+  if (format == Scalar::kF16) {
+    for (int i = 0; i < layout.width; ++i) {
+      const std::uint16_t bits = to_bits16(x[i], format);
+      codes[2 * i] = static_cast<std::uint8_t>(bits), codes[2 * i + 1] = static_cast<std::uint8_t>(bits >> 8);
+    }
+    return;
+  }
   if (!layout.has_scales()) {
     for (int i = 0; i < layout.width; ++i) codes[i] = to_bits8(x[i], format);
     return;
@@ -162,7 +192,7 @@ void quantize_row(const KvLayout& layout, const float* x, std::uint8_t* codes, f
   if (format == Scalar::kQ4) std::fill_n(codes, layout.row_bytes(), 0);
   for (int b0 = 0, index = 0; b0 < layout.width; b0 += layout.block(), ++index) {
     const int end = std::min(layout.width, b0 + layout.block());
-    const float d = scales[index] = block_scale(x + b0, end - b0, format);
+    const float d = scales[index] = fixed_scale ? *fixed_scale : block_scale(x + b0, end - b0, format);
     for (int i = b0; i < end; ++i) {
       float code = 0;
       if (std::isinf(d) && std::isinf(x[i])) code = (x[i] > 0) == (d > 0) ? float(hi) : float(lo);
@@ -186,6 +216,7 @@ void page_scores(const KvLayout& layout, const float* q, KeyPage keys, float* sc
     case Scalar::kQ4: return page_scores_of<Scalar::kQ4>(layout, q, keys, scores);
     case Scalar::kE4M3: return page_scores_of<Scalar::kE4M3>(layout, q, keys, scores);
     case Scalar::kE5M2: return page_scores_of<Scalar::kE5M2>(layout, q, keys, scores);
+    case Scalar::kF16: return page_scores_of<Scalar::kF16>(layout, q, keys, scores);
     default: return page_scores_of<Scalar::kQ8>(layout, q, keys, scores);
   }
 }
@@ -197,6 +228,7 @@ void accumulate_values(const KvLayout& layout, float* out, const float* weights,
     case Scalar::kQ4: return accumulate_values_of<Scalar::kQ4>(layout, out, weights, logits, values, count);
     case Scalar::kE4M3: return accumulate_values_of<Scalar::kE4M3>(layout, out, weights, logits, values, count);
     case Scalar::kE5M2: return accumulate_values_of<Scalar::kE5M2>(layout, out, weights, logits, values, count);
+    case Scalar::kF16: return accumulate_values_of<Scalar::kF16>(layout, out, weights, logits, values, count);
     default: return accumulate_values_of<Scalar::kQ8>(layout, out, weights, logits, values, count);
   }
 }
@@ -205,12 +237,14 @@ QuantizedKvCache::QuantizedKvCache(Scalar format, int batch, int kv_heads, int h
                                    const KernelFaults& faults)
     : keys_{format, head_dim, faults}, values_{format, value_dim, faults}, kv_heads_(kv_heads), block_table_(batch),
       lengths_(batch, 0), row_codes_(keys_.row_bytes()), row_scales_(keys_.blocks()) {
-  if (!scaled(format) && format != Scalar::kE4M3 && format != Scalar::kE5M2)
-    throw std::invalid_argument(std::string("quantized KV cache: ") + to_string(format) + " is not a quantized format");
+  if (!scaled(format) && format != Scalar::kE4M3 && format != Scalar::kE5M2 && format != Scalar::kF16)
+    throw std::invalid_argument(std::string("quantized KV cache: ") + to_string(format) + " is not a cache format");
 }
 
 void QuantizedKvCache::append(int b, const float* k, std::size_t k_head_stride, const float* v,
-                              std::size_t v_head_stride) {
+                              std::size_t v_head_stride, const float* k_scales, const float* v_scales) {
+  if (keys_.format == Scalar::kQ8Head && (!k_scales || !v_scales))
+    throw std::invalid_argument("quantized KV cache: q8_head needs each kv head's static scales");
   const int j = lengths_[b], slot = j % kPageTokens;
   const std::size_t heads = kv_heads_, k_rows = keys_.row_bytes(), k_blocks = keys_.blocks();
   const std::size_t v_bytes = values_.row_bytes(), v_blocks = values_.blocks();
@@ -223,12 +257,17 @@ void QuantizedKvCache::append(int b, const float* k, std::size_t k_head_stride, 
   ++lengths_[b];
   Page& page = pages_[block_table_[b][j / kPageTokens]];
   for (std::size_t g = 0; g < heads; ++g) {
-    quantize_row(keys_, k + g * k_head_stride, row_codes_.data(), row_scales_.data());
+    // Mutant: kv head g quantized with the static scale of the next kv head (another group's).
+    const std::size_t scale_of = keys_.faults.q8_head_scale_of_next_head ? (g + 1) % heads : g;
+    const float* k_scale = k_scales ? &k_scales[scale_of] : nullptr;
+    const float* v_scale = v_scales ? &v_scales[scale_of] : nullptr;
+    quantize_row(keys_, k + g * k_head_stride, row_codes_.data(), row_scales_.data(), k_scale);
     for (std::size_t r = 0; r < k_rows; ++r) page.k_codes[(g * k_rows + r) * kPageTokens + slot] = row_codes_[r];
     for (std::size_t block = 0; block < k_blocks; ++block)
       page.k_scales[(g * k_blocks + block) * kPageTokens + slot] = row_scales_[block];
     const std::size_t row = g * kPageTokens + slot;
-    quantize_row(values_, v + g * v_head_stride, &page.v_codes[row * v_bytes], page.v_scales.data() + row * v_blocks);
+    quantize_row(values_, v + g * v_head_stride, &page.v_codes[row * v_bytes], page.v_scales.data() + row * v_blocks,
+                 v_scale);
   }
 }
 

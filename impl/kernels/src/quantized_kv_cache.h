@@ -1,12 +1,13 @@
 // A paged KV cache in a quantized format (quantized.h): q8 (int8 codes, an f16 scale per 32
-// values), q8_token (a scale per row), q4 (4-bit codes, two per byte along the row, the first in
-// the low nibble, a scale per 32), e4m3 or e5m2 (one fp8 byte per value). Scales are f16 values
+// values), q8_token (a scale per row), q8_head (a static scale per kv head), q4 (4-bit codes, two
+// per byte along the row, the first in the low nibble, a scale per 32), e4m3 or e5m2 (one fp8
+// byte per value), or f16 (two bytes per value, little endian). Scales are f16 values
 // kept as floats, so the read path needs no conversion. Pages of 16 tokens come from one pool;
 // each sequence has a block table from its logical pages to physical ones.
 //
 // A page stores its keys transposed, [code rows][16] bytes and [blocks][16] scales per kv head
-// (a q4 code row holds two dimensions), so one query's 16 scores are one vector: no horizontal
-// sums. Values stay rows, [16][row bytes], for P.V.
+// (a q4 code row holds two dimensions, an f16 dimension two code rows: low bytes, then high), so
+// one query's 16 scores are one vector: no horizontal sums. Values stay rows, [16][row bytes], for P.V.
 //
 // Rows are quantized on append with the canonical encoding (scale = the block's largest magnitude
 // over the largest code, rounded to f16; codes to nearest): what attest sends is exactly in the
@@ -43,18 +44,24 @@ struct KvLayout {
   int width;
   KernelFaults faults;
 
-  bool has_scales() const { return format == Scalar::kQ8 || format == Scalar::kQ4 || format == Scalar::kQ8Token; }
-  int block() const { return format == Scalar::kQ8Token || !has_scales() ? width : 32; }  // values per scale
+  bool has_scales() const {
+    return format == Scalar::kQ8 || format == Scalar::kQ4 || format == Scalar::kQ8Token || format == Scalar::kQ8Head;
+  }
+  // Values per scale (q8_head: a row's scale is its kv head's static one, kept per row like q8_token's).
+  int block() const { return format == Scalar::kQ8Token || format == Scalar::kQ8Head || !has_scales() ? width : 32; }
   int blocks() const { return has_scales() ? (width + block() - 1) / block() : 0; }
-  int row_bytes() const { return format == Scalar::kQ4 ? (width + 1) / 2 : width; }
+  int code_bytes() const { return format == Scalar::kF16 ? 2 : 1; }  // per value (q4: two values a byte)
+  int row_bytes() const { return format == Scalar::kQ4 ? (width + 1) / 2 : width * code_bytes(); }
 };
 
 class QuantizedKvCache {
  public:
   QuantizedKvCache(Scalar format, int batch, int kv_heads, int head_dim, int value_dim, const KernelFaults& faults);
 
-  // Appends one token's K [Hkv][Dk] and V [Hkv][Dv] for sequence b (strided by the caller).
-  void append(int b, const float* k, std::size_t k_head_stride, const float* v, std::size_t v_head_stride);
+  // Appends one token's K [Hkv][Dk] and V [Hkv][Dv] for sequence b (strided by the caller); q8_head
+  // quantizes them with the sequence's static scales, k_scales and v_scales [Hkv].
+  void append(int b, const float* k, std::size_t k_head_stride, const float* v, std::size_t v_head_stride,
+              const float* k_scales = nullptr, const float* v_scales = nullptr);
 
   int length(int b) const { return lengths_[b]; }
   const KvLayout& key_layout() const { return keys_; }
@@ -79,8 +86,10 @@ class QuantizedKvCache {
   std::vector<float> row_scales_;
 };
 
-// The canonical encoding of x[0..width) in `layout`: row_bytes() code bytes, blocks() scales.
-void quantize_row(const KvLayout& layout, const float* x, std::uint8_t* codes, float* scales);
+// The canonical encoding of x[0..width) in `layout`: row_bytes() code bytes, blocks() scales; with
+// `fixed_scale` (q8_head), the codes of that one scale instead.
+void quantize_row(const KvLayout& layout, const float* x, std::uint8_t* codes, float* scales,
+                  const float* fixed_scale = nullptr);
 // scores[c] = sum_i q[i] K_c[i] for the page's 16 slots (per block: the codes' dot product times
 // the slot's block scale). Slots past the sequence hold zeros; the caller reads the ones it needs.
 void page_scores(const KvLayout& layout, const float* q, KeyPage keys, float* scores);

@@ -57,7 +57,7 @@ void require_representable(const char* field, const std::vector<float>& values, 
       fail(std::string("storage of ") + field, std::string(to_string(p)) + " is a K/V storage format");
     for (std::size_t row = 0; row < values.size(); row += width)
       if (!rows_representable(std::span(values).subspan(row, width), width, p))
-        fail(std::string(field) + " row " + std::to_string(row / width),
+        fail(std::string(field) + (p == Scalar::kQ8Head ? " kv head " : " row ") + std::to_string(row / width),
              std::string("is not exactly representable in ") + to_string(p) + " (fit_rows gives its nearest)");
     return;
   }
@@ -185,15 +185,15 @@ void Problem::validate() const {
   require_size("k", k.size(), k_size());
   require_size("v", v.size(), v_size());
   require_representable("q", q, storage.q);
-  require_representable("k", k, storage.k, s.head_dim);
-  require_representable("v", v, storage.v, s.value_dim);
+  require_representable("k", k, storage.k, fit_width(storage.k, s.k_len, s.head_dim));
+  require_representable("v", v, storage.v, fit_width(storage.v, s.k_len, s.value_dim));
 }
 
 void Problem::fit_to_storage() {
   for (float& x : q) x = round_to(x, storage.q);
   for (float& x : modifiers.bias) x = round_to(x, storage.bias);
-  if (!k.empty()) fit_rows(k, shape.head_dim, storage.k);
-  if (!v.empty()) fit_rows(v, shape.value_dim, storage.v);
+  if (!k.empty()) fit_rows(k, fit_width(storage.k, shape.k_len, shape.head_dim), storage.k);
+  if (!v.empty()) fit_rows(v, fit_width(storage.v, shape.k_len, shape.value_dim), storage.v);
 }
 
 void Problem::resize_buffers() {

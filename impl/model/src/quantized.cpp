@@ -55,9 +55,21 @@ std::uint16_t f16_bits(float x) { return to_bits16(x, Scalar::kF16); }
 
 }  // namespace
 
-bool scaled(Scalar s) { return s == Scalar::kQ8 || s == Scalar::kQ4 || s == Scalar::kQ8Token; }
+bool scaled(Scalar s) { return s == Scalar::kQ8 || s == Scalar::kQ4 || s == Scalar::kQ8Token || s == Scalar::kQ8Head; }
 
-int group_width(Scalar s, int width) { return s == Scalar::kQ8Token ? width : std::min(32, width); }
+int group_width(Scalar s, int width) {
+  return s == Scalar::kQ8Token || s == Scalar::kQ8Head ? width : std::min(32, width);
+}
+
+int fit_width(Scalar s, int tokens, int width) { return s == Scalar::kQ8Head ? tokens * width : width; }
+
+float canonical_scale(std::span<const float> group, Scalar s) {
+  const bool any_nan = std::any_of(group.begin(), group.end(), [](float x) { return std::isnan(x); });
+  const auto infinite = std::count_if(group.begin(), group.end(), [](float x) { return std::isinf(x); });
+  if (any_nan || (infinite > 0 && infinite < static_cast<std::ptrdiff_t>(group.size()))) return kNan;
+  if (infinite > 0) return std::numeric_limits<float>::infinity();
+  return scale_of(group, s);
+}
 int code_min(Scalar s) { return s == Scalar::kQ4 ? -8 : -127; }
 int code_max(Scalar s) { return s == Scalar::kQ4 ? 7 : 127; }
 

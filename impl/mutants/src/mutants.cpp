@@ -171,6 +171,12 @@ MutantEntry quantized(Scalar format, std::string name, std::string bug, std::str
           [=] { return make_faulty_quantized_decode_kernel(format, faults, "mutant:" + name); }};
 }
 
+// The sinks + recent decoder (4 sinks, 32 recent, decode-only) with one fault.
+MutantEntry evicting(std::string name, std::string bug, KernelFaults faults) {
+  return {name, std::move(bug), "eviction_matches_retained_set",
+          [=] { return make_faulty_sinks_recent_decode_kernel(4, 32, false, faults, "mutant:" + name); }};
+}
+
 }  // namespace
 
 const std::vector<MutantEntry>& mutant_registry() {
@@ -331,6 +337,15 @@ const std::vector<MutantEntry>& mutant_registry() {
                 "decode_matches_prefill", {.q4_nibbles_swapped = true}),
       quantized(Scalar::kE4M3, "e4m3_saturated_as_inf", "e4m3 cache: the saturated code 448 read as infinity",
                 "decode_matches_prefill", {.e4m3_saturated_as_inf = true}),
+      quantized(Scalar::kQ8Head, "q8_head_scale_of_next_head", "q8_head cache: kv head g's rows quantized with the "
+                "static scale of kv head g + 1 (another group's)", "decode_matches_prefill",
+                {.q8_head_scale_of_next_head = true}),
+      evicting("eviction_fencepost", "sinks + recent cache: one key more than the recent 32 kept (p - j <= 32)",
+               {.eviction_fencepost = true}),
+      evicting("ring_wrap_current_lap", "sinks + recent cache: only the ring's current lap read, the previous lap's "
+               "still-recent keys taken as evicted", {.ring_wrap_current_lap = true}),
+      evicting("sinks_evicted", "sinks + recent cache: the sinks dropped once the cache is full",
+               {.sinks_evicted = true}),
   };
   return registry;
 }
@@ -350,8 +365,10 @@ std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
   // The decode kernel declaring itself decode-only: what a serving library's decoder declares.
   if (name == "decode-only" || name == "builtin:decode-only") return make_decode_only(make_decode_kernel(16));
   // The quantized-cache decoder in its other formats (decode_q8 is built in): their mutants' hosts.
-  for (Scalar s : {Scalar::kQ8Token, Scalar::kQ4, Scalar::kE4M3, Scalar::kE5M2})
+  for (Scalar s : {Scalar::kQ8Token, Scalar::kQ8Head, Scalar::kQ4, Scalar::kE4M3, Scalar::kE5M2, Scalar::kF16})
     if (name == std::string("decode_") + to_string(s)) return make_quantized_decode_kernel(s);
+  // The sinks + recent cache declaring an explicit policy: it reports the positions each query kept.
+  if (name == "decode_sinks_recent_explicit") return make_sinks_recent_decode_kernel(4, 32, true);
   for (const bool declared : {true, false})
     if (name == (declared ? "standard-alibi-only" : "standard-alibi-undeclared"))
       return std::make_unique<StandardAlibiOnly>(make_tiled_kernel({128, 64}), declared);

@@ -31,6 +31,10 @@ Verdict permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle&
 Verdict empty_row_policy(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // Token-by-token and random-chunk decode equal one-shot prefill.
 Verdict decode_matches_prefill(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// A decoder declaring a cache policy, on a sequence past its first eviction, token by token and in
+// random chunks: each query equals exact attention over the positions the policy keeps for it (or,
+// declared explicit, those the session reports), each at its original position.
+Verdict eviction_matches_retained_set(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // Each output lies within [min, max] of the visible values.
 Verdict output_in_convex_hull(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // GQA equals MHA with K/V heads repeated.

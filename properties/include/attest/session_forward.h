@@ -14,6 +14,14 @@ namespace attest {
 // RoPE and LSE (padding, segments, an explicit mask and a bias are prefill features).
 FeatureSet session_features();
 
+// The session that decodes `prefill` (a causal Tq = Tk problem): its shape, scale, integer mask
+// terms, modifiers but the bias, RoPE, and for q8_head storage each sequence's kv heads' scales.
+DecodeConfig session_config_of(const Problem& prefill);
+
+// Whether some sessions of the kernel are exact causal attention: a cache that keeps every position,
+// or one that evicts by a declared rule (exact up to its first eviction); not one that evicts at will.
+bool exact_sessions(const Capabilities& caps);
+
 // A decode-only kernel (which must outlive it) as a causal forward that decodes each problem.
 std::unique_ptr<Kernel> session_forward(const Kernel& decoder);
 // The stand-in when `property` runs through sessions and `kernel` is decode-only; else null.

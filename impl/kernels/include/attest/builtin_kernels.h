@@ -35,6 +35,10 @@ std::unique_ptr<Kernel> make_decode_kernel(int page_size = 16);
 // Decode-only, over a paged cache of 16-token pages holding K and V in `format` (q8, q8_token, q4,
 // e4m3 or e5m2: quantized.h), named decode_<format>; no RoPE.
 std::unique_ptr<Kernel> make_quantized_decode_kernel(Scalar format);
+// Decode-only, evicting: the first `sinks` positions and the `recent` newest kept (16-token pages,
+// a ring for the recent ones), declared as CachePolicy::kSinksRecent; with `report_positions`,
+// declared kExplicit instead and reporting each query's retained positions.
+std::unique_ptr<Kernel> make_sinks_recent_decode_kernel(int sinks = 4, int recent = 32, bool report_positions = false);
 // `decoder` declaring itself decode-only (no forward: held to its sessions), as a serving
 // library's decoder does.
 std::unique_ptr<Kernel> make_decode_only(std::unique_ptr<Kernel> decoder);
@@ -43,5 +47,7 @@ std::unique_ptr<Kernel> make_decode_only(std::unique_ptr<Kernel> decoder);
 std::unique_ptr<Kernel> make_faulty_tiled_kernel(TiledConfig config, const KernelFaults& faults, std::string name);
 std::unique_ptr<Kernel> make_faulty_decode_kernel(int page_size, const KernelFaults& faults, std::string name);
 std::unique_ptr<Kernel> make_faulty_quantized_decode_kernel(Scalar format, const KernelFaults& faults, std::string name);
+std::unique_ptr<Kernel> make_faulty_sinks_recent_decode_kernel(int sinks, int recent, bool report_positions,
+                                                               const KernelFaults& faults, std::string name);
 
 }  // namespace attest

@@ -49,6 +49,11 @@ struct KernelFaults {
   bool e4m3_saturated_as_inf = false;    // an e4m3 cache reads the saturated code (448) as infinity
   bool page_table_off_by_one = false;    // logical page p read through the block table's entry p + 1
   bool decode_drops_partial_page = false;  // the sequence's last page is skipped while it is not full
+  bool q8_head_scale_of_next_head = false;  // q8_head: kv head g's rows quantized with kv head g + 1's static scale
+  bool eviction_fencepost = false;       // sinks + recent: one key more than `recent` kept (p - j <= recent)
+  bool ring_wrap_current_lap = false;    // sinks + recent: only the ring's current lap read; the previous lap's
+                                         // tail, still recent, taken as evicted
+  bool sinks_evicted = false;            // sinks + recent: the sinks dropped once the cache is full
   bool finite_max_sentinel = false;     // the running max starts at -10000, not -inf: rows whose logits are all below it divide 0 by 0
   bool rope_query_at_zero = false;     // queries rotated at 0 + i, ignoring their position
   // Memory

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "attest/cache_policy.h"
 #include "attest/contract.h"
 #include "attest/features.h"
 #include "attest/path_predicate.h"
@@ -65,6 +66,8 @@ struct Capabilities {
   std::vector<PathPredicate> paths;
   // With backward: whether its gradients are bitwise the same on every call with the same inputs.
   bool deterministic_backward = false;
+  // With decode: which cached positions its sessions keep (cache_policy.h).
+  CachePolicy cache;
 
   bool declares(Feature f) const { return features.contains(f); }
   bool lse() const { return declares(Feature::kLse); }
@@ -96,6 +99,9 @@ struct DecodeConfig {
   std::vector<float> alibi_slopes;  // empty or [H]
   std::vector<float> sinks;         // empty or [H]
   Rope rope;
+  // K and V stored q8_head (quantized.h): each sequence's kv heads' static scales, [B][Hkv], fixed
+  // before the first token (a value is scale * code, code in [-127, 127]); empty otherwise.
+  std::vector<float> k_scales, v_scales;
   void validate() const;  // throws ProblemError naming the field
 };
 
@@ -109,6 +115,12 @@ class DecodeSession {
                     std::span<const float> v, std::span<float> o, std::span<float> lse) = 0;
   virtual long long length() const = 0;
   virtual std::size_t cache_bytes() const = 0;
+  // A kernel declaring CachePolicy::kExplicit: the positions query t of the last step attended
+  // in sequence b (each query head of the sequence the same), ascending.
+  virtual std::vector<long long> retained_positions(int b, int t) const {
+    (void)b, (void)t;
+    return {};
+  }
 };
 
 // The backward (DESIGN.md §11) of a problem's forward: what it is given and what it writes, in

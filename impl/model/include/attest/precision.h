@@ -13,8 +13,8 @@ namespace attest {
 // bf16/f16/e4m3/e5m2 are element formats. q8, q4 and q8_token are KV storage only: scaled integer
 // codes whose values are fitted and checked a row at a time (quantized.h); round_to leaves a value
 // alone there, and they are never a format the kernel computes in.
-enum class Scalar : std::uint8_t { kF32, kBF16, kF16, kE4M3, kE5M2, kQ8, kQ4, kQ8Token };
-inline constexpr int kScalarCount = 8;
+enum class Scalar : std::uint8_t { kF32, kBF16, kF16, kE4M3, kE5M2, kQ8, kQ4, kQ8Token, kQ8Head };
+inline constexpr int kScalarCount = 9;
 
 struct ScalarInfo {
   const char* name;     // f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token

@@ -5,8 +5,11 @@
 //   q4       groups of 32, code in [-8, 7]        (like q4_0: stored as code + 8, two per byte,
 //                                                  the lower-indexed value in the low nibble)
 //   q8_token one group per row (a scale per token and head), code in [-127, 127]
-// A row is one token's K (Dk values) or V (Dv values) of one head. Whether a value is
-// representable depends on its group, so these formats are fitted and checked a row at a time.
+//   q8_head  one group per kv head of a sequence, every token's row (a static scale, fixed
+//            before the first token, as serving caches with per-head scales keep), [-127, 127]
+// A row is one token's K (Dk values) or V (Dv values) of one head; for q8_head, all of them of
+// one kv head of one sequence (fit_width). Whether a value is representable depends on its
+// group, so these formats are fitted and checked a row at a time.
 #pragma once
 
 #include <cstddef>
@@ -18,7 +21,13 @@
 
 namespace attest {
 
-bool scaled(Scalar s);  // q8, q4, q8_token
+bool scaled(Scalar s);  // q8, q4, q8_token, q8_head
+// The values fitted as one row of K or V ([B][Hkv][tokens][width]): a token's `width`, or for
+// q8_head a sequence's kv head, tokens x width.
+int fit_width(Scalar s, int tokens, int width);
+// The canonical scale of a group (fit_rows' d): NaN when the group holds a NaN or mixes infinities
+// with finite values, infinity when it is all infinite.
+float canonical_scale(std::span<const float> group, Scalar s);
 // Values per scale in a row of `width` (scaled formats only): 32, or the row.
 int group_width(Scalar s, int width);
 // The codes' bounds of a scaled format.

@@ -1,0 +1,156 @@
+// eviction_matches_retained_set (DESIGN.md §12): a decoder that declares which cached positions it
+// keeps is held, past its first eviction, to exact attention over those positions.
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <random>
+#include <set>
+
+#include "attest/compare.h"
+#include "attest/properties.h"
+#include "problem_edits.h"
+
+namespace attest {
+namespace {
+
+// Longest sequence a case decodes past the policy's first eviction, and the rows compared: the
+// last ones, where the cache has turned over (all of them up to this many).
+constexpr int kPastEviction = 64, kComparedRows = 128;
+// A cache keeping more than this many positions is held to one (batch, head) slice: the decode
+// of capacity + 64 tokens in every slice of a drawn shape would cost minutes.
+constexpr long long kSliceAbove = 256;
+
+// The causal prefill grown to `length` tokens: the first Tk rows of Q, K and V are p's, the rest
+// drawn uniformly at the magnitude (root mean square) of each buffer, never past its largest value,
+// then fitted to its storage.
+Problem lengthened(const Problem& prefill, int length, std::uint64_t seed) {
+  Problem out = prefill;
+  const Shape& s = prefill.shape;
+  out.shape.q_len = out.shape.k_len = length;
+  std::mt19937_64 rng(seed);
+  auto grow = [&](const std::vector<float>& from, int outer, int width) {
+    double squares = 0, largest = 0;
+    for (float x : from)
+      if (std::isfinite(x)) squares += double(x) * x, largest = std::max(largest, std::fabs(double(x)));
+    const double rms = squares == 0 ? 1.0 : std::sqrt(squares / from.size());
+    const double reach = squares == 0 ? std::sqrt(3.0) : std::min(std::sqrt(3.0) * rms, largest);
+    std::uniform_real_distribution<double> unit(-reach, reach);
+    std::vector<float> grown;
+    for (int o = 0; o < outer; ++o) {
+      const auto start = from.begin() + std::size_t(o) * s.k_len * width;
+      grown.insert(grown.end(), start, start + std::size_t(s.k_len) * width);
+      for (std::size_t e = 0; e < std::size_t(length - s.k_len) * width; ++e)
+        grown.push_back(static_cast<float>(unit(rng)));
+    }
+    return grown;
+  };
+  out.q = grow(prefill.q, s.batch * s.heads, s.head_dim);
+  out.k = grow(prefill.k, s.batch * s.kv_heads, s.head_dim);
+  out.v = grow(prefill.v, s.batch * s.kv_heads, s.value_dim);
+  out.fit_to_storage();
+  return out;
+}
+
+// Rows [first, T) of every [outer][T][width] block.
+std::vector<float> tail_rows(const std::vector<float>& from, int outer, int total, int first, int width) {
+  std::vector<float> out;
+  for (int o = 0; o < outer; ++o) {
+    const auto start = from.begin() + (std::size_t(o) * total + first) * width;
+    out.insert(out.end(), start, start + std::size_t(total - first) * width);
+  }
+  return out;
+}
+
+// Retained positions of each (batch, query position): the declared rule's, or those the session
+// reported; empty when the kernel reported none for it.
+using Retained = std::vector<std::vector<std::vector<long long>>>;  // [B][T] -> positions
+
+// The problem the compared rows answer: queries [first, T) of the prefill (bottom-right, so at
+// their positions), every key, visible where the prefill's mask and the retained set agree.
+Problem retained_problem(const Problem& prefill, int first, const CachePolicy& policy, const Retained& reported) {
+  const Shape& s = prefill.shape;
+  const int T = s.k_len, rows = T - first;
+  Problem out = prefill;
+  out.shape.q_len = rows;
+  out.q = tail_rows(prefill.q, s.batch * s.heads, T, first, s.head_dim);
+  const std::vector<std::uint8_t> visible = visibility_of(prefill);
+  out.mask.explicit_mask.assign(std::size_t(s.batch) * rows * T, 0);
+  for (int b = 0; b < s.batch; ++b)
+    for (int i = 0; i < rows; ++i) {
+      const long long pos = first + i;
+      std::set<long long> kept;
+      if (policy.kind == CachePolicy::Kind::kExplicit) kept.insert(reported[b][pos].begin(), reported[b][pos].end());
+      for (int j = 0; j < T; ++j) {
+        const bool retained = policy.kind == CachePolicy::Kind::kExplicit ? kept.count(j) > 0 : policy.retains(j, pos);
+        out.mask.explicit_mask[(std::size_t(b) * rows + i) * T + j] =
+            retained && visible[(std::size_t(b) * T + pos) * T + j];
+      }
+    }
+  return out;
+}
+
+// What an explicit session reported for the step's queries, checked: ascending positions at or
+// before the query's own. Empty when well formed, else why not.
+std::string take_reported(const DecodeSession& session, int t0, int n, int batch, Retained& into) {
+  for (int b = 0; b < batch; ++b)
+    for (int t = 0; t < n; ++t) {
+      std::vector<long long> kept = session.retained_positions(b, t);
+      const long long pos = t0 + t;
+      for (std::size_t e = 0; e < kept.size(); ++e)
+        if (kept[e] < 0 || kept[e] > pos || (e > 0 && kept[e] <= kept[e - 1]))
+          return fmt::format("batch {} query at position {}: reported retained position {} (positions must ascend, "
+                             "each in [0, {}])", b, pos, kept[e], pos);
+      into[b][pos] = std::move(kept);
+    }
+  return {};
+}
+
+}  // namespace
+
+Verdict eviction_matches_retained_set(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+  const std::string name = "eviction_matches_retained_set";
+  const Capabilities caps = kernel.capabilities();
+  if (!caps.decode() || !caps.cache.evicts()) return Verdict::not_applicable(name, "no declared cache eviction");
+  const CachePolicy& policy = caps.cache;
+  const long long keep = policy.exact_up_to();
+  const Problem source = keep > kSliceAbove ? single_slice(p, 0, 0) : p;
+  std::mt19937_64 rng(seed_of(p, 11));
+  const int length = static_cast<int>(std::max<long long>(keep, source.shape.k_len) + 1 + rng() % kPastEviction);
+  const Problem prefill = lengthened(decode_prefill_of(source), length, rng());
+  const Shape& s = prefill.shape;
+  const int first = std::max(0, length - kComparedRows);
+
+  std::vector<int> by_token(length, 1), chunked;
+  for (int left = length; left > 0;) {
+    const int n = std::min(left, 1 + int(rng() % 40));
+    chunked.push_back(n);
+    left -= n;
+  }
+  double worst = 0;
+  for (const std::vector<int>& chunks : {by_token, chunked}) {
+    const std::string label = chunks.size() == std::size_t(length) ? "token-by-token decode" : "chunked decode";
+    Retained reported(s.batch, std::vector<std::vector<long long>>(length));
+    std::string malformed;
+    AfterStep record;
+    if (policy.kind == CachePolicy::Kind::kExplicit)
+      record = [&](const DecodeSession& session, int t0, int n) {
+        if (malformed.empty()) malformed = take_reported(session, t0, n, s.batch, reported);
+      };
+    const Outputs decoded = run_decode(kernel, prefill, chunks, caps.lse(), record);
+    if (!malformed.empty()) return Verdict::fail(name, fmt::format("{}: {}", label, malformed), INFINITY);
+    const Problem expected = retained_problem(prefill, first, policy, reported);
+    Outputs compared;
+    compared.o = tail_rows(decoded.o, s.batch * s.heads, length, first, s.value_dim);
+    if (!decoded.lse.empty()) compared.lse = tail_rows(decoded.lse, s.batch * s.heads, length, first, 1);
+    Comparison c = compare_with_reference(expected, oracle.reference(expected), compared, caps, name);
+    if (!c.verdict.passed) {
+      c.verdict.detail = fmt::format("{} of {} tokens ({}; rows from position {}): {}", label, length,
+                                     policy.summary(), first, c.verdict.detail);
+      return c.verdict;
+    }
+    worst = std::max(worst, c.verdict.utilisation);
+  }
+  return Verdict::pass(name, worst);
+}
+
+}  // namespace attest

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -111,8 +112,8 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
                       CachePolicy::Kind::kExplicit})
       if (policy == to_string(kind)) c.cache.kind = kind, known = true;
     if (!known) bad(at + ".policy", "must be \"full\", \"window\", \"sinks_recent\" or \"explicit\"");
-    c.cache.sinks = static_cast<int>(count(cache, at, "sinks"));
-    c.cache.recent = static_cast<int>(count(cache, at, "recent"));
+    c.cache.sinks = static_cast<int>(integer(cache, at, "sinks", 0, std::numeric_limits<int>::max()));
+    c.cache.recent = static_cast<int>(integer(cache, at, "recent", 0, std::numeric_limits<int>::max()));
     try {
       c.cache.validate();
     } catch (const std::invalid_argument& e) {

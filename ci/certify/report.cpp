@@ -104,6 +104,7 @@ std::string inputs_scope(const Capabilities& c) {
 // "; cache keeps sinks 4 + recent 32": past its first eviction a decoder is held to the positions
 // its declared policy keeps, not to full causal attention.
 std::string cache_scope(const Capabilities& c) {
+  if (c.cache.kind == CachePolicy::Kind::kExplicit) return "; cache keeps the positions it reports (explicit policy)";
   return c.cache.evicts() ? "; cache keeps " + c.cache.summary() : "";
 }
 

@@ -58,6 +58,10 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
     const auto resolved = resolve_kernel(name);
     // A decode-only kernel is calibrated through its sessions: each causal problem decoded.
     const bool decode_only = !resolved->capabilities().forward() && resolved->capabilities().decode();
+    if (decode_only && !exact_sessions(resolved->capabilities()))
+      throw std::invalid_argument(name + " is decode-only and its cache evicts at will (explicit policy): no "
+                                  "session of it is exact attention to calibrate; eviction_matches_retained_set "
+                                  "holds it to what it reports");
     const std::unique_ptr<Kernel> sessions = decode_only ? session_forward(*resolved) : nullptr;
     const Kernel* kernel = decode_only ? sessions.get() : resolved.get();
     const Capabilities caps = kernel->capabilities();

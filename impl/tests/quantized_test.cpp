@@ -177,9 +177,14 @@ TEST(ScaledFormats, PerHeadScalesSpanEveryTokenOfASequencesKvHead) {
   p.storage.k = p.storage.v = Scalar::kQ8Head;
   EXPECT_EQ(fit_width(Scalar::kQ8Head, p.shape.k_len, p.shape.head_dim), 12);
   EXPECT_EQ(fit_width(Scalar::kQ8, p.shape.k_len, p.shape.head_dim), 4);
-  for (std::size_t e = 0; e < p.k.size(); ++e) p.k[e] = p.v[e] = float(e % 12) - 6.0f;  // each head's largest: -6
+  // (sequence, kv head) number h = e / 12 spans [-6 (h + 1), 5 (h + 1)]: its largest magnitude is 6 (h + 1).
+  for (std::size_t e = 0; e < p.k.size(); ++e) p.k[e] = p.v[e] = (float(e % 12) - 6.0f) * float(1 + e / 12);
   p.fit_to_storage();
   EXPECT_NO_THROW(p.validate());
+  for (int h = 0; h < 4; ++h)
+    EXPECT_EQ(canonical_scale(std::span(p.k).subspan(12 * h, 12), Scalar::kQ8Head),
+              round_to(6.0f * (h + 1) / 127.0f, Scalar::kF16)) << "head " << h;
+  EXPECT_EQ(p.k[36], -127.0f * round_to(24.0f / 127.0f, Scalar::kF16)) << "the fourth head's largest: code -127";
   const float d = canonical_scale(std::span(p.k).subspan(0, 12), Scalar::kQ8Head);
   EXPECT_EQ(d, round_to(6.0f / 127.0f, Scalar::kF16));
   p.k[4] = 0.001f;  // the head's second token: below half its head's step

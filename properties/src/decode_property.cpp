@@ -75,7 +75,12 @@ Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vect
   return out;
 }
 
-Verdict decode_matches_prefill(const Problem& p, const Kernel& kernel, Oracle& oracle) {
+Verdict decode_matches_prefill(const Problem& drawn, const Kernel& kernel, Oracle& oracle) {
+  // An evicting cache is exact causal attention up to its first eviction: its first keys only.
+  const CachePolicy& cache = kernel.capabilities().cache;
+  const long long keep = cache.exact_up_to();
+  const Problem p =
+      cache.evicts() && keep > 0 && drawn.shape.k_len > keep ? first_keys(drawn, static_cast<int>(keep)) : drawn;
   std::vector<int> by_token(p.shape.k_len, 1), chunked;
   std::mt19937_64 rng(seed_of(p, 5));
   for (int left = p.shape.k_len; left > 0;) {

@@ -17,8 +17,11 @@ namespace {
 // last ones, where the cache has turned over (all of them up to this many).
 constexpr int kPastEviction = 64, kComparedRows = 128;
 // A cache keeping more than this many positions is held to one (batch, head) slice: the decode
-// of capacity + 64 tokens in every slice of a drawn shape would cost minutes.
-constexpr long long kSliceAbove = 256;
+// of capacity + 64 tokens in every slice of a drawn shape would cost minutes. An explicit cache
+// (no declared capacity) is decoded past this many tokens at least, so that it has evicted.
+constexpr long long kSliceAbove = 256, kExplicitLength = 128;
+// Past this many tokens a case is not run (a window of millions would decode for hours).
+constexpr long long kLongestDecode = 1 << 16;
 
 // The causal prefill grown to `length` tokens: the first Tk rows of Q, K and V are p's, the rest
 // drawn uniformly at the magnitude (root mean square) of each buffer, never past its largest value,
@@ -115,7 +118,14 @@ Verdict eviction_matches_retained_set(const Problem& p, const Kernel& kernel, Or
   const long long keep = policy.exact_up_to();
   const Problem source = keep > kSliceAbove ? single_slice(p, 0, 0) : p;
   std::mt19937_64 rng(seed_of(p, 11));
-  const int length = static_cast<int>(std::max<long long>(keep, source.shape.k_len) + 1 + rng() % kPastEviction);
+  const long long base = std::max<long long>(keep > 0 ? keep : kExplicitLength, source.shape.k_len);
+  const long long longest = caps.contract.k_len.unlimited() ? kLongestDecode
+                                                            : std::min<long long>(caps.contract.k_len.max, kLongestDecode);
+  if (base + kPastEviction > longest)
+    return Verdict::not_applicable(name, fmt::format("decoding past the declared cache ({}) takes up to {} tokens; "
+                                                     "the contract or attest's limit is {}",
+                                                     policy.summary(), base + kPastEviction, longest));
+  const int length = static_cast<int>(base + 1 + rng() % kPastEviction);
   const Problem prefill = lengthened(decode_prefill_of(source), length, rng());
   const Shape& s = prefill.shape;
   const int first = std::max(0, length - kComparedRows);

@@ -117,9 +117,6 @@ Problem single_query(const Problem& p, int i) {
   return out;
 }
 
-namespace {
-
-// The first n keys of every batch and kv head (n <= Tk), with the per-key mask terms cut alike.
 Problem first_keys(const Problem& p, int n) {
   const Shape& s = p.shape;
   Problem out = p;
@@ -153,8 +150,6 @@ Problem first_keys(const Problem& p, int n) {
   out.fit_to_storage();  // q8_head: fewer tokens, so a head's scale may shrink
   return out;
 }
-
-}  // namespace
 
 std::optional<Problem> single_query_within(const Problem& p, int i, const Capabilities& caps) {
   Problem row = single_query(p, i);

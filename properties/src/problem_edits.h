@@ -52,6 +52,10 @@ Problem with_bias(const Problem& p, bool per_batch, bool per_head);
 // 2^(-8(h+1)/H), the ALiBi paper's, times 1 or 4, either sign).
 Problem with_alibi_slopes(const Problem& p, std::uint64_t seed);
 
+// The first n keys of every batch and kv head (n <= Tk), with the per-key mask terms cut alike and
+// K and V refitted to their storage.
+Problem first_keys(const Problem& p, int n);
+
 // The single-query problem of row i: same keys and masks, q_offset fixed to the row's position.
 Problem single_query(const Problem& p, int i);
 

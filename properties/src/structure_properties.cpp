@@ -90,17 +90,19 @@ Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& o
   Problem moved = p;
   moved.shape.k_len = s.k_len + shift;
   moved.q_offset = p.effective_q_offset() + shift;
-  auto prepend = [&](const std::vector<float>& from, int width) {
+  auto prepend = [&](const std::vector<float>& from, int width, Scalar storage) {
+    // q8_head: zeros, which cannot move the static scale the problem's own rows share.
+    const float fill = storage == Scalar::kQ8Head ? 0.0f : 0.5f;
     std::vector<float> out;
     for (int bg = 0; bg < s.batch * s.kv_heads; ++bg) {
-      out.insert(out.end(), std::size_t(shift) * width, 0.5f);
+      out.insert(out.end(), std::size_t(shift) * width, fill);
       out.insert(out.end(), from.begin() + std::size_t(bg) * s.k_len * width,
                  from.begin() + std::size_t(bg + 1) * s.k_len * width);
     }
     return out;
   };
-  moved.k = prepend(p.k, s.head_dim);
-  moved.v = prepend(p.v, s.value_dim);
+  moved.k = prepend(p.k, s.head_dim, p.storage.k);
+  moved.v = prepend(p.v, s.value_dim, p.storage.v);
   moved.fit_to_storage();  // the prepended rows, in a scaled format
   MaskSpec& m = moved.mask;
   for (int& n : m.kv_valid) n += shift;

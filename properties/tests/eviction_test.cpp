@@ -36,21 +36,36 @@ TEST(CachePolicy, RetainsWhatItsRuleNames) {
   EXPECT_THROW((CachePolicy{CachePolicy::Kind::kExplicit, 0, 8}.validate()), std::invalid_argument);
 }
 
-TEST(Eviction, TheSinksRecentCacheKeepsWhatItDeclares) {
-  for (const bool reported : {false, true}) {
-    const auto kernel = make_sinks_recent_decode_kernel(4, 32, reported);
-    const DriveResult r = drive("eviction_matches_retained_set", *kernel);
-    EXPECT_TRUE(r.passed) << kernel->name() << ": " << r.message;
-    EXPECT_EQ(r.effective, r.asked) << kernel->name();
-  }
+TEST(Eviction, TheCacheKeepsWhatItDeclares) {
+  // sinks + recent, a window (no sinks), and both reporting their positions instead (explicit).
+  for (const int sinks : {4, 0})
+    for (const bool reported : {false, true}) {
+      const auto kernel = make_sinks_recent_decode_kernel(sinks, 32, reported);
+      const DriveResult r = drive("eviction_matches_retained_set", *kernel);
+      EXPECT_TRUE(r.passed) << kernel->name() << ": " << r.message;
+      EXPECT_EQ(r.effective, r.asked) << kernel->name();
+    }
+  EXPECT_EQ(make_sinks_recent_decode_kernel(0, 32)->capabilities().cache.summary(), "window 32");
 }
 
 TEST(Eviction, BelowItsFirstEvictionTheCacheIsExactAttention) {
-  const auto kernel = make_sinks_recent_decode_kernel(4, 32);
-  for (const char* property : {"decode_matches_prefill", "masked_inputs_have_no_influence", "overflow_safe"}) {
-    const DriveResult r = drive(property, *kernel);
-    EXPECT_TRUE(r.passed) << property << ": " << r.message;
-    EXPECT_GT(r.effective, r.asked / 2) << property;
+  for (const int sinks : {4, 0}) {
+    const auto kernel = make_sinks_recent_decode_kernel(sinks, 32);
+    for (const char* property : {"decode_matches_prefill", "masked_inputs_have_no_influence", "overflow_safe"}) {
+      const DriveResult r = drive(property, *kernel);
+      EXPECT_TRUE(r.passed) << kernel->name() << " " << property << ": " << r.message;
+      EXPECT_GT(r.effective, r.asked * 3 / 4) << kernel->name() << " " << property;
+    }
+  }
+}
+
+TEST(Eviction, EachEvictionMutantFailsOnTheRetainedSet) {
+  for (const char* name : {"eviction_fencepost", "ring_wrap_current_lap", "sinks_evicted"}) {
+    const auto mutant = find_mutant(name).make();
+    const DriveResult r = drive("eviction_matches_retained_set", *mutant);
+    ASSERT_FALSE(r.passed) << name;
+    EXPECT_NE(r.message.find("decode of"), std::string::npos) << name << ": " << r.message;
+    EXPECT_NE(r.message.find("sinks 4 + recent 32"), std::string::npos) << name << ": " << r.message;
   }
 }
 
@@ -107,7 +122,8 @@ TEST(Eviction, AReportThatLeavesOutAnAttendedPositionFails) {
     if (kept.size() > 5) kept.erase(kept.begin() + 4);
   });
   const DriveResult r = drive("eviction_matches_retained_set", kernel);
-  EXPECT_FALSE(r.passed);
+  ASSERT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("explicit"), std::string::npos) << r.message;
 }
 
 TEST(Eviction, AReportNamingAFuturePositionFailsWithWhy) {

@@ -72,6 +72,8 @@ void DecodeConfig::validate() const {
   for (const auto* scales : {&k_scales, &v_scales})
     if (!scales->empty() && scales->size() != std::size_t(batch) * kv_heads)
       throw ProblemError("invalid decode config: k_scales and v_scales must be empty or [batch][kv_heads]");
+  if (k_scales.empty() != v_scales.empty())
+    throw ProblemError("invalid decode config: k_scales and v_scales come together (q8_head K and V)");
 }
 
 std::unique_ptr<DecodeSession> Kernel::open_decode(const DecodeConfig&) const {

@@ -1,4 +1,5 @@
-// The built-in evicting decoder (StreamingLLM's "attention sinks + recent tokens"): decode-only,
+// The built-in evicting decoder (StreamingLLM's "attention sinks + recent tokens", or with no sinks
+// a sliding window): decode-only,
 // f32 pages of 16 tokens. The first pages hold the sink positions for good; later positions go
 // round a ring of pages that holds the `recent` newest and one page more, so a page is reused once
 // every position on it has left the window. Each new token is cached before its query attends, so
@@ -64,8 +65,9 @@ class SinksRecentSession final : public DecodeSession {
   long long length() const override { return length_; }
   std::size_t cache_bytes() const override { return cache_.bytes(); }
   std::vector<long long> retained_positions(int b, int t) const override {
-    const std::size_t at = std::size_t(b) * (last_.size() / c_.batch) + t;
-    return at < last_.size() ? last_[at] : std::vector<long long>{};
+    const int n = static_cast<int>(last_.size() / c_.batch);  // the last step's tokens
+    if (b < 0 || b >= c_.batch || t < 0 || t >= n) return {};
+    return last_[std::size_t(b) * n + t];
   }
 
  private:
@@ -125,14 +127,15 @@ class SinksRecentDecodeKernel final : public Kernel {
   SinksRecentDecodeKernel(CachePolicy policy, bool report, KernelFaults faults, std::string name)
       : policy_(policy), report_(report), faults_(faults), name_(std::move(name)) {
     policy_.validate();
-    if (policy_.kind != CachePolicy::Kind::kSinksRecent)
-      throw std::invalid_argument("sinks + recent decoder: the policy must be sinks_recent");
+    if (policy_.kind != CachePolicy::Kind::kSinksRecent && policy_.kind != CachePolicy::Kind::kWindow)
+      throw std::invalid_argument("sinks + recent decoder: the policy must be sinks_recent or window");
   }
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
-    Capabilities c;
-    c.features.insert(Feature::kDecode);
-    c.features = c.features | FeatureSet::of_kind(FeatureKind::kModifier);
+    Capabilities c;  // what a session can be given: no padding, segments, explicit mask or bias
+    c.features = FeatureSet{Feature::kDecode, Feature::kCausal, Feature::kGqa, Feature::kLse, Feature::kSoftcap,
+                            Feature::kAlibi, Feature::kSinks, Feature::kRope};
+    for (const FeatureInfo* term : integer_mask_terms()) c.features.insert(term->feature);
     c.contract.decode_only = true;
     c.contract.key_tile = kPage;
     // Reporting its retained positions, the same cache declares them instead of the rule.
@@ -158,14 +161,16 @@ class SinksRecentDecodeKernel final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_sinks_recent_decode_kernel(int sinks, int recent, bool report_positions) {
+  const std::string name = sinks == 0 ? "decode_window_cache" : "decode_sinks_recent";
   return make_faulty_sinks_recent_decode_kernel(sinks, recent, report_positions, {},
-                                                report_positions ? "decode_sinks_recent_explicit" : "decode_sinks_recent");
+                                                report_positions ? name + "_explicit" : name);
 }
 
 std::unique_ptr<Kernel> make_faulty_sinks_recent_decode_kernel(int sinks, int recent, bool report_positions,
                                                                const KernelFaults& faults, std::string name) {
-  return std::make_unique<SinksRecentDecodeKernel>(CachePolicy{CachePolicy::Kind::kSinksRecent, sinks, recent},
-                                                   report_positions, faults, std::move(name));
+  const CachePolicy policy = sinks == 0 ? CachePolicy{CachePolicy::Kind::kWindow, 0, recent}
+                                        : CachePolicy{CachePolicy::Kind::kSinksRecent, sinks, recent};
+  return std::make_unique<SinksRecentDecodeKernel>(policy, report_positions, faults, std::move(name));
 }
 
 }  // namespace attest

@@ -36,8 +36,8 @@ std::unique_ptr<Kernel> make_decode_kernel(int page_size = 16);
 // e4m3 or e5m2: quantized.h), named decode_<format>; no RoPE.
 std::unique_ptr<Kernel> make_quantized_decode_kernel(Scalar format);
 // Decode-only, evicting: the first `sinks` positions and the `recent` newest kept (16-token pages,
-// a ring for the recent ones), declared as CachePolicy::kSinksRecent; with `report_positions`,
-// declared kExplicit instead and reporting each query's retained positions.
+// a ring for the recent ones), declared as CachePolicy::kSinksRecent (kWindow when sinks is 0);
+// with `report_positions`, declared kExplicit instead and reporting each query's retained positions.
 std::unique_ptr<Kernel> make_sinks_recent_decode_kernel(int sinks = 4, int recent = 32, bool report_positions = false);
 // `decoder` declaring itself decode-only (no forward: held to its sessions), as a serving
 // library's decoder does.

@@ -96,7 +96,7 @@ Verdict decode_matches_prefill_in_chunks(const Problem& p, const Kernel& kernel,
   const std::string name = "decode_matches_prefill";
   const Capabilities caps = kernel.capabilities();
   if (!caps.decode()) return Verdict::not_applicable(name, "kernel does not declare decode");
-  if (caps.cache.evicts() && (caps.cache.exact_up_to() <= 0 || p.shape.k_len > caps.cache.exact_up_to()))
+  if (!exact_session(caps, p.shape.k_len))
     return Verdict::not_applicable(name, fmt::format("Tk {} is past what the declared cache ({}) keeps; "
                                                      "eviction_matches_retained_set checks it",
                                                      p.shape.k_len, caps.cache.summary()));

@@ -95,6 +95,10 @@ DecodeConfig session_config_of(const Problem& prefill) {
 
 bool exact_sessions(const Capabilities& caps) { return !caps.cache.evicts() || caps.cache.exact_up_to() > 0; }
 
+bool exact_session(const Capabilities& caps, long long tokens) {
+  return !caps.cache.evicts() || (caps.cache.exact_up_to() > 0 && tokens <= caps.cache.exact_up_to());
+}
+
 std::unique_ptr<Kernel> session_forward(const Kernel& decoder) { return std::make_unique<SessionForward>(decoder); }
 
 std::unique_ptr<Kernel> session_stand_in(const PropertyInfo& property, const Kernel& kernel) {

@@ -15,6 +15,7 @@
 #include "attest/declaration_fit.h"
 #include "attest/harness.h"
 #include "attest/precision_gate.h"
+#include "attest/session_forward.h"
 #include "problem_edits.h"
 
 namespace attest {
@@ -47,8 +48,7 @@ void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string
   if (chunks.empty() && !caps.forward()) return;  // a decode-only kernel is held to its sessions
   // Sessions are exact causal attention only up to a declared cache's first eviction (past it,
   // eviction_matches_retained_set holds them to what is kept).
-  const long long keep = caps.cache.exact_up_to();
-  if (!chunks.empty() && caps.cache.evicts() && (keep <= 0 || p.shape.k_len > keep)) return;
+  if (!chunks.empty() && !exact_session(caps, p.shape.k_len)) return;
   const std::optional<Problem> fitted = fit_to_declaration(p, caps);
   if (!fitted) return;
   // A contract that caps the lengths folds longer cases onto shorter ones: each shape once.

@@ -21,6 +21,8 @@ DecodeConfig session_config_of(const Problem& prefill);
 // Whether some sessions of the kernel are exact causal attention: a cache that keeps every position,
 // or one that evicts by a declared rule (exact up to its first eviction); not one that evicts at will.
 bool exact_sessions(const Capabilities& caps);
+// Whether a session of `tokens` tokens is exact causal attention: nothing evicted by then.
+bool exact_session(const Capabilities& caps, long long tokens);
 
 // A decode-only kernel (which must outlive it) as a causal forward that decodes each problem.
 std::unique_ptr<Kernel> session_forward(const Kernel& decoder);

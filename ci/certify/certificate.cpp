@@ -81,7 +81,7 @@ json capabilities_json(const Capabilities& c) {
           {"contract", contract_json(c.contract)},
           {"declared_paths", declared_paths_json(c.paths)},
           {"cache", {{"policy", to_string(c.cache.kind)}, {"sinks", c.cache.sinks}, {"recent", c.cache.recent},
-                     {"summary", c.cache.summary()}}}};
+                     {"summary", c.cache.summary()}, {"page_tokens", c.page_tokens}}}};
 }
 
 std::string now_utc() {

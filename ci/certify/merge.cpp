@@ -114,6 +114,8 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
     if (!known) bad(at + ".policy", "must be \"full\", \"window\", \"sinks_recent\" or \"explicit\"");
     c.cache.sinks = static_cast<int>(integer(cache, at, "sinks", 0, std::numeric_limits<int>::max()));
     c.cache.recent = static_cast<int>(integer(cache, at, "recent", 0, std::numeric_limits<int>::max()));
+    if (cache.contains("page_tokens"))  // added with block tables: absent means none
+      c.page_tokens = static_cast<int>(integer(cache, at, "page_tokens", 0, std::numeric_limits<int>::max()));
     try {
       c.cache.validate();
     } catch (const std::invalid_argument& e) {

@@ -103,9 +103,13 @@ std::string inputs_scope(const Capabilities& c) {
 
 // "; cache keeps sinks 4 + recent 32": past its first eviction a decoder is held to the positions
 // its declared policy keeps, not to full causal attention.
+// "; block tables of 16-token pages": its cache was read through attest's page tables, shared
+// and permuted pages and ragged batches included.
 std::string cache_scope(const Capabilities& c) {
-  if (c.cache.kind == CachePolicy::Kind::kExplicit) return "; cache keeps the positions it reports (explicit policy)";
-  return c.cache.evicts() ? "; cache keeps " + c.cache.summary() : "";
+  const std::string tables = c.page_tokens > 0 ? fmt::format("; block tables of {}-token pages", c.page_tokens) : "";
+  if (c.cache.kind == CachePolicy::Kind::kExplicit)
+    return "; cache keeps the positions it reports (explicit policy)" + tables;
+  return (c.cache.evicts() ? "; cache keeps " + c.cache.summary() : "") + tables;
 }
 
 }  // namespace

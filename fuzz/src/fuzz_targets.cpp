@@ -20,11 +20,16 @@ std::vector<Verdict> check_mask_leak(const FuzzCase& c, const Kernel& kernel, Or
 }
 
 
-// An evicting cache is also decoded past its first eviction (the input's problem grown).
+// An evicting cache is also decoded past its first eviction (the input's problem grown); a cache
+// behind block tables through ragged batches, permuted and shared pages (layouts drawn from the input).
 std::vector<Verdict> check_decode(const FuzzCase& c, const Kernel& kernel, Oracle& oracle) {
   std::vector<int> by_token(c.problem.shape.k_len, 1);
   std::vector<Verdict> verdicts{decode_matches_prefill_in_chunks(c.problem, kernel, oracle, {c.chunks, by_token})};
-  if (kernel.capabilities().cache.evicts()) verdicts.push_back(eviction_matches_retained_set(c.problem, kernel, oracle));
+  const Capabilities caps = kernel.capabilities();
+  if (caps.cache.evicts()) verdicts.push_back(eviction_matches_retained_set(c.problem, kernel, oracle));
+  if (caps.page_tokens > 0)
+    for (auto* property : {ragged_batch_equals_single, page_order_invariance, shared_prefix_equals_private})
+      verdicts.push_back(property(c.problem, kernel, oracle));
   return verdicts;
 }
 

@@ -22,6 +22,12 @@ const std::vector<PropertyInfo>& property_catalogue() {
        {.unmasks_keys = true}, false},
       {"eviction_matches_retained_set", "an evicting decoder equals exact attention over the positions it keeps",
        eviction_matches_retained_set, {F::kDecode}, {.unmasks_keys = true}, false},
+      {"ragged_batch_equals_single", "block tables: a ragged batch equals each sequence alone",
+       ragged_batch_equals_single, {F::kDecode}, {.unmasks_keys = true}, false},
+      {"page_order_invariance", "block tables: permuting physical pages changes nothing", page_order_invariance,
+       {F::kDecode}, {.unmasks_keys = true}, false},
+      {"shared_prefix_equals_private", "block tables: shared prefix pages equal private copies, copy on write",
+       shared_prefix_equals_private, {F::kDecode}, {.unmasks_keys = true}, false},
       {"output_in_convex_hull", "outputs within [min, max] of visible values", output_in_convex_hull, {}, {}},
       {"gqa_matches_repeated_heads", "GQA equals MHA with repeated K/V heads", gqa_matches_repeated_heads,
        {F::kGqa}, {.gqa = true}},
@@ -80,6 +86,12 @@ std::string not_covered_because(const PropertyInfo& property, const Capabilities
     return "needs a forward call; the kernel is decode-only and evicts at will (explicit cache policy)";
   if (property.name == "eviction_matches_retained_set" && !caps.cache.evicts())
     return "the kernel declares no cache eviction";
+  const bool block_tables = property.name == "ragged_batch_equals_single" ||
+                            property.name == "page_order_invariance" || property.name == "shared_prefix_equals_private";
+  if (block_tables && caps.page_tokens < 1) return "the kernel declares no block-table cache";
+  if (property.name == "shared_prefix_equals_private" &&
+      (caps.precision.k == Scalar::kQ8Head || caps.precision.v == Scalar::kQ8Head))
+    return "q8_head scales are a sequence's own: its pages are not shared";
   if (property.name == "decode_matches_prefill" && !exact_sessions(caps))
     return "the kernel's cache evicts at will (explicit policy): eviction_matches_retained_set holds its sessions";
   if (property.name == "gradient_deterministic" && !caps.deterministic_backward)

@@ -80,6 +80,41 @@ std::unique_ptr<DecodeSession> Kernel::open_decode(const DecodeConfig&) const {
   throw std::logic_error("kernel " + name() + " does not support decode");
 }
 
+std::size_t Kernel::page_bytes(const DecodeConfig&) const {
+  throw std::logic_error("kernel " + name() + " has no block-table cache");
+}
+
+void Kernel::decode_paged(const DecodeConfig&, const PagedStep&) const {
+  throw std::logic_error("kernel " + name() + " has no block-table cache");
+}
+
+void check_paged_step(const DecodeConfig& c, int page_tokens, std::size_t page_bytes, const PagedStep& step) {
+  auto refuse = [](const std::string& why) { throw ProblemError("invalid paged decode step: " + why); };
+  const std::size_t batch = c.batch;
+  if (page_tokens < 1 || page_bytes == 0) refuse("the kernel declares no page size");
+  if (step.pool.size() % page_bytes != 0) refuse("the pool is not a whole number of pages");
+  if (step.lengths.size() != batch || step.counts.size() != batch) refuse("lengths and counts must have B entries");
+  if (step.table_width < 0 || step.tables.size() != batch * std::size_t(step.table_width))
+    refuse("tables must be [B][table_width]");
+  const std::int64_t pages = static_cast<std::int64_t>(step.pool.size() / page_bytes);
+  std::size_t tokens = 0;
+  for (std::size_t b = 0; b < batch; ++b) {
+    if (step.lengths[b] < 0 || step.counts[b] < 0) refuse("lengths and counts must be >= 0");
+    const std::int64_t used = (step.lengths[b] + step.counts[b] + page_tokens - 1) / page_tokens;
+    if (used > step.table_width) refuse("sequence " + std::to_string(b) + "'s table is narrower than its tokens");
+    for (std::int64_t e = 0; e < used; ++e) {
+      const std::int32_t page = step.tables[b * step.table_width + e];
+      if (page < 0 || page >= pages) refuse("sequence " + std::to_string(b) + " names a page outside the pool");
+    }
+    tokens += static_cast<std::size_t>(step.counts[b]);
+  }
+  const std::size_t dk = c.head_dim, dv = c.value_dim;
+  if (step.q.size() != tokens * c.heads * dk || step.k.size() != tokens * c.kv_heads * dk ||
+      step.v.size() != tokens * c.kv_heads * dv || step.o.size() != tokens * c.heads * dv ||
+      (!step.lse.empty() && step.lse.size() != tokens * c.heads))
+    refuse("q/k/v/o/lse sizes do not match the counts and the configuration");
+}
+
 void Kernel::backward(const Problem&, const BackwardInputs&, const GradientSpans&) const {
   throw std::logic_error("kernel " + name() + " has no backward");
 }

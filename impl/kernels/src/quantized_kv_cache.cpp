@@ -233,66 +233,83 @@ void accumulate_values(const KvLayout& layout, float* out, const float* weights,
   }
 }
 
-QuantizedKvCache::QuantizedKvCache(Scalar format, int batch, int kv_heads, int head_dim, int value_dim,
-                                   const KernelFaults& faults)
-    : keys_{format, head_dim, faults}, values_{format, value_dim, faults}, kv_heads_(kv_heads), block_table_(batch),
-      lengths_(batch, 0), row_codes_(keys_.row_bytes()), row_scales_(keys_.blocks()) {
+namespace {
+std::size_t aligned64(std::size_t n) { return (n + 63) / 64 * 64; }
+}  // namespace
+
+PageFormat::PageFormat(Scalar format, int kv_heads, int head_dim, int value_dim, const KernelFaults& faults)
+    : keys_{format, head_dim, faults}, values_{format, value_dim, faults}, kv_heads_(kv_heads) {
   if (!scaled(format) && format != Scalar::kE4M3 && format != Scalar::kE5M2 && format != Scalar::kF16)
     throw std::invalid_argument(std::string("quantized KV cache: ") + to_string(format) + " is not a cache format");
+  const std::size_t heads = kv_heads, slots = kPageTokens;
+  k_scales_at_ = aligned64(heads * keys_.row_bytes() * slots);
+  v_codes_at_ = k_scales_at_ + aligned64(heads * keys_.blocks() * slots * sizeof(float));
+  v_scales_at_ = v_codes_at_ + aligned64(heads * slots * values_.row_bytes());
+  bytes_ = v_scales_at_ + aligned64(heads * slots * values_.blocks() * sizeof(float));
 }
 
-void QuantizedKvCache::append(int b, const float* k, std::size_t k_head_stride, const float* v,
-                              std::size_t v_head_stride, const float* k_scales, const float* v_scales) {
+void PageFormat::write(std::uint8_t* page, int slot, const float* k, std::size_t k_head_stride, const float* v,
+                       std::size_t v_head_stride, const float* k_scales, const float* v_scales) const {
   if (keys_.format == Scalar::kQ8Head && (!k_scales || !v_scales))
     throw std::invalid_argument("quantized KV cache: q8_head needs each kv head's static scales");
-  const int j = lengths_[b], slot = j % kPageTokens;
   const std::size_t heads = kv_heads_, k_rows = keys_.row_bytes(), k_blocks = keys_.blocks();
   const std::size_t v_bytes = values_.row_bytes(), v_blocks = values_.blocks();
-  if (slot == 0) {  // the sequence's last page is full: take a fresh one from the pool
-    block_table_[b].push_back(static_cast<int>(pages_.size()));
-    pages_.push_back({std::vector<std::uint8_t>(heads * k_rows * kPageTokens),
-                      std::vector<std::uint8_t>(heads * kPageTokens * v_bytes),
-                      std::vector<float>(heads * k_blocks * kPageTokens), std::vector<float>(heads * kPageTokens * v_blocks)});
-  }
-  ++lengths_[b];
-  Page& page = pages_[block_table_[b][j / kPageTokens]];
+  std::vector<std::uint8_t> row_codes(k_rows);  // a key row before it is scattered into its page
+  std::vector<float> row_scales(k_blocks);
+  float* page_k_scales = reinterpret_cast<float*>(page + k_scales_at_);
+  float* page_v_scales = reinterpret_cast<float*>(page + v_scales_at_);
   for (std::size_t g = 0; g < heads; ++g) {
     // Mutant: kv head g quantized with the static scale of the next kv head (another group's).
     const std::size_t scale_of = keys_.faults.q8_head_scale_of_next_head ? (g + 1) % heads : g;
     const float* k_scale = k_scales ? &k_scales[scale_of] : nullptr;
     const float* v_scale = v_scales ? &v_scales[scale_of] : nullptr;
-    quantize_row(keys_, k + g * k_head_stride, row_codes_.data(), row_scales_.data(), k_scale);
-    for (std::size_t r = 0; r < k_rows; ++r) page.k_codes[(g * k_rows + r) * kPageTokens + slot] = row_codes_[r];
+    quantize_row(keys_, k + g * k_head_stride, row_codes.data(), row_scales.data(), k_scale);
+    for (std::size_t r = 0; r < k_rows; ++r) page[(g * k_rows + r) * kPageTokens + slot] = row_codes[r];
     for (std::size_t block = 0; block < k_blocks; ++block)
-      page.k_scales[(g * k_blocks + block) * kPageTokens + slot] = row_scales_[block];
+      page_k_scales[(g * k_blocks + block) * kPageTokens + slot] = row_scales[block];
     const std::size_t row = g * kPageTokens + slot;
-    quantize_row(values_, v + g * v_head_stride, &page.v_codes[row * v_bytes], page.v_scales.data() + row * v_blocks,
+    quantize_row(values_, v + g * v_head_stride, page + v_codes_at_ + row * v_bytes, page_v_scales + row * v_blocks,
                  v_scale);
   }
 }
 
-// Mutant: logical page p read from the table's entry p + 1 (the last entry from itself).
-const QuantizedKvCache::Page& QuantizedKvCache::page_of(int b, int j) const {
+KeyPage PageFormat::key_page(const std::uint8_t* page, int g) const {
+  return {page + std::size_t(g) * keys_.row_bytes() * kPageTokens,
+          reinterpret_cast<const float*>(page + k_scales_at_) + std::size_t(g) * keys_.blocks() * kPageTokens};
+}
+
+ValueRows PageFormat::value_rows(const std::uint8_t* page, int g, int slot) const {
+  const std::size_t row = std::size_t(g) * kPageTokens + slot;
+  return {page + v_codes_at_ + row * values_.row_bytes(),
+          reinterpret_cast<const float*>(page + v_scales_at_) + row * values_.blocks()};
+}
+
+std::size_t PageFormat::token_bytes() const {
+  return std::size_t(kv_heads_) *
+         (keys_.row_bytes() + values_.row_bytes() + sizeof(float) * (keys_.blocks() + values_.blocks()));
+}
+
+QuantizedKvCache::QuantizedKvCache(Scalar format, int batch, int kv_heads, int head_dim, int value_dim,
+                                   const KernelFaults& faults)
+    : format_(format, kv_heads, head_dim, value_dim, faults), block_table_(batch), lengths_(batch, 0) {}
+
+void QuantizedKvCache::append(int b, const float* k, std::size_t k_head_stride, const float* v,
+                              std::size_t v_head_stride, const float* k_scales, const float* v_scales) {
+  const int j = lengths_[b], slot = j % kPageTokens;
+  if (slot == 0) {  // the sequence's last page is full: take a fresh one from the pool
+    block_table_[b].push_back(static_cast<int>(pages_.size()));
+    pages_.emplace_back(format_.bytes());
+  }
+  format_.write(pages_[block_table_[b][j / kPageTokens]].data(), slot, k, k_head_stride, v, v_head_stride, k_scales,
+                v_scales);
+  ++lengths_[b];
+}
+
+const std::uint8_t* QuantizedKvCache::page_of(int b, int j) const {
   const std::vector<int>& table = block_table_[b];
-  const std::size_t logical = j / kPageTokens;
-  return pages_[table[std::min(logical + (keys_.faults.page_table_off_by_one ? 1 : 0), table.size() - 1)]];
+  return pages_[physical_page(table.data(), table.size(), j / kPageTokens, format_.keys().faults)].data();
 }
 
-KeyPage QuantizedKvCache::key_page(int b, int g, int j) const {
-  const Page& page = page_of(b, j);
-  return {&page.k_codes[std::size_t(g) * keys_.row_bytes() * kPageTokens],
-          page.k_scales.data() + std::size_t(g) * keys_.blocks() * kPageTokens};
-}
-
-ValueRows QuantizedKvCache::values(int b, int g, int j) const {
-  const Page& page = page_of(b, j);
-  const std::size_t row = std::size_t(g) * kPageTokens + j % kPageTokens;
-  return {&page.v_codes[row * values_.row_bytes()], page.v_scales.data() + row * values_.blocks()};
-}
-
-std::size_t QuantizedKvCache::bytes() const {
-  const std::size_t per_token = keys_.row_bytes() + values_.row_bytes() + sizeof(float) * (keys_.blocks() + values_.blocks());
-  return pages_.size() * std::size_t(kv_heads_) * kPageTokens * per_token;
-}
+std::size_t QuantizedKvCache::bytes() const { return pages_.size() * kPageTokens * format_.token_bytes(); }
 
 }  // namespace attest::kernels

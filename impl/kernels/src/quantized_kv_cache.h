@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -54,37 +55,56 @@ struct KvLayout {
   int row_bytes() const { return format == Scalar::kQ4 ? (width + 1) / 2 : width * code_bytes(); }
 };
 
+// One page of kPageTokens tokens of every kv head as bytes, so that a page may live in a pool
+// the caller owns (block tables, Kernel::decode_paged): per kv head the transposed key codes, then
+// their scales (floats), the value rows, their scales; each part starts on a 64-byte boundary.
+class PageFormat {
+ public:
+  PageFormat(Scalar format, int kv_heads, int head_dim, int value_dim, const KernelFaults& faults);
+
+  const KvLayout& keys() const { return keys_; }
+  const KvLayout& values() const { return values_; }
+  std::size_t bytes() const { return bytes_; }
+  // Writes one token's K [Hkv][Dk] and V [Hkv][Dv] (strided by the caller) into `slot`; q8_head
+  // quantizes them with the sequence's static scales, k_scales and v_scales [Hkv].
+  void write(std::uint8_t* page, int slot, const float* k, std::size_t k_head_stride, const float* v,
+             std::size_t v_head_stride, const float* k_scales, const float* v_scales) const;
+  KeyPage key_page(const std::uint8_t* page, int g) const;
+  ValueRows value_rows(const std::uint8_t* page, int g, int slot) const;
+  // The bytes one token takes in a page (codes and scales of K and V).
+  std::size_t token_bytes() const;
+
+ private:
+  KvLayout keys_, values_;
+  int kv_heads_;
+  std::size_t k_scales_at_ = 0, v_codes_at_ = 0, v_scales_at_ = 0, bytes_ = 0;
+};
+
+// A session's own paged cache: pages from one pool, each sequence's block table.
 class QuantizedKvCache {
  public:
   QuantizedKvCache(Scalar format, int batch, int kv_heads, int head_dim, int value_dim, const KernelFaults& faults);
 
-  // Appends one token's K [Hkv][Dk] and V [Hkv][Dv] for sequence b (strided by the caller); q8_head
-  // quantizes them with the sequence's static scales, k_scales and v_scales [Hkv].
   void append(int b, const float* k, std::size_t k_head_stride, const float* v, std::size_t v_head_stride,
               const float* k_scales = nullptr, const float* v_scales = nullptr);
 
   int length(int b) const { return lengths_[b]; }
-  const KvLayout& key_layout() const { return keys_; }
-  const KvLayout& value_layout() const { return values_; }
-  KeyPage key_page(int b, int g, int j) const;     // the page holding key j
-  ValueRows values(int b, int g, int j) const;     // value j and the rows after it on its page
-  std::size_t bytes() const;  // pages allocated x page bytes (codes and scales)
+  const PageFormat& format() const { return format_; }
+  const std::uint8_t* page_of(int b, int j) const;  // the page holding key j of sequence b
+  std::size_t bytes() const;  // pages allocated x the bytes their tokens take (codes and scales)
 
  private:
-  struct Page {
-    std::vector<std::uint8_t> k_codes, v_codes;  // [Hkv][code rows][16], [Hkv][16][row bytes]
-    std::vector<float> k_scales, v_scales;       // [Hkv][blocks][16], [Hkv][16][blocks]
-  };
-  const Page& page_of(int b, int j) const;
-
-  KvLayout keys_, values_;
-  int kv_heads_;
-  std::vector<Page> pages_;
+  PageFormat format_;
+  std::vector<std::vector<std::uint8_t>> pages_;
   std::vector<std::vector<int>> block_table_;  // logical page -> physical page, per sequence
   std::vector<int> lengths_;
-  std::vector<std::uint8_t> row_codes_;  // a key row before it is scattered into its page
-  std::vector<float> row_scales_;
 };
+
+// Logical page p of a block table: its entry p, or for the page-table mutant entry p + 1 (the
+// last entry from itself). `entries` is how many the sequence uses.
+inline int physical_page(const std::int32_t* table, std::size_t entries, std::size_t logical, const KernelFaults& f) {
+  return table[std::min(logical + (f.page_table_off_by_one ? 1 : 0), entries - 1)];
+}
 
 // The canonical encoding of x[0..width) in `layout`: row_bytes() code bytes, blocks() scales; with
 // `fixed_scale` (q8_head), the codes of that one scale instead.

@@ -340,6 +340,14 @@ const std::vector<MutantEntry>& mutant_registry() {
       quantized(Scalar::kQ8Head, "q8_head_scale_of_next_head", "q8_head cache: kv head g's rows quantized with the "
                 "static scale of kv head g + 1 (another group's)", "decode_matches_prefill",
                 {.q8_head_scale_of_next_head = true}),
+      quantized(Scalar::kQ8, "kv_shared_page_written_through", "q8 cache behind block tables: new tokens written "
+                "through sequence 0's table, into a page another sequence owns or shares",
+                "shared_prefix_equals_private", {.paged_writes_through_first_table = true}),
+      quantized(Scalar::kQ8, "kv_pages_assumed_contiguous", "q8 cache behind block tables: a sequence's pages read as "
+                "consecutive physical pages from its first", "page_order_invariance", {.paged_pages_contiguous = true}),
+      quantized(Scalar::kQ8, "kv_batch_positions_of_first", "q8 cache behind block tables: every sequence's new tokens "
+                "at sequence 0's length (a batch of equal lengths assumed)", "ragged_batch_equals_single",
+                {.paged_positions_of_first_sequence = true}),
       evicting("eviction_fencepost", "sinks + recent cache: one key more than the recent 32 kept (p - j <= 32)",
                {.eviction_fencepost = true}),
       evicting("ring_wrap_current_lap", "sinks + recent cache: only the ring's current lap read, the previous lap's "

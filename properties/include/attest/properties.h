@@ -35,6 +35,17 @@ Verdict decode_matches_prefill(const Problem& p, const Kernel& kernel, Oracle& o
 // random chunks: each query equals exact attention over the positions the policy keeps for it (or,
 // declared explicit, those the session reports), each at its original position.
 Verdict eviction_matches_retained_set(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// A decoder reading its cache through attest's block tables (Capabilities::page_tokens), decoding
+// the problem's sequences in calls of ragged batches (each sequence its own length and count):
+// equals exact attention, and each sequence decoded alone in the same chunks.
+Verdict ragged_batch_equals_single(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// The same with the physical pages handed out in a drawn order and all moved before a drawn call
+// (the tables renamed): equals exact attention and the run with pages in order.
+Verdict page_order_invariance(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// Sequences sharing sequence 0's prefix pages (a drawn prefix, copy on write when one appends to
+// a shared page): no call writes a page that holds none of its new tokens, and the outputs equal
+// exact attention and private copies.
+Verdict shared_prefix_equals_private(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // Each output lies within [min, max] of the visible values.
 Verdict output_in_convex_hull(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // GQA equals MHA with K/V heads repeated.

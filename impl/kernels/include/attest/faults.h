@@ -50,6 +50,11 @@ struct KernelFaults {
   bool page_table_off_by_one = false;    // logical page p read through the block table's entry p + 1
   bool decode_drops_partial_page = false;  // the sequence's last page is skipped while it is not full
   bool q8_head_scale_of_next_head = false;  // q8_head: kv head g's rows quantized with kv head g + 1's static scale
+  bool paged_writes_through_first_table = false;  // block tables: every sequence's new tokens written through sequence
+                                                 // 0's table where it reaches (into a page shared with, or owned by, another)
+  bool paged_pages_contiguous = false;   // block tables: a sequence's pages taken as consecutive from its first
+  bool paged_positions_of_first_sequence = false;  // block tables: every sequence's new tokens placed at sequence 0's
+                                                   // length (one cache position for the batch), its keys cut there
   bool eviction_fencepost = false;       // sinks + recent: one key more than `recent` kept (p - j <= recent)
   bool ring_wrap_current_lap = false;    // sinks + recent: only the ring's current lap read; the previous lap's
                                          // tail, still recent, taken as evicted

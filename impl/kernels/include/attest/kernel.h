@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -68,6 +69,9 @@ struct Capabilities {
   bool deterministic_backward = false;
   // With decode: which cached positions its sessions keep (cache_policy.h).
   CachePolicy cache;
+  // With decode: tokens per page of a block-table cache that attest owns (Kernel::decode_paged);
+  // 0: the kernel keeps its cache in its sessions only.
+  int page_tokens = 0;
 
   bool declares(Feature f) const { return features.contains(f); }
   bool lse() const { return declares(Feature::kLse); }
@@ -123,6 +127,27 @@ class DecodeSession {
   }
 };
 
+// One call of a block-table decoder (DESIGN.md §12). attest owns the pages and the tables: it
+// allocates pages, shares a prompt's pages between sequences and copies a shared page before a
+// sequence appends to it. Sequence b holds lengths[b] tokens and appends counts[b] >= 0: token
+// position t lives in slot t % page_tokens of page tables[b][t / page_tokens], in the kernel's own
+// layout of page_bytes(config) bytes. The call writes the new tokens' slots and nothing else of
+// the pool, then attends each new query causally over its sequence.
+struct PagedStep {
+  std::span<std::byte> pool;              // the physical pages, one after another, 64-byte aligned
+  std::span<const std::int32_t> tables;   // [B][table_width]: logical page -> physical page
+  int table_width = 0;
+  std::span<const std::int64_t> lengths;  // [B]
+  std::span<const std::int32_t> counts;   // [B]
+  // The sequences' new tokens one after another: sequence b's q [H][n_b][Dk], k and v [Hkv][n_b][D],
+  // o [H][n_b][Dv], lse [H][n_b] (lse may be empty: not asked for).
+  std::span<const float> q, k, v;
+  std::span<float> o, lse;
+};
+// Throws ProblemError naming what is wrong: spans that do not match the counts and configuration,
+// a table entry outside the pool, or a table too narrow for a sequence.
+void check_paged_step(const DecodeConfig& c, int page_tokens, std::size_t page_bytes, const PagedStep& step);
+
 // The backward (DESIGN.md §11) of a problem's forward: what it is given and what it writes, in
 // float32. o [B][H][Tq][Dv] and lse [B][H][Tq] are the forward's (-inf: an empty row), d_o is
 // [B][H][Tq][Dv]; dq, dk and dv have the shapes of q, k and v (dk and dv summed over each GQA
@@ -148,6 +173,9 @@ class Kernel {
   virtual void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const;
   // Only for kernels whose capabilities declare decode.
   virtual std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const;
+  // With Capabilities::page_tokens: the bytes of one page for `config`, and one block-table call.
+  virtual std::size_t page_bytes(const DecodeConfig& config) const;
+  virtual void decode_paged(const DecodeConfig& config, const PagedStep& step) const;
   // The internal path that served the last forward call (for per-path certificates).
   virtual std::string last_path() const { return "default"; }
   // Calls still running at `cutoff` may be abandoned (KernelFailure kTooSlow when the kernel's

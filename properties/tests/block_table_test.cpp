@@ -1,0 +1,131 @@
+// Block tables (DESIGN.md §12): the built-in quantized decoder holds ragged_batch_equals_single,
+// page_order_invariance and shared_prefix_equals_private in every cache format; each block-table
+// mutant fails its property; a call that writes a page holding none of its tokens fails with
+// which page; a malformed step is refused with why; only a paged declaration brings the properties.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "attest/builtin_kernels.h"
+#include "attest/mutants.h"
+#include "attest/properties.h"
+#include "attest/property_driver.h"
+
+namespace attest {
+namespace {
+
+const char* const kBlockTableProperties[] = {"ragged_batch_equals_single", "page_order_invariance",
+                                              "shared_prefix_equals_private"};
+
+DriveResult drive(const std::string& property, const Kernel& kernel, int cases = 60) {
+  DriveOptions options;
+  options.cases = cases;
+  options.seed = 20261203;
+  return drive_property(find_property(property), kernel, options);
+}
+
+TEST(BlockTables, TheQuantizedDecoderHoldsThemInEveryFormat) {
+  for (Scalar format : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kE4M3, Scalar::kE5M2, Scalar::kF16}) {
+    const auto kernel = make_quantized_decode_kernel(format);
+    for (const char* property : kBlockTableProperties) {
+      const DriveResult r = drive(property, *kernel, 40);
+      EXPECT_TRUE(r.passed) << kernel->name() << " " << property << ": " << r.message;
+      EXPECT_GT(r.effective, r.asked * 3 / 4) << kernel->name() << " " << property;
+    }
+  }
+  // q8_head: its scales are a sequence's own, so its pages are never shared.
+  const auto per_head = make_quantized_decode_kernel(Scalar::kQ8Head);
+  EXPECT_TRUE(drive("ragged_batch_equals_single", *per_head, 40).passed);
+  EXPECT_EQ(not_covered_because(find_property("shared_prefix_equals_private"), per_head->capabilities()),
+            "q8_head scales are a sequence's own: its pages are not shared");
+}
+
+TEST(BlockTables, EachBlockTableMutantFailsItsProperty) {
+  struct Case {
+    const char* mutant;
+    const char* property;
+    const char* says;
+  };
+  for (const Case& c : {Case{"kv_shared_page_written_through", "shared_prefix_equals_private", "sharing a"},
+                        Case{"kv_pages_assumed_contiguous", "page_order_invariance", "pages"},
+                        Case{"kv_batch_positions_of_first", "ragged_batch_equals_single", "ragged batch"}}) {
+    const auto mutant = find_mutant(c.mutant).make();
+    const DriveResult r = drive(c.property, *mutant);
+    ASSERT_FALSE(r.passed) << c.mutant;
+    EXPECT_NE(r.message.find(c.says), std::string::npos) << c.mutant << ": " << r.message;
+  }
+}
+
+// decode_q8 that, after each block-table call, changes one byte of the pool's last page (one no
+// sequence has taken).
+class Scribbler final : public Kernel {
+ public:
+  std::string name() const override { return "scribbler"; }
+  Capabilities capabilities() const override { return inner_->capabilities(); }
+  void forward(const Problem&, std::span<float>, std::span<float>) const override {}
+  std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& c) const override { return inner_->open_decode(c); }
+  std::size_t page_bytes(const DecodeConfig& c) const override { return inner_->page_bytes(c); }
+  void decode_paged(const DecodeConfig& c, const PagedStep& step) const override {
+    inner_->decode_paged(c, step);
+    step.pool[step.pool.size() - 1] ^= std::byte{1};
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_ = make_quantized_decode_kernel(Scalar::kQ8);
+};
+
+TEST(BlockTables, ACallThatWritesAPageHoldingNoneOfItsTokensFails) {
+  const Scribbler kernel;
+  for (const char* property : kBlockTableProperties) {
+    const DriveResult r = drive(property, kernel, 10);
+    ASSERT_FALSE(r.passed) << property;
+    EXPECT_NE(r.message.find("holds none of its new tokens"), std::string::npos) << property << ": " << r.message;
+  }
+}
+
+TEST(BlockTables, AMalformedStepIsRefusedWithWhy) {
+  const auto kernel = make_quantized_decode_kernel(Scalar::kQ8);
+  const DecodeConfig config{.batch = 1, .heads = 1, .kv_heads = 1, .head_dim = 4, .value_dim = 4, .scale = 0.5};
+  const std::size_t bytes = kernel->page_bytes(config);
+  alignas(64) static std::byte pool[1 << 16];
+  ASSERT_LE(2 * bytes, sizeof pool);
+  std::vector<float> q(4, 1.0f), k(4, 1.0f), v(4, 1.0f), o(4);
+  std::vector<std::int64_t> lengths{0};
+  std::vector<std::int32_t> counts{1}, table{0};
+  auto step = [&] {
+    return PagedStep{.pool = {pool, 2 * bytes}, .tables = table, .table_width = 1, .lengths = lengths,
+                     .counts = counts, .q = q, .k = k, .v = v, .o = o, .lse = {}};
+  };
+  EXPECT_NO_THROW(kernel->decode_paged(config, step()));
+  auto refused = [&](const std::string& why) {
+    try {
+      kernel->decode_paged(config, step());
+    } catch (const ProblemError& e) {
+      return std::string(e.what()).find(why) != std::string::npos;
+    }
+    return false;
+  };
+  table = {2};
+  EXPECT_TRUE(refused("outside the pool"));
+  table = {0}, lengths = {16};  // token 16 needs a second page
+  EXPECT_TRUE(refused("narrower than its tokens"));
+  lengths = {0}, o.resize(3);
+  EXPECT_TRUE(refused("sizes do not match"));
+  EXPECT_THROW(make_decode_kernel()->decode_paged(config, step()), std::logic_error);
+}
+
+TEST(BlockTables, OnlyAPagedDeclarationBringsThem) {
+  for (const char* name : kBlockTableProperties) {
+    const PropertyInfo& property = find_property(name);
+    EXPECT_EQ(not_covered_because(property, make_decode_kernel()->capabilities()),
+              "the kernel declares no block-table cache");
+    EXPECT_EQ(not_covered_because(property, make_quantized_decode_kernel(Scalar::kQ8)->capabilities()), "");
+    const auto decode_only_session = make_decode_kernel();
+    const DriveResult r = drive(name, *decode_only_session, 5);
+    EXPECT_TRUE(r.passed);
+    EXPECT_EQ(r.effective, 0) << name;
+  }
+}
+
+}  // namespace
+}  // namespace attest

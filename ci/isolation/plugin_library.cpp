@@ -132,19 +132,28 @@ class InProcessDecode final : public DecodeSession {
   void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v, std::span<float> o,
             std::span<float> lse) override {
     const Precision& precision = kernel_.caps_.precision;
-    auto as_stored = [](std::span<const float> x, Scalar s) { return stored(std::vector<float>(x.begin(), x.end()), s); };
-    const std::vector<std::uint8_t> qs = as_stored(q, precision.q), ks = as_stored(k, precision.k),
-                                    vs = as_stored(v, precision.v);
+    const StoredStep bytes = stored_step(config_, precision, n, q, k, v);
     std::vector<std::uint8_t> os(o.size() * info(precision.o).bytes);
     char path[32] = {};
-    const attest_status status = kernel_.served_.decode_step(handle_, n, qs.data(), ks.data(), vs.data(), os.data(),
-                                                             lse.empty() ? nullptr : lse.data(), path);
+    const attest_status status = kernel_.served_.decode_step(handle_, n, bytes.q.data(), bytes.k.data(), bytes.v.data(),
+                                                             os.data(), lse.empty() ? nullptr : lse.data(), path);
     if (status != ATTEST_OK) status_failure("decode step", status, kernel_.served_);
     copy_out(os, precision.o, o);
     length_ += n;
   }
   long long length() const override { return length_; }
   std::size_t cache_bytes() const override { return 0; }  // the plugin does not report it
+  std::vector<long long> retained_positions(int b, int t) const override {
+    if (kernel_.caps_.cache.kind != CachePolicy::Kind::kExplicit) return {};
+    std::vector<std::int64_t> positions(static_cast<std::size_t>(length_ + 1));
+    std::int32_t count = 0;
+    const attest_status status = kernel_.served_.retained(handle_, b, t, positions.data(),
+                                                          static_cast<std::int32_t>(positions.size()), &count);
+    if (status != ATTEST_OK) status_failure("decode_retained", status, kernel_.served_);
+    if (count < 0 || std::size_t(count) > positions.size())
+      throw KernelFailure(KernelFailure::Kind::kProtocol, fmt::format("decode_retained reported {} positions", count));
+    return {positions.begin(), positions.begin() + count};
+  }
 
  private:
   const InProcessPlugin& kernel_;

@@ -530,9 +530,8 @@ class ProcessDecodeSession final : public DecodeSession {
       throw KernelFailure(KernelFailure::Kind::kCrash, "the kernel process was restarted; its decode session is gone");
     protocol::Writer w;
     const Precision& precision = kernel_.capabilities().precision;  // buffers travel in their storage formats
-    auto as_stored = [](std::span<const float> x, Scalar s) { return stored(std::vector<float>(x.begin(), x.end()), s); };
-    w.u64(id_).i32(n).i32(lse.empty() ? 0 : 1);
-    w.array(as_stored(q, precision.q)).array(as_stored(k, precision.k)).array(as_stored(v, precision.v));
+    const StoredStep bytes = stored_step(config_, precision, n, q, k, v);
+    w.u64(id_).i32(n).i32(lse.empty() ? 0 : 1).array(bytes.q).array(bytes.k).array(bytes.v);
     const std::uint64_t rows = std::uint64_t(config_.batch) * config_.heads * n;
     const std::string reply =
         kernel_.call(Type::kDecodeStep, w.bytes(), Type::kDecodeResult, reply_bound(1, rows * (config_.value_dim + 1)),
@@ -556,6 +555,25 @@ class ProcessDecodeSession final : public DecodeSession {
   }
   long long length() const override { return length_; }
   std::size_t cache_bytes() const override { return 0; }  // not reported across the protocol
+  std::vector<long long> retained_positions(int b, int t) const override {
+    if (kernel_.capabilities().cache.kind != CachePolicy::Kind::kExplicit) return {};
+    if (kernel_.generation() != generation_)
+      throw KernelFailure(KernelFailure::Kind::kCrash, "the kernel process was restarted; its decode session is gone");
+    const std::string reply = kernel_.call(Type::kDecodeRetained, protocol::Writer().u64(id_).i32(b).i32(t).bytes(),
+                                           Type::kRetained, reply_bound(1, 2 * (length_ + 1)));
+    protocol::Retained result;
+    try {
+      protocol::Reader r(reply);
+      result = protocol::read_retained(r);
+    } catch (const protocol::ProtocolError& e) {
+      throw KernelFailure(KernelFailure::Kind::kProtocol, std::string("malformed retained positions: ") + e.what());
+    }
+    if (result.status != ATTEST_OK)
+      throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode_retained returned status {}: {}",
+                                                                    result.status,
+                                                                    safe_text(result.error, kMaxKernelMessage)));
+    return {result.positions.begin(), result.positions.end()};
+  }
 
  private:
   const ProcessKernel& kernel_;

@@ -7,6 +7,8 @@
 #include <span>
 #include <tuple>
 
+#include "attest/quantized.h"
+
 namespace attest {
 namespace {
 
@@ -18,7 +20,8 @@ static_assert(sizeof(attest_contract) == 176 && offsetof(attest_contract, alibi_
               offsetof(attest_contract, max_abs_value) == 160);
 static_assert(sizeof(attest_precision_spec) == 56 && offsetof(attest_precision_spec, q_entry) == 52);
 static_assert(offsetof(attest_kernel_v2, paths) == ATTEST_KERNEL_V2_0_SIZE);
-static_assert(offsetof(attest_kernel_v2, path_predicates) == ATTEST_KERNEL_V2_1_SIZE && sizeof(attest_kernel_v2) == 400);
+static_assert(offsetof(attest_kernel_v2, path_predicates) == ATTEST_KERNEL_V2_1_SIZE);
+static_assert(offsetof(attest_kernel_v2, decode_retained) == ATTEST_KERNEL_V2_2_SIZE && sizeof(attest_kernel_v2) == 424);
 static_assert(sizeof(attest_path_predicate) == 144);
 // 2.3 took the reserved backward pointer and contract.reserved[0]: the layout is 2.2's.
 static_assert(offsetof(attest_kernel_v2, backward) == offsetof(attest_kernel_v2, last_error) + sizeof(void*));
@@ -46,28 +49,33 @@ std::vector<float> floats_of(const void* data, std::size_t n) {
 attest_range range_of(const Range& r) { return {r.min, r.max}; }
 Range range_of(const attest_range& r) { return {r.min, r.max}; }
 
-Scalar scalar_of(std::int32_t code, const std::string& field) {
-  switch (code) {
-    case ATTEST_F32: return Scalar::kF32;
-    case ATTEST_BF16: return Scalar::kBF16;
-    case ATTEST_F16: return Scalar::kF16;
-  }
+// attest_precision's codes and attest's formats, in the same order (2.4's are K and V storage only).
+constexpr std::pair<std::int32_t, Scalar> kFormats[] = {
+    {ATTEST_F32, Scalar::kF32},   {ATTEST_BF16, Scalar::kBF16}, {ATTEST_F16, Scalar::kF16},
+    {ATTEST_E4M3, Scalar::kE4M3}, {ATTEST_E5M2, Scalar::kE5M2}, {ATTEST_Q8, Scalar::kQ8},
+    {ATTEST_Q4, Scalar::kQ4},     {ATTEST_Q8_TOKEN, Scalar::kQ8Token}, {ATTEST_Q8_HEAD, Scalar::kQ8Head}};
+
+// A format code; `kv_storage`: the storage of K or V, which may also be a 2.4 quantized format.
+Scalar scalar_of(std::int32_t code, const std::string& field, bool kv_storage = false) {
+  for (const auto& [c, s] : kFormats)
+    if (c == code && (kv_storage || c <= ATTEST_F16)) return s;
   throw std::invalid_argument("descriptor: " + field + " = " + std::to_string(code) +
-                              " is not ATTEST_F32, ATTEST_BF16 or ATTEST_F16");
+                              (kv_storage ? " is not an attest_precision code (ATTEST_F32 .. ATTEST_Q8_HEAD)"
+                                          : " is not ATTEST_F32, ATTEST_BF16 or ATTEST_F16 (quantized formats store K "
+                                            "and V only)"));
 }
 
-// The quantized KV formats (quantized.h) do not cross the ABI yet: a kernel declaring one is
-// refused rather than described as f32 storage.
 std::int32_t code_of(Scalar s) {
-  switch (s) {
-    case Scalar::kF32: return ATTEST_F32;
-    case Scalar::kBF16: return ATTEST_BF16;
-    case Scalar::kF16: return ATTEST_F16;
-    default:
-      throw std::invalid_argument(std::string("descriptor: ") + to_string(s) +
-                                  " storage does not cross the C ABI or the process protocol yet");
-  }
+  for (const auto& [c, format] : kFormats)
+    if (format == s) return c;
+  throw std::invalid_argument(std::string("descriptor: ") + to_string(s) + " has no attest_precision code");
 }
+
+constexpr std::pair<std::int32_t, CachePolicy::Kind> kPolicies[] = {
+    {ATTEST_CACHE_FULL, CachePolicy::Kind::kFull},
+    {ATTEST_CACHE_WINDOW, CachePolicy::Kind::kWindow},
+    {ATTEST_CACHE_SINKS_RECENT, CachePolicy::Kind::kSinksRecent},
+    {ATTEST_CACHE_EXPLICIT, CachePolicy::Kind::kExplicit}};
 
 std::int32_t flag_of(std::int32_t x, const std::string& field) {
   if (x != 0 && x != 1) throw std::invalid_argument("descriptor: " + field + " is " + std::to_string(x) + ": 0 or 1");
@@ -79,7 +87,8 @@ Precision precision_of(const attest_precision_spec& p, const std::string& where)
   auto refuse = [&](const std::string& why) { throw std::invalid_argument("descriptor: " + where + "." + why); };
   auto scalar = [&](std::int32_t code, const char* field) { return scalar_of(code, where + "." + field); };
   Precision r;
-  r.q = scalar(p.q, "q"), r.k = scalar(p.k, "k"), r.v = scalar(p.v, "v"), r.o = scalar(p.o, "o");
+  r.q = scalar(p.q, "q"), r.o = scalar(p.o, "o");
+  r.k = scalar_of(p.k, where + ".k", true), r.v = scalar_of(p.v, where + ".v", true);
   r.scores = scalar(p.scores, "scores"), r.p = scalar(p.p, "p"), r.accumulator = scalar(p.accumulator, "accumulator");
   // 128 ulp covers the hardware approximations kernels use (CUDA's __expf is 2 + 1.16|x| ulp over
   // the softmax range); a looser exp loosens the bound until wrong kernels pass (issue 22).
@@ -112,6 +121,7 @@ attest_precision_spec spec_of(const Precision& p) {
 // Values (representable in `s`) as the bytes of that storage format, and back.
 std::vector<std::uint8_t> stored(const std::vector<float>& values, Scalar s) {
   if (s == Scalar::kF32) return as_bytes(values);
+  if (info(s).bytes != 2) throw std::invalid_argument(std::string("stored: ") + to_string(s) + " is stored in rows");
   std::vector<std::uint16_t> bits(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) bits[i] = to_bits16(values[i], s);
   return as_bytes(bits);
@@ -120,6 +130,7 @@ std::vector<std::uint8_t> stored(const std::vector<float>& values, Scalar s) {
 
 std::vector<float> floats_from_storage(const std::uint8_t* data, std::size_t n, Scalar s) {
   if (s == Scalar::kF32) return floats_of(data, n);
+  if (info(s).bytes != 2) throw std::invalid_argument(std::string("floats_from_storage: ") + to_string(s) + " is stored in rows");
   std::vector<float> out(n);
   for (std::size_t i = 0; i < n; ++i) {
     std::uint16_t bits;
@@ -127,6 +138,57 @@ std::vector<float> floats_from_storage(const std::uint8_t* data, std::size_t n, 
     out[i] = from_bits16(bits, s);
   }
   return out;
+}
+
+std::int32_t abi_code(Scalar s) { return code_of(s); }
+
+std::vector<std::uint8_t> stored_kv(const std::vector<float>& values, Scalar s, int tokens, int width) {
+  if (s == Scalar::kF32 || info(s).bytes == 2) return stored(values, s);
+  return encode_rows(values, fit_width(s, tokens, width), s);
+}
+
+std::vector<float> kv_from_storage(const std::uint8_t* data, Scalar s, std::size_t outer, int tokens, int width) {
+  if (s == Scalar::kF32 || info(s).bytes == 2) return floats_from_storage(data, outer * tokens * width, s);
+  const int row = fit_width(s, tokens, width);
+  const std::size_t rows = outer * tokens * width / row;
+  return decode_rows({data, stored_bytes(s, rows, row)}, rows, row, s);
+}
+
+namespace {
+
+// A decode step's K or V rows, [B][Hkv][n][width]; q8_head rows scaled by their kv head's static
+// scale (`head_scales` [B][Hkv]) and carried as codes alone.
+std::vector<std::uint8_t> stored_step_rows(std::span<const float> x, Scalar s, int n, int width,
+                                           const std::vector<float>& head_scales) {
+  if (s != Scalar::kQ8Head) return stored_kv({x.begin(), x.end()}, s, n, width);
+  std::vector<std::uint8_t> codes(x.size());
+  const std::size_t per_head = std::size_t(n) * width;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float d = head_scales.at(i / per_head);
+    const float code = d == 0 || !std::isfinite(d) ? 0.0f : std::nearbyint(x[i] / d);
+    codes[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::clamp(code, -127.0f, 127.0f)));
+  }
+  return codes;
+}
+
+std::vector<float> step_rows_from_storage(const void* data, Scalar s, std::size_t outer, int n, int width,
+                                          const std::vector<float>& head_scales) {
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  if (s != Scalar::kQ8Head) return kv_from_storage(bytes, s, outer, n, width);
+  std::vector<float> x(outer * n * width);
+  const std::size_t per_head = std::size_t(n) * width;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    x[i] = head_scales.at(i / per_head) * float(static_cast<std::int8_t>(bytes[i]));
+  return x;
+}
+
+}  // namespace
+
+StoredStep stored_step(const DecodeConfig& c, const Precision& precision, int n, std::span<const float> q,
+                       std::span<const float> k, std::span<const float> v) {
+  return {stored_kv({q.begin(), q.end()}, precision.q, n, c.head_dim),
+          stored_step_rows(k, precision.k, n, c.head_dim, c.k_scales),
+          stored_step_rows(v, precision.v, n, c.value_dim, c.v_scales)};
 }
 
 protocol::WireProblem to_wire(const Problem& p, const Precision& precision) {
@@ -158,7 +220,8 @@ protocol::WireProblem to_wire(const Problem& p, const Precision& precision) {
     for (std::size_t i = 0; i < m.bias.size(); ++i) w.bias16[i] = to_bits16(m.bias[i], precision.bias);
   }
   h.bias_per_batch = m.bias_per_batch, h.bias_per_head = m.bias_per_head;
-  w.q = stored(p.q, precision.q), w.k = stored(p.k, precision.k), w.v = stored(p.v, precision.v);
+  w.q = stored(p.q, precision.q);
+  w.k = stored_kv(p.k, precision.k, s.k_len, s.head_dim), w.v = stored_kv(p.v, precision.v, s.k_len, s.value_dim);
   return w;
 }
 
@@ -174,6 +237,7 @@ protocol::WireDecodeConfig to_wire(const DecodeConfig& c) {
   h.rope_base = c.rope.base;
   h.softcap = c.softcap.value_or(0.0);
   w.alibi_slopes = c.alibi_slopes, w.sinks = c.sinks;
+  w.k_scales = c.k_scales, w.v_scales = c.v_scales;
   return w;
 }
 
@@ -230,8 +294,9 @@ Problem from_wire(const attest_problem_v2& h, const Precision& precision) {
   else if (h.bias_stored) m.bias = floats_from_storage(static_cast<const std::uint8_t*>(h.bias_stored), bias_size, precision.bias);
   p.storage = {precision.q, precision.k, precision.v, precision.bias};
   p.q = floats_from_storage(static_cast<const std::uint8_t*>(h.q), p.q_size(), precision.q);
-  p.k = floats_from_storage(static_cast<const std::uint8_t*>(h.k), p.k_size(), precision.k);
-  p.v = floats_from_storage(static_cast<const std::uint8_t*>(h.v), p.v_size(), precision.v);
+  const std::size_t heads = std::size_t(h.batch) * h.kv_heads;
+  p.k = kv_from_storage(static_cast<const std::uint8_t*>(h.k), precision.k, heads, h.k_len, h.head_dim);
+  p.v = kv_from_storage(static_cast<const std::uint8_t*>(h.v), precision.v, heads, h.k_len, h.value_dim);
   return p;
 }
 
@@ -367,6 +432,23 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
            ": ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE (0) or ATTEST_INPUTS_FINITE (1)");
   c.inputs = k.inputs == ATTEST_INPUTS_FINITE ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
   if (t.decode_only && !c.decode()) refuse("contract.decode_only without ATTEST_CAP_DECODE");
+  bool known_policy = false;
+  for (const auto& [code, kind] : kPolicies)
+    if (code == d.cache_policy) c.cache.kind = kind, known_policy = true;
+  if (!known_policy)
+    refuse("cache_policy is " + std::to_string(d.cache_policy) + ": ATTEST_CACHE_FULL (0) .. ATTEST_CACHE_EXPLICIT (3)");
+  c.cache.sinks = d.cache_sinks, c.cache.recent = d.cache_recent;
+  try {
+    c.cache.validate();
+  } catch (const std::invalid_argument& e) {
+    refuse(e.what());
+  }
+  if (c.cache.evicts() && !c.decode()) refuse("a cache policy without ATTEST_CAP_DECODE");
+  if ((c.cache.kind == CachePolicy::Kind::kExplicit) != (d.reports_retained != 0))
+    refuse("ATTEST_CACHE_EXPLICIT and decode_retained come together (an explicit cache reports what it keeps)");
+  for (Scalar s : {c.precision.k, c.precision.v})
+    if (s == Scalar::kQ8Head && !t.decode_only)
+      refuse("q8_head storage is a decode cache's (its scales come with the session): declare contract.decode_only");
   if (t.causal_required && !c.declares(Feature::kCausal)) refuse("contract.causal_required without ATTEST_CAP_CAUSAL");
   for (std::size_t i = 0; i < c.paths.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
@@ -375,10 +457,11 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
 }
 
 protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const std::string& name) {
-  if (c.cache.evicts())
-    throw std::invalid_argument("descriptor: a cache policy (" + c.cache.summary() +
-                                ") does not cross the C ABI or the process protocol yet");
   protocol::Descriptor d;
+  for (const auto& [code, kind] : kPolicies)
+    if (kind == c.cache.kind) d.cache_policy = code;
+  d.cache_sinks = c.cache.sinks, d.cache_recent = c.cache.recent;
+  d.reports_retained = c.cache.kind == CachePolicy::Kind::kExplicit;
   d.abi_version = ATTEST_ABI_VERSION_2;
   d.name = name;
   d.capabilities = c.features.abi_bits();
@@ -436,6 +519,9 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
   }
   if (c.backward()) descriptor_.backward = &AbiAdapter::backward;
   descriptor_.last_error = &AbiAdapter::last_error;
+  descriptor_.cache_policy = d.cache_policy;
+  descriptor_.cache_sinks = d.cache_sinks, descriptor_.cache_recent = d.cache_recent;
+  if (d.reports_retained) descriptor_.decode_retained = &AbiAdapter::decode_retained;
 }
 
 // A call's status: OK, or the exception's message kept for last_error (a problem the kernel refuses:
@@ -500,6 +586,9 @@ attest_status AbiAdapter::decode_open(void* user, const attest_decode_config_v2*
     config.alibi_slopes = copy_of(c->alibi_slopes, std::size_t(c->heads));
     config.sinks = copy_of(c->sinks, std::size_t(c->heads));
     config.rope = {c->rope != 0, c->rope_base};
+    const std::size_t heads = std::size_t(c->batch) * c->kv_heads;
+    config.k_scales = copy_of(static_cast<const float*>(c->reserved[0]), heads);
+    config.v_scales = copy_of(static_cast<const float*>(c->reserved[1]), heads);
     *session = self->kernel_->open_decode(config).release();
     self->sessions_[*session] = config;
     return ATTEST_OK;
@@ -516,18 +605,34 @@ attest_status AbiAdapter::decode_step(void* user, void* session, std::int32_t n,
   try {
     // Sizes follow from the session's configuration; the server checked the arrays.
     const DecodeConfig& c = self->sessions_.at(session);
-    const std::size_t rows = std::size_t(c.batch) * c.heads * n;
-    const std::size_t kv = std::size_t(c.batch) * c.kv_heads * n;
-    std::vector<float> ignored_lse(lse ? 0 : rows);
-    s->step(n, {static_cast<const float*>(q), rows * c.head_dim}, {static_cast<const float*>(k), kv * c.head_dim},
-            {static_cast<const float*>(v), kv * c.value_dim}, {static_cast<float*>(o), rows * c.value_dim},
+    const Precision precision = self->kernel_->capabilities().precision;  // buffers in their storage formats
+    const std::size_t rows = std::size_t(c.batch) * c.heads * n, heads = std::size_t(c.batch) * c.kv_heads;
+    std::vector<float> ignored_lse(lse ? 0 : rows), out(rows * c.value_dim);
+    s->step(n, kv_from_storage(static_cast<const std::uint8_t*>(q), precision.q, std::size_t(c.batch) * c.heads, n, c.head_dim),
+            step_rows_from_storage(k, precision.k, heads, n, c.head_dim, c.k_scales),
+            step_rows_from_storage(v, precision.v, heads, n, c.value_dim, c.v_scales), out,
             lse ? std::span<float>(lse, rows) : std::span<float>(ignored_lse));
+    const std::vector<std::uint8_t> bytes = stored(out, precision.o);  // O in its storage format
+    std::memcpy(o, bytes.data(), bytes.size());
     std::strncpy(path, "decode", 31);
     return ATTEST_OK;
   } catch (const std::exception& e) {
     self->error_ = e.what();
     return ATTEST_INVALID_ARGUMENT;
   }
+}
+
+attest_status AbiAdapter::decode_retained(void* user, void* session, std::int32_t b, std::int32_t t,
+                                          std::int64_t* positions, std::int32_t capacity, std::int32_t* count) {
+  auto* self = static_cast<AbiAdapter*>(user);
+  return self->status_of([&] {
+    const std::vector<long long> kept = static_cast<DecodeSession*>(session)->retained_positions(b, t);
+    if (kept.size() > static_cast<std::size_t>(std::max(capacity, 0)))
+      throw ProblemError("decode_retained: " + std::to_string(kept.size()) + " positions, room for " +
+                         std::to_string(capacity));
+    std::copy(kept.begin(), kept.end(), positions);
+    *count = static_cast<std::int32_t>(kept.size());
+  });
 }
 
 void AbiAdapter::decode_close(void* user, void* session) {

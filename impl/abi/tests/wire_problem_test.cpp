@@ -33,7 +33,8 @@ Trip trip(const Problem& p, const Precision& precision) {
   protocol::Writer w;
   protocol::write_problem(w, to_wire(p, precision));
   protocol::Reader r(w.bytes());
-  Trip t{protocol::read_problem(r, 4, 4, 4, protocol::storage_bytes(precision.bias == Scalar::kF32 ? ATTEST_F32 : ATTEST_F16)),
+  Trip t{protocol::read_problem(r, abi_code(precision.q), abi_code(precision.k), abi_code(precision.v),
+                                abi_code(precision.bias)),
          {}, {}};
   t.view = t.wire.view();
   t.back = from_wire(t.view, precision);
@@ -93,7 +94,7 @@ TEST(WireProblem, ABackwardRequestCrossesTheProtocolWhole) {
   protocol::Writer w;
   protocol::write_backward(w, sent);
   protocol::Reader r(w.bytes());
-  const protocol::WireBackward got = protocol::read_backward(r, 4, 4, 4, 4, 4);
+  const protocol::WireBackward got = protocol::read_backward(r, ATTEST_F32, ATTEST_F32, ATTEST_F32, ATTEST_F32, 4);
   const attest_backward_inputs in = got.view();
   EXPECT_EQ(in.threads, 3);
   EXPECT_EQ(std::vector<float>(static_cast<const float*>(in.o), static_cast<const float*>(in.o) + o.size()), o);
@@ -106,7 +107,7 @@ TEST(WireProblem, ABackwardRequestCrossesTheProtocolWhole) {
   protocol::Writer bad;
   protocol::write_backward(bad, short_lse);
   protocol::Reader rb(bad.bytes());
-  EXPECT_THROW(protocol::read_backward(rb, 4, 4, 4, 4, 4), protocol::ProtocolError);
+  EXPECT_THROW(protocol::read_backward(rb, ATTEST_F32, ATTEST_F32, ATTEST_F32, ATTEST_F32, 4), protocol::ProtocolError);
 
   std::vector<float> dq(p.q_size()), dk(p.k_size()), dv(p.v_size()), dsinks;
   const GradientSpans out{dq, dk, dv, dsinks};

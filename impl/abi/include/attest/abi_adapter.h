@@ -26,8 +26,22 @@ bool gradients_from_storage(const std::vector<std::uint8_t>& dq, const std::vect
 // Back from the C view; validates nothing (Problem::validate does).
 Problem from_wire(const attest_problem_v2& h, const Precision& precision);
 // Values from a buffer in storage format `s`, and values (representable in `s`) into one.
+// A format's attest_precision code.
+std::int32_t abi_code(Scalar s);
+// Float formats only (f32, bf16, f16).
 std::vector<float> floats_from_storage(const std::uint8_t* data, std::size_t n, Scalar s);
 std::vector<std::uint8_t> stored(const std::vector<float>& values, Scalar s);
+// K or V of a problem, [outer][tokens][width], in any storage format (quantized ones as rows in
+// attest_precision's layout; q8_head one group per kv head of a sequence), and back.
+std::vector<std::uint8_t> stored_kv(const std::vector<float>& values, Scalar s, int tokens, int width);
+std::vector<float> kv_from_storage(const std::uint8_t* data, Scalar s, std::size_t outer, int tokens, int width);
+// A decode step's q, k and v in their storage formats (q8_head K and V as codes of the session's
+// static scales).
+struct StoredStep {
+  std::vector<std::uint8_t> q, k, v;
+};
+StoredStep stored_step(const DecodeConfig& c, const Precision& precision, int n, std::span<const float> q,
+                       std::span<const float> k, std::span<const float> v);
 
 // A descriptor as attest understands it. Throws std::invalid_argument naming the field when it
 // declares what this attest cannot certify yet, or is inconsistent (min > max, a zero tile...).
@@ -47,6 +61,8 @@ class AbiAdapter {
   static attest_status decode_step(void* user, void* session, std::int32_t n, const void* q, const void* k,
                                    const void* v, void* o, float* lse, char path[32]);
   static void decode_close(void* user, void* session);
+  static attest_status decode_retained(void* user, void* session, std::int32_t b, std::int32_t t,
+                                       std::int64_t* positions, std::int32_t capacity, std::int32_t* count);
   static attest_status backward(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,
                                 attest_gradients* out);
   static const char* last_error(void* user);

@@ -29,7 +29,13 @@
  * path than the declaration names fails.
  *
  * Version 2.3 gives the reserved `backward` slot its function (with ATTEST_CAP_BACKWARD: dO -> dQ,
- * dK, dV and dsinks, DESIGN.md §11) and contract.reserved[0] its meaning (deterministic_backward). */
+ * dK, dV and dsinks, DESIGN.md §11) and contract.reserved[0] its meaning (deterministic_backward).
+ *
+ * Version 2.4 (serving caches, DESIGN.md §12): K and V may be stored in a quantized format
+ * (attest_precision's 2.4 codes, laid out as ATTEST_Q8 says), a q8_head session receives its static
+ * scales through the decode configuration's first reserved pointers, and, appended to
+ * attest_kernel_v2 (read only when struct_size reaches them), a decoder declares which cached
+ * positions it keeps (attest_cache_policy) and, for an explicit policy, reports them. */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -42,7 +48,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 3 /* version 2.3: the fields marked 2.1, 2.2 and 2.3 below */
+#define ATTEST_ABI_MINOR 4 /* version 2.4: the fields marked 2.1 to 2.4 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 
 typedef enum attest_status {
@@ -89,7 +95,38 @@ typedef enum attest_empty_rows { ATTEST_EMPTY_ZERO = 0, ATTEST_EMPTY_NAN = 1 } a
  * half): an element still holding it was never written, any other NaN was computed. */
 #define ATTEST_UNWRITTEN_F32 0x7FCAFE00u
 /* Number formats: storage of a buffer, or the precision an operation is carried out in. */
-typedef enum attest_precision { ATTEST_F32 = 0, ATTEST_BF16 = 1, ATTEST_F16 = 2 } attest_precision;
+typedef enum attest_precision {
+  ATTEST_F32 = 0,
+  ATTEST_BF16 = 1,
+  ATTEST_F16 = 2,
+  /* 2.4: storage of K and V only (precision.k, precision.v), the formats of DESIGN.md §12. A buffer
+   * holds rows (one token of one kv head: Dk or Dv values), each row's groups one after another, a
+   * group being its f16 scale d (2 bytes, little endian) then its codes; a value is d * code:
+   *   ATTEST_Q8        groups of 32, int8 codes in [-127, 127] (ggml's q8_0)
+   *   ATTEST_Q4        groups of 32, codes in [-8, 7] stored as code + 8, two per byte, the first in
+   *                    the low nibble (q4_0; an odd group's last byte has 8 in its high nibble)
+   *   ATTEST_Q8_TOKEN  one group per row, int8 codes
+   *   ATTEST_Q8_HEAD   one static scale per (sequence, kv head): in a problem the group is all the
+   *                    rows of that kv head ([Tk][D] values, one scale first); in a decode step the
+   *                    rows carry int8 codes only, the scales came with the configuration
+   *   ATTEST_E4M3, ATTEST_E5M2  fp8, one byte per value, no scale (e4m3: no infinity, saturates at 448)
+   * attest sends only values the format holds exactly (canonical scales: the group's largest
+   * magnitude over 127, or its signed largest over -8 for q4, rounded to f16). */
+  ATTEST_E4M3 = 3,
+  ATTEST_E5M2 = 4,
+  ATTEST_Q8 = 5,
+  ATTEST_Q4 = 6,
+  ATTEST_Q8_TOKEN = 7,
+  ATTEST_Q8_HEAD = 8
+} attest_precision;
+
+/* 2.4: which cached positions a decoder's sessions keep for the query at position p (DESIGN.md §12). */
+typedef enum attest_cache_policy {
+  ATTEST_CACHE_FULL = 0,         /* every position */
+  ATTEST_CACHE_WINDOW = 1,       /* key j iff p - j < cache_recent */
+  ATTEST_CACHE_SINKS_RECENT = 2, /* key j iff j < cache_sinks or p - j < cache_recent */
+  ATTEST_CACHE_EXPLICIT = 3      /* the positions decode_retained reports after each step */
+} attest_cache_policy;
 /* A precision in a field whose zero means "not declared apart" (precision.weight_sum). */
 #define ATTEST_IN(precision) ((precision) + 1)
 
@@ -270,6 +307,8 @@ typedef struct attest_decode_config_v2 {
   double softcap;             /* as in attest_problem_v2 */
   const float* alibi_slopes;  /* NULL or [H] */
   const float* sinks;         /* NULL or [H] */
+  /* reserved[0], reserved[1] (2.4): with K and V stored ATTEST_Q8_HEAD, the static scales of K and V,
+   * each const float* [B][Hkv] (f16 values); NULL otherwise. reserved[2], reserved[3]: NULL. */
   const void* reserved[4];
   int32_t lookahead;          /* 0 = none (a no-op in a causal session, carried for uniformity) */
 } attest_decode_config_v2;
@@ -328,6 +367,16 @@ typedef struct attest_kernel_v2 {
   /* 2.2: read only when struct_size reaches them (a 2.1 descriptor ends before). */
   const struct attest_path_predicate* path_predicates; /* NULL, or path_predicate_count declared paths */
   int32_t path_predicate_count;
+  /* 2.4: read only when struct_size reaches them (a 2.2 or 2.3 descriptor ends before). With
+   * ATTEST_CAP_DECODE, the positions its sessions keep: a window or sinks + recent rule
+   * (cache_recent >= 1; cache_sinks >= 1 with sinks + recent, 0 otherwise), or ATTEST_CACHE_EXPLICIT
+   * with decode_retained, which writes the ascending positions query t of the session's last step
+   * attended in sequence b (every query head of the sequence the same) to positions[0 .. *count),
+   * at most `capacity` of them (ATTEST_INVALID_ARGUMENT when they do not fit). */
+  attest_status (*decode_retained)(void* user, void* session, int32_t b, int32_t t, int64_t* positions,
+                                   int32_t capacity, int32_t* count);
+  int32_t cache_policy;  /* attest_cache_policy */
+  int32_t cache_sinks, cache_recent;
 } attest_kernel_v2;
 
 /* 2.1: an internal path (the name the kernel writes to outputs.path) and where it rounds. Its
@@ -356,9 +405,10 @@ typedef struct attest_path_predicate {
 } attest_path_predicate;
 
 /* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need ATTEST_KERNEL_V2_1_SIZE,
- * the 2.2 ones sizeof(attest_kernel_v2). */
+ * the 2.2 ones ATTEST_KERNEL_V2_2_SIZE (2.3 added no field), the 2.4 ones sizeof(attest_kernel_v2). */
 #define ATTEST_KERNEL_V2_0_SIZE 368u
 #define ATTEST_KERNEL_V2_1_SIZE 384u
+#define ATTEST_KERNEL_V2_2_SIZE 400u
 
 /* Returns a pointer to an attest_kernel (version 1) or attest_kernel_v2 (version 2). */
 typedef const void* (*attest_kernel_entry_any_fn)(void);

@@ -133,13 +133,18 @@ class ServedKernel {
           d.paths.push_back({p.path ? std::string(p.path, ::strnlen(p.path, 31)) : "", p.precision});
         }
       // 2.2's declared paths follow 2.1's (a name past 31 characters keeps its 32nd, to be refused).
-      if (v2_->struct_size >= sizeof(attest_kernel_v2) && v2_->path_predicates)
+      if (v2_->struct_size >= ATTEST_KERNEL_V2_2_SIZE && v2_->path_predicates)
         for (std::int32_t i = 0; i < std::min(v2_->path_predicate_count, 4096); ++i) {
           attest_path_predicate p = v2_->path_predicates[i];
           const std::string name = p.path ? std::string(p.path, ::strnlen(p.path, 32)) : "";
           p.path = nullptr;
           d.declared_paths.push_back({name, p});
         }
+      // 2.4's cache policy follows 2.2's declared paths.
+      if (v2_->struct_size >= sizeof(attest_kernel_v2)) {
+        d.cache_policy = v2_->cache_policy, d.cache_sinks = v2_->cache_sinks, d.cache_recent = v2_->cache_recent;
+        d.reports_retained = v2_->decode_retained != nullptr;
+      }
       return d;
     }
     d.abi_version = v1_->abi_version;
@@ -185,6 +190,13 @@ class ServedKernel {
     if (v2_) return v2_->decode_step(v2_->user, session, n, q, k, v, o, lse, path);
     return v1_->decode_step(v1_->user, session, n, static_cast<const float*>(q), static_cast<const float*>(k),
                             static_cast<const float*>(v), static_cast<float*>(o), lse);
+  }
+  // 2.4: the positions an explicit cache's query attended.
+  bool reports_retained() const { return v2_ && v2_->struct_size >= sizeof(attest_kernel_v2) && v2_->decode_retained; }
+  attest_status retained(void* session, std::int32_t b, std::int32_t t, std::int64_t* positions, std::int32_t capacity,
+                         std::int32_t* count) const {
+    if (!reports_retained()) return ATTEST_UNSUPPORTED;
+    return v2_->decode_retained(v2_->user, session, b, t, positions, capacity, count);
   }
   bool backs() const { return (capabilities() & ATTEST_CAP_BACKWARD) && v2_ && v2_->backward; }
   attest_status backward(const attest_problem_v2& p, const attest_backward_inputs& in, attest_gradients& out) const {
@@ -275,6 +287,8 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
   struct Session {
     void* handle;
     attest_decode_config_v2 config;
+    std::int64_t length = 0;  // tokens appended so far
+    std::int32_t last_step = 0;  // the last step's n
   };
   std::map<std::uint64_t, Session> sessions;
   std::uint64_t next_session = 1;
@@ -308,8 +322,7 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           break;
         }
         case Type::kForward: {
-          const WireProblem problem = read_problem(r, storage_bytes(q_type), storage_bytes(k_type), storage_bytes(v_type),
-                                                    storage_bytes(bias_type));
+          const WireProblem problem = read_problem(r, q_type, k_type, v_type, bias_type);
           r.expect_end();
           const attest_problem_v2& h = problem.header;
           const std::size_t rows = std::size_t(h.batch) * h.heads * h.q_len;
@@ -331,8 +344,7 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           break;
         }
         case Type::kBackward: {
-          const WireBackward request = read_backward(r, storage_bytes(q_type), storage_bytes(k_type), storage_bytes(v_type),
-                                                     storage_bytes(bias_type), storage_bytes(o_type));
+          const WireBackward request = read_backward(r, q_type, k_type, v_type, bias_type, storage_bytes(o_type));
           const attest_problem_v2& h = request.problem.header;
           const detail::GuardedProblem inputs(request.problem, bias_type, placement);
           auto o = detail::guarded_input("O", request.o, placement), lse = detail::guarded_input("LSE", request.lse, placement),
@@ -365,7 +377,7 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           const attest_decode_config_v2 config = wire.view();
           if (kernel.decodes()) status = kernel.decode_open(config, &session);
           std::uint64_t id = 0;
-          if (status == ATTEST_OK) sessions[id = next_session++] = {session, wire.header};
+          if (status == ATTEST_OK) sessions[id = next_session++] = {session, wire.header, 0, 0};
           w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).u64(id);
           write_frame(out_fd, Type::kDecodeOpened, w.bytes());
           break;
@@ -377,13 +389,13 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
                                           v = r.array<std::uint8_t>();
           r.expect_end();
           if (!sessions.count(id)) throw ProtocolError("decode step for an unknown session");
-          const Session& s = sessions[id];
+          Session& s = sessions[id];
           const attest_decode_config_v2& c = s.config;
           const std::size_t rows = std::size_t(c.batch) * c.heads * (n > 0 ? n : 0);
           const std::size_t kv_rows = std::size_t(c.batch) * c.kv_heads * (n > 0 ? n : 0);
-          if (n < 1 || q.size() != rows * c.head_dim * storage_bytes(q_type) ||
-              k.size() != kv_rows * c.head_dim * storage_bytes(k_type) ||
-              v.size() != kv_rows * c.value_dim * storage_bytes(v_type))
+          if (n < 1 || q.size() != stored_size(q_type, rows, c.head_dim) ||
+              k.size() != stored_size(k_type, kv_rows, c.head_dim) ||
+              v.size() != stored_size(v_type, kv_rows, c.value_dim))
             throw ProtocolError("decode step arrays do not match n and the session's configuration");
           auto gq = detail::guarded_input("Q", q, placement), gk = detail::guarded_input("K", k, placement),
                gv = detail::guarded_input("V", v, placement);
@@ -397,9 +409,31 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
             write_frame(out_fd, Type::kFault, Writer().str(fault).bytes());
             return 1;
           }
+          if (status == ATTEST_OK) s.length += n, s.last_step = n;
           w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(path);
           w.array(detail::bytes_of(*o)).array(want_lse ? detail::contents(*lse) : std::vector<float>());
           write_frame(out_fd, Type::kDecodeResult, w.bytes());
+          break;
+        }
+        case Type::kDecodeRetained: {
+          const std::uint64_t id = r.u64();
+          const std::int32_t b = r.i32(), t = r.i32();
+          r.expect_end();
+          if (!sessions.count(id)) throw ProtocolError("retained positions of an unknown session");
+          const Session& s = sessions[id];
+          if (b < 0 || b >= s.config.batch || t < 0 || t >= s.last_step)
+            throw ProtocolError("retained positions of a query outside the session's last step");
+          // A query at position p attends at most p + 1 positions.
+          std::vector<std::int64_t> positions(static_cast<std::size_t>(s.length - s.last_step + t + 1));
+          std::int32_t count = 0;
+          const attest_status status = kernel.retained(s.handle, b, t, positions.data(),
+                                                       static_cast<std::int32_t>(positions.size()), &count);
+          if (status == ATTEST_OK && (count < 0 || std::size_t(count) > positions.size()))
+            throw ProtocolError("decode_retained reported " + std::to_string(count) + " positions (capacity " +
+                                std::to_string(positions.size()) + ")");
+          positions.resize(status == ATTEST_OK ? count : 0);
+          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).array(positions);
+          write_frame(out_fd, Type::kRetained, w.bytes());
           break;
         }
         case Type::kDecodeClose: {

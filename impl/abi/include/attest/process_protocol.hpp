@@ -42,9 +42,12 @@ enum class Type : std::uint32_t {
   // ABI 2.3 (sent only to a kernel that declares ATTEST_CAP_BACKWARD, so version 3 still):
   kBackward = 14,        // attest -> kernel: a problem, i32 threads, u8[] o, f32[] lse, u8[] d_o
   kBackwardResult = 15,  // kernel -> attest: i32 status, str error, str path, str fault, u8[] dq, dk, dv, f32[] dsinks
+  // ABI 2.4 (sent only to a kernel that declares ATTEST_CACHE_EXPLICIT):
+  kDecodeRetained = 16,  // attest -> kernel: u64 session, i32 b, i32 t
+  kRetained = 17,        // kernel -> attest: i32 status, str error, i64[] positions
 };
 
-inline constexpr std::uint32_t kLastType = 15;
+inline constexpr std::uint32_t kLastType = 17;
 
 class ProtocolError : public std::runtime_error {
  public:
@@ -193,8 +196,31 @@ inline bool read_frame(int fd, Type& type, std::string& payload, std::uint64_t m
   return true;
 }
 
-// Bytes per element of a storage type (attest_precision).
+// Bytes per element of a float storage type (ATTEST_F32, ATTEST_BF16, ATTEST_F16).
 inline std::size_t storage_bytes(std::int32_t precision) { return precision == ATTEST_F32 ? 4 : 2; }
+
+// Bytes of `rows` rows of `width` values stored in `precision` (attest_precision's layouts; q8_head
+// rows as a decode step carries them, codes only). 0 for a code this build does not know.
+inline std::uint64_t stored_size(std::int32_t precision, std::uint64_t rows, std::uint64_t width) {
+  const std::uint64_t groups = (width + 31) / 32;
+  switch (precision) {
+    case ATTEST_F32: return rows * width * 4;
+    case ATTEST_BF16: case ATTEST_F16: return rows * width * 2;
+    case ATTEST_E4M3: case ATTEST_E5M2: case ATTEST_Q8_HEAD: return rows * width;
+    case ATTEST_Q8: return rows * (groups * 2 + width);
+    case ATTEST_Q4: return rows * (groups * 2 + (width + 1) / 2);
+    case ATTEST_Q8_TOKEN: return rows * (2 + width);
+  }
+  return 0;
+}
+
+// Bytes of a problem's K or V, [outer = B x Hkv][tokens][width], in `precision`: a q8_head buffer
+// holds one scale and then the codes of each kv head of each sequence.
+inline std::uint64_t stored_kv_size(std::int32_t precision, std::uint64_t outer, std::uint64_t tokens,
+                                    std::uint64_t width) {
+  if (precision == ATTEST_Q8_HEAD) return outer * (2 + tokens * width);
+  return stored_size(precision, outer * tokens, width);
+}
 
 // The kernel's descriptor as it travels (version 2 layout; a version-1 kernel's is mapped to it
 // by its server: f32 storage, an open contract).
@@ -218,6 +244,9 @@ struct Descriptor {
   attest_contract contract{};  // head_dims travel separately
   std::vector<PathPrecision> paths;  // ABI 2.1
   std::vector<PathDeclaration> declared_paths;  // ABI 2.2
+  // ABI 2.4: the decoder's cache policy (attest_cache_policy and its sizes), and whether it reports
+  // retained positions (decode_retained is set).
+  std::int32_t cache_policy = ATTEST_CACHE_FULL, cache_sinks = 0, cache_recent = 0, reports_retained = 0;
 };
 
 // A precision travels as its 2.0 fields, and apart from them (in the descriptor's 2.1 section) the
@@ -252,8 +281,10 @@ inline attest_range read_range(Reader& r) {
 }
 
 // The 2.0 fields, then the section 2.1 added: the contract's new fields, the precision's, and the
-// paths; then 2.2's declared paths; then 2.3's i32 deterministic_backward, written only when set. A
-// descriptor that ends before a section (a kernel written for 2.0, 2.1 or 2.2) means zeros there.
+// paths; then 2.2's declared paths; then 2.3's i32 deterministic_backward; then 2.4's i32 cache_policy,
+// cache_sinks, cache_recent, reports_retained. A section is written only when it or a later one
+// holds something that is not zero; a descriptor that ends before a section (a kernel written for an
+// earlier version) means zeros there.
 inline void write_descriptor(Writer& w, const Descriptor& d) {
   const attest_precision_spec& p = d.precision;
   const attest_contract& c = d.contract;
@@ -279,7 +310,9 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
     w.i32(x.head_dim_multiple).i32(x.value_dim_multiple).i32(x.k_len_multiple).i32(x.k_len_not_multiple);
     w.u32(x.required).u32(x.excluded).i32(x.no_mask);
   }
-  if (c.deterministic_backward) w.i32(c.deterministic_backward);  // absent: 2.2 readers still load it
+  const bool cache = d.cache_policy || d.cache_sinks || d.cache_recent || d.reports_retained;
+  if (c.deterministic_backward || cache) w.i32(c.deterministic_backward);  // absent: 2.2 readers still load it
+  if (cache) w.i32(d.cache_policy).i32(d.cache_sinks).i32(d.cache_recent).i32(d.reports_retained);
 }
 
 inline Descriptor read_descriptor(Reader& r) {
@@ -322,6 +355,8 @@ inline Descriptor read_descriptor(Reader& r) {
   }
   if (r.at_end()) return d;  // a 2.2 descriptor
   c.deterministic_backward = r.i32();
+  if (r.at_end()) return d;  // a 2.3 descriptor
+  d.cache_policy = r.i32(), d.cache_sinks = r.i32(), d.cache_recent = r.i32(), d.reports_retained = r.i32();
   r.expect_end();
   return d;
 }
@@ -385,10 +420,11 @@ inline void write_problem(Writer& w, const WireProblem& p) {
   w.array(p.q).array(p.k).array(p.v);
 }
 
-// Reads a problem; element sizes of q, k, v and the bias are the reader's storage types. Every
+// Reads a problem; q, k, v and the bias in the reader's storage types (attest_precision). Every
 // array must agree with the shape before a kernel ever sees it.
-inline WireProblem read_problem(Reader& r, std::size_t q_bytes = 4, std::size_t k_bytes = 4, std::size_t v_bytes = 4,
-                                std::size_t bias_bytes = 4) {
+inline WireProblem read_problem(Reader& r, std::int32_t q_type = ATTEST_F32, std::int32_t k_type = ATTEST_F32,
+                                std::int32_t v_type = ATTEST_F32, std::int32_t bias_type = ATTEST_F32) {
+  const std::size_t bias_bytes = storage_bytes(bias_type);
   WireProblem p;
   attest_problem_v2& h = p.header;
   h.batch = r.i32(), h.heads = r.i32(), h.kv_heads = r.i32(), h.q_len = r.i32();
@@ -419,9 +455,11 @@ inline WireProblem read_problem(Reader& r, std::size_t q_bytes = 4, std::size_t 
     if (actual != expected && !(optional && actual == 0))
       throw ProtocolError(std::string("array ") + what + " does not match the shape");
   };
-  check(p.q.size(), product({h.batch, h.heads, h.q_len, h.head_dim}) * q_bytes, false, "q");
-  check(p.k.size(), product({h.batch, h.kv_heads, h.k_len, h.head_dim}) * k_bytes, false, "k");
-  check(p.v.size(), product({h.batch, h.kv_heads, h.k_len, h.value_dim}) * v_bytes, false, "v");
+  check(p.q.size(), stored_size(q_type, product({h.batch, h.heads, h.q_len}), product({h.head_dim})), false, "q");
+  check(p.k.size(), stored_kv_size(k_type, product({h.batch, h.kv_heads}), product({h.k_len}), product({h.head_dim})),
+        false, "k");
+  check(p.v.size(), stored_kv_size(v_type, product({h.batch, h.kv_heads}), product({h.k_len}), product({h.value_dim})),
+        false, "v");
   check(p.kv_valid.size(), product({h.batch}), true, "kv_valid");
   check(p.q_valid.size(), product({h.batch}), true, "q_valid");
   check(p.q_segment.size(), product({h.batch, h.q_len}), true, "q_segment");
@@ -439,10 +477,13 @@ inline WireProblem read_problem(Reader& r, std::size_t q_bytes = 4, std::size_t 
 struct WireDecodeConfig {
   attest_decode_config_v2 header{};
   std::vector<float> alibi_slopes, sinks;
+  std::vector<float> k_scales, v_scales;  // ABI 2.4: q8_head's static scales, [B][Hkv] each, or empty
   attest_decode_config_v2 view() const {
     attest_decode_config_v2 c = header;
     c.alibi_slopes = alibi_slopes.empty() ? nullptr : alibi_slopes.data();
     c.sinks = sinks.empty() ? nullptr : sinks.data();
+    c.reserved[0] = k_scales.empty() ? nullptr : k_scales.data();
+    c.reserved[1] = v_scales.empty() ? nullptr : v_scales.data();
     return c;
   }
 };
@@ -451,6 +492,7 @@ inline void write_decode_config(Writer& w, const WireDecodeConfig& d) {
   const attest_decode_config_v2& c = d.header;
   w.i32(c.batch).i32(c.heads).i32(c.kv_heads).i32(c.head_dim).i32(c.value_dim).f64(c.scale);
   w.array(integer_terms(c)).i32(c.rope).f64(c.rope_base).f64(c.softcap).array(d.alibi_slopes).array(d.sinks);
+  if (!d.k_scales.empty()) w.array(d.k_scales).array(d.v_scales);  // 2.4, q8_head only
 }
 
 inline WireDecodeConfig read_decode_config(Reader& r) {
@@ -462,8 +504,12 @@ inline WireDecodeConfig read_decode_config(Reader& r) {
   c.rope = r.i32(), c.rope_base = r.f64();
   c.softcap = r.f64();
   d.alibi_slopes = r.array<float>(), d.sinks = r.array<float>();
+  if (!r.at_end()) d.k_scales = r.array<float>(), d.v_scales = r.array<float>();
   for (std::int32_t x : {c.batch, c.heads, c.kv_heads, c.head_dim, c.value_dim})
     if (x < 1 || x > (1 << 30)) throw ProtocolError("decode configuration field out of range");
+  const std::uint64_t heads = std::uint64_t(c.batch) * c.kv_heads;
+  if ((!d.k_scales.empty() || !d.v_scales.empty()) && (d.k_scales.size() != heads || d.v_scales.size() != heads))
+    throw ProtocolError("decode k_scales and v_scales must hold B x Hkv values each");
   if ((!d.alibi_slopes.empty() && d.alibi_slopes.size() != std::size_t(c.heads)) ||
       (!d.sinks.empty() && d.sinks.size() != std::size_t(c.heads)))
     throw ProtocolError("decode slopes or sinks do not match the heads");
@@ -490,11 +536,11 @@ inline void write_backward(Writer& w, const WireBackward& b) {
   w.i32(b.threads).array(b.o).array(b.lse).array(b.d_o);
 }
 
-// Reads a backward request; element sizes as read_problem's, o_bytes for O and dO.
-inline WireBackward read_backward(Reader& r, std::size_t q_bytes, std::size_t k_bytes, std::size_t v_bytes,
-                                  std::size_t bias_bytes, std::size_t o_bytes) {
+// Reads a backward request; storage types as read_problem's, o_bytes per element of O and dO.
+inline WireBackward read_backward(Reader& r, std::int32_t q_type, std::int32_t k_type, std::int32_t v_type,
+                                  std::int32_t bias_type, std::size_t o_bytes) {
   WireBackward b;
-  b.problem = read_problem(r, q_bytes, k_bytes, v_bytes, bias_bytes);
+  b.problem = read_problem(r, q_type, k_type, v_type, bias_type);
   b.threads = r.i32();
   b.o = r.array<std::uint8_t>(), b.lse = r.array<float>(), b.d_o = r.array<std::uint8_t>();
   r.expect_end();
@@ -553,6 +599,22 @@ inline DecodeResult read_decode_result(Reader& r) {
   d.status = r.i32();
   d.error = r.str(), d.path = r.str();
   d.o = r.array<std::uint8_t>(), d.lse = r.array<float>();
+  r.expect_end();
+  return d;
+}
+
+// ABI 2.4: the positions query t of a session's last step attended in sequence b.
+struct Retained {
+  std::int32_t status = 0;
+  std::string error;
+  std::vector<std::int64_t> positions;
+};
+
+inline Retained read_retained(Reader& r) {
+  Retained d;
+  d.status = r.i32();
+  d.error = r.str();
+  d.positions = r.array<std::int64_t>();
   r.expect_end();
   return d;
 }

@@ -170,3 +170,34 @@ std::unique_ptr<DecodeSession> InProcessPlugin::open_decode(const DecodeConfig& 
 }
 
 }  // namespace attest
+
+namespace attest {
+
+std::size_t InProcessPlugin::page_bytes(const DecodeConfig& config) const {
+  const protocol::WireDecodeConfig wire = to_wire(config);
+  std::int64_t bytes = 0;
+  const attest_status status = served_.page_bytes(wire.view(), &bytes);
+  if (status != ATTEST_OK) status_failure("page_bytes", status, served_);
+  if (bytes < 1 || bytes > (std::int64_t{1} << 30))
+    throw KernelFailure(KernelFailure::Kind::kProtocol, fmt::format("page_bytes returned {} bytes (1 to 2^30)", bytes));
+  return static_cast<std::size_t>(bytes);
+}
+
+void InProcessPlugin::decode_paged(const DecodeConfig& config, const PagedStep& step) const {
+  check_paged_step(config, caps_.page_tokens, page_bytes(config), step);
+  const protocol::WireDecodeConfig wire = to_wire(config);
+  const StoredStep bytes = stored_paged(config, caps_.precision, step.counts, step.q, step.k, step.v);
+  std::vector<std::uint8_t> o(step.o.size() * info(caps_.precision.o).bytes);
+  attest_paged_step call{};
+  call.pool = step.pool.data(), call.pool_bytes = static_cast<std::int64_t>(step.pool.size());
+  call.tables = step.tables.data(), call.table_width = step.table_width;
+  call.lengths = step.lengths.data(), call.counts = step.counts.data();
+  call.q = bytes.q.data(), call.k = bytes.k.data(), call.v = bytes.v.data(), call.o = o.data();
+  call.lse = step.lse.empty() ? nullptr : step.lse.data();
+  const attest_status status = served_.decode_paged(wire.view(), call);
+  if (status != ATTEST_OK) status_failure("decode_paged", status, served_);
+  copy_out(o, caps_.precision.o, step.o);
+  last_path_ = path_of(call.path);
+}
+
+}  // namespace attest

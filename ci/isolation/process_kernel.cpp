@@ -604,3 +604,74 @@ std::unique_ptr<DecodeSession> ProcessKernel::open_decode(const DecodeConfig& co
 }
 
 }  // namespace attest
+
+namespace attest {
+
+std::size_t ProcessKernel::page_bytes(const DecodeConfig& config) const {
+  if (caps_.page_tokens < 1) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel declares no block tables");
+  protocol::Writer w;
+  protocol::write_decode_config(w, to_wire(config), true);
+  const std::string reply = call(Type::kPageBytes, w.bytes(), Type::kPageBytesResult, reply_bound(1, 2));
+  std::int32_t status = 0;
+  std::string error;
+  std::int64_t bytes = 0;
+  try {
+    protocol::Reader r(reply);
+    status = r.i32(), error = r.str(), bytes = r.i64();
+    r.expect_end();
+  } catch (const protocol::ProtocolError& e) {
+    fail(KernelFailure::Kind::kProtocol, std::string("malformed page size: ") + e.what());
+  }
+  if (status != ATTEST_OK)
+    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("page_bytes returned status {}: {}", status,
+                                                                  safe_text(error, kMaxKernelMessage)));
+  if (bytes < 1 || bytes > (std::int64_t{1} << 30))
+    fail(KernelFailure::Kind::kProtocol, fmt::format("page_bytes returned {} bytes (1 to 2^30)", bytes));
+  return static_cast<std::size_t>(bytes);
+}
+
+void ProcessKernel::decode_paged(const DecodeConfig& config, const PagedStep& step) const {
+  const std::size_t bytes_per_page = page_bytes(config);
+  check_paged_step(config, caps_.page_tokens, bytes_per_page, step);
+  protocol::WirePagedStep wire;
+  wire.page_bytes = static_cast<std::int64_t>(bytes_per_page);
+  wire.pool.assign(reinterpret_cast<const std::uint8_t*>(step.pool.data()),
+                   reinterpret_cast<const std::uint8_t*>(step.pool.data()) + step.pool.size());
+  wire.table_width = step.table_width;
+  wire.tables.assign(step.tables.begin(), step.tables.end());
+  wire.lengths.assign(step.lengths.begin(), step.lengths.end());
+  wire.counts.assign(step.counts.begin(), step.counts.end());
+  wire.want_lse = step.lse.empty() ? 0 : 1;
+  StoredStep bytes = stored_paged(config, caps_.precision, step.counts, step.q, step.k, step.v);
+  wire.q = std::move(bytes.q), wire.k = std::move(bytes.k), wire.v = std::move(bytes.v);
+  protocol::Writer w;
+  protocol::write_decode_config(w, to_wire(config), true);
+  protocol::write_paged_step(w, wire);
+  double work = 0;
+  DecodeConfig one = config;
+  one.batch = 1;
+  for (std::size_t b = 0; b < step.counts.size(); ++b) work += decode_step_work(one, step.lengths[b], step.counts[b]);
+  const std::string reply = call(Type::kDecodePaged, w.bytes(), Type::kDecodePagedResult,
+                                 reply_bound(4, step.pool.size() / 4 + step.o.size() + step.lse.size()), work);
+  protocol::PagedResult result;
+  try {
+    protocol::Reader r(reply);
+    result = protocol::read_paged_result(r);
+  } catch (const protocol::ProtocolError& e) {
+    fail(KernelFailure::Kind::kProtocol, std::string("malformed paged decode result: ") + e.what());
+  }
+  if (!result.fault.empty()) throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
+  if (result.status != ATTEST_OK)
+    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode_paged returned status {}: {}", result.status,
+                                                                  safe_text(result.error, kMaxKernelMessage)));
+  if (result.pool.size() != step.pool.size() || result.o.size() != step.o.size() * info(caps_.precision.o).bytes ||
+      result.lse.size() != step.lse.size())
+    fail(KernelFailure::Kind::kProtocol, "malformed paged decode result: pool or output sizes do not match the step");
+  std::memcpy(step.pool.data(), result.pool.data(), result.pool.size());
+  const std::vector<float> values = floats_from_storage(result.o.data(), step.o.size(), caps_.precision.o);
+  std::copy(values.begin(), values.end(), step.o.begin());
+  std::copy(result.lse.begin(), result.lse.end(), step.lse.begin());
+  last_path_ = result.path.empty() ? "default" : safe_text(result.path, kMaxKernelName);
+}
+
+}  // namespace attest

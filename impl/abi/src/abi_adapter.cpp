@@ -21,7 +21,7 @@ static_assert(sizeof(attest_contract) == 176 && offsetof(attest_contract, alibi_
 static_assert(sizeof(attest_precision_spec) == 56 && offsetof(attest_precision_spec, q_entry) == 52);
 static_assert(offsetof(attest_kernel_v2, paths) == ATTEST_KERNEL_V2_0_SIZE);
 static_assert(offsetof(attest_kernel_v2, path_predicates) == ATTEST_KERNEL_V2_1_SIZE);
-static_assert(offsetof(attest_kernel_v2, decode_retained) == ATTEST_KERNEL_V2_2_SIZE && sizeof(attest_kernel_v2) == 424);
+static_assert(offsetof(attest_kernel_v2, decode_retained) == ATTEST_KERNEL_V2_2_SIZE && sizeof(attest_kernel_v2) == 440);
 static_assert(sizeof(attest_path_predicate) == 144);
 // 2.3 took the reserved backward pointer and contract.reserved[0]: the layout is 2.2's.
 static_assert(offsetof(attest_kernel_v2, backward) == offsetof(attest_kernel_v2, last_error) + sizeof(void*));
@@ -189,6 +189,47 @@ StoredStep stored_step(const DecodeConfig& c, const Precision& precision, int n,
   return {stored_kv({q.begin(), q.end()}, precision.q, n, c.head_dim),
           stored_step_rows(k, precision.k, n, c.head_dim, c.k_scales),
           stored_step_rows(v, precision.v, n, c.value_dim, c.v_scales)};
+}
+
+StoredStep stored_paged(const DecodeConfig& c, const Precision& precision, std::span<const std::int32_t> counts,
+                        std::span<const float> q, std::span<const float> k, std::span<const float> v) {
+  StoredStep out;
+  std::size_t token0 = 0;
+  auto append = [](std::vector<std::uint8_t>& to, const std::vector<std::uint8_t>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  for (std::size_t b = 0; b < counts.size(); ++b) {
+    const int n = counts[b];
+    if (n == 0) continue;
+    DecodeConfig one = c;  // sequence b alone: its q8_head scales
+    one.batch = 1;
+    if (!c.k_scales.empty()) {
+      one.k_scales.assign(c.k_scales.begin() + b * c.kv_heads, c.k_scales.begin() + (b + 1) * c.kv_heads);
+      one.v_scales.assign(c.v_scales.begin() + b * c.kv_heads, c.v_scales.begin() + (b + 1) * c.kv_heads);
+    }
+    const StoredStep part = stored_step(one, precision, n, q.subspan(token0 * c.heads * c.head_dim, std::size_t(n) * c.heads * c.head_dim),
+                                        k.subspan(token0 * c.kv_heads * c.head_dim, std::size_t(n) * c.kv_heads * c.head_dim),
+                                        v.subspan(token0 * c.kv_heads * c.value_dim, std::size_t(n) * c.kv_heads * c.value_dim));
+    append(out.q, part.q), append(out.k, part.k), append(out.v, part.v);
+    token0 += n;
+  }
+  return out;
+}
+
+DecodeConfig decode_config_of(const attest_decode_config_v2& c) {
+  DecodeConfig config{c.batch, c.heads, c.kv_heads, c.head_dim, c.value_dim, c.scale, {}, {}};
+#define ATTEST_TERM_FROM_WIRE(name, cap) \
+  if (c.name) config.mask.name = c.name;
+  ATTEST_INTEGER_MASK_TERMS(ATTEST_TERM_FROM_WIRE)
+#undef ATTEST_TERM_FROM_WIRE
+  if (c.softcap > 0) config.softcap = c.softcap;
+  config.alibi_slopes = copy_of(c.alibi_slopes, std::size_t(c.heads));
+  config.sinks = copy_of(c.sinks, std::size_t(c.heads));
+  config.rope = {c.rope != 0, c.rope_base};
+  const std::size_t heads = std::size_t(c.batch) * c.kv_heads;
+  config.k_scales = copy_of(static_cast<const float*>(c.reserved[0]), heads);
+  config.v_scales = copy_of(static_cast<const float*>(c.reserved[1]), heads);
+  return config;
 }
 
 protocol::WireProblem to_wire(const Problem& p, const Precision& precision) {
@@ -444,6 +485,12 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
     refuse(e.what());
   }
   if (c.cache.evicts() && !c.decode()) refuse("a cache policy without ATTEST_CAP_DECODE");
+  if (d.page_tokens < 0 || d.page_tokens > kMaxContractTile)
+    refuse("page_tokens is " + std::to_string(d.page_tokens) + ": 0 (no block tables) to " +
+           std::to_string(kMaxContractTile));
+  if (d.page_tokens > 0 && !c.decode()) refuse("page_tokens without ATTEST_CAP_DECODE");
+  if (d.page_tokens > 0 && c.cache.evicts()) refuse("page_tokens with an evicting cache policy (block tables keep every token)");
+  c.page_tokens = d.page_tokens;
   if ((c.cache.kind == CachePolicy::Kind::kExplicit) != (d.reports_retained != 0))
     refuse("ATTEST_CACHE_EXPLICIT and decode_retained come together (an explicit cache reports what it keeps)");
   for (Scalar s : {c.precision.k, c.precision.v})
@@ -462,6 +509,7 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
     if (kind == c.cache.kind) d.cache_policy = code;
   d.cache_sinks = c.cache.sinks, d.cache_recent = c.cache.recent;
   d.reports_retained = c.cache.kind == CachePolicy::Kind::kExplicit;
+  d.page_tokens = c.page_tokens;
   d.abi_version = ATTEST_ABI_VERSION_2;
   d.name = name;
   d.capabilities = c.features.abi_bits();
@@ -522,6 +570,11 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
   descriptor_.cache_policy = d.cache_policy;
   descriptor_.cache_sinks = d.cache_sinks, descriptor_.cache_recent = d.cache_recent;
   if (d.reports_retained) descriptor_.decode_retained = &AbiAdapter::decode_retained;
+  descriptor_.page_tokens = d.page_tokens;
+  if (d.page_tokens > 0) {
+    descriptor_.page_bytes = &AbiAdapter::page_bytes;
+    descriptor_.decode_paged = &AbiAdapter::decode_paged;
+  }
 }
 
 // A call's status: OK, or the exception's message kept for last_error (a problem the kernel refuses:
@@ -577,18 +630,7 @@ attest_status AbiAdapter::backward(void* user, const attest_problem_v2* problem,
 attest_status AbiAdapter::decode_open(void* user, const attest_decode_config_v2* c, void** session) {
   auto* self = static_cast<AbiAdapter*>(user);
   try {
-    DecodeConfig config{c->batch, c->heads, c->kv_heads, c->head_dim, c->value_dim, c->scale, {}, {}};
-#define ATTEST_TERM_FROM_WIRE(name, cap) \
-  if (c->name) config.mask.name = c->name;
-    ATTEST_INTEGER_MASK_TERMS(ATTEST_TERM_FROM_WIRE)
-#undef ATTEST_TERM_FROM_WIRE
-    if (c->softcap > 0) config.softcap = c->softcap;
-    config.alibi_slopes = copy_of(c->alibi_slopes, std::size_t(c->heads));
-    config.sinks = copy_of(c->sinks, std::size_t(c->heads));
-    config.rope = {c->rope != 0, c->rope_base};
-    const std::size_t heads = std::size_t(c->batch) * c->kv_heads;
-    config.k_scales = copy_of(static_cast<const float*>(c->reserved[0]), heads);
-    config.v_scales = copy_of(static_cast<const float*>(c->reserved[1]), heads);
+    const DecodeConfig config = decode_config_of(*c);
     *session = self->kernel_->open_decode(config).release();
     self->sessions_[*session] = config;
     return ATTEST_OK;
@@ -632,6 +674,55 @@ attest_status AbiAdapter::decode_retained(void* user, void* session, std::int32_
                          std::to_string(capacity));
     std::copy(kept.begin(), kept.end(), positions);
     *count = static_cast<std::int32_t>(kept.size());
+  });
+}
+
+attest_status AbiAdapter::page_bytes(void* user, const attest_decode_config_v2* config, std::int64_t* bytes) {
+  auto* self = static_cast<AbiAdapter*>(user);
+  return self->status_of([&] { *bytes = static_cast<std::int64_t>(self->kernel_->page_bytes(decode_config_of(*config))); });
+}
+
+attest_status AbiAdapter::decode_paged(void* user, const attest_decode_config_v2* config, attest_paged_step* step) {
+  auto* self = static_cast<AbiAdapter*>(user);
+  return self->status_of([&] {
+    const DecodeConfig c = decode_config_of(*config);
+    const Precision precision = self->kernel_->capabilities().precision;
+    const std::size_t batch = c.batch;
+    std::size_t tokens = 0;
+    for (std::size_t b = 0; b < batch; ++b) tokens += static_cast<std::size_t>(std::max(step->counts[b], 0));
+    // The new tokens back to floats, a sequence at a time (its q8_head scales).
+    std::vector<float> q, k, v;
+    const auto* q_bytes = static_cast<const std::uint8_t*>(step->q);
+    const auto* k_bytes = static_cast<const std::uint8_t*>(step->k);
+    const auto* v_bytes = static_cast<const std::uint8_t*>(step->v);
+    for (std::size_t b = 0; b < batch; ++b) {
+      const int n = step->counts[b];
+      if (n <= 0) continue;
+      const std::vector<float> k_scales = c.k_scales.empty() ? std::vector<float>()
+          : std::vector<float>(c.k_scales.begin() + b * c.kv_heads, c.k_scales.begin() + (b + 1) * c.kv_heads);
+      const std::vector<float> v_scales = c.v_scales.empty() ? std::vector<float>()
+          : std::vector<float>(c.v_scales.begin() + b * c.kv_heads, c.v_scales.begin() + (b + 1) * c.kv_heads);
+      const std::vector<float> qb = kv_from_storage(q_bytes, precision.q, c.heads, n, c.head_dim);
+      const std::vector<float> kb = step_rows_from_storage(k_bytes, precision.k, c.kv_heads, n, c.head_dim, k_scales);
+      const std::vector<float> vb = step_rows_from_storage(v_bytes, precision.v, c.kv_heads, n, c.value_dim, v_scales);
+      q.insert(q.end(), qb.begin(), qb.end()), k.insert(k.end(), kb.begin(), kb.end()), v.insert(v.end(), vb.begin(), vb.end());
+      q_bytes += protocol::stored_size(code_of(precision.q), std::size_t(n) * c.heads, c.head_dim);
+      k_bytes += protocol::stored_size(code_of(precision.k), std::size_t(n) * c.kv_heads, c.head_dim);
+      v_bytes += protocol::stored_size(code_of(precision.v), std::size_t(n) * c.kv_heads, c.value_dim);
+    }
+    const std::size_t rows = tokens * c.heads;
+    std::vector<float> o(rows * c.value_dim), ignored_lse(step->lse ? 0 : rows);
+    const PagedStep call{.pool = {static_cast<std::byte*>(step->pool), static_cast<std::size_t>(step->pool_bytes)},
+                         .tables = {step->tables, batch * std::size_t(std::max(step->table_width, 0))},
+                         .table_width = step->table_width,
+                         .lengths = {step->lengths, batch},
+                         .counts = {step->counts, batch},
+                         .q = q, .k = k, .v = v, .o = o,
+                         .lse = step->lse ? std::span<float>(step->lse, rows) : std::span<float>(ignored_lse)};
+    self->kernel_->decode_paged(c, call);
+    const std::vector<std::uint8_t> bytes = stored(o, precision.o);  // O in its storage format
+    std::memcpy(step->o, bytes.data(), bytes.size());
+    std::strncpy(step->path, "decode_paged", sizeof step->path - 1);
   });
 }
 

@@ -155,5 +155,54 @@ TEST(ServingCacheAbi, WhatTheAbiCannotMeanIsRefusedWithTheField) {
   expect_refused(forward_policy, "without ATTEST_CAP_DECODE");
 }
 
+TEST(ServingCacheAbi, BlockTablesCrossTheDescriptorAndAMalformedStepIsRefused) {
+  protocol::Descriptor d = decoder(ATTEST_CACHE_FULL, 0, 0, 0);
+  d.page_tokens = 16;
+  EXPECT_EQ(through_the_wire(d).page_tokens, 16);
+  protocol::Descriptor negative = d;
+  negative.page_tokens = -1;
+  expect_refused(negative, "page_tokens is -1");
+  protocol::Descriptor evicting = decoder(ATTEST_CACHE_WINDOW, 0, 8, 0);
+  evicting.page_tokens = 16;
+  expect_refused(evicting, "page_tokens with an evicting cache policy");
+
+  // One sequence of one token in a pool of two 64-byte pages, through the wire and back.
+  attest_decode_config_v2 c{};
+  c.batch = 1, c.heads = 1, c.kv_heads = 1, c.head_dim = 4, c.value_dim = 4;
+  protocol::WirePagedStep step;
+  step.page_bytes = 64;
+  step.pool.assign(128, 0xFF);
+  step.table_width = 1;
+  step.tables = {1}, step.lengths = {0}, step.counts = {1};
+  step.q.assign(16, 0), step.k.assign(16, 0), step.v.assign(16, 0);
+  auto read_back = [&](const protocol::WirePagedStep& s) {
+    protocol::Writer w;
+    protocol::write_paged_step(w, s);
+    protocol::Reader r(w.bytes());
+    return protocol::read_paged_step(r, c, 16, ATTEST_F32, ATTEST_F32, ATTEST_F32);
+  };
+  EXPECT_EQ(read_back(step).tables, step.tables);
+  auto refused = [&](protocol::WirePagedStep s, const std::string& says) {
+    try {
+      read_back(s);
+      ADD_FAILURE() << "accepted; expected: " << says;
+    } catch (const protocol::ProtocolError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  protocol::WirePagedStep outside = step;
+  outside.tables = {2};
+  refused(outside, "outside the pool");
+  protocol::WirePagedStep torn = step;
+  torn.pool.resize(100);
+  refused(torn, "whole number of pages");
+  protocol::WirePagedStep narrow = step;
+  narrow.lengths = {16};
+  refused(narrow, "narrower than its sequence");
+  protocol::WirePagedStep short_k = step;
+  short_k.k.resize(12);
+  refused(short_k, "does not match the counts");
+}
+
 }  // namespace
 }  // namespace attest

@@ -42,6 +42,11 @@ struct StoredStep {
 };
 StoredStep stored_step(const DecodeConfig& c, const Precision& precision, int n, std::span<const float> q,
                        std::span<const float> k, std::span<const float> v);
+// A block-table call's new tokens (PagedStep's packing, sequence after sequence) in their storage formats.
+StoredStep stored_paged(const DecodeConfig& c, const Precision& precision, std::span<const std::int32_t> counts,
+                        std::span<const float> q, std::span<const float> k, std::span<const float> v);
+// A decode configuration as attest's model has it (q8_head scales from reserved[0] and [1]).
+DecodeConfig decode_config_of(const attest_decode_config_v2& c);
 
 // A descriptor as attest understands it. Throws std::invalid_argument naming the field when it
 // declares what this attest cannot certify yet, or is inconsistent (min > max, a zero tile...).
@@ -61,6 +66,8 @@ class AbiAdapter {
   static attest_status decode_step(void* user, void* session, std::int32_t n, const void* q, const void* k,
                                    const void* v, void* o, float* lse, char path[32]);
   static void decode_close(void* user, void* session);
+  static attest_status page_bytes(void* user, const attest_decode_config_v2* config, std::int64_t* bytes);
+  static attest_status decode_paged(void* user, const attest_decode_config_v2* config, attest_paged_step* step);
   static attest_status decode_retained(void* user, void* session, std::int32_t b, std::int32_t t,
                                        std::int64_t* positions, std::int32_t capacity, std::int32_t* count);
   static attest_status backward(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,

@@ -35,7 +35,8 @@
  * (attest_precision's 2.4 codes, laid out as ATTEST_Q8 says), a q8_head session receives its static
  * scales through the decode configuration's first reserved pointers, and, appended to
  * attest_kernel_v2 (read only when struct_size reaches them), a decoder declares which cached
- * positions it keeps (attest_cache_policy) and, for an explicit policy, reports them. */
+ * positions it keeps (attest_cache_policy) and, for an explicit policy, reports them, and may read
+ * its cache through block tables attest owns (page_tokens, page_bytes, decode_paged). */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -338,6 +339,30 @@ typedef struct attest_gradients {
   char path[32];  /* optional: the internal path that served the call */
 } attest_gradients;
 
+/* 2.4: one call of a block-table decoder (page_tokens > 0, DESIGN.md §12). attest owns the pages
+ * and the tables: it hands out pages, shares a prompt's pages between sequences and copies a shared
+ * page before a sequence appends to it. Sequence b holds lengths[b] tokens and appends counts[b] >= 0
+ * (one call's sequences may differ in both): position t lives in slot t % page_tokens of page
+ * tables[b][t / page_tokens], in the kernel's own layout of page_bytes bytes. The call writes its
+ * new tokens' slots and nothing else of the pool (attest compares every other page byte for byte),
+ * then attends each new query causally over its own sequence. */
+typedef struct attest_paged_step {
+  void* pool;             /* the physical pages, one after another, 64-byte aligned */
+  int64_t pool_bytes;     /* a whole number of pages */
+  const int32_t* tables;  /* [B][table_width]: logical page -> physical page (entries past a sequence's pages: -1) */
+  int32_t table_width;
+  const int64_t* lengths; /* [B] */
+  const int32_t* counts;  /* [B] */
+  /* The new tokens, sequence after sequence, in the storage types: sequence b's q [H][n_b][Dk],
+   * k and v [Hkv][n_b][D] (q8_head: codes alone), o [H][n_b][Dv], lse [H][n_b] (NULL: not wanted). */
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  char path[32];          /* optional: the internal path that served the call */
+} attest_paged_step;
+
 typedef struct attest_kernel_v2 {
   uint32_t abi_version;  /* ATTEST_ABI_VERSION_2 */
   uint32_t struct_size;  /* sizeof(attest_kernel_v2): room to grow */
@@ -377,6 +402,11 @@ typedef struct attest_kernel_v2 {
                                    int32_t capacity, int32_t* count);
   int32_t cache_policy;  /* attest_cache_policy */
   int32_t cache_sinks, cache_recent;
+  /* With ATTEST_CAP_DECODE, block tables: tokens per page (0: none), the bytes of one page for a
+   * configuration, and one call over attest's pages (attest_paged_step). */
+  int32_t page_tokens;
+  attest_status (*page_bytes)(void* user, const attest_decode_config_v2* config, int64_t* bytes);
+  attest_status (*decode_paged)(void* user, const attest_decode_config_v2* config, attest_paged_step* step);
 } attest_kernel_v2;
 
 /* 2.1: an internal path (the name the kernel writes to outputs.path) and where it rounds. Its

@@ -144,6 +144,7 @@ class ServedKernel {
       if (v2_->struct_size >= sizeof(attest_kernel_v2)) {
         d.cache_policy = v2_->cache_policy, d.cache_sinks = v2_->cache_sinks, d.cache_recent = v2_->cache_recent;
         d.reports_retained = v2_->decode_retained != nullptr;
+        d.page_tokens = v2_->page_tokens;
       }
       return d;
     }
@@ -197,6 +198,18 @@ class ServedKernel {
                          std::int32_t* count) const {
     if (!reports_retained()) return ATTEST_UNSUPPORTED;
     return v2_->decode_retained(v2_->user, session, b, t, positions, capacity, count);
+  }
+  // 2.4: block tables.
+  std::int32_t page_tokens() const {
+    return v2_ && v2_->struct_size >= sizeof(attest_kernel_v2) && v2_->page_bytes && v2_->decode_paged ? v2_->page_tokens : 0;
+  }
+  attest_status page_bytes(const attest_decode_config_v2& c, std::int64_t* bytes) const {
+    if (page_tokens() < 1) return ATTEST_UNSUPPORTED;
+    return v2_->page_bytes(v2_->user, &c, bytes);
+  }
+  attest_status decode_paged(const attest_decode_config_v2& c, attest_paged_step& step) const {
+    if (page_tokens() < 1) return ATTEST_UNSUPPORTED;
+    return v2_->decode_paged(v2_->user, &c, &step);
   }
   bool backs() const { return (capabilities() & ATTEST_CAP_BACKWARD) && v2_ && v2_->backward; }
   attest_status backward(const attest_problem_v2& p, const attest_backward_inputs& in, attest_gradients& out) const {
@@ -413,6 +426,48 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(path);
           w.array(detail::bytes_of(*o)).array(want_lse ? detail::contents(*lse) : std::vector<float>());
           write_frame(out_fd, Type::kDecodeResult, w.bytes());
+          break;
+        }
+        case Type::kPageBytes: {
+          const WireDecodeConfig wire = read_decode_config(r, true);
+          r.expect_end();
+          std::int64_t bytes = 0;
+          const attest_status status = kernel.page_bytes(wire.view(), &bytes);
+          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).i64(bytes);
+          write_frame(out_fd, Type::kPageBytesResult, w.bytes());
+          break;
+        }
+        case Type::kDecodePaged: {
+          const WireDecodeConfig wire = read_decode_config(r, true);
+          const attest_decode_config_v2 config = wire.view();
+          const WirePagedStep step = read_paged_step(r, config, kernel.page_tokens(), q_type, k_type, v_type);
+          std::uint64_t tokens = 0;
+          for (std::int32_t n : step.counts) tokens += std::uint64_t(n);
+          const std::size_t rows = tokens * config.heads;
+          // The pool starts a page (64-byte aligned whatever the page size) and is the kernel's to write.
+          auto pool = std::make_unique<guarded::Buffer>("pool", step.pool.size(), Placement::kStart);
+          if (!step.pool.empty()) std::memcpy(pool->data(), step.pool.data(), step.pool.size());
+          auto tables = detail::guarded_input("tables", step.tables, placement),
+               lengths = detail::guarded_input("lengths", step.lengths, placement),
+               counts = detail::guarded_input("counts", step.counts, placement),
+               q = detail::guarded_input("Q", step.q, placement), k = detail::guarded_input("K", step.k, placement),
+               v = detail::guarded_input("V", step.v, placement);
+          auto o = detail::guarded_typed_output("O", rows * config.value_dim, o_type, placement);
+          auto lse = detail::guarded_output("LSE", step.want_lse ? rows : 0, placement);
+          attest_paged_step call{};
+          call.pool = pool->data(), call.pool_bytes = static_cast<std::int64_t>(step.pool.size());
+          call.tables = static_cast<const std::int32_t*>(tables->data()), call.table_width = step.table_width;
+          call.lengths = static_cast<const std::int64_t*>(lengths->data());
+          call.counts = static_cast<const std::int32_t*>(counts->data());
+          call.q = q->data(), call.k = k->data(), call.v = v->data(), call.o = o->data();
+          call.lse = step.want_lse ? static_cast<float*>(lse->data()) : nullptr;
+          const attest_status status = kernel.decode_paged(config, call);
+          call.path[sizeof call.path - 1] = '\0';
+          const std::string fault = detail::damage_of({pool.get(), o.get(), lse.get()});
+          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(call.path).str(fault);
+          w.array(detail::bytes_of(*pool)).array(detail::bytes_of(*o));
+          w.array(step.want_lse ? detail::contents(*lse) : std::vector<float>());
+          write_frame(out_fd, Type::kDecodePagedResult, w.bytes());
           break;
         }
         case Type::kDecodeRetained: {

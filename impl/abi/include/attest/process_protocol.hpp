@@ -45,9 +45,14 @@ enum class Type : std::uint32_t {
   // ABI 2.4 (sent only to a kernel that declares ATTEST_CACHE_EXPLICIT):
   kDecodeRetained = 16,  // attest -> kernel: u64 session, i32 b, i32 t
   kRetained = 17,        // kernel -> attest: i32 status, str error, i64[] positions
+  // ABI 2.4 (sent only to a kernel that declares page_tokens > 0):
+  kPageBytes = 18,        // attest -> kernel: a decode config
+  kPageBytesResult = 19,  // kernel -> attest: i32 status, str error, i64 bytes
+  kDecodePaged = 20,      // attest -> kernel: a decode config, then the step (see write_paged_step)
+  kDecodePagedResult = 21,  // kernel -> attest: i32 status, str error, str path, str fault, u8[] pool, u8[] o, f32[] lse
 };
 
-inline constexpr std::uint32_t kLastType = 17;
+inline constexpr std::uint32_t kLastType = 21;
 
 class ProtocolError : public std::runtime_error {
  public:
@@ -247,6 +252,7 @@ struct Descriptor {
   // ABI 2.4: the decoder's cache policy (attest_cache_policy and its sizes), and whether it reports
   // retained positions (decode_retained is set).
   std::int32_t cache_policy = ATTEST_CACHE_FULL, cache_sinks = 0, cache_recent = 0, reports_retained = 0;
+  std::int32_t page_tokens = 0;  // ABI 2.4: block tables (0: none)
 };
 
 // A precision travels as its 2.0 fields, and apart from them (in the descriptor's 2.1 section) the
@@ -282,7 +288,7 @@ inline attest_range read_range(Reader& r) {
 
 // The 2.0 fields, then the section 2.1 added: the contract's new fields, the precision's, and the
 // paths; then 2.2's declared paths; then 2.3's i32 deterministic_backward; then 2.4's i32 cache_policy,
-// cache_sinks, cache_recent, reports_retained. A section is written only when it or a later one
+// cache_sinks, cache_recent, reports_retained, page_tokens. A section is written only when it or a later one
 // holds something that is not zero; a descriptor that ends before a section (a kernel written for an
 // earlier version) means zeros there.
 inline void write_descriptor(Writer& w, const Descriptor& d) {
@@ -310,9 +316,9 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
     w.i32(x.head_dim_multiple).i32(x.value_dim_multiple).i32(x.k_len_multiple).i32(x.k_len_not_multiple);
     w.u32(x.required).u32(x.excluded).i32(x.no_mask);
   }
-  const bool cache = d.cache_policy || d.cache_sinks || d.cache_recent || d.reports_retained;
+  const bool cache = d.cache_policy || d.cache_sinks || d.cache_recent || d.reports_retained || d.page_tokens;
   if (c.deterministic_backward || cache) w.i32(c.deterministic_backward);  // absent: 2.2 readers still load it
-  if (cache) w.i32(d.cache_policy).i32(d.cache_sinks).i32(d.cache_recent).i32(d.reports_retained);
+  if (cache) w.i32(d.cache_policy).i32(d.cache_sinks).i32(d.cache_recent).i32(d.reports_retained).i32(d.page_tokens);
 }
 
 inline Descriptor read_descriptor(Reader& r) {
@@ -357,6 +363,7 @@ inline Descriptor read_descriptor(Reader& r) {
   c.deterministic_backward = r.i32();
   if (r.at_end()) return d;  // a 2.3 descriptor
   d.cache_policy = r.i32(), d.cache_sinks = r.i32(), d.cache_recent = r.i32(), d.reports_retained = r.i32();
+  d.page_tokens = r.i32();
   r.expect_end();
   return d;
 }
@@ -488,14 +495,16 @@ struct WireDecodeConfig {
   }
 };
 
-inline void write_decode_config(Writer& w, const WireDecodeConfig& d) {
+// `scales_follow`: the q8_head scale arrays are always written (a message where more follows the
+// configuration: PAGE_BYTES, DECODE_PAGED); in DECODE_OPEN they end it, and only for q8_head.
+inline void write_decode_config(Writer& w, const WireDecodeConfig& d, bool scales_follow = false) {
   const attest_decode_config_v2& c = d.header;
   w.i32(c.batch).i32(c.heads).i32(c.kv_heads).i32(c.head_dim).i32(c.value_dim).f64(c.scale);
   w.array(integer_terms(c)).i32(c.rope).f64(c.rope_base).f64(c.softcap).array(d.alibi_slopes).array(d.sinks);
-  if (!d.k_scales.empty()) w.array(d.k_scales).array(d.v_scales);  // 2.4, q8_head only
+  if (scales_follow || !d.k_scales.empty()) w.array(d.k_scales).array(d.v_scales);  // 2.4
 }
 
-inline WireDecodeConfig read_decode_config(Reader& r) {
+inline WireDecodeConfig read_decode_config(Reader& r, bool scales_follow = false) {
   WireDecodeConfig d;
   attest_decode_config_v2& c = d.header;
   c.batch = r.i32(), c.heads = r.i32(), c.kv_heads = r.i32(), c.head_dim = r.i32(), c.value_dim = r.i32();
@@ -504,7 +513,7 @@ inline WireDecodeConfig read_decode_config(Reader& r) {
   c.rope = r.i32(), c.rope_base = r.f64();
   c.softcap = r.f64();
   d.alibi_slopes = r.array<float>(), d.sinks = r.array<float>();
-  if (!r.at_end()) d.k_scales = r.array<float>(), d.v_scales = r.array<float>();
+  if (scales_follow || !r.at_end()) d.k_scales = r.array<float>(), d.v_scales = r.array<float>();
   for (std::int32_t x : {c.batch, c.heads, c.kv_heads, c.head_dim, c.value_dim})
     if (x < 1 || x > (1 << 30)) throw ProtocolError("decode configuration field out of range");
   const std::uint64_t heads = std::uint64_t(c.batch) * c.kv_heads;
@@ -601,6 +610,77 @@ inline DecodeResult read_decode_result(Reader& r) {
   d.o = r.array<std::uint8_t>(), d.lse = r.array<float>();
   r.expect_end();
   return d;
+}
+
+// ABI 2.4: one block-table call as it travels (after its decode config): the pool whole (the kernel
+// writes its new tokens' slots), the tables, lengths and counts, and the new tokens packed sequence
+// after sequence in their storage types.
+struct WirePagedStep {
+  std::int64_t page_bytes = 0;
+  std::vector<std::uint8_t> pool;
+  std::int32_t table_width = 0;
+  std::vector<std::int32_t> tables, counts;
+  std::vector<std::int64_t> lengths;
+  std::int32_t want_lse = 0;
+  std::vector<std::uint8_t> q, k, v;
+};
+
+inline void write_paged_step(Writer& w, const WirePagedStep& s) {
+  w.i64(s.page_bytes).array(s.pool).i32(s.table_width).array(s.tables).array(s.lengths).array(s.counts);
+  w.i32(s.want_lse).array(s.q).array(s.k).array(s.v);
+}
+
+// Reads a step of a session configured as `c`, checking every array against it: the pool whole
+// pages, every table entry a sequence uses inside the pool, the tokens' buffers the counts' sizes.
+inline WirePagedStep read_paged_step(Reader& r, const attest_decode_config_v2& c, std::int32_t page_tokens,
+                                     std::int32_t q_type, std::int32_t k_type, std::int32_t v_type) {
+  WirePagedStep s;
+  s.page_bytes = r.i64();
+  s.pool = r.array<std::uint8_t>();
+  s.table_width = r.i32();
+  s.tables = r.array<std::int32_t>(), s.lengths = r.array<std::int64_t>(), s.counts = r.array<std::int32_t>();
+  s.want_lse = r.i32();
+  s.q = r.array<std::uint8_t>(), s.k = r.array<std::uint8_t>(), s.v = r.array<std::uint8_t>();
+  r.expect_end();
+  const std::uint64_t batch = c.batch;
+  if (page_tokens < 1 || s.page_bytes < 1 || s.pool.size() % std::uint64_t(s.page_bytes) != 0)
+    throw ProtocolError("paged step: the pool is not a whole number of pages");
+  if (s.table_width < 0 || s.tables.size() != batch * std::uint64_t(s.table_width) || s.lengths.size() != batch ||
+      s.counts.size() != batch)
+    throw ProtocolError("paged step: tables, lengths and counts do not match the batch");
+  const std::int64_t pages = static_cast<std::int64_t>(s.pool.size() / std::uint64_t(s.page_bytes));
+  std::uint64_t tokens = 0;
+  for (std::uint64_t b = 0; b < batch; ++b) {
+    if (s.lengths[b] < 0 || s.counts[b] < 0 || s.lengths[b] > (std::int64_t{1} << 40))
+      throw ProtocolError("paged step: a length or count out of range");
+    const std::int64_t used = (s.lengths[b] + s.counts[b] + page_tokens - 1) / page_tokens;
+    if (used > s.table_width) throw ProtocolError("paged step: a table narrower than its sequence");
+    for (std::int64_t e = 0; e < used; ++e)
+      if (s.tables[b * s.table_width + e] < 0 || s.tables[b * s.table_width + e] >= pages)
+        throw ProtocolError("paged step: a table names a page outside the pool");
+    tokens += std::uint64_t(s.counts[b]);
+  }
+  if (s.q.size() != stored_size(q_type, tokens * c.heads, c.head_dim) ||
+      s.k.size() != stored_size(k_type, tokens * c.kv_heads, c.head_dim) ||
+      s.v.size() != stored_size(v_type, tokens * c.kv_heads, c.value_dim))
+    throw ProtocolError("paged step: q, k or v does not match the counts and the configuration");
+  return s;
+}
+
+struct PagedResult {
+  std::int32_t status = 0;
+  std::string error, path, fault;
+  std::vector<std::uint8_t> pool, o;
+  std::vector<float> lse;
+};
+
+inline PagedResult read_paged_result(Reader& r) {
+  PagedResult p;
+  p.status = r.i32();
+  p.error = r.str(), p.path = r.str(), p.fault = r.str();
+  p.pool = r.array<std::uint8_t>(), p.o = r.array<std::uint8_t>(), p.lse = r.array<float>();
+  r.expect_end();
+  return p;
 }
 
 // ABI 2.4: the positions query t of a session's last step attended in sequence b.

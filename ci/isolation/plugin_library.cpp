@@ -134,6 +134,7 @@ class InProcessDecode final : public DecodeSession {
     const Precision& precision = kernel_.caps_.precision;
     const StoredStep bytes = stored_step(config_, precision, n, q, k, v);
     std::vector<std::uint8_t> os(o.size() * info(precision.o).bytes);
+    protocol::detail::fill_nan(os.data(), os.size(), abi_code(precision.o));  // an unwritten output shows
     char path[32] = {};
     const attest_status status = kernel_.served_.decode_step(handle_, n, bytes.q.data(), bytes.k.data(), bytes.v.data(),
                                                              os.data(), lse.empty() ? nullptr : lse.data(), path);
@@ -174,6 +175,7 @@ std::unique_ptr<DecodeSession> InProcessPlugin::open_decode(const DecodeConfig& 
 namespace attest {
 
 std::size_t InProcessPlugin::page_bytes(const DecodeConfig& config) const {
+  if (caps_.page_tokens < 1) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel declares no block tables");
   const protocol::WireDecodeConfig wire = to_wire(config);
   std::int64_t bytes = 0;
   const attest_status status = served_.page_bytes(wire.view(), &bytes);
@@ -188,6 +190,7 @@ void InProcessPlugin::decode_paged(const DecodeConfig& config, const PagedStep& 
   const protocol::WireDecodeConfig wire = to_wire(config);
   const StoredStep bytes = stored_paged(config, caps_.precision, step.counts, step.q, step.k, step.v);
   std::vector<std::uint8_t> o(step.o.size() * info(caps_.precision.o).bytes);
+  protocol::detail::fill_nan(o.data(), o.size(), abi_code(caps_.precision.o));  // an unwritten output shows
   attest_paged_step call{};
   call.pool = step.pool.data(), call.pool_bytes = static_cast<std::int64_t>(step.pool.size());
   call.tables = step.tables.data(), call.table_width = step.table_width;

@@ -15,11 +15,16 @@ namespace {
 
 constexpr int kLongestChunk = 24;
 
-// Why the block-table properties do not apply to the kernel, or empty.
-std::string not_paged(const Capabilities& caps, const Problem& p) {
+// Why the block-table properties do not apply to the kernel, or empty. `batches`: the batch sizes
+// the property's calls use (a drawn single sequence is joined by a second; a sequence alone is B = 1).
+std::string not_paged(const Capabilities& caps, const Problem& p, std::initializer_list<int> batches) {
   if (!caps.decode() || caps.page_tokens < 1) return "the kernel declares no block-table cache";
   if (!exact_session(caps, p.shape.k_len))
     return fmt::format("Tk {} is past what the declared cache ({}) keeps", p.shape.k_len, caps.cache.summary());
+  for (int b : batches)
+    if (!caps.contract.batch.contains(b))
+      return fmt::format("its calls take B = {}; the contract's batch is {}..{}", b, caps.contract.batch.min,
+                         caps.contract.batch.max);
   return {};
 }
 
@@ -114,7 +119,8 @@ Checked checked_run(const Kernel& kernel, const Problem& prefill, const Referenc
 Verdict ragged_batch_equals_single(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "ragged_batch_equals_single";
   const Capabilities caps = kernel.capabilities();
-  if (const std::string why = not_paged(caps, p); !why.empty()) return Verdict::not_applicable(name, why);
+  if (const std::string why = not_paged(caps, p, {std::max(p.shape.batch, 2), 1}); !why.empty())
+    return Verdict::not_applicable(name, why);
   std::mt19937_64 rng(seed_of(p, 13));
   const Problem prefill = with_two_sequences(decode_prefill_of(p), rng());
   const Shape& s = prefill.shape;
@@ -148,7 +154,7 @@ Verdict ragged_batch_equals_single(const Problem& p, const Kernel& kernel, Oracl
 Verdict page_order_invariance(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "page_order_invariance";
   const Capabilities caps = kernel.capabilities();
-  if (const std::string why = not_paged(caps, p); !why.empty()) return Verdict::not_applicable(name, why);
+  if (const std::string why = not_paged(caps, p, {p.shape.batch}); !why.empty()) return Verdict::not_applicable(name, why);
   std::mt19937_64 rng(seed_of(p, 14));
   const Problem prefill = decode_prefill_of(p);
   const Reference& ref = oracle.reference(prefill);
@@ -171,7 +177,8 @@ Verdict page_order_invariance(const Problem& p, const Kernel& kernel, Oracle& or
 Verdict shared_prefix_equals_private(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "shared_prefix_equals_private";
   const Capabilities caps = kernel.capabilities();
-  if (const std::string why = not_paged(caps, p); !why.empty()) return Verdict::not_applicable(name, why);
+  if (const std::string why = not_paged(caps, p, {std::max(p.shape.batch, 2)}); !why.empty())
+    return Verdict::not_applicable(name, why);
   if (p.storage.k == Scalar::kQ8Head || p.storage.v == Scalar::kQ8Head)
     return Verdict::not_applicable(name, "q8_head scales are a sequence's own: its pages are not shared");
   if (p.shape.k_len < 2) return Verdict::not_applicable(name, "Tk 1: no prefix to share");

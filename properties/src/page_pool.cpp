@@ -21,14 +21,26 @@ std::unique_ptr<std::byte[], void (*)(std::byte*)> aligned_bytes(std::size_t n) 
   return {bytes, [](std::byte* p) { ::operator delete[](p, kPoolAlignment); }};
 }
 
+// The largest pool attest builds (the kernel names the page size: a reply may not make it allocate
+// without bound).
+constexpr std::size_t kMaxPoolBytes = std::size_t{1} << 30;
+
+std::size_t checked_pool_bytes(const Kernel& kernel, const DecodeConfig& config, int pages) {
+  const std::size_t page_bytes = kernel.page_bytes(config);
+  if (kernel.capabilities().page_tokens < 1 || page_bytes == 0)
+    throw KernelLoadError(kernel.name() + " declares a block-table cache with no page size");
+  if (page_bytes > kMaxPoolBytes / std::size_t(pages))
+    throw std::runtime_error(fmt::format("page_bytes is {} for this configuration: {} pages would take more than "
+                                         "attest's pool limit of {} bytes", page_bytes, pages, kMaxPoolBytes));
+  return page_bytes;
+}
+
 }  // namespace
 
 PagePool::PagePool(const Kernel& kernel, const DecodeConfig& config, int pages, std::uint64_t seed)
     : kernel_(kernel), config_(config), page_tokens_(kernel.capabilities().page_tokens),
-      page_bytes_(kernel.page_bytes(config)), pool_(aligned_bytes(pages * page_bytes_)), pages_(pages),
-      sharers_(pages, 0), tables_(config.batch), lengths_(config.batch, 0) {
-  if (page_tokens_ < 1 || page_bytes_ == 0)
-    throw KernelLoadError(kernel.name() + " declares a block-table cache with no page size");
+      page_bytes_(checked_pool_bytes(kernel, config, pages)), pool_(aligned_bytes(pages * page_bytes_)),
+      pages_(pages), sharers_(pages, 0), tables_(config.batch), lengths_(config.batch, 0) {
   std::memset(pool_.get(), 0xFF, pages_ * page_bytes_);
   free_ = seed == 0 ? std::vector<int>() : shuffled(pages, seed);
   if (seed == 0)

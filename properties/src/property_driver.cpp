@@ -131,6 +131,7 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
   std::error_code stale;
   std::filesystem::remove(path, stale);  // a stale counterexample from an earlier run would mislead
   std::string save_error;  // why the last failure's problem could not be written ("" : it was)
+  bool saved = false;      // a failure's problem was written (an exception that is no verdict writes none)
   Oracle oracle(16);
   bool isolated = false;  // after a crash or hang, stop: shrinking would re-run it hundreds of times
   bool out_of_time = false;
@@ -218,6 +219,7 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
         save_problem_file(path, {failed_problem, v.witness ? v.witness_property : property.name, source,
                                  options.isolated, v.detail, result.seed});
         save_error.clear();
+        saved = true;
       } catch (const std::exception& e) {
         save_error = e.what();  // the report then names no file: none holds this failure
       }
@@ -252,10 +254,13 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
     const FailureResult* failure = &outcome.get<FailureResult>();
     result.passed = false;
     result.cases = failure->numSuccess;
-    if (save_error.empty())
-      result.counterexample_path = path;
-    else
+    // An exception that is not a verdict (a kernel that stopped serving mid-run) ends the run with
+    // RapidCheck's description of it: keep that, not an empty message.
+    if (result.message.empty()) result.message = failure->description;
+    if (!save_error.empty())
       std::cerr << "attest: cannot save counterexample: " << save_error << "\n";
+    else if (saved)
+      result.counterexample_path = path;
     rc::detail::Configuration config;
     config.testParams.seed = result.seed;  // so the printed line names the seed attest printed
     config.reproduce[metadata.id] = failure->reproduce;

@@ -83,6 +83,75 @@ TEST(BlockTables, ACallThatWritesAPageHoldingNoneOfItsTokensFails) {
   }
 }
 
+// decode_q8 with a page size of its own choosing, or a block-table call that throws a load error
+// (the kernel host gone mid-run).
+class Misdeclared final : public Kernel {
+ public:
+  Misdeclared(std::size_t page_bytes, bool host_gone) : page_bytes_(page_bytes), host_gone_(host_gone) {}
+  std::string name() const override { return "misdeclared"; }
+  Capabilities capabilities() const override { return inner_->capabilities(); }
+  void forward(const Problem&, std::span<float>, std::span<float>) const override {}
+  std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& c) const override { return inner_->open_decode(c); }
+  std::size_t page_bytes(const DecodeConfig& c) const override { return page_bytes_ ? page_bytes_ : inner_->page_bytes(c); }
+  void decode_paged(const DecodeConfig& c, const PagedStep& step) const override {
+    if (host_gone_) throw KernelLoadError("the kernel host stopped serving: a test's message");
+    inner_->decode_paged(c, step);
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_ = make_quantized_decode_kernel(Scalar::kQ8);
+  std::size_t page_bytes_;
+  bool host_gone_;
+};
+
+TEST(BlockTables, AHugePageSizeIsRefusedWithTheNumbersNotAllocated) {
+  const Misdeclared kernel(std::size_t{1} << 29, false);
+  const DriveResult r = drive("ragged_batch_equals_single", kernel, 5);
+  ASSERT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("pool limit"), std::string::npos) << r.message;
+}
+
+TEST(BlockTables, AKernelThatStopsServingKeepsItsMessageAndNamesNoFile) {
+  const Misdeclared kernel(0, true);
+  const DriveResult r = drive("page_order_invariance", kernel, 5);
+  ASSERT_FALSE(r.passed);
+  EXPECT_NE(r.message.find("a test's message"), std::string::npos) << r.message;
+  EXPECT_EQ(r.counterexample_path, "");  // no problem file holds this failure
+}
+
+// decode_q8 whose contract takes one sequence a call: the properties that add a second do not apply.
+class OneSequence final : public Kernel {
+ public:
+  std::string name() const override { return "one-sequence"; }
+  Capabilities capabilities() const override {
+    Capabilities c = inner_->capabilities();
+    c.contract.batch = {1, 1};
+    return c;
+  }
+  void forward(const Problem&, std::span<float>, std::span<float>) const override {}
+  std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& c) const override { return inner_->open_decode(c); }
+  std::size_t page_bytes(const DecodeConfig& c) const override { return inner_->page_bytes(c); }
+  void decode_paged(const DecodeConfig& c, const PagedStep& step) const override {
+    if (c.batch != 1) throw ProblemError("one sequence a call");
+    inner_->decode_paged(c, step);
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_ = make_quantized_decode_kernel(Scalar::kQ8);
+};
+
+TEST(BlockTables, ACallOutsideTheContractsBatchIsNeverMade) {
+  const OneSequence kernel;
+  for (const char* property : {"ragged_batch_equals_single", "shared_prefix_equals_private"}) {
+    const DriveResult r = drive(property, kernel, 10);
+    EXPECT_TRUE(r.passed) << property << ": " << r.message;
+    EXPECT_EQ(r.effective, 0) << property;
+  }
+  const DriveResult order = drive("page_order_invariance", kernel, 10);
+  EXPECT_TRUE(order.passed) << order.message;
+  EXPECT_EQ(order.effective, order.asked);
+}
+
 TEST(BlockTables, AMalformedStepIsRefusedWithWhy) {
   const auto kernel = make_quantized_decode_kernel(Scalar::kQ8);
   const DecodeConfig config{.batch = 1, .heads = 1, .kv_heads = 1, .head_dim = 4, .value_dim = 4, .scale = 0.5};

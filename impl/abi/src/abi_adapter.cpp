@@ -21,7 +21,9 @@ static_assert(sizeof(attest_contract) == 176 && offsetof(attest_contract, alibi_
 static_assert(sizeof(attest_precision_spec) == 56 && offsetof(attest_precision_spec, q_entry) == 52);
 static_assert(offsetof(attest_kernel_v2, paths) == ATTEST_KERNEL_V2_0_SIZE);
 static_assert(offsetof(attest_kernel_v2, path_predicates) == ATTEST_KERNEL_V2_1_SIZE);
-static_assert(offsetof(attest_kernel_v2, decode_retained) == ATTEST_KERNEL_V2_2_SIZE && sizeof(attest_kernel_v2) == 440);
+static_assert(offsetof(attest_kernel_v2, decode_retained) == ATTEST_KERNEL_V2_2_SIZE &&
+              sizeof(attest_kernel_v2) == ATTEST_KERNEL_V2_4_SIZE);
+static_assert(sizeof(attest_paged_step) == 120);
 static_assert(sizeof(attest_path_predicate) == 144);
 // 2.3 took the reserved backward pointer and contract.reserved[0]: the layout is 2.2's.
 static_assert(offsetof(attest_kernel_v2, backward) == offsetof(attest_kernel_v2, last_error) + sizeof(void*));

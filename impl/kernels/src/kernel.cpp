@@ -99,7 +99,8 @@ void check_paged_step(const DecodeConfig& c, int page_tokens, std::size_t page_b
   const std::int64_t pages = static_cast<std::int64_t>(step.pool.size() / page_bytes);
   std::size_t tokens = 0;
   for (std::size_t b = 0; b < batch; ++b) {
-    if (step.lengths[b] < 0 || step.counts[b] < 0) refuse("lengths and counts must be >= 0");
+    if (step.lengths[b] < 0 || step.counts[b] < 0 || step.lengths[b] + step.counts[b] > INT32_MAX)
+      refuse("sequence " + std::to_string(b) + ": lengths and counts must be >= 0, positions below 2^31");
     const std::int64_t used = (step.lengths[b] + step.counts[b] + page_tokens - 1) / page_tokens;
     if (used > step.table_width) refuse("sequence " + std::to_string(b) + "'s table is narrower than its tokens");
     for (std::int64_t e = 0; e < used; ++e) {

@@ -200,7 +200,7 @@ void QuantizedDecodeKernel::decode_paged(const DecodeConfig& c, const PagedStep&
   for (std::size_t b = 0; b < std::size_t(c.batch); ++b) {
     const std::size_t n = step.counts[b], used = entries(b);
     const long long length = step.lengths[b] + static_cast<long long>(n);
-    const std::int32_t* table = &step.tables[b * width];
+    const std::int32_t* table = step.tables.data() + b * width;
     const std::size_t pages = step.pool.size() / format.bytes();
     auto page_of = [&](long long j) {
       // Mutant: the sequence's pages taken as consecutive from its first (kept inside the pool).

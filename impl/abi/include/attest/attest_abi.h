@@ -309,7 +309,9 @@ typedef struct attest_decode_config_v2 {
   const float* alibi_slopes;  /* NULL or [H] */
   const float* sinks;         /* NULL or [H] */
   /* reserved[0], reserved[1] (2.4): with K and V stored ATTEST_Q8_HEAD, the static scales of K and V,
-   * each const float* [B][Hkv] (f16 values); NULL otherwise. reserved[2], reserved[3]: NULL. */
+   * each const float* [B][Hkv] (f16 values); NULL otherwise. reserved[2], reserved[3]: NULL.
+   * Every pointer of a configuration is valid for the call that receives it only: a session copies
+   * what it keeps (slopes, sinks, scales). */
   const void* reserved[4];
   int32_t lookahead;          /* 0 = none (a no-op in a causal session, carried for uniformity) */
 } attest_decode_config_v2;
@@ -435,10 +437,11 @@ typedef struct attest_path_predicate {
 } attest_path_predicate;
 
 /* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need ATTEST_KERNEL_V2_1_SIZE,
- * the 2.2 ones ATTEST_KERNEL_V2_2_SIZE (2.3 added no field), the 2.4 ones sizeof(attest_kernel_v2). */
+ * the 2.2 ones ATTEST_KERNEL_V2_2_SIZE (2.3 added no field), the 2.4 ones ATTEST_KERNEL_V2_4_SIZE. */
 #define ATTEST_KERNEL_V2_0_SIZE 368u
 #define ATTEST_KERNEL_V2_1_SIZE 384u
 #define ATTEST_KERNEL_V2_2_SIZE 400u
+#define ATTEST_KERNEL_V2_4_SIZE 440u
 
 /* Returns a pointer to an attest_kernel (version 1) or attest_kernel_v2 (version 2). */
 typedef const void* (*attest_kernel_entry_any_fn)(void);

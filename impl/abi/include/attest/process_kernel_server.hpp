@@ -141,7 +141,7 @@ class ServedKernel {
           d.declared_paths.push_back({name, p});
         }
       // 2.4's cache policy follows 2.2's declared paths.
-      if (v2_->struct_size >= sizeof(attest_kernel_v2)) {
+      if (v2_->struct_size >= ATTEST_KERNEL_V2_4_SIZE) {
         d.cache_policy = v2_->cache_policy, d.cache_sinks = v2_->cache_sinks, d.cache_recent = v2_->cache_recent;
         d.reports_retained = v2_->decode_retained != nullptr;
         d.page_tokens = v2_->page_tokens;
@@ -193,7 +193,7 @@ class ServedKernel {
                             static_cast<const float*>(v), static_cast<float*>(o), lse);
   }
   // 2.4: the positions an explicit cache's query attended.
-  bool reports_retained() const { return v2_ && v2_->struct_size >= sizeof(attest_kernel_v2) && v2_->decode_retained; }
+  bool reports_retained() const { return v2_ && v2_->struct_size >= ATTEST_KERNEL_V2_4_SIZE && v2_->decode_retained; }
   attest_status retained(void* session, std::int32_t b, std::int32_t t, std::int64_t* positions, std::int32_t capacity,
                          std::int32_t* count) const {
     if (!reports_retained()) return ATTEST_UNSUPPORTED;
@@ -201,7 +201,7 @@ class ServedKernel {
   }
   // 2.4: block tables.
   std::int32_t page_tokens() const {
-    return v2_ && v2_->struct_size >= sizeof(attest_kernel_v2) && v2_->page_bytes && v2_->decode_paged ? v2_->page_tokens : 0;
+    return v2_ && v2_->struct_size >= ATTEST_KERNEL_V2_4_SIZE && v2_->page_bytes && v2_->decode_paged ? v2_->page_tokens : 0;
   }
   attest_status page_bytes(const attest_decode_config_v2& c, std::int64_t* bytes) const {
     if (page_tokens() < 1) return ATTEST_UNSUPPORTED;
@@ -302,6 +302,7 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
     attest_decode_config_v2 config;
     std::int64_t length = 0;  // tokens appended so far
     std::int32_t last_step = 0;  // the last step's n
+    std::shared_ptr<const WireDecodeConfig> wire;  // what `config` points to, kept for a kernel that kept it
   };
   std::map<std::uint64_t, Session> sessions;
   std::uint64_t next_session = 1;
@@ -323,6 +324,11 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
             write_frame(out_fd, Type::kError, Writer().str("protocol version " + std::to_string(version) +
                                                            " not supported (this kernel speaks " +
                                                            std::to_string(kVersion) + ")").bytes());
+            return 2;
+          }
+          if (kernel.descriptor().page_tokens != 0 && kernel.page_tokens() < 1) {
+            write_frame(out_fd, Type::kError,
+                        Writer().str("the descriptor declares page_tokens but page_bytes or decode_paged is NULL").bytes());
             return 2;
           }
           if ((kernel.capabilities() & ATTEST_CAP_BACKWARD) && !kernel.backs()) {
@@ -383,14 +389,14 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           break;
         }
         case Type::kDecodeOpen: {
-          const WireDecodeConfig wire = read_decode_config(r);
+          const auto wire = std::make_shared<const WireDecodeConfig>(read_decode_config(r));
           r.expect_end();
           void* session = nullptr;
           attest_status status = ATTEST_UNSUPPORTED;
-          const attest_decode_config_v2 config = wire.view();
+          const attest_decode_config_v2 config = wire->view();
           if (kernel.decodes()) status = kernel.decode_open(config, &session);
           std::uint64_t id = 0;
-          if (status == ATTEST_OK) sessions[id = next_session++] = {session, wire.header, 0, 0};
+          if (status == ATTEST_OK) sessions[id = next_session++] = {session, config, 0, 0, wire};
           w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).u64(id);
           write_frame(out_fd, Type::kDecodeOpened, w.bytes());
           break;
@@ -438,9 +444,14 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           break;
         }
         case Type::kDecodePaged: {
+          if (kernel.page_tokens() < 1) throw ProtocolError("DECODE_PAGED to a kernel without block tables");
           const WireDecodeConfig wire = read_decode_config(r, true);
           const attest_decode_config_v2 config = wire.view();
           const WirePagedStep step = read_paged_step(r, config, kernel.page_tokens(), q_type, k_type, v_type);
+          std::int64_t own_page_bytes = 0;  // the kernel's page size, not the message's, bounds its reads
+          if (kernel.page_bytes(config, &own_page_bytes) != ATTEST_OK || own_page_bytes != step.page_bytes)
+            throw ProtocolError("DECODE_PAGED with pages of " + std::to_string(step.page_bytes) +
+                                " bytes; the kernel's are " + std::to_string(own_page_bytes));
           std::uint64_t tokens = 0;
           for (std::int32_t n : step.counts) tokens += std::uint64_t(n);
           const std::size_t rows = tokens * config.heads;

@@ -651,8 +651,10 @@ inline WirePagedStep read_paged_step(Reader& r, const attest_decode_config_v2& c
   const std::int64_t pages = static_cast<std::int64_t>(s.pool.size() / std::uint64_t(s.page_bytes));
   std::uint64_t tokens = 0;
   for (std::uint64_t b = 0; b < batch; ++b) {
-    if (s.lengths[b] < 0 || s.counts[b] < 0 || s.lengths[b] > (std::int64_t{1} << 40))
-      throw ProtocolError("paged step: a length or count out of range");
+    // Positions fit an int32 (kernels index them so); the tokens of one call stay far below 2^31.
+    if (s.lengths[b] < 0 || s.counts[b] < 0 || s.lengths[b] + s.counts[b] > INT32_MAX ||
+        tokens + std::uint64_t(s.counts[b]) > (std::uint64_t{1} << 31))
+      throw ProtocolError("paged step: sequence " + std::to_string(b) + "'s length or count is out of range");
     const std::int64_t used = (s.lengths[b] + s.counts[b] + page_tokens - 1) / page_tokens;
     if (used > s.table_width) throw ProtocolError("paged step: a table narrower than its sequence");
     for (std::int64_t e = 0; e < used; ++e)
@@ -660,6 +662,7 @@ inline WirePagedStep read_paged_step(Reader& r, const attest_decode_config_v2& c
         throw ProtocolError("paged step: a table names a page outside the pool");
     tokens += std::uint64_t(s.counts[b]);
   }
+  // tokens <= 2^31 and heads, widths <= 2^30 (read_decode_config): these products fit in 64 bits.
   if (s.q.size() != stored_size(q_type, tokens * c.heads, c.head_dim) ||
       s.k.size() != stored_size(k_type, tokens * c.kv_heads, c.head_dim) ||
       s.v.size() != stored_size(v_type, tokens * c.kv_heads, c.value_dim))

@@ -64,8 +64,9 @@ Problem with_two_sequences(const Problem& prefill, std::uint64_t seed) {
 }
 
 // Calls that take each sequence from `done` to T tokens, at different paces: each call appends 0
-// to kLongestChunk tokens per sequence (at least one sequence appends), and sequences past the
-// first start a few calls late, so one call's sequences have different lengths.
+// to kLongestChunk tokens per sequence (at least one sequence appends), now and then all the rest at
+// once (a prompt's prefill through the tables), and sequences past the first start a few calls late,
+// so one call's sequences have different lengths.
 std::vector<PagedCall> ragged_calls(std::vector<long long> done, int T, std::mt19937_64& rng) {
   const int batch = static_cast<int>(done.size());
   std::vector<int> start(batch, 0);
@@ -78,7 +79,7 @@ std::vector<PagedCall> ragged_calls(std::vector<long long> done, int T, std::mt1
       const long long remaining = T - done[b];
       left = left || remaining > 0;
       if (remaining == 0 || call < start[b] || rng() % 4 == 0) continue;
-      counts[b] = static_cast<int>(std::min<long long>(remaining, 1 + rng() % kLongestChunk));
+      counts[b] = static_cast<int>(rng() % 8 == 0 ? remaining : std::min<long long>(remaining, 1 + rng() % kLongestChunk));
       any = true;
     }
     if (!left) return calls;

@@ -193,6 +193,23 @@ StoredStep stored_step(const DecodeConfig& c, const Precision& precision, int n,
           stored_step_rows(v, precision.v, n, c.value_dim, c.v_scales)};
 }
 
+namespace {
+
+// Sequence b of a configuration alone (B = 1, its q8_head scales): how a paged call's sequences,
+// packed one after another, are encoded and decoded.
+DecodeConfig sequence_config(const DecodeConfig& c, std::size_t b) {
+  DecodeConfig one = c;
+  one.batch = 1;
+  auto slice = [&](const std::vector<float>& scales) {
+    return scales.empty() ? scales
+                          : std::vector<float>(scales.begin() + b * c.kv_heads, scales.begin() + (b + 1) * c.kv_heads);
+  };
+  one.k_scales = slice(c.k_scales), one.v_scales = slice(c.v_scales);
+  return one;
+}
+
+}  // namespace
+
 StoredStep stored_paged(const DecodeConfig& c, const Precision& precision, std::span<const std::int32_t> counts,
                         std::span<const float> q, std::span<const float> k, std::span<const float> v) {
   StoredStep out;
@@ -203,13 +220,7 @@ StoredStep stored_paged(const DecodeConfig& c, const Precision& precision, std::
   for (std::size_t b = 0; b < counts.size(); ++b) {
     const int n = counts[b];
     if (n == 0) continue;
-    DecodeConfig one = c;  // sequence b alone: its q8_head scales
-    one.batch = 1;
-    if (!c.k_scales.empty()) {
-      one.k_scales.assign(c.k_scales.begin() + b * c.kv_heads, c.k_scales.begin() + (b + 1) * c.kv_heads);
-      one.v_scales.assign(c.v_scales.begin() + b * c.kv_heads, c.v_scales.begin() + (b + 1) * c.kv_heads);
-    }
-    const StoredStep part = stored_step(one, precision, n, q.subspan(token0 * c.heads * c.head_dim, std::size_t(n) * c.heads * c.head_dim),
+    const StoredStep part = stored_step(sequence_config(c, b), precision, n, q.subspan(token0 * c.heads * c.head_dim, std::size_t(n) * c.heads * c.head_dim),
                                         k.subspan(token0 * c.kv_heads * c.head_dim, std::size_t(n) * c.kv_heads * c.head_dim),
                                         v.subspan(token0 * c.kv_heads * c.value_dim, std::size_t(n) * c.kv_heads * c.value_dim));
     append(out.q, part.q), append(out.k, part.k), append(out.v, part.v);
@@ -700,10 +711,9 @@ attest_status AbiAdapter::decode_paged(void* user, const attest_decode_config_v2
     for (std::size_t b = 0; b < batch; ++b) {
       const int n = step->counts[b];
       if (n <= 0) continue;
-      const std::vector<float> k_scales = c.k_scales.empty() ? std::vector<float>()
-          : std::vector<float>(c.k_scales.begin() + b * c.kv_heads, c.k_scales.begin() + (b + 1) * c.kv_heads);
-      const std::vector<float> v_scales = c.v_scales.empty() ? std::vector<float>()
-          : std::vector<float>(c.v_scales.begin() + b * c.kv_heads, c.v_scales.begin() + (b + 1) * c.kv_heads);
+      const DecodeConfig one = sequence_config(c, b);
+      const std::vector<float>& k_scales = one.k_scales;
+      const std::vector<float>& v_scales = one.v_scales;
       const std::vector<float> qb = kv_from_storage(q_bytes, precision.q, c.heads, n, c.head_dim);
       const std::vector<float> kb = step_rows_from_storage(k_bytes, precision.k, c.kv_heads, n, c.head_dim, k_scales);
       const std::vector<float> vb = step_rows_from_storage(v_bytes, precision.v, c.kv_heads, n, c.value_dim, v_scales);

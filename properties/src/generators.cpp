@@ -541,8 +541,11 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   fill(p.v, c.max_abs_value > 0 ? std::min(vm, c.max_abs_value / 2) : vm, p.storage.v, precision.v_entry);
   draw_quantized(p.k, head_dim, p.storage.k, 0, data_rng);
   draw_quantized(p.v, p.shape.value_dim, p.storage.v, c.max_abs_value, data_rng);
+  // K and V in a scaled format a group at a time, before the forced values (a poison reads the
+  // problem's mask, which checks it) and after them (a subnormal group refitted).
+  p.fit_to_storage();
   force_values(needs.force, caps, spec.data_seed, p);
-  p.fit_to_storage();  // K and V in a scaled format a group at a time
+  p.fit_to_storage();
   return p;
 }
 

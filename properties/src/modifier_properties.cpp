@@ -109,7 +109,10 @@ Verdict check_weight_floor(const Problem& probe, const Reference& ref, const Out
     for (std::size_t k = 0; k < keys.size(); ++k) {
       const int j = keys[k];
       if (j < first || j >= first + width) continue;
-      const double got = out.o[row * width + (j - first)], allowed = floor[k] * std::exp(-eta) - absolute;
+      // The output is the weight times the probe's stored one (a quantized V holds only its nearest).
+      const std::size_t one = ((std::size_t(r.b) * s.kv_heads + probe.kv_head_of(r.h)) * s.k_len + j) * width + (j - first);
+      const double got = out.o[row * width + (j - first)],
+                   allowed = floor[k] * double(probe.v[one]) * std::exp(-eta) - absolute;
       if (!(got >= allowed))
         return Verdict::fail(name, fmt::format("{}{}: visible key {} gets weight {:.9g}, below what the cap c = {} "
                                                "allows ({:.9g}, with {:.3g} relative slack)",

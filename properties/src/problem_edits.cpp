@@ -7,6 +7,7 @@
 #include <random>
 
 #include "attest/oracle.h"
+#include "attest/properties.h"
 #include "attest/quantized.h"
 #include "attest/reference.h"
 
@@ -315,6 +316,19 @@ Problem with_logits_up_to(const Problem& p, double target, double dot, const Cap
     for (float& x : scaled.q) x = round_to(std::clamp(static_cast<float>(x * boost), -largest, largest), scaled.storage.q);
   }
   return scaled;
+}
+
+std::optional<Problem> with_logits_in_float_range(const Problem& p, double target, double dot, const Capabilities& caps,
+                                                  double* reached) {
+  // A float q.k that overflows is attest's problem, not the kernel's: a default-scale kernel gets its
+  // large logits through Q alone, and Q near FLT_MAX overflows every float dot product.
+  for (int tries = 0; tries < 64; ++tries, target /= 4) {
+    Problem scaled = with_logits_up_to(p, target, dot, caps);
+    if (!within_float_range(scaled)) continue;
+    if (reached) *reached = target;
+    return scaled;
+  }
+  return std::nullopt;
 }
 
 int identity_probe_width(const Problem& p, const Capabilities& /*caps*/) {

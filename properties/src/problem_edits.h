@@ -3,9 +3,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <vector>
-
 #include <optional>
+#include <vector>
 
 #include "attest/kernel.h"
 #include "attest/problem.h"
@@ -22,6 +21,7 @@ Problem with_values(const Problem& p, int dv, Value value) {
   for (int bg = 0; bg < p.shape.batch * p.shape.kv_heads; ++bg)
     for (int j = 0; j < p.shape.k_len; ++j)
       for (int c = 0; c < dv; ++c) out.v[e++] = value(j, c);
+  out.fit_to_storage();  // a quantized V holds no exact 1 (q8: f16(1/127) * 127): its nearest, refitted
   return out;
 }
 
@@ -87,6 +87,10 @@ double max_abs_product_sum(const Problem& p);
 // > 0: through the scale (up to 1e30; not at all when the contract takes the default scale only),
 // then through Q, rounded to Q's storage format and saturating at its largest value.
 Problem with_logits_up_to(const Problem& p, double target, double dot, const Capabilities& caps);
+// with_logits_up_to at the target, or at the largest target / 4^n whose problem a float kernel can
+// hold (within_float_range); nullopt when none can. `reached` gets the target used.
+std::optional<Problem> with_logits_in_float_range(const Problem& p, double target, double dot, const Capabilities& caps,
+                                                  double* reached = nullptr);
 
 // The explicit mask that equals the problem's whole mask conjunction (from the reference's view).
 std::vector<std::uint8_t> visibility_of(const Problem& p);

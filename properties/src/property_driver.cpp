@@ -74,6 +74,13 @@ Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kerne
     Verdict v = Verdict::fail(property.name, std::string("kernel failure: ") + e.what(), INFINITY);
     v.isolation_failure = e.isolating();
     return v;
+  } catch (const ProblemError& e) {
+    // Most likely attest's own edit broke the problem rules (the reference validates every problem it
+    // is given): not blamed on the kernel, still a failure (a check that did not run must not pass).
+    return Verdict::fail(property.name,
+                         std::string("attest's check built an invalid problem (a defect of attest, unless the kernel "
+                                     "raised it): ") + e.what(),
+                         INFINITY);
   } catch (const std::exception& e) {
     return Verdict::fail(property.name, std::string("the kernel threw: ") + e.what(), INFINITY);
   }

@@ -75,7 +75,16 @@ float round_to(float x, Scalar s) {
   }
 }
 
-double largest_input(Scalar stored, Scalar entry) { return std::min(info(stored).max_finite, info(entry).max_finite); }
+double largest_input(Scalar stored, Scalar entry) {
+  // The largest value the storage holds at or below the entry format's largest: bf16 storage
+  // behind an f16 entry rounding ends at 65280, since 65504 rounds to bf16's 65536 (inf in f16).
+  const double largest = std::min(info(stored).max_finite, info(entry).max_finite);
+  if (round_to(static_cast<float>(largest), stored) <= largest) return largest;
+  int exp;
+  std::frexp(largest, &exp);
+  const double spacing = std::ldexp(unit_roundoff(stored), exp);  // of stored's values in [2^(exp-1), 2^exp)
+  return std::floor(largest / spacing) * spacing;
+}
 
 bool representable(float x, Scalar s) { return std::isnan(x) || round_to(x, s) == x; }
 

@@ -33,8 +33,8 @@ bool parse_scalar(const std::string& name, Scalar& out);
 // Round to nearest even in that format (overflow gives +-inf, NaN stays NaN; e4m3 has no infinity and
 // saturates at +-448). A scaled format returns x: fit_rows (quantized.h) rounds a row at a time.
 float round_to(float x, Scalar s);
-// The largest magnitude an input may hold: its storage's largest finite value, or that of the
-// format the kernel rounds it to on entry when smaller (beyond it the rounding gives inf).
+// The largest magnitude an input may hold: its storage's largest finite value, or, when the format
+// the kernel rounds it to on entry is narrower, the storage's largest value that rounding keeps finite.
 double largest_input(Scalar stored, Scalar entry);
 bool representable(float x, Scalar s);  // NaN counts as representable
 // The 16-bit pattern of a value representable in bf16 or f16, and back.

@@ -123,8 +123,13 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
   return r;
 }
 
-CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, const PathShapes& discovered,
+CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, const PathShapes& forward_paths,
                            const CertifyOptions& options, const LearnedPaths* learned) {
+  // The size ladder discovers the forward's paths. A backward check's evidence lands on the paths
+  // its backward calls report, and owes the forward's nothing (a forward reporting two paths left
+  // every backward check INSUFFICIENT).
+  const PathShapes none;
+  const PathShapes& discovered = property.required.contains(Feature::kBackward) ? none : forward_paths;
   DriveOptions drive;
   drive.cases = options.property_cases;
   drive.seed = options.seed;

@@ -353,6 +353,24 @@ def not_certified_quick(library, name, *needles):
     return out
 
 
+def case_backward_variants():
+    """The textbook backward of backward_attention.c stays CERTIFIED with two forward paths reported
+    (backward evidence is credited to them) and under a causal-only training contract (where no key
+    is hidden from every row: gradient_masked_keys_zero is not covered, with the reason)."""
+    verdict, document, checks = certified_at_default("backward_two_paths", "backward-c")
+    for name in GRADIENT_CHECKS:
+        if checks[name]["verdict"] != "pass" or checks[name]["effective_cases"] < 1:
+            sys.exit("two paths: %s: %s" % (name, checks[name]))
+    verdict, document, checks = certified_at_default("backward_causal_only", "backward-c")
+    masked = checks["gradient_masked_keys_zero"]
+    if "the last row sees every key" not in masked.get("not_covered", ""):
+        sys.exit("causal only: gradient_masked_keys_zero should be not covered: %s" % masked)
+    for name in set(GRADIENT_CHECKS) - {"gradient_masked_keys_zero", "gradient_permutation_equivariance",
+                                         "gradient_empty_rows_contribute_nothing"}:
+        if checks[name]["verdict"] != "pass" or checks[name]["effective_cases"] < 1:
+            sys.exit("causal only: %s: %s" % (name, checks[name]))
+
+
 def case_declared_self_attention():
     verdict, document, checks = certified_at_default("self_attention_attention", "self-attention")
     require(verdict, "(contract: Dk in [1, 256], self-attention only (Tq == Tk, q_offset 0)")

@@ -441,8 +441,15 @@ Verdict gradient_overflow_safe(const Problem& p, const Kernel& kernel, Oracle& o
   if (dot > 0)
     for (double target : {1e2, 1e3, 1e4})
       variants.emplace_back(with_logits_up_to(p, target, dot, kernel.capabilities()), fmt::format("logits up to {:g}", target));
+  // Saturating, for a kernel promised finite inputs: a masked key's 1e30 poison times 1e15 is inf.
   Problem large_values = p;
-  for (float& v : large_values.v) v = round_to(v * 1e15f, p.storage.v);
+  const bool finite_only = kernel.capabilities().inputs == InputDomain::kFinite;
+  const float largest_v = static_cast<float>(largest_input(p.storage.v, kernel.capabilities().precision.v_entry));
+  for (float& v : large_values.v) {
+    const float scaled = v * 1e15f;
+    v = round_to(finite_only && std::isfinite(v) ? std::clamp(scaled, -largest_v, largest_v) : scaled, p.storage.v);
+  }
+  large_values.fit_to_storage();  // a quantized V: its rows refitted to the scaled values
   variants.emplace_back(large_values, "values times 1e15");
   bool exercised = false;
   double worst = 0;

@@ -51,7 +51,7 @@ const std::vector<PropertyInfo>& property_catalogue() {
       {"gradient_precision_gate", "gradient error within a calibrated factor of the loop backward's",
        gradient_precision_gate, {F::kBackward}, {}},
       {"gradient_masked_keys_zero", "poisoned masked keys get dK = dV = 0 exactly", gradient_masked_keys_zero,
-       {F::kBackward}, {.masked = true}},
+       {F::kBackward}, {.masked = true, .hides_keys = true}},
       {"gradient_dv_is_pt_do", "dO one-hot: dV's columns are rows of P", gradient_dv_is_pt_do, {F::kBackward}, {}},
       {"gradient_ds_rows_sum_to_zero", "equal keys: dQ = 0 (rows of dS sum to 0)", gradient_ds_rows_sum_to_zero,
        {F::kBackward}, {}},

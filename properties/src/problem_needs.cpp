@@ -24,6 +24,12 @@ std::string cannot_cover(const ProblemNeeds& needs, const Capabilities& caps) {
   if (head_configs(caps, needs).empty()) return "needs head counts the contract does not allow";
   if (needs.rope && !caps.declares(Feature::kRope)) return "needs RoPE; the kernel does not declare rope";
   if (needs.masked && masks.empty()) return "needs masked keys; the kernel declares no mask term";
+  if (needs.hides_keys && caps.contract.causal_required &&
+      (caps.features & FeatureSet{Feature::kKeyPadding, Feature::kQueryPadding, Feature::kWindow, Feature::kChunk,
+                                   Feature::kSegments, Feature::kExplicitMask, Feature::kBias})
+          .empty())
+    return "needs keys no row sees; under the contract's bottom-right causal mask the last row sees every key, and "
+           "the kernel declares no other term that hides one (padding, window, chunk, segments, explicit mask, bias)";
   if (needs.position_free && caps.contract.causal_required)
     return "needs problems without positions (no causal mask); the contract requires causal attention";
   if (needs.moves_positions && caps.contract.self_attention_only)

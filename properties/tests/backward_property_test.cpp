@@ -93,5 +93,42 @@ TEST(BackwardChecks, TheThreadHintChangesOnlyASplitReduction) {
   EXPECT_FALSE(gradient_deterministic(p, *split, oracle).passed);
 }
 
+// A causal language model's training kernel: bottom-right causal only, Tq == Tk. Its last row sees
+// every key, so "keys no row sees" cannot be drawn: not covered, with the reason, never INSUFFICIENT.
+class CausalTraining final : public Kernel {
+ public:
+  explicit CausalTraining(FeatureSet extra) : extra_(extra) {}
+  std::string name() const override { return "causal-training"; }
+  Capabilities capabilities() const override {
+    Capabilities c = inner_->capabilities();
+    c.features = FeatureSet{Feature::kCausal, Feature::kBackward} | extra_;
+    c.contract.causal_required = c.contract.self_attention_only = true;
+    return c;
+  }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override { inner_->forward(p, o, lse); }
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
+    inner_->backward(p, in, out);
+  }
+
+ private:
+  std::unique_ptr<Kernel> inner_ = make_loop_kernel();
+  FeatureSet extra_;
+};
+
+TEST(BackwardChecks, MaskedKeyGradientsAreNotCoveredUnderCausalAlone) {
+  const PropertyInfo& property = find_property("gradient_masked_keys_zero");
+  const std::string why = not_covered_because(property, CausalTraining({}).capabilities());
+  EXPECT_NE(why.find("the last row sees every key"), std::string::npos) << why;
+  // Key padding hides keys from every row: then it is covered, and exercised.
+  const CausalTraining padded({Feature::kKeyPadding});
+  EXPECT_EQ(not_covered_because(property, padded.capabilities()), "");
+  DriveOptions options;
+  options.cases = 60;
+  options.seed = 20261203;
+  const DriveResult r = drive_property(property, padded, options);
+  EXPECT_TRUE(r.passed) << r.message;
+  EXPECT_GT(r.effective, 0) << r.message;
+}
+
 }  // namespace
 }  // namespace attest

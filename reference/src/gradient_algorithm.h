@@ -183,6 +183,27 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
             }
             d_err += gamma_of(dv, u) * d_given_abs + tiny * dv;
           }
+          // Each weight's error in log space: its score's, the given LSE's, the subtraction's, the exp's.
+          auto log_weight_err = [&](int j) {
+            return score_err[j] + lse_err + 2 * u * std::fabs(static_cast<double>(logit[j]) - lse_given) + nm.exp_error;
+          };
+          // A textbook backward (llm.c, ggml, autograd) forms D = sum_j P_j dP_j from its own P instead:
+          // its error is its own weights' (its forward's O error, seen through dO) and its sums'. D's
+          // bound is the larger of that and the one above (D = dO . O_given, FlashAttention-2).
+          {
+            double own_err = 0, own_abs = 0;
+            for (int j = 0; j < tk; ++j) {
+              if (!allowed[j]) continue;
+              const double pj = static_cast<double>(weight[j]), dpj = std::fabs(static_cast<double>(dp[j]));
+              const double pe = std::exp(static_cast<double>(logit[j]) - lse_exact + log_weight_err(j)) - pj + tiny;
+              double b_abs = 0;
+              for (int r = 0; r < dv; ++r) b_abs += std::fabs(double(d_o[r]) * double(vbase[std::size_t(j) * dv + r]));
+              const double dpe = gamma_of(dv, u) * b_abs + tiny * dv;
+              own_err += pe * dpj + (pj + pe) * dpe;
+              own_abs += (pj + pe) * (dpj + dpe);
+            }
+            d_err = std::max(d_err, own_err + gamma_of(count + 1, u) * own_abs + tiny * (count + 1));
+          }
           const double dd = static_cast<double>(d);
           check_range(lse_exact), check_range(dd), check_range(d_given_abs);
           // dS and dX per key, with their errors.
@@ -194,9 +215,8 @@ ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, c
             const float* vrow = vbase + std::size_t(j) * dv;
             for (int r = 0; r < dv; ++r) b_abs += std::fabs(double(d_o[r]) * double(vrow[r]));
             const double dp_err = gamma_of(dv, u) * b_abs + tiny * dv;
-            const double logit_gap = std::fabs(static_cast<double>(logit[j]) - lse_given);
             // P_j e^err - P_j in log space: a weight that underflows stays 0 (never 0 x inf).
-            const double err = score_err[j] + lse_err + 2 * u * logit_gap + nm.exp_error;
+            const double err = log_weight_err(j);
             // The weight's conditioning (its relative error in units of 8 u, at least 1): with
             // logits of 1e4 each P is off by ~1e4 u in any summation order, a lucky model too.
             p_cond[j] = std::max(1.0, err / (8 * u));

@@ -1,13 +1,16 @@
 /* A training kernel in plain C99 behind the attest C ABI 2.3: forward and backward (dQ, dK, dV,
  * dsinks) in float32, with the mask terms, GQA, LSE, softcap and sinks. The backward is the
- * textbook one (DESIGN.md §11), row by row: P recomputed from the forward's LSE, D = dO . O,
- * dS = P (dP - D) times softcap's slope 1 - tanh^2; it runs on one thread in a fixed order, so it
- * declares deterministic gradients.
+ * textbook one, as llm.c's, ggml's and autograd's are, row by row: P recomputed from the forward's
+ * LSE, D = sum_j P_j dP_j from that P (not dO . O from the O it is handed: attest's gradient bound
+ * charges either), dS = P (dP - D) times softcap's slope 1 - tanh^2; it runs on one thread in a
+ * fixed order, so it declares deterministic gradients.
  *
  *   cc -std=c99 -O2 -fPIC -shared -I impl/abi/include backward_attention.c -lm -o libbackward_attention.so
  *   attest certify --kernel ./libbackward_attention.so
  *
  * The build compiles the same file with one of these defined to get other plugins:
+ *   TWO_PATHS                  the forward reports a path by Tq's parity (backward evidence still counts);
+ *   CAUSAL_ONLY                a causal language model's: causal its only mask term, Tq == Tk only;
  *   BROKEN_DROPS_D             dS = P dP: the D term forgotten (gradient_ds_rows_sum_to_zero);
  *   BROKEN_SOFTCAP_SLOPE       softcap's 1 - tanh^2 left out of dS (gradient_matches_reference);
  *   BROKEN_BACKWARD_NULL       declares ATTEST_CAP_BACKWARD with no backward function (load error);
@@ -80,7 +83,11 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
         for (int c = 0; c < dv; ++c) o[c] /= sum;
         if (out->lse) out->lse[row] = max + logf(sum);
       }
+#ifdef TWO_PATHS
+  strcpy(out->path, p->q_len % 2 ? "c-loop-odd" : "c-loop-even");
+#else
   strcpy(out->path, "c-loop");
+#endif
   return ATTEST_OK;
 }
 
@@ -104,10 +111,17 @@ static attest_status backward(void* user, const attest_problem_v2* p, const atte
         const float lse = in->lse[row];
         if (lse == -INFINITY) continue; /* a row that sees no key contributes nothing */
         const float* q = row_of(p->q, row, dk);
-        const float* o = row_of(in->o, row, dv);
         const float* d_o = row_of(in->d_o, row, dv);
-        float d = 0.0f; /* D = dO . O: the softmax Jacobian's correction */
-        for (int c = 0; c < dv; ++c) d += d_o[c] * o[c];
+        float d = 0.0f; /* D = sum_j P_j dP_j, the softmax Jacobian's correction, from this row's own P */
+        for (int j = 0; j < tk; ++j) {
+          float slope;
+          const float s = logit(p, b, h, i, j, &slope);
+          if (s == -INFINITY) continue;
+          const float* v = row_of(p->v, ((size_t)b * p->kv_heads + h / group) * tk + j, dv);
+          float dp = 0.0f;
+          for (int c = 0; c < dv; ++c) dp += d_o[c] * v[c];
+          d += expf(s - lse) * dp;
+        }
 #ifdef BROKEN_DROPS_D
         d = 0.0f;
 #endif
@@ -141,9 +155,14 @@ static const attest_kernel_v2 kernel = {
     .abi_version = ATTEST_ABI_VERSION_2,
     .struct_size = sizeof(attest_kernel_v2),
     .name = "backward-c",
+#ifdef CAUSAL_ONLY /* a causal language model's training kernel: no mask term but causal */
+    .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_GQA | ATTEST_CAP_LSE | ATTEST_CAP_SOFTCAP | ATTEST_CAP_SINKS |
+                    ATTEST_CAP_BACKWARD,
+#else
     .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_WINDOW | ATTEST_CAP_KEY_PADDING | ATTEST_CAP_QUERY_PADDING |
                     ATTEST_CAP_SEGMENTS | ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_LSE |
                     ATTEST_CAP_SOFTCAP | ATTEST_CAP_SINKS | ATTEST_CAP_BACKWARD,
+#endif
     .empty_rows = ATTEST_EMPTY_ZERO,
 #ifdef BROKEN_BF16_BACKWARD
     .precision = {.q = ATTEST_F32, .k = ATTEST_BF16, .v = ATTEST_BF16, .o = ATTEST_F32,
@@ -153,7 +172,11 @@ static const attest_kernel_v2 kernel = {
                   .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ATTEST_F32, .exp_ulps = 1.0},
 #endif
     /* A loop: lengths kept to what it computes in a few seconds. */
-    .contract = {.head_dim = {1, 256}, .q_len = {1, 1024}, .k_len = {1, 1024}, .deterministic_backward = 1},
+    .contract = {.head_dim = {1, 256}, .q_len = {1, 1024}, .k_len = {1, 1024}, .deterministic_backward = 1,
+#ifdef CAUSAL_ONLY
+                 .causal_required = 1, .self_attention_only = 1,
+#endif
+    },
     .forward = forward,
 #ifndef BROKEN_BACKWARD_NULL
     .backward = backward,

@@ -17,6 +17,7 @@ struct ProblemNeeds {
   bool rope = false;
   bool gqa = false;             // Hkv < H
   bool masked = false;          // at least one mask term
+  bool hides_keys = false;      // keys no row sees (or a -inf bias): bottom-right causal alone hides none
   bool several_slices = false;  // B * H > 1
   int max_keys = 0;             // 0 = no limit beyond the generator's
   bool moves_positions = false; // its check prepends keys (Tk and q_offset grow)

@@ -21,11 +21,16 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then baseline=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
 
 out=attest-artifacts
-# Only this script's own outputs are cleared: the folder may hold the baseline (attest reads it
-# before writing anything, and writes each file atomically).
+# Only this script's own outputs are cleared: the folder may hold the baseline (attest writes
+# each file atomically).
 mkdir -p "$out" && rm -rf "$out/counterexamples"
 args=(certify "$kind" "$target" --budget "${ATTEST_BUDGET:-default}" --out "$out"
       --json "$out/certificate.json" --junit "$out/junit.xml")
+# attest refuses an output that names an input: last run's certificate as the baseline is kept
+# as baseline.json beside the new one.
+if [ -n "$baseline" ] && [ "$baseline" -ef "$out/certificate.json" ]; then
+  cp "$baseline" "$out/baseline.json" && baseline="$out/baseline.json"
+fi
 [ -n "$baseline" ] && args+=(--baseline "$baseline")
 "$attest" "${args[@]}" "$@" | tee "$out/certificate.txt"
 status=${PIPESTATUS[0]}

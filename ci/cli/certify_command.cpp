@@ -67,12 +67,15 @@ int run_certify(CertifyRequest request) {
     throw FlagError("--out " + options.out_dir + ": is not a folder (counterexamples are saved in it)");
   if (!request.json_path.empty() && !is_stdout(request.json_path)) check_writable("--json", request.json_path);
   if (!request.junit_path.empty() && !is_stdout(request.junit_path)) check_writable("--junit", request.junit_path);
-  check_not_an_input("--json", request.json_path, request.kernels);  // a plugin's file, say
-  check_not_an_input("--junit", request.junit_path, request.kernels);
+  // No output replaces an input of the run: a plugin's file, say, or the baseline gated against.
+  std::vector<std::string> inputs = request.kernels;
+  if (!request.baseline_path.empty()) inputs.push_back(request.baseline_path);
+  check_not_an_input("--json", request.json_path, inputs);
+  check_not_an_input("--junit", request.junit_path, inputs);
   if (request.shard && !request.baseline_path.empty())
     throw FlagError("--baseline: a shard holds only its share of the checks; gate on the merged certificate "
                     "(attest merge ... --baseline FILE)");
-  std::optional<Baseline> baseline;  // read fully now: it may be the file --json overwrites
+  std::optional<Baseline> baseline;
   if (!request.baseline_path.empty()) baseline = read_baseline(request.baseline_path);
   if (baseline) baseline->any_options = request.baseline_any_options;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(

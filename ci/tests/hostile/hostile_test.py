@@ -372,9 +372,13 @@ def case_baseline_missing_fields():
 def case_baseline_is_output():
     cert = os.path.join(WORK, "cert.json")
     certify("--kernel", plugin("good"), *QUICK, "--json", cert, expect=(0,))
-    # Same kernel name ("hostile-good"), now writing NaN: the baseline must be read before X is written.
-    run = certify("--kernel", plugin("writes_nan"), *QUICK, "--json", cert, "--baseline", cert, expect=(1,))
-    require(run, "REGRESSION", text=run.stdout)
+    before = open(cert, "rb").read()
+    # An output naming the baseline is refused before any check, in one line, the baseline intact.
+    for flag in ("--json", "--junit"):
+        run = certify("--kernel", plugin("writes_nan"), *QUICK, flag, cert, "--baseline", cert, expect=(2,))
+        require(run, "%s %s: is an input of this run" % (flag, cert), text=run.stderr)
+        if open(cert, "rb").read() != before:
+            fail("%s naming the baseline changed it" % flag)
 
 
 def case_gate_keeps_baseline():

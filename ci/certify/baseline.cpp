@@ -89,6 +89,9 @@ BaselineClaims claims_of(const json& kernel, const std::string& where) {
   c.restrictions["self_attention_only"] = flag_or_false(contract, t, "self_attention_only");
   c.restrictions["standard_alibi_slopes"] = contract.contains("alibi_slopes") && text(contract, t, "alibi_slopes") == "standard";
   c.contract_summary = text(contract, t, "summary");
+  for (const char* field : kComparedDeclarationFields)
+    if (descriptor.contains(field))
+      c.declaration[field] = safe_text(descriptor[field].dump(-1, ' ', false, json::error_handler_t::replace), 1024);
   return c;
 }
 

@@ -37,6 +37,9 @@ struct BaselineClaims {
   std::map<std::string, bool> restrictions;     // dk_equals_dv, default_scale_only, causal_required, decode_only,
                                                 // self_attention_only
   std::string contract_summary;
+  // The rest of the declaration the certificate records (cache, inputs, empty_rows, paths, key
+  // tile, ...), each field as its compact JSON: any difference is a regression.
+  std::map<std::string, std::string> declaration;
 };
 
 struct BaselineKernel {

@@ -1,5 +1,6 @@
 #include "certificate.h"
 #include "attest/precision_limit.h"
+#include "attest/safe_text.h"
 
 #include <chrono>
 #include <cmath>
@@ -268,6 +269,13 @@ void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::v
   const std::pair<const char*, const Range*> ranges[] = {{"head_dim", &t.head_dim}, {"batch", &t.batch},
                                                          {"heads", &t.heads},       {"q_len", &t.q_len},
                                                          {"k_len", &t.k_len},       {"q_offset", &t.q_offset}};
+  const json now_declaration = capabilities_json(c);
+  for (const auto& [field, before] : old.declaration) {
+    if (!now_declaration.contains(field)) continue;
+    const std::string now = safe_text(now_declaration[field].dump(-1, ' ', false, json::error_handler_t::replace), 1024);
+    if (now != before)
+      reasons.push_back(fmt::format("{}: declaration changed: {} is {} (the baseline: {})", k.name, field, now, before));
+  }
   for (auto [name, now_range] : ranges) {
     const auto& before = old.ranges.at(name);
     const bool narrower = before ? (!now_range->unlimited() && (now_range->min > before->first || now_range->max < before->second))

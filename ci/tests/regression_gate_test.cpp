@@ -70,6 +70,21 @@ TEST(RegressionGate, EachWayOfClaimingLessIsNamed) {
     EXPECT_TRUE(mentions(reasons, expected)) << "missing: " << expected;
 }
 
+// Every declaration field the certificate records is compared: a smaller cache, another input
+// domain or empty-row policy, other declared paths.
+TEST(RegressionGate, AChangedDeclarationIsNamed) {
+  KernelReport before = full_report();
+  before.capabilities.cache = {CachePolicy::Kind::kSinksRecent, 4, 100};
+  KernelReport now = before;
+  now.capabilities.cache.recent = 32;
+  now.capabilities.inputs = InputDomain::kFinite;
+  now.capabilities.empty_rows = EmptyRowPolicy::kNan;
+  const std::vector<std::string> reasons = gate(before, now);
+  for (const char* expected : {"declaration changed: cache", "declaration changed: inputs", "declaration changed: empty_rows"})
+    EXPECT_TRUE(mentions(reasons, expected)) << "missing: " << expected;
+  EXPECT_TRUE(gate(before, before).empty());
+}
+
 TEST(RegressionGate, InsufficientAndAnotherKernelAreRegressions) {
   KernelReport now = full_report();
   now.checks[1].effective = 0;  // below its floor: insufficient

@@ -8,7 +8,6 @@
 #include "certificate.h"
 #include "certify.h"
 #include "flags.h"
-#include "flags.h"
 #include "kernel_resolver.h"
 #include "process_kernel.h"
 
@@ -18,8 +17,9 @@ namespace {
 attest::CertifyOptions internal_options(const CertifyOptions& o, const std::string& source) {
   attest::CertifyOptions options;
   options.property_cases = parse_budget("budget", o.budget);
-  options.sizes = sized_flags(sizes_for_budget(options.property_cases), std::to_string(o.max_len), {}, {}, "");
-  options.sizes.time_budget = o.long_seconds;
+  options.sizes = sized_flags(sizes_for_budget(options.property_cases), o.max_len > 0 ? std::to_string(o.max_len) : "",
+                              {}, {}, "");
+  if (o.long_seconds >= 0) options.sizes.time_budget = o.long_seconds;
   options.sized_stages = o.size_stages;
   options.seed = seed_or_clock(o.seed);
   options.out_dir = o.out_dir;

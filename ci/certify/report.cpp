@@ -82,6 +82,17 @@ std::string reach_scope(const KernelReport& k) {
   return out;
 }
 
+// "; no size stages: checked to Tk = 69" when the run had neither the size ladder nor the long
+// stage (--no-size-stages, a shard without them): the verdict then vouches for short problems only.
+std::string size_scope(const KernelReport& k) {
+  long longest = 0;
+  for (const CheckResult& r : k.checks) {
+    if (r.stage == "ladder" || r.stage == "long") return "";
+    longest = std::max(longest, static_cast<long>(r.longest_k));
+  }
+  return fmt::format("; no size stages: checked to Tk = {}", longest);
+}
+
 // "; at q/k/v/o bf16, scores bf16, ... exp 64 ulp" when the kernel declared less than f32 with an
 // exact exp: the verdict vouches for that precision only, and the line says so.
 std::string precision_scope(const Capabilities& c) {
@@ -219,9 +230,10 @@ std::string format_report(const KernelReport& k) {
   // A shard's verdict speaks for its share of the checks only.
   if (k.shard) out += fmt::format("shard {}/{}: ", k.shard->index, k.shard->count);
   if (k.passed()) {
-    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}{}{}{}\n", k.name, scope,
+    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}{}{}{}{}\n", k.name, scope,
                        contract_scope(k.capabilities),
                        not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k),
+                       size_scope(k),
                        precision_scope(k.capabilities), inputs_scope(k.capabilities), cache_scope(k.capabilities),
                        limits.empty() ? "" : "; precision limit: " + limits);
   } else {

@@ -33,7 +33,6 @@ PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # 
 
 # Options of `attest certify` that configure the size stages (the ladder and the long stage): naming one
 # keeps them on at the quick budget.
-SIZE_STAGE_OPTIONS = ("--lengths", "--max-len", "--long-seconds", "--head-dims", "--jobs")
 
 __all__ = ["AttestError", "Check", "Result", "assert_certified", "attest_certify", "certify", "find_attest",
            "kernel_argument", "serve_command"]
@@ -212,8 +211,8 @@ def certify(kernel, budget="quick", seed=1, attest=None, out_dir=None, extra_arg
     function carrying a declaration (served by `python3 -m attest_kernel serve`). budget: quick, default,
     thorough or a number of cases per property. seed: attest's seed (None: from the clock). out_dir: where
     counterexamples, certificate.json and report.txt go (default: a new temporary folder, removed when
-    the kernel is certified). size_stages: run the size ladder and the long stage (default: not at the
-    quick budget unless extra_args names one of their options; a suite wants fast checks). extra_args:
+    the kernel is certified). size_stages: run the size ladder and the long stage (default: yes, as the
+    command line does; False passes --no-size-stages, and the verdict line then says "no size stages"). extra_args:
     more `attest certify` options, e.g. ["--require", "causal,gqa"]. timeout: seconds for the whole run.
     Raises AttestError when attest cannot judge the kernel (exit 2: its message)."""
     executable = find_attest(attest)
@@ -225,8 +224,8 @@ def certify(kernel, budget="quick", seed=1, attest=None, out_dir=None, extra_arg
     if os.path.exists(certificate_path):
         os.remove(certificate_path)  # never read an earlier run's certificate
     extra = [str(a) for a in extra_args]
-    if size_stages is None:
-        size_stages = str(budget) != "quick" or any(a.split("=", 1)[0] in SIZE_STAGE_OPTIONS for a in extra)
+    if size_stages is None:  # as the command line: on at every budget (off, the verdict line says so)
+        size_stages = True
     command = [executable, "certify", option, value, "--budget", str(budget), "--out", out_dir,
                "--json", certificate_path]
     if seed is not None:

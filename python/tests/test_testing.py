@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from attest_kernel import Declaration, declare
+from attest_kernel import Contract, Declaration, declare
 from attest_kernel.testing import (AttestError, assert_certified, certify, find_attest, kernel_argument,
                                    serve_command)
 
@@ -39,6 +39,12 @@ def causal_off_by_one(p):
     qpos, kpos = p.q_positions()[:, None], p.k_positions()[None, :]
     visible = kpos <= qpos + 1 if p.causal else np.ones((p.q_len, p.k_len), dtype=bool)  # sees one key too many
     return _attention(p, np.repeat(visible[None], p.batch, axis=0))
+
+
+@declare(Declaration(name="pytest-causal-long-bug", features=["causal", "lse"], contract=Contract(k_len=(1, 512))))
+def causal_wrong_past_200(p):
+    o, lse = _attention(p, p.visible())
+    return (o + 1e-3 if p.k_len > 200 else o), lse  # wrong only for Tk > 200, inside its contract
 
 
 def undeclared(p):
@@ -127,7 +133,21 @@ def test_a_correct_kernel_is_certified():
     assert result.certified and result.verdict.startswith("CERTIFIED pytest-causal for causal, lse")
     assert not result.failures and not result.replay_commands
     assert {"golden", "grid", "matches_reference"} <= {c.name for c in result.checks if c.verdict == "pass"}
-    assert "--no-size-stages" in result.command and "CERTIFIED" in result.report
+    # As strict as the command line: the size stages ran (a kernel wrong only at length is caught).
+    assert "--no-size-stages" not in result.command and "CERTIFIED" in result.report
+    assert "no size stages" not in result.verdict
+    assert any(c.stage == "long" and c.verdict == "pass" for c in result.checks)
+
+
+@needs_attest
+def test_a_kernel_wrong_only_at_length_fails_at_the_default(tmp_path):
+    # The command line at quick catches it in the size stages; so does assert_certified by default.
+    with pytest.raises(AssertionError) as error:
+        assert_certified(causal_wrong_past_200, out_dir=tmp_path)
+    assert error.value.result.verdict.startswith("NOT CERTIFIED pytest-causal-long-bug")
+    weakened = certify(causal_wrong_past_200, size_stages=False, out_dir=tmp_path / "weak")
+    assert "--no-size-stages" in weakened.command
+    assert not weakened.certified or "no size stages: checked to Tk = " in weakened.verdict
 
 
 @needs_attest
@@ -135,7 +155,8 @@ def test_an_off_by_one_fails_with_the_checks_and_their_replay_commands(tmp_path)
     with pytest.raises(AssertionError) as error:
         assert_certified(causal_off_by_one, out_dir=tmp_path)
     message, result = str(error.value), error.value.result
-    assert message.startswith("NOT CERTIFIED pytest-causal-off-by-one: failed: golden, grid, matches_reference")
+    assert message.startswith("NOT CERTIFIED pytest-causal-off-by-one: failed: golden, grid, sizes, sampled_rows, "
+                              "matches_reference")
     assert "FAIL grid (deterministic): tq1_tk17_causal_top_left" in message
     assert "FAIL matches_reference (property)" in message
     assert "%s replay " % ATTEST in message and "--kernel-cmd" in message
@@ -152,7 +173,7 @@ def test_an_off_by_one_fails_with_the_checks_and_their_replay_commands(tmp_path)
 def test_a_declaration_attest_refuses_raises_its_message(tmp_path):
     module = tmp_path / "misspelt.py"
     module.write_text(textwrap.dedent("""\
-        from attest_kernel import Declaration, declare
+        from attest_kernel import Contract, Declaration, declare
 
         @declare(Declaration(name="misspelt", features=["causal", "casual_mask"]))
         def attention(p):

@@ -15,12 +15,14 @@ namespace {
 // Textbook attention in float: causal (bottom-right), key padding, GQA, LSE.
 class NaiveAttention final : public attest::Kernel {
  public:
-  explicit NaiveAttention(bool sees_next_key = false) : sees_next_key_(sees_next_key) {}
-  std::string name() const override { return sees_next_key_ ? "naive-off-by-one" : "naive"; }
+  // wrong_past > 0: O[0] is off for Tk past it, inside a contract to 4096.
+  explicit NaiveAttention(bool sees_next_key = false, int wrong_past = 0)
+      : sees_next_key_(sees_next_key), wrong_past_(wrong_past) {}
+  std::string name() const override { return sees_next_key_ ? "naive-off-by-one" : wrong_past_ ? "naive-long-bug" : "naive"; }
   attest::Capabilities capabilities() const override {
     attest::Capabilities c;
     c.features = {attest::Feature::kCausal, attest::Feature::kKeyPadding, attest::Feature::kGqa, attest::Feature::kLse};
-    c.contract.q_len = c.contract.k_len = {1, 512};
+    c.contract.q_len = c.contract.k_len = {1, wrong_past_ ? 4096 : 512};
     return c;
   }
   void forward(const attest::Problem& p, std::span<float> o, std::span<float> lse) const override {
@@ -52,10 +54,12 @@ class NaiveAttention final : public attest::Kernel {
                 o[row * s.value_dim + c] += w[j] / sum * p.v[(kv * s.k_len + j) * s.value_dim + c];
           if (!lse.empty()) lse[row] = max + std::log(sum);
         }
+    if (wrong_past_ && s.k_len > wrong_past_) o[0] += 0.01f;
   }
 
  private:
   bool sees_next_key_;
+  int wrong_past_;
 };
 
 attest::api::CertifyOptions quick() {
@@ -75,6 +79,15 @@ TEST(Attention, OffByOneCausalIsNotCertified) {
   ASSERT_FALSE(c.failed().empty());
   EXPECT_NE(c.failed().front()->replay.find("attest replay"), std::string::npos) << c.failed().front()->replay;
   EXPECT_NONFATAL_FAILURE(EXPECT_CERTIFIED(NaiveAttention(true), quick()), "replay ");
+}
+
+// The defaults are the command line's: the size stages reach past 1024 at quick, so a kernel wrong
+// only there is not certified (the library once stopped at 1024 and certified it).
+TEST(Attention, DefaultsReachTheBudgetsLengths) {
+  attest::api::CertifyOptions o;
+  o.out_dir = "attest-out-long";
+  const attest::api::Certificate c = attest::api::certify(NaiveAttention(false, 1024), o);
+  EXPECT_FALSE(c.certified) << c.verdict;
 }
 
 // A plugin, served by the installed package's bin/attest kernel host (ATTEST_EXAMPLE_PLUGIN names one).

@@ -16,9 +16,10 @@ namespace attest::api {
 struct CertifyOptions {
   std::string budget = "quick";  // cases per property: quick (10), default (100), thorough (1000) or a number
   std::uint64_t seed = 1;        // 0: from the clock (printed in the certificate)
-  int max_len = 1024;            // the longest Tq, Tk of the size stages (the long stage needs long_seconds)
-  double long_seconds = 0;       // the long stage's time budget; 0: no long stage
-  bool size_stages = true;       // false: the property and deterministic stages only
+  // As strict as `attest certify` by default: the budget's lengths and long-stage time budget.
+  int max_len = 0;               // the longest Tq, Tk of the size stages; 0: the budget's (4096 quick, 32768 default)
+  double long_seconds = -1;      // the long stage's time budget; < 0: the budget's (8 s quick, 20 s default); 0: none
+  bool size_stages = true;       // false: the property and deterministic stages only (the verdict line says so)
   std::string out_dir = "attest-out";  // counterexamples (replayable problem files) go here
   double timeout_seconds = 30;   // per call, for a kernel in a child process
   // The attest executable that serves plugins and cmd: kernels' isolation (`attest kernel-host`):

@@ -29,6 +29,15 @@ done
 for target in $(cd "$root/fuzz" && ls targets/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//'); do
   test -f "$OUT/$target.options" || { echo "missing $target.options"; exit 1; }
 done
+# The kernels' vector code runs on any x86-64: outside a runtime-dispatched clone (GCC's
+# target_clones), attest::kernels::simd holds no AVX register (clang 14 once compiled it all as
+# AVX-512 with no dispatch, and the fuzz stage died of SIGILL on a machine without it).
+if objdump -d --no-show-raw-insn "$OUT/fuzz_differential" |
+  awk '/^[0-9a-f]+ <_ZN6attest7kernels4simd[^.>]*>:$/ {name = $2; next} /^[0-9a-f]+ </ {name = ""}
+       name != "" && /%[yz]mm/ {print name; found = 1} END {exit !found}' | sort -u | grep .; then
+  echo "fuzz_differential: the functions above use AVX registers with no runtime dispatch"
+  exit 1
+fi
 # The built target runs its seeds.
 mkdir "$tmp/seeds" && (cd "$tmp/seeds" && unzip -q "$OUT/fuzz_differential_seed_corpus.zip")
 "$OUT/fuzz_differential" -runs=0 "$tmp/seeds"

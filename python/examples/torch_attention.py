@@ -28,9 +28,15 @@ its P.V matmul still multiplies 0 by a masked V row's NaN / inf; a float attn_ma
 key_padding_mask drops the padding; bf16 bmm accumulates in bf16 and flushes bf16 subnormals.
 """
 import contextlib
+import os
 
 import numpy as np
-import torch
+
+# torch 1.13's oneDNN runs AMX tiles on a CPU that has them (Sapphire Rapids) without asking Linux
+# for them first (arch_prctl ARCH_REQ_XCOMP_PERM), and the kernel process dies of SIGILL. Capped at
+# AVX512-BF16 it runs the GEMMs the recorded certificates were measured with.
+os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+import torch  # noqa: E402  (after the ISA cap, which oneDNN reads when first used)
 import torch.nn.functional as F
 
 from attest_kernel import Contract, Declaration, Precision, declare

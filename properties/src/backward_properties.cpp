@@ -36,7 +36,9 @@ GradientRun run_gradient(const Problem& p, const Kernel& kernel, Oracle& oracle,
   GradientRun r;
   r.in = backward_inputs(p, oracle, std::move(d_o), caps.empty_rows);
   r.ref = compute_gradient(p, r.in, gradient_numerics(caps));
-  r.got = run_backward_guarded(kernel, p, spans_of(r.in));
+  BackwardInputs inputs = spans_of(r.in);
+  inputs.threads = drawn_threads(p);
+  r.got = run_backward_guarded(kernel, p, inputs);
   return r;
 }
 
@@ -69,7 +71,8 @@ Verdict gradient_matches_reference(const Problem& p, const Kernel& kernel, Oracl
   const GradientRun r = run_gradient(p, kernel, oracle, output_gradient_for(p));
   if (!r.ref.within_float_range) return Verdict::vacuous(name, kBeyondFloat);
   if (!any_row_sees(r.ref)) return Verdict::vacuous(name, "every row is empty");
-  return compare_gradients(p, r.ref, r.got, name);
+  const int threads = drawn_threads(p);
+  return compare_gradients(p, r.ref, r.got, name, threads ? fmt::format("threads = {}", threads) : "");
 }
 
 namespace {
@@ -342,9 +345,10 @@ Verdict gradient_deterministic(const Problem& p, const Kernel& kernel, Oracle& o
   const std::string name = "gradient_deterministic";
   const GradientInputs in = backward_inputs(p, oracle, output_gradient_for(p), kernel.capabilities().empty_rows);
   const Gradients first = run_backward_guarded(kernel, p, spans_of(in));
-  // The same call again, then with 1, 2 and 3 workers: a split reduction's order follows them.
+  // The same call again, then with 1, 2, 3, 4, 8 workers and the machine's cores: a split
+  // reduction's order follows them.
   int call = 1;
-  for (int threads : {0, 1, 2, 3}) {
+  for (int threads : kThreadCounts) {
     ++call;
     BackwardInputs inputs = spans_of(in);
     inputs.threads = threads;

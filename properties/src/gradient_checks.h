@@ -27,6 +27,12 @@ BackwardInputs spans_of(const GradientInputs& in);
 Verdict compare_gradients(const Problem& p, const ReferenceGradient& ref, const Gradients& got,
                           const std::string& property, const std::string& label = "");
 
+// The thread counts a backward is called with: the kernel's choice (0), 1, 2, 3, 4, 8 and the
+// machine's cores. Correctness is judged at each, determinism across them.
+extern const std::vector<int> kThreadCounts;
+// The count of one backward call, drawn from the problem's fingerprint (a replay draws it again).
+int drawn_threads(const Problem& p);
+
 // "dK[b=0 g=1 key=5 col=2]" for element e of the named gradient of p.
 std::string describe_gradient(const Problem& p, const std::string& which, std::size_t e);
 

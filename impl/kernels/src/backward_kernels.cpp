@@ -137,7 +137,8 @@ void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSp
   // The split-K bug: each of `threads` workers sums dQ over its run of key tiles and the runs are
   // added at the end; the order of dQ's sums follows the thread count (each count is repeatable).
   const int key_tiles = (s.k_len + bc - 1) / bc;
-  const int workers = f.backward_dq_split_by_threads ? std::clamp(in.threads, 1, key_tiles) : 1;
+  const bool split = f.backward_dq_split_by_threads || (f.backward_dq_split_from_four_threads && in.threads >= 4);
+  const int workers = split ? std::clamp(in.threads, 1, key_tiles) : 1;
   std::vector<std::vector<float>> dq_shares(workers > 1 ? workers : 0, std::vector<float>(out.dq.size(), 0.0f));
   std::vector<float> queries(std::size_t(s.q_len) * dk), k_tile(std::size_t(bc) * dk), dk_tile(k_tile.size()),
       dv_tile(std::size_t(bc) * dv), row_max(br);
@@ -208,6 +209,8 @@ void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSp
   }
   for (const std::vector<float>& share : dq_shares)
     for (std::size_t e = 0; e < share.size(); ++e) out.dq[e] += share[e];
+  if (f.backward_dq_wrong_when_threaded && in.threads != 0)
+    for (float& x : out.dq) x *= 1.01f;
   grad::rotate_back_dq(p, out.dq);
   if (mod.has_sinks())
     for (int b = 0; b < s.batch; ++b)

@@ -253,6 +253,10 @@ const std::vector<MutantEntry>& mutant_registry() {
             {.backward_dq_split_by_threads = true}),
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
+      tiled("backward_dq_split_from_four_threads", "backward: the split-K dQ only at 4 or more workers, while "
+            "promising deterministic gradients", "gradient_deterministic", {.backward_dq_split_from_four_threads = true}),
+      tiled("backward_dq_wrong_when_threaded", "backward: dQ 1% off whenever a thread count is given",
+            "gradient_matches_reference", {.backward_dq_wrong_when_threaded = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",
             {.backward_dv_unnormalised = true}),
       tiled("backward_sink_gradient_sign", "backward: dsinks = +sum p_sink D (the sign flipped)",

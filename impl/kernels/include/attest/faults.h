@@ -105,6 +105,8 @@ struct KernelFaults {
   bool backward_dv_unnormalised = false;  // dV from exp(s - rowmax) instead of exp(s - LSE): unnormalised P
   bool backward_sink_gradient_sign = false;  // dsinks = +sum p_sink D instead of -sum p_sink D
   bool backward_skipped_rows_unwritten = false;  // dQ zeroed only for rows that see a key: an empty row's dQ never written
+  bool backward_dq_split_from_four_threads = false;  // the same split, only at 4 or more workers
+  bool backward_dq_wrong_when_threaded = false;      // dQ 1% off whenever a thread count is given (threads != 0)
   // Sizes: bugs only past the first tiles
   bool third_key_tile_stale = false;     // double-buffered K: the third key tile scores the first tile's keys
   bool query_tile_local_positions = false;  // a row's mask position from its index within its query tile
@@ -114,7 +116,7 @@ struct KernelFaults {
 inline bool backward_fault(const KernelFaults& f) {
   return f.backward_drops_d || f.backward_d_from_bf16_o || f.backward_dk_unscaled || f.backward_gqa_last_head_wins ||
          f.backward_masked_ds_kept || f.backward_softcap_no_derivative || f.backward_dq_nondeterministic ||
-         f.backward_dq_split_by_threads ||
+         f.backward_dq_split_by_threads || f.backward_dq_split_from_four_threads || f.backward_dq_wrong_when_threaded ||
          f.backward_lse_wrong_row || f.backward_dv_unnormalised || f.backward_sink_gradient_sign ||
          f.backward_skipped_rows_unwritten;
 }

@@ -13,46 +13,17 @@
 namespace attest {
 namespace {
 
-// Longest sequence a case decodes past the policy's first eviction, and the rows compared: the
-// last ones, where the cache has turned over (all of them up to this many).
-constexpr int kPastEviction = 64, kComparedRows = 128;
+// A case decodes past the policy's first eviction by up to kPastEviction tokens, or (every other
+// case) to 4x the cache's capacity or 256 past it, whichever is longer: a bug that starts later
+// than the first turnover. The rows compared: the last ones, where the cache has
+// turned over (all of them up to this many).
+constexpr int kPastEviction = 64, kLongPastEviction = 256, kComparedRows = 128;
 // A cache keeping more than this many positions is held to one (batch, head) slice: the decode
 // of capacity + 64 tokens in every slice of a drawn shape would cost minutes. An explicit cache
 // (no declared capacity) is decoded past this many tokens at least, so that it has evicted.
 constexpr long long kSliceAbove = 256, kExplicitLength = 128;
 // Past this many tokens a case is not run (a window of millions would decode for hours).
 constexpr long long kLongestDecode = 1 << 16;
-
-// The causal prefill grown to `length` tokens: the first Tk rows of Q, K and V are p's, the rest
-// drawn uniformly at the magnitude (root mean square) of each buffer, never past its largest value,
-// then fitted to its storage.
-Problem lengthened(const Problem& prefill, int length, std::uint64_t seed) {
-  Problem out = prefill;
-  const Shape& s = prefill.shape;
-  out.shape.q_len = out.shape.k_len = length;
-  std::mt19937_64 rng(seed);
-  auto grow = [&](const std::vector<float>& from, int outer, int width) {
-    double squares = 0, largest = 0;
-    for (float x : from)
-      if (std::isfinite(x)) squares += double(x) * x, largest = std::max(largest, std::fabs(double(x)));
-    const double rms = squares == 0 ? 1.0 : std::sqrt(squares / from.size());
-    const double reach = squares == 0 ? std::sqrt(3.0) : std::min(std::sqrt(3.0) * rms, largest);
-    std::uniform_real_distribution<double> unit(-reach, reach);
-    std::vector<float> grown;
-    for (int o = 0; o < outer; ++o) {
-      const auto start = from.begin() + std::size_t(o) * s.k_len * width;
-      grown.insert(grown.end(), start, start + std::size_t(s.k_len) * width);
-      for (std::size_t e = 0; e < std::size_t(length - s.k_len) * width; ++e)
-        grown.push_back(static_cast<float>(unit(rng)));
-    }
-    return grown;
-  };
-  out.q = grow(prefill.q, s.batch * s.heads, s.head_dim);
-  out.k = grow(prefill.k, s.batch * s.kv_heads, s.head_dim);
-  out.v = grow(prefill.v, s.batch * s.kv_heads, s.value_dim);
-  out.fit_to_storage();
-  return out;
-}
 
 // Rows [first, T) of every [outer][T][width] block.
 std::vector<float> tail_rows(const std::vector<float>& from, int outer, int total, int first, int width) {
@@ -125,8 +96,11 @@ Verdict eviction_matches_retained_set(const Problem& p, const Kernel& kernel, Or
     return Verdict::not_applicable(name, fmt::format("decoding past the declared cache ({}) takes up to {} tokens; "
                                                      "the contract or attest's limit is {}",
                                                      policy.summary(), base + kPastEviction, longest));
-  const int length = static_cast<int>(base + 1 + rng() % kPastEviction);
-  const Problem prefill = lengthened(decode_prefill_of(source), length, rng());
+  // 4x the capacity for a cache held in every slice; one slice of a large cache goes 256 past it.
+  const long long far = keep <= kSliceAbove ? std::max<long long>(kLongPastEviction, 3 * base) : kLongPastEviction;
+  const long long reach = std::min(far, longest - base);
+  const int length = static_cast<int>(base + 1 + (rng() % 2 ? reach - 1 : rng() % kPastEviction));
+  const Problem prefill = lengthened_prefill(decode_prefill_of(source), length, rng());
   const Shape& s = prefill.shape;
   const int first = std::max(0, length - kComparedRows);
 

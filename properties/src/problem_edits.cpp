@@ -246,6 +246,34 @@ Problem single_slice(const Problem& p, int b, int h) {
   return out;
 }
 
+Problem lengthened_prefill(const Problem& prefill, int length, std::uint64_t seed) {
+  Problem out = prefill;
+  const Shape& s = prefill.shape;
+  out.shape.q_len = out.shape.k_len = length;
+  std::mt19937_64 rng(seed);
+  auto grow = [&](const std::vector<float>& from, int outer, int width) {
+    double squares = 0, largest = 0;
+    for (float x : from)
+      if (std::isfinite(x)) squares += double(x) * x, largest = std::max(largest, std::fabs(double(x)));
+    const double rms = squares == 0 ? 1.0 : std::sqrt(squares / from.size());
+    const double reach = squares == 0 ? std::sqrt(3.0) : std::min(std::sqrt(3.0) * rms, largest);
+    std::uniform_real_distribution<double> unit(-reach, reach);
+    std::vector<float> grown;
+    for (int o = 0; o < outer; ++o) {
+      const auto start = from.begin() + std::size_t(o) * s.k_len * width;
+      grown.insert(grown.end(), start, start + std::size_t(s.k_len) * width);
+      for (std::size_t e = 0; e < std::size_t(length - s.k_len) * width; ++e)
+        grown.push_back(static_cast<float>(unit(rng)));
+    }
+    return grown;
+  };
+  out.q = grow(prefill.q, s.batch * s.heads, s.head_dim);
+  out.k = grow(prefill.k, s.batch * s.kv_heads, s.head_dim);
+  out.v = grow(prefill.v, s.batch * s.kv_heads, s.value_dim);
+  out.fit_to_storage();
+  return out;
+}
+
 namespace {
 
 // Calls f(q_row, k_row) for every query row and every key row its head reads.

@@ -99,6 +99,11 @@ std::vector<std::uint8_t> visibility_of(const Problem& p);
 // score modifiers but the bias, RoPE; query row t is p's row t % Tq.
 Problem decode_prefill_of(const Problem& p);
 
+// The causal prefill (Tq = Tk) grown to `length` >= Tk tokens: the first Tk rows of Q, K and V are
+// its own, the rest drawn from `seed` uniformly at the magnitude (root mean square) of each buffer,
+// never past its largest value, then fitted to its storage.
+Problem lengthened_prefill(const Problem& prefill, int length, std::uint64_t seed);
+
 // Decodes `prefill` (a causal Tq = Tk problem) in a session, in the given chunks; its outputs
 // as one prefill would have them. LSE is asked for only when `with_lse`. `after_step` sees the
 // session after the step of tokens [t0, t0 + n).

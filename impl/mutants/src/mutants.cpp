@@ -363,6 +363,8 @@ const std::vector<MutantEntry>& mutant_registry() {
 }
 
 std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
+      evicting("sinks_evicted_from_150", "sinks + recent cache: the sinks dropped from position 150 on (the cache "
+               "holds 36)", {.sinks_evicted_from_150 = true}),
   if (name.starts_with("mutant:")) return find_mutant(name.substr(7)).make();
   // The mutants' host with no fault: the scalar tiled kernel, f32 or storing Q, K, V, O in 16 bits
   // (f32 accumulation, P rounded to the storage format): calibration subjects for each precision.

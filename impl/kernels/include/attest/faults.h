@@ -61,6 +61,7 @@ struct KernelFaults {
   bool sinks_evicted = false;            // sinks + recent: the sinks dropped once the cache is full
   bool finite_max_sentinel = false;     // the running max starts at -10000, not -inf: rows whose logits are all below it divide 0 by 0
   bool rope_query_at_zero = false;     // queries rotated at 0 + i, ignoring their position
+  bool sinks_evicted_from_150 = false;   // sinks + recent: the sinks dropped from position 150 on (a later refill)
   // Memory
   bool accumulate_into_output = false;  // reads O before writing it
   bool read_past_keys = false;          // reads one key row past Tk

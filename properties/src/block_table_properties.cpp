@@ -14,6 +14,10 @@ namespace attest {
 namespace {
 
 constexpr int kLongestChunk = 24;
+// One case in four decodes a long sequence: past kLongTokens tokens and kLongTableEntries table
+// entries, at most kLongestSequence, where a kernel's copy of a table, its page arithmetic or its
+// positions break and no drawn problem reaches.
+constexpr int kLongTokens = 1024, kLongTableEntries = 64, kLongestSequence = 4096;
 
 // Why the block-table properties do not apply to the kernel, or empty. `batches`: the batch sizes
 // the property's calls use (a drawn single sequence is joined by a second; a sequence alone is B = 1).
@@ -26,6 +30,22 @@ std::string not_paged(const Capabilities& caps, const Problem& p, std::initializ
       return fmt::format("its calls take B = {}; the contract's batch is {}..{}", b, caps.contract.batch.min,
                          caps.contract.batch.max);
   return {};
+}
+
+// The causal prefill a case decodes: p's, or in one case of four (drawn from `rng`) a long one,
+// grown past a 64-entry table. A long case is one (batch, head) slice of p when the contract takes
+// one sequence, two and a single head, so that its exact reference stays affordable.
+Problem paged_prefill(const Problem& p, const Capabilities& caps, std::mt19937_64& rng) {
+  const Problem prefill = decode_prefill_of(p);
+  if (rng() % 4 != 0) return prefill;
+  const long long pages = std::max(caps.page_tokens, 1);
+  long long length = std::max<long long>(kLongTokens, kLongTableEntries * pages) + 1 + static_cast<long long>(rng() % (4 * pages));
+  length = std::min<long long>(length, kLongestSequence);
+  if (!caps.contract.k_len.unlimited()) length = std::min<long long>(length, caps.contract.k_len.max);
+  if (length <= p.shape.k_len || !exact_session(caps, length)) return prefill;
+  const Contract& c = caps.contract;
+  const bool slice = c.batch.contains(1) && c.batch.contains(2) && c.heads.contains(1);
+  return lengthened_prefill(slice ? single_slice(prefill, 0, 0) : prefill, static_cast<int>(length), rng());
 }
 
 // Rows [outer][T][width] of sequence b (outer = B x per).
@@ -123,7 +143,7 @@ Verdict ragged_batch_equals_single(const Problem& p, const Kernel& kernel, Oracl
   if (const std::string why = not_paged(caps, p, {std::max(p.shape.batch, 2), 1}); !why.empty())
     return Verdict::not_applicable(name, why);
   std::mt19937_64 rng(seed_of(p, 13));
-  const Problem prefill = with_two_sequences(decode_prefill_of(p), rng());
+  const Problem prefill = with_two_sequences(paged_prefill(p, caps, rng), rng());
   const Shape& s = prefill.shape;
   const Reference& ref = oracle.reference(prefill);
   const std::vector<PagedCall> calls = ragged_calls(std::vector<long long>(s.batch, 0), s.k_len, rng);
@@ -157,7 +177,7 @@ Verdict page_order_invariance(const Problem& p, const Kernel& kernel, Oracle& or
   const Capabilities caps = kernel.capabilities();
   if (const std::string why = not_paged(caps, p, {p.shape.batch}); !why.empty()) return Verdict::not_applicable(name, why);
   std::mt19937_64 rng(seed_of(p, 14));
-  const Problem prefill = decode_prefill_of(p);
+  const Problem prefill = paged_prefill(p, caps, rng);
   const Reference& ref = oracle.reference(prefill);
   const std::vector<PagedCall> calls = ragged_calls(std::vector<long long>(prefill.shape.batch, 0),
                                                     prefill.shape.k_len, rng);
@@ -184,7 +204,7 @@ Verdict shared_prefix_equals_private(const Problem& p, const Kernel& kernel, Ora
     return Verdict::not_applicable(name, "q8_head scales are a sequence's own: its pages are not shared");
   if (p.shape.k_len < 2) return Verdict::not_applicable(name, "Tk 1: no prefix to share");
   std::mt19937_64 rng(seed_of(p, 15));
-  Problem shared = with_two_sequences(decode_prefill_of(p), rng());
+  Problem shared = with_two_sequences(paged_prefill(p, caps, rng), rng());
   const Shape& s = shared.shape;
   const int T = s.k_len, prefix = 1 + static_cast<int>(rng() % (T - 1));
   // Every sequence's first `prefix` tokens are sequence 0's.

@@ -203,10 +203,12 @@ void QuantizedDecodeKernel::decode_paged(const DecodeConfig& c, const PagedStep&
     const std::int32_t* table = step.tables.data() + b * width;
     const std::size_t pages = step.pool.size() / format.bytes();
     auto page_of = [&](long long j) {
-      // Mutant: the sequence's pages taken as consecutive from its first (kept inside the pool).
+      // Mutants: the sequence's pages taken as consecutive from its first (kept inside the pool); a
+      // copy of the table holding 8 entries.
       const std::size_t page = faults_.paged_pages_contiguous
                                    ? std::min<std::size_t>(table[0] + j / kPageTokens, pages - 1)
-                                   : physical_page(table, used, j / kPageTokens, faults_);
+                                   : physical_page(table, faults_.paged_table_of_eight ? std::min<std::size_t>(used, 8) : used,
+                                                   j / kPageTokens, faults_);
       return pool + page * format.bytes();
     };
     // Mutant: the new tokens placed at sequence 0's length, as in a batch of equal lengths.

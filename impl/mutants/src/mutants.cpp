@@ -354,6 +354,9 @@ const std::vector<MutantEntry>& mutant_registry() {
                 {.paged_positions_of_first_sequence = true}),
       evicting("eviction_fencepost", "sinks + recent cache: one key more than the recent 32 kept (p - j <= 32)",
                {.eviction_fencepost = true}),
+      quantized(Scalar::kQ8, "kv_table_copy_of_eight", "q8 cache behind block tables: the kernel's copy of a table "
+                "holds 8 entries, so keys past 128 tokens are read through entry 7", "ragged_batch_equals_single",
+                {.paged_table_of_eight = true}),
       evicting("ring_wrap_current_lap", "sinks + recent cache: only the ring's current lap read, the previous lap's "
                "still-recent keys taken as evicted", {.ring_wrap_current_lap = true}),
       evicting("sinks_evicted", "sinks + recent cache: the sinks dropped once the cache is full",

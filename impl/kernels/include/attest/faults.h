@@ -55,6 +55,8 @@ struct KernelFaults {
   bool paged_pages_contiguous = false;   // block tables: a sequence's pages taken as consecutive from its first
   bool paged_positions_of_first_sequence = false;  // block tables: every sequence's new tokens placed at sequence 0's
                                                    // length (one cache position for the batch), its keys cut there
+  bool paged_table_of_eight = false;     // block tables: the kernel's copy of a table holds 8 entries (reads past
+                                         // 128 tokens go through entry 7)
   bool eviction_fencepost = false;       // sinks + recent: one key more than `recent` kept (p - j <= recent)
   bool ring_wrap_current_lap = false;    // sinks + recent: only the ring's current lap read; the previous lap's
                                          // tail, still recent, taken as evicted

@@ -171,6 +171,16 @@ std::vector<NamedProblem> grid_problems() {
     p.mask.causal = true;
     out.push_back({fmt::format("magnitude_{}", magnitude), std::move(p)});
   }
+  // Every head width a multiple of 8 up to 256 and odd ones beside the powers of two (Dk = Dv,
+  // causal): a kernel wrong at a single width between the usual ones (48) fails at any budget, not
+  // after a lucky draw. A contract with fixed widths folds them onto its own.
+  std::vector<int> widths = {13, 31, 33, 63, 65, 127, 129, 255};
+  for (int d = 8; d <= 256; d += 8) widths.push_back(d);
+  for (int d : widths) {
+    Problem p = shaped({1, 2, 1, 9, 20, d, d}, ++seed);
+    p.mask.causal = true;
+    out.push_back({fmt::format("width_d{}", d), std::move(p)});
+  }
   // Inputs exactly representable in bf16 and fp16.
   for (Scalar ip : {Scalar::kBF16, Scalar::kF16}) {
     Problem p;

@@ -194,7 +194,14 @@ std::optional<RegimeShape> regime_shape(const ProblemSpec& spec, const Capabilit
       const auto hk = pick_small();
       if (!hk) return std::nullopt;
       // Dk from the class; Dv the same, or (1 time in 4, where the contract allows) another production width.
-      const int wanted = kProductionWidths[pick % 7];
+      // Three draws in eight (shape_class 36..56) take an unlisted width instead (a kernel wrong at
+      // 48 alone was never drawn): half of them a multiple of 16 up to 256, a quarter a multiple of
+      // 8, a quarter any width in [10, 256].
+      const std::uint64_t mix = pick * 7919u + std::uint64_t(spec.head_dim) * 104729u + std::uint64_t(spec.value_dim) * 1299709u;
+      const int unlisted = mix % 2   ? 16 * static_cast<int>(1 + mix / 4 % 16)
+                           : mix % 4 ? 8 * static_cast<int>(1 + mix / 4 % 32)
+                                     : 10 + static_cast<int>(mix / 4 % 247);
+      const int wanted = pick >= 36 ? unlisted + (even ? unlisted % 2 : 0) : kProductionWidths[pick % 7];
       const int dk = c.accepts_head_dim(wanted) ? wanted : fit_width(wanted, c, even);
       const int other = kProductionWidths[(pick + 1 + static_cast<std::size_t>(spec.value_dim)) % 7];
       const int dv = c.dk_equals_dv || spec.value_dim % 4 ? dk : static_cast<int>(c.head_dim.clamp(other));

@@ -123,7 +123,8 @@ class TiledKernel final : public Kernel {
             if (modifiers.has_sinks() && f.sink_outside_max) row_sum[r] += std::exp(modifiers.sink(h) - row_max[r]);
             const float* arow = &acc[std::size_t(r) * dv];
             for (int d = 0; d < dv; ++d) {
-              const float value = f.dv_beyond_dk_zero && d >= dk ? 0.0f : stored_output(arow[d] / row_sum[r]);
+              float value = f.dv_beyond_dk_zero && d >= dk ? 0.0f : stored_output(arow[d] / row_sum[r]);
+              if (f.head_dim_48_off && dk == 48) value *= 1.001f;
               out[d] = f.accumulate_into_output ? out[d] + value : value;
             }
             if (out_lse) *out_lse = (f.lse_without_max ? 0.0f : row_max[r]) + std::log(row_sum[r]);

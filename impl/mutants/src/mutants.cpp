@@ -217,6 +217,8 @@ const std::vector<MutantEntry>& mutant_registry() {
             "matches_reference", {.dk128_drops_last_lane = true}),
       tiled("kv_head_table_of_8", "more than 8 query heads only: query head h reads the kv head of h % 8",
             "matches_reference", {.kv_head_table_of_8 = true}),
+      tiled("head_dim_48_off", "Dk = 48 only, a width between the listed classes: outputs 0.1% off",
+            "grid", {.head_dim_48_off = true}),
       tiled("batch_table_of_4", "more than 4 batch entries only: batch b reads the K and V of batch b % 4",
             "matches_reference", {.batch_table_of_4 = true}),
       tiled("wide_path_unmasked_softcap", "a wide path (Tq >= 64, Dv % 16 == 0) drops the partial last key tile with a "
@@ -251,12 +253,12 @@ const std::vector<MutantEntry>& mutant_registry() {
       tiled("backward_dq_split_by_threads", "backward: dQ summed per worker over its share of the key tiles (split-K), "
             "the order following the thread count, while promising deterministic gradients", "gradient_deterministic",
             {.backward_dq_split_by_threads = true}),
-      tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
-            "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dq_split_from_four_threads", "backward: the split-K dQ only at 4 or more workers, while "
             "promising deterministic gradients", "gradient_deterministic", {.backward_dq_split_from_four_threads = true}),
       tiled("backward_dq_wrong_when_threaded", "backward: dQ 1% off whenever a thread count is given",
             "gradient_matches_reference", {.backward_dq_wrong_when_threaded = true}),
+      tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
+            "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",
             {.backward_dv_unnormalised = true}),
       tiled("backward_sink_gradient_sign", "backward: dsinks = +sum p_sink D (the sign flipped)",
@@ -352,22 +354,22 @@ const std::vector<MutantEntry>& mutant_registry() {
       quantized(Scalar::kQ8, "kv_batch_positions_of_first", "q8 cache behind block tables: every sequence's new tokens "
                 "at sequence 0's length (a batch of equal lengths assumed)", "ragged_batch_equals_single",
                 {.paged_positions_of_first_sequence = true}),
-      evicting("eviction_fencepost", "sinks + recent cache: one key more than the recent 32 kept (p - j <= 32)",
-               {.eviction_fencepost = true}),
       quantized(Scalar::kQ8, "kv_table_copy_of_eight", "q8 cache behind block tables: the kernel's copy of a table "
                 "holds 8 entries, so keys past 128 tokens are read through entry 7", "ragged_batch_equals_single",
                 {.paged_table_of_eight = true}),
+      evicting("eviction_fencepost", "sinks + recent cache: one key more than the recent 32 kept (p - j <= 32)",
+               {.eviction_fencepost = true}),
       evicting("ring_wrap_current_lap", "sinks + recent cache: only the ring's current lap read, the previous lap's "
                "still-recent keys taken as evicted", {.ring_wrap_current_lap = true}),
       evicting("sinks_evicted", "sinks + recent cache: the sinks dropped once the cache is full",
                {.sinks_evicted = true}),
+      evicting("sinks_evicted_from_150", "sinks + recent cache: the sinks dropped from position 150 on (the cache "
+               "holds 36)", {.sinks_evicted_from_150 = true}),
   };
   return registry;
 }
 
 std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
-      evicting("sinks_evicted_from_150", "sinks + recent cache: the sinks dropped from position 150 on (the cache "
-               "holds 36)", {.sinks_evicted_from_150 = true}),
   if (name.starts_with("mutant:")) return find_mutant(name.substr(7)).make();
   // The mutants' host with no fault: the scalar tiled kernel, f32 or storing Q, K, V, O in 16 bits
   // (f32 accumulation, P rounded to the storage format): calibration subjects for each precision.

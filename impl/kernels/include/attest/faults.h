@@ -61,9 +61,9 @@ struct KernelFaults {
   bool ring_wrap_current_lap = false;    // sinks + recent: only the ring's current lap read; the previous lap's
                                          // tail, still recent, taken as evicted
   bool sinks_evicted = false;            // sinks + recent: the sinks dropped once the cache is full
+  bool sinks_evicted_from_150 = false;   // sinks + recent: the sinks dropped from position 150 on (a later refill)
   bool finite_max_sentinel = false;     // the running max starts at -10000, not -inf: rows whose logits are all below it divide 0 by 0
   bool rope_query_at_zero = false;     // queries rotated at 0 + i, ignoring their position
-  bool sinks_evicted_from_150 = false;   // sinks + recent: the sinks dropped from position 150 on (a later refill)
   // Memory
   bool accumulate_into_output = false;  // reads O before writing it
   bool read_past_keys = false;          // reads one key row past Tk
@@ -84,6 +84,7 @@ struct KernelFaults {
   // Production shapes: bugs in one cell of the coverage model only
   bool dk128_drops_last_lane = false;    // Dk == 128: the unrolled dot product misses the last coordinate
   bool kv_head_table_of_8 = false;       // H > 8: the kv head looked up for query head h % 8
+  bool head_dim_48_off = false;          // Dk = 48 only (a width no listed class has): outputs 0.1% off
   bool batch_table_of_4 = false;         // B > 4: K and V of batch b % 4 (a 4-entry batch pointer table)
   bool wide_path_unmasked_softcap = false;  // a "wide" path (Tq >= 64, Dv % 16 == 0): with a softcap and no mask term
                                             // at all, the last partial key tile is dropped
@@ -104,12 +105,12 @@ struct KernelFaults {
   bool backward_dq_nondeterministic = false;    // dQ accumulated over key tiles in an order that changes per call (atomics)
   bool backward_dq_split_by_threads = false;    // dQ summed per worker over its share of the key tiles (split-K), then
                                                 // the shares added: the order follows the thread count
+  bool backward_dq_split_from_four_threads = false;  // the same split, only at 4 or more workers
+  bool backward_dq_wrong_when_threaded = false;      // dQ 1% off whenever a thread count is given (threads != 0)
   bool backward_lse_wrong_row = false;    // P recomputed with the LSE of the next row of the query tile
   bool backward_dv_unnormalised = false;  // dV from exp(s - rowmax) instead of exp(s - LSE): unnormalised P
   bool backward_sink_gradient_sign = false;  // dsinks = +sum p_sink D instead of -sum p_sink D
   bool backward_skipped_rows_unwritten = false;  // dQ zeroed only for rows that see a key: an empty row's dQ never written
-  bool backward_dq_split_from_four_threads = false;  // the same split, only at 4 or more workers
-  bool backward_dq_wrong_when_threaded = false;      // dQ 1% off whenever a thread count is given (threads != 0)
   // Sizes: bugs only past the first tiles
   bool third_key_tile_stale = false;     // double-buffered K: the third key tile scores the first tile's keys
   bool query_tile_local_positions = false;  // a row's mask position from its index within its query tile

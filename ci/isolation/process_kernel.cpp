@@ -368,9 +368,10 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, 
   const Containment& c = options_.containment;
   const auto start = Clock::now();
   // A hang is no answer within max(--timeout, kHangFactor x the cost the kernel's measured speed
-  // predicts), budget or not. The stage's time budget may end the wait sooner only while its
+  // predicts), budget or not. The stage's time budget may end the wait sooner only while a
   // prediction still explains it (a live kernel merely slow at this size): a cutoff that comes
-  // after kHangFactor x the prediction never cuts, and the call runs on to the hang limit.
+  // after kHangFactor x the prediction, or a call without one, never cuts, and the call runs on
+  // to the hang limit.
   const std::optional<double> predicted = work > 0 ? costs_.predict(work) : std::nullopt;
   // Starting a program (an interpreter, a sanitized host on a busy machine) is not the kernel's
   // computation: the handshake waits at least kStartSeconds, and no budget cuts it.
@@ -382,7 +383,9 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, 
   };
   enum class Limit { kHang, kDeadline, kCutoff } limit = Limit::kHang;
   auto deadline = after(hang_after);
-  const bool explained = !predicted || (cutoff_ && *cutoff_ < after(kHangFactor * *predicted));
+  // A call with no prediction (every earlier call too fast to time) is never cut by the budget:
+  // a kernel spinning on a tiny call was once certified as merely slow.
+  const bool explained = predicted && cutoff_ && *cutoff_ < after(kHangFactor * *predicted);
   if (cutoff_ && !handshake && explained && *cutoff_ < deadline) deadline = *cutoff_, limit = Limit::kCutoff;
   if (c.deadline && *c.deadline < deadline) deadline = *c.deadline, limit = Limit::kDeadline;
   auto fail_read = [&](ReadResult r) {

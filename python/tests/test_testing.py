@@ -47,6 +47,13 @@ def causal_wrong_past_200(p):
     return (o + 1e-3 if p.k_len > 200 else o), lse  # wrong only for Tk > 200, inside its contract
 
 
+@declare(Declaration(name="pytest-spins-past-600", features=["causal", "lse"], contract=Contract(k_len=(1, 1024))))
+def spins_past_600(p):
+    while p.k_len > 600:  # a hang on calls of microseconds of work, inside its contract
+        pass
+    return _attention(p, p.visible())
+
+
 def undeclared(p):
     raise AssertionError("never called")
 
@@ -148,6 +155,15 @@ def test_a_kernel_wrong_only_at_length_fails_at_the_default(tmp_path):
     weakened = certify(causal_wrong_past_200, size_stages=False, out_dir=tmp_path / "weak")
     assert "--no-size-stages" in weakened.command
     assert not weakened.certified or "no size stages: checked to Tk = " in weakened.verdict
+
+
+@needs_attest
+def test_a_hang_on_a_tiny_call_is_a_hang_not_slowness(tmp_path):
+    # Its small calls answer too fast to time, so the long stage has no prediction for a 1 x 1024
+    # call: the stage's time budget once cut it as "still computing" and the kernel was CERTIFIED.
+    result = certify(spins_past_600, out_dir=tmp_path, extra_args=["--timeout", "20"], timeout=400)
+    assert not result.certified, result.verdict
+    assert "did not answer within" in result.report, result.report
 
 
 @needs_attest

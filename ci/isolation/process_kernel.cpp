@@ -82,6 +82,25 @@ ReadResult read_with_deadline(int fd, int pidfd, pid_t pid, char* buf, std::size
   return ReadResult::kOk;
 }
 
+// Writes n bytes before the deadline, on a non-blocking descriptor: a kernel that stops reading
+// its requests (a full pipe) is a hang of the call, never a harness blocked in write().
+ReadResult write_with_deadline(int fd, const char* buf, std::size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, buf, n);
+    if (w > 0) {
+      buf += w;
+      n -= static_cast<std::size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno != EINTR && errno != EAGAIN) return ReadResult::kEof;  // the child closed its end
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return ReadResult::kTimeout;
+    pollfd out{fd, POLLOUT, 0};
+    if (::poll(&out, 1, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR) return ReadResult::kEof;
+  }
+  return ReadResult::kOk;
+}
+
 std::string describe_exit(int status) {
   if (WIFSIGNALED(status))
     return fmt::format("crashed with signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -285,6 +304,7 @@ void ProcessKernel::start() const {
   int to[2], from[2];
   if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0)
     throw KernelLoadError("cannot create pipes: " + std::string(strerror(errno)));
+  ::fcntl(to[1], F_SETFL, O_NONBLOCK);  // attest's end only: requests are written against a deadline
   // Everything the child needs is built before it starts: it runs only system calls.
   const bool own_host = options_.argv.size() > 1 && options_.argv[1] == "kernel-host";
   std::vector<std::string> argv_strings = options_.argv, env_strings = child_environment(c.memory_limit_bytes, own_host);
@@ -458,9 +478,27 @@ std::string ProcessKernel::call(Type request, const std::string& payload, Type r
     throw KernelFailure(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached");
   }
   if (pid_ < 0) start();  // restart after a crash or hang
-  // A failed write means the child is gone; the read below reports how it ended.
-  protocol::write_frame(to_child_, request, payload);
+  send_request(request, payload, work);
   return read_reply(reply, max_reply, work);
+}
+
+void ProcessKernel::send_request(Type request, const std::string& payload, double work) const {
+  // The request must be taken within the call's hang limit (or the run's deadline); a failed write
+  // means the child is gone, and the read that follows reports how it ended.
+  const Containment& c = options_.containment;
+  const std::optional<double> predicted = work > 0 ? costs_.predict(work) : std::nullopt;
+  const double seconds = std::max(std::max(c.timeout_seconds, request == Type::kHello ? kStartSeconds : 0.0),
+                                  kHangFactor * predicted.value_or(0));
+  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  const bool run_deadline = c.deadline && *c.deadline < deadline;
+  if (run_deadline) deadline = *c.deadline;
+  const std::string header = protocol::frame_header(request, payload.size());
+  ReadResult r = write_with_deadline(to_child_, header.data(), header.size(), deadline);
+  if (r == ReadResult::kOk) r = write_with_deadline(to_child_, payload.data(), payload.size(), deadline);
+  if (r != ReadResult::kTimeout) return;
+  if (run_deadline) fail(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached during a call (kernel killed)");
+  fail(KernelFailure::Kind::kHang, fmt::format("kernel stopped reading: a request of {} bytes not taken within {} (killed)",
+                                               header.size() + payload.size(), seconds_text(seconds)));
 }
 
 void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {

@@ -61,6 +61,8 @@ class ProcessKernel final : public Kernel {
   void stop() const;
   void kill_child() const;  // the whole process group, then reap
   [[noreturn]] void fail(KernelFailure::Kind kind, const std::string& why) const;
+  // Writes the request within the call's hang limit; a kernel that stops reading fails as a hang.
+  void send_request(protocol::Type request, const std::string& payload, double work) const;
   std::string read_reply(protocol::Type expected, std::uint64_t max_payload, double work) const;
 
   Options options_;

@@ -440,6 +440,16 @@ def case_huge_frame():
                                                                          run.describe()))
 
 
+def case_kernel_stops_reading():
+    # Every request is over 64 KiB and the kernel never reads one: attest once blocked forever in
+    # write(), past --timeout and --deadline. One shard of the checks (golden's among them) is enough.
+    script = os.path.join(HERE, "huge_frame_kernel.py")
+    MARKERS.append(script)
+    run = certify("--kernel-cmd", "/usr/bin/python3 %s deaf" % script, *QUICK, "--shard", "1/40", "--timeout", "2",
+                  timeout=60, expect=(1,))
+    require(run, "stopped reading", "within 2 s")
+
+
 # --- 7-11: the child process is contained ------------------------------------------------
 
 def case_fork_keeps_stderr():

@@ -4,6 +4,9 @@ and sleeps. It imitates a kernel whose size field is garbage (an uninitialised l
 offset); attest must not allocate what a header claims before the payload arrives.
     huge_frame_kernel.py hello   the reply to HELLO is the huge frame
     huge_frame_kernel.py result  a valid DESCRIPTOR (protocol 3), then a huge FORWARD_RESULT
+    huge_frame_kernel.py deaf    a valid DESCRIPTOR whose contract makes every request over 64 KiB
+                                 (Tk >= 600, Dk = 64), then it never reads again: attest's write of
+                                 the first request fills the pipe and must not block past its limits
 The protocol runs on the descriptors named by ATTEST_PROTOCOL_FDS ("IN,OUT") when it is set,
 on stdin/stdout otherwise."""
 import os
@@ -56,13 +59,18 @@ def main():
             return 0
         if kind == BYE:
             return 0
-        if kind == HELLO and mode == "result":
+        if kind == HELLO and mode in ("result", "deaf"):
             name = b"hostile-huge-frame"
-            # ABI 2 layout: name, caps, empty rows, precision (7 x f32 + exp ulps), contract (open).
+            # Ranges head_dim, batch, heads, q_len, k_len, q_offset: open, or (deaf) Dk 64 and Tk 600-700.
+            ranges = [0] * 12 if mode == "result" else [64, 64, 0, 0, 0, 0, 0, 0, 600, 700, 0, 0]
+            # ABI 2 layout: name, caps, empty rows, precision (7 x f32 + exp ulps), contract.
             descriptor = (struct.pack("<I", 2) + struct.pack("<I", len(name)) + name + struct.pack("<Ii", CAPS, 0)
-                          + struct.pack("<7id", *([0] * 7), 1.0) + struct.pack("<Q", 0) + struct.pack("<12q", *([0] * 12))
+                          + struct.pack("<7id", *([0] * 7), 1.0) + struct.pack("<Q", 0) + struct.pack("<12q", *ranges)
                           + struct.pack("<7i", *([0] * 7)))
             write_all(fd_out, header(DESCRIPTOR, len(descriptor)) + descriptor)
+            if mode == "deaf":
+                time.sleep(600)  # reads nothing more; attest (or the driver) kills it
+                return 0
             continue
         reply = DESCRIPTOR if kind == HELLO else FORWARD_RESULT
         write_all(fd_out, header(reply, HUGE))

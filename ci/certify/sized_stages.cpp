@@ -45,6 +45,9 @@ Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle& o
   } catch (const KernelLoadError&) {
     throw;
   } catch (const OutsideDeclaration& e) {
+    if (!e.raised_by_attest())
+      return Verdict::fail("matches_reference", "the kernel threw attest's OutsideDeclaration itself (only attest may)",
+                           INFINITY);
     return Verdict::vacuous("matches_reference", e.what());
   } catch (const KernelFailure& e) {
     if (e.kind() == KernelFailure::Kind::kTooSlow) throw;

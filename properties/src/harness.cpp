@@ -2,6 +2,7 @@
 
 #include "attest/attest_abi.h"
 
+#include <chrono>
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
@@ -74,6 +75,36 @@ namespace {
 thread_local PathLog* active_path_log = nullptr;
 }  // namespace
 
+namespace {
+// Drawn once per process from the clock and an address: a kernel cannot know it.
+std::uint64_t outside_declaration_token() {
+  static const std::uint64_t token = [] {
+    static int anchor;
+    const auto now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    return (now * 0x9E3779B97F4A7C15ULL) ^ reinterpret_cast<std::uintptr_t>(&anchor) ^ 0xA77E57ULL;
+  }();
+  return token;
+}
+}  // namespace
+
+OutsideDeclaration::OutsideDeclaration(const std::string& why)
+    : std::runtime_error(why), token_(outside_declaration_token()) {}
+bool OutsideDeclaration::raised_by_attest() const { return token_ == outside_declaration_token(); }
+
+struct HarnessRaise {
+  [[noreturn]] static void outside(const std::string& why) { throw OutsideDeclaration(why); }
+  // A kernel call that throws an OutsideDeclaration (a kernel's own, re-declared) fails the call.
+  template <typename Call>
+  static void kernel_call(Call call) {
+    try {
+      call();
+    } catch (const OutsideDeclaration&) {
+      throw KernelFailure(KernelFailure::Kind::kStatus,
+                          "the kernel threw attest's OutsideDeclaration itself (only attest may)");
+    }
+  }
+};
+
 PathLog::PathLog() : outer_(active_path_log) { active_path_log = this; }
 PathLog::~PathLog() { active_path_log = outer_; }
 void PathLog::record(const Problem& p, const std::string& path) {
@@ -83,13 +114,14 @@ void PathLog::record(const Problem& p, const std::string& path) {
 GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   p.validate();
   if (const std::string why = kernel.capabilities().unsupported_because(p); !why.empty())
-    throw OutsideDeclaration("the check needed a problem outside the kernel's declaration (" + why + ")");
+    HarnessRaise::outside("the check needed a problem outside the kernel's declaration (" + why + ")");
   Problem copy = p;
   copy.q = with_nan_tail(p.q);
   copy.k = with_nan_tail(p.k);
   copy.v = with_nan_tail(p.v);
   GuardedBuffer o(p.o_size()), lse(p.lse_size());
-  kernel.forward(copy, o.span(), kernel.capabilities().lse() ? lse.span() : std::span<float>());
+  HarnessRaise::kernel_call(
+      [&] { kernel.forward(copy, o.span(), kernel.capabilities().lse() ? lse.span() : std::span<float>()); });
   GuardedOutputs out;
   out.path = kernel.last_path();
   PathLog::record(p, out.path);
@@ -115,8 +147,8 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
 Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const BackwardInputs& in) {
   p.validate();
   if (const std::string why = kernel.capabilities().unsupported_because(p); !why.empty())
-    throw OutsideDeclaration("the check needed a problem outside the kernel's declaration (" + why + ")");
-  if (!kernel.capabilities().backward()) throw OutsideDeclaration("the kernel declares no backward");
+    HarnessRaise::outside("the check needed a problem outside the kernel's declaration (" + why + ")");
+  if (!kernel.capabilities().backward()) HarnessRaise::outside("the kernel declares no backward");
   Problem copy = p;
   copy.q = with_nan_tail(p.q);
   copy.k = with_nan_tail(p.k);
@@ -125,7 +157,8 @@ Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const Bac
   const std::vector<float> lse = with_nan_tail({in.lse.begin(), in.lse.end()});
   const std::vector<float> d_o = with_nan_tail({in.d_o.begin(), in.d_o.end()});
   GuardedBuffer dq(p.q_size()), dk(p.k_size()), dv(p.v_size()), dsinks(p.modifiers.sinks.size());
-  kernel.backward(copy, {o, lse, d_o, in.threads}, {dq.span(), dk.span(), dv.span(), dsinks.span()});
+  HarnessRaise::kernel_call(
+      [&] { kernel.backward(copy, {o, lse, d_o, in.threads}, {dq.span(), dk.span(), dv.span(), dsinks.span()}); });
   Gradients out;
   out.path = kBackwardPath;  // one path for every backward call: its coverage is counted apart from the forward's
   PathLog::record(p, out.path);

@@ -69,6 +69,9 @@ Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kerne
   } catch (const KernelLoadError&) {
     throw;  // not a verdict: the kernel cannot be certified at all
   } catch (const OutsideDeclaration& e) {
+    if (!e.raised_by_attest())
+      return Verdict::fail(property.name, "the kernel threw attest's OutsideDeclaration itself (only attest may)",
+                           INFINITY);
     return Verdict::vacuous(property.name, e.what());
   } catch (const KernelFailure& e) {
     Verdict v = Verdict::fail(property.name, std::string("kernel failure: ") + e.what(), INFINITY);

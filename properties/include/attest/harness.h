@@ -2,6 +2,7 @@
 // followed by NaN so a read past a buffer poisons the result instead of passing unseen.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,10 +12,17 @@
 namespace attest {
 
 // A property asked to run a kernel on a problem outside its declaration (features, contract,
-// storage). attest never sends one: the property reports that case as not exercised.
+// storage). attest never sends one: the property reports that case as not exercised. Only the
+// harness can raise one that counts: it carries a token drawn once per process, so an in-process
+// kernel throwing its own (re-declared) OutsideDeclaration fails the case instead of dodging it.
 class OutsideDeclaration : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  bool raised_by_attest() const;
+
+ private:
+  friend struct HarnessRaise;  // the harness (harness.cpp) alone constructs one
+  explicit OutsideDeclaration(const std::string& why);
+  std::uint64_t token_;
 };
 
 struct GuardedOutputs : Outputs {

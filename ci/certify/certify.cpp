@@ -1,4 +1,5 @@
 #include "certify.h"
+#include "frozen_declaration.h"
 
 #include <algorithm>
 #include <chrono>
@@ -269,7 +270,8 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
   return results;
 }
 
-std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options) {
+std::vector<CheckResult> certify_kernel(const Kernel& given, Oracle& oracle, const CertifyOptions& options) {
+  const FrozenDeclaration kernel(given);  // one declaration for the whole run
   std::vector<CheckResult> results;
   for (const CheckPlan& plan : deterministic_plans()) {
     if (takes_next_check(options)) results.push_back(run_plan(plan, kernel, oracle, options));

@@ -88,6 +88,7 @@ struct Capabilities {
   bool supports(const Problem& p) const;
   // Why not (the first undeclared feature or the contract's objection), or empty.
   std::string unsupported_because(const Problem& p) const;
+  bool operator==(const Capabilities&) const = default;
 };
 
 // Tokens appended to a decode session share one configuration.

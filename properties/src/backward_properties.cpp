@@ -18,12 +18,6 @@
 namespace attest {
 namespace {
 
-GradientNumerics gradient_numerics(const Capabilities& caps) {
-  GradientNumerics n;
-  n.exp_error = std::max(2.0, caps.precision.exp_ulps) * n.roundoff;
-  return n;
-}
-
 // One backward call and the exact gradient it is held to.
 struct GradientRun {
   GradientInputs in;
@@ -67,12 +61,7 @@ Verdict compare_calls(const Problem& p, const std::vector<float>& a, const std::
 }  // namespace
 
 Verdict gradient_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle) {
-  const std::string name = "gradient_matches_reference";
-  const GradientRun r = run_gradient(p, kernel, oracle, output_gradient_for(p));
-  if (!r.ref.within_float_range) return Verdict::vacuous(name, kBeyondFloat);
-  if (!any_row_sees(r.ref)) return Verdict::vacuous(name, "every row is empty");
-  const int threads = drawn_threads(p);
-  return compare_gradients(p, r.ref, r.got, name, threads ? fmt::format("threads = {}", threads) : "");
+  return backward_matches_reference(p, kernel, oracle, "gradient_matches_reference");
 }
 
 namespace {

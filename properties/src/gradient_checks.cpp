@@ -25,6 +25,26 @@ const std::vector<int> kThreadCounts = {0, 1, 2, 3, 4, 8,
 
 int drawn_threads(const Problem& p) { return kThreadCounts[seed_of(p, 0x7468726561647300ULL) % kThreadCounts.size()]; }
 
+GradientNumerics gradient_numerics(const Capabilities& caps) {
+  GradientNumerics n;
+  n.exp_error = std::max(2.0, caps.precision.exp_ulps) * n.roundoff;
+  return n;
+}
+
+Verdict backward_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle, const std::string& property) {
+  const Capabilities caps = kernel.capabilities();
+  const GradientInputs in = backward_inputs(p, oracle, output_gradient_for(p), caps.empty_rows);
+  const ReferenceGradient ref = compute_gradient(p, in, gradient_numerics(caps));
+  BackwardInputs inputs = spans_of(in);
+  inputs.threads = drawn_threads(p);
+  const Gradients got = run_backward_guarded(kernel, p, inputs);
+  if (!ref.within_float_range)
+    return Verdict::vacuous(property, "the exact gradients or their intermediates exceed float range");
+  if (std::find(ref.empty.begin(), ref.empty.end(), 0) == ref.empty.end())
+    return Verdict::vacuous(property, "every row is empty");
+  return compare_gradients(p, ref, got, property, inputs.threads ? fmt::format("threads = {}", inputs.threads) : "");
+}
+
 GradientInputs backward_inputs(const Problem& p, Oracle& oracle, std::vector<float> d_o, EmptyRowPolicy policy) {
   const Reference& ref = oracle.reference(p);
   GradientInputs in;

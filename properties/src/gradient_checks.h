@@ -27,6 +27,14 @@ BackwardInputs spans_of(const GradientInputs& in);
 Verdict compare_gradients(const Problem& p, const ReferenceGradient& ref, const Gradients& got,
                           const std::string& property, const std::string& label = "");
 
+// Where a backward declared with these capabilities rounds: f32 arithmetic, exp within its
+// declared ulps (at least 2).
+GradientNumerics gradient_numerics(const Capabilities& caps);
+
+// The backward of p (dO drawn from it, a drawn thread count) against the exact gradient: the check
+// gradient_matches_reference makes, and the size ladder at the declared tiles' lengths.
+Verdict backward_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle, const std::string& property);
+
 // The thread counts a backward is called with: the kernel's choice (0), 1, 2, 3, 4, 8 and the
 // machine's cores. Correctness is judged at each, determinism across them.
 extern const std::vector<int> kThreadCounts;

@@ -16,6 +16,7 @@
 #include "attest/harness.h"
 #include "attest/precision_gate.h"
 #include "attest/session_forward.h"
+#include "gradient_checks.h"
 #include "problem_edits.h"
 
 namespace attest {
@@ -44,7 +45,7 @@ void add_decode_modifiers(Problem& p) {
 
 // The case as the kernel declares it can take it; dropped (with nothing) when it cannot.
 void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string name, const Problem& p,
-              bool sample, const SizeOptions& options, std::vector<int> chunks = {}) {
+              bool sample, const SizeOptions& options, std::vector<int> chunks = {}, bool backward = false) {
   if (chunks.empty() && !caps.forward()) return;  // a decode-only kernel is held to its sessions
   // Sessions are exact causal attention only up to a declared cache's first eviction (past it,
   // eviction_matches_retained_set holds them to what is kept).
@@ -57,10 +58,10 @@ void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string
     return std::tie(a.batch, a.heads, a.kv_heads, a.q_len, a.k_len, a.head_dim, a.value_dim) ==
                std::tie(b.batch, b.heads, b.kv_heads, b.q_len, b.k_len, b.head_dim, b.value_dim) &&
            o.problem.mask.causal == fitted->mask.causal && o.problem.mask.window == fitted->mask.window &&
-           o.problem.mask.kv_valid == fitted->mask.kv_valid && o.decode_chunks == chunks;
+           o.problem.mask.kv_valid == fitted->mask.kv_valid && o.decode_chunks == chunks && o.backward == backward;
   };
   if (std::any_of(out.begin(), out.end(), same)) return;
-  SizedCase c{std::move(name), *fitted, {}, std::move(chunks)};
+  SizedCase c{std::move(name), *fitted, {}, std::move(chunks), backward};
   if (sample) c.rows = sample_rows(c.problem, caps, options.sampled_rows, std::hash<std::string>{}(c.name));
   out.push_back(std::move(c));
 }
@@ -76,6 +77,23 @@ void add_square(std::vector<SizedCase>& out, const Capabilities& caps, int t, in
   p.mask.causal = true;
   if (windowed) p.mask.window = 512;
   add_case(out, caps, name, p, sample, options);
+}
+
+// The backward at length t: Tq = Tk = t causal (GQA 2:1 up to 256) and Tq = t against a whole key
+// tile and one key more, the second batch entry padded. Every gradient element is checked, so the
+// ladder stops them at kBackwardLimit (an exact gradient of 512 x 577 takes about a second).
+constexpr int kBackwardLimit = 512;
+void add_backward(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d, int key_step,
+                  const SizeOptions& options) {
+  if (!caps.backward() || t > kBackwardLimit) return;
+  const std::string square = fmt::format("backward_square_t{}_d{}", t, d);
+  Problem p = shaped({1, t > 256 ? 1 : 2, 1, t, t, d, d}, square);
+  p.mask.causal = true;
+  add_case(out, caps, square, p, false, options, {}, true);
+  const std::string rect = fmt::format("backward_rect_t{}_d{}", t, d);
+  Problem r = shaped({2, 1, 1, t, t + key_step + 1, d, d}, rect);
+  r.mask.kv_valid = {t + key_step + 1, t};
+  add_case(out, caps, rect, r, false, options, {}, true);
 }
 
 // One new token against t keys (a decoder's shape through forward), with padding and modifiers.
@@ -146,6 +164,7 @@ std::vector<SizedCase> ladder_cases(const Capabilities& caps, const SizeOptions&
       rect.mask.kv_valid = {t + key_step + 1, t};
       add_case(out, caps, name, rect, false, options);
       add_session(out, caps, t, d, false, options);
+      add_backward(out, caps, t, d, key_step, options);
     }
   return out;
 }
@@ -228,6 +247,14 @@ Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Ora
   const Capabilities caps = kernel.capabilities();
   const Problem& p = c.problem;
   const auto start = std::chrono::steady_clock::now();
+  if (c.backward) {
+    Oracle own_oracle;
+    own_oracle.set_jobs(jobs);
+    Verdict v = backward_matches_reference(p, kernel, oracle ? *oracle : own_oracle, "matches_reference");
+    if (kernel_seconds) *kernel_seconds = 0;  // the backward's time teaches the long stage nothing
+    if (!v.passed) v.detail = "backward: " + v.detail;
+    return v;
+  }
   const Outputs out = run_sized_case(c, kernel);
   if (kernel_seconds) *kernel_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::optional<Reference> own;

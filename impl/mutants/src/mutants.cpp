@@ -17,6 +17,11 @@ MutantEntry tiled_128x64(std::string name, std::string bug, std::string property
   return {name, std::move(bug), std::move(property),
           [=] { return make_faulty_tiled_kernel({128, 64}, faults, "mutant:" + name); }};
 }
+// The same kernel with 128 x 128 tiles, a common training kernel's: backward bugs past its tiles.
+MutantEntry tiled_128x128(std::string name, std::string bug, std::string property, KernelFaults faults) {
+  return {name, std::move(bug), std::move(property),
+          [=] { return make_faulty_tiled_kernel({128, 128}, faults, "mutant:" + name); }};
+}
 // The same tiled kernel storing Q, K, V and O in bf16 with f32 accumulation and P rounded to
 // bf16 before P.V (the FlashAttention-2 arrangement), with one precision fault.
 MutantEntry tiled_bf16(std::string name, std::string bug, std::string property, KernelFaults faults,
@@ -257,6 +262,8 @@ const std::vector<MutantEntry>& mutant_registry() {
             "promising deterministic gradients", "gradient_deterministic", {.backward_dq_split_from_four_threads = true}),
       tiled("backward_dq_wrong_when_threaded", "backward: dQ 1% off whenever a thread count is given",
             "gradient_matches_reference", {.backward_dq_wrong_when_threaded = true}),
+      tiled_128x128("backward_dq_wrong_past_512", "backward with 128 x 128 tiles: dQ 1% off when Tk > 512",
+                    "sizes", {.backward_dq_wrong_past_512 = true}),
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",

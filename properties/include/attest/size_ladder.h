@@ -36,9 +36,11 @@ struct SizedCase {
   Problem problem;                 // inside the kernel's declaration
   std::vector<int> rows;           // query rows checked; empty: all
   std::vector<int> decode_chunks;  // non-empty: run through a decode session in these chunks
+  bool backward = false;           // the backward of the problem, against its exact gradient
 };
 
-// Cases at ladder lengths up to full_rows_limit (the `ladder` stage: every row checked).
+// Cases at ladder lengths up to full_rows_limit (the `ladder` stage: every row checked); for a
+// kernel declaring a backward, its backward at those lengths too (every gradient element).
 std::vector<SizedCase> ladder_cases(const Capabilities& caps, const SizeOptions& options);
 // Cases above it (the `long` stage: a sample of rows).
 std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& options);

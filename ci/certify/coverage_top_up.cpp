@@ -57,7 +57,8 @@ RoundsOutcome run_rounds(CheckResult& r, const PropertyInfo& property, const Ker
     std::vector<std::string> still;
     for (const std::string& t : wanted) {
       if (r.paths[path].targets[t] > 0) continue;
-      const bool elsewhere = std::any_of(d.paths.begin(), d.paths.end(), [&](const auto& q) {
+      const bool as_one = path == kOtherPaths || path == kEveryPath;  // every path is this one
+      const bool elsewhere = !as_one && std::any_of(d.paths.begin(), d.paths.end(), [&](const auto& q) {
         return q.first != path && q.second.targets.contains(t);
       });
       if (elsewhere) seen_elsewhere.insert(t);
@@ -120,70 +121,119 @@ int coverage_strength(int property_cases, const std::string& property) {
   return (property_cases >= 1000 ? 2 : 1) + exact;
 }
 
+namespace {
+
+// What every path's top-up shares: the property's coverage classes and how hard to push.
+struct TopUp {
+  const PropertyInfo& property;
+  const Kernel& kernel;
+  const DriveOptions& drive;
+  const PathShapes& discovered;
+  std::vector<CoverageAxis> axes;
+  std::vector<std::string> classes;
+  int strength, rounds;
+};
+
+// One path's top-up (DESIGN.md §10, above): its unseen classes, then the pairs (triples) of the
+// classes it takes. Returns false when a case failed (recorded in r).
+bool top_up_path(CheckResult& r, const TopUp& t, const std::string& path, const std::set<std::string>* elsewhere) {
+  // The classes the path takes: those seen on it, and those that land on it when drawn on purpose.
+  // A class the path's learned predicate leaves out (learn_path_predicates) is the kernel's choice,
+  // not this property's: it is not drawn again, and is listed as not taken.
+  std::vector<std::string> unseen;
+  for (const std::string& c : t.classes)
+    if (r.paths[path].targets[c] == 0 && !(elsewhere && elsewhere->contains(c))) unseen.push_back(c);
+  RoundsOutcome singles = run_rounds(r, t.property, t.kernel, t.drive, t.discovered, path, unseen, t.rounds);
+  if (singles.failed) return false;
+  std::vector<std::string> taken, not_taken;
+  for (const std::string& c : t.classes)
+    (r.paths[path].targets[c] > 0 ? taken : not_taken).push_back(c);
+  // The targets of this path: its classes, or every pair (triple) of them across two (three) axes.
+  std::vector<std::string> targets = taken;
+  if (t.strength >= 2) {
+    targets.clear();
+    for (const std::string& target : all_targets(t.axes, t.strength)) {
+      const std::vector<std::string> pair = target_classes(target);
+      if (std::all_of(pair.begin(), pair.end(), [&](const std::string& c) { return r.paths[path].targets[c] > 0; }))
+        targets.push_back(target);
+    }
+  }
+  std::vector<std::string> wanted;
+  for (const std::string& target : targets)
+    if (r.paths[path].targets[target] == 0) wanted.push_back(target);
+  const RoundsOutcome pairs =
+      t.strength >= 2 ? run_rounds(r, t.property, t.kernel, t.drive, t.discovered, path, wanted, t.rounds) : singles;
+  if (pairs.failed) return false;
+  // A class the path does not take is its predicate, not a gap. A target that ran on the path and
+  // never exercised the property (no masked key in any row, say) is the property's blind spot,
+  // listed, not required; one served only by other paths is theirs. What the case cap left untried
+  // stays required.
+  PathStats& stats = r.paths[path];
+  stats.targets_not_taken = not_taken;
+  stats.targets_unexercised.clear();
+  for (const auto& [target, why] : pairs.vacuous)
+    if (t.strength < 2 || std::find(targets.begin(), targets.end(), target) != targets.end())
+      stats.targets_unexercised.push_back(target + ": " + why);
+  stats.targets_uncovered.clear();
+  for (const std::string& target : pairs.not_tried)
+    if (std::find(targets.begin(), targets.end(), target) != targets.end()) stats.targets_uncovered.push_back(target);
+  stats.targets_required = static_cast<long>(targets.size() - pairs.unreachable.size() - pairs.elsewhere.size() -
+                                             stats.targets_unexercised.size());
+  if (!stats.targets_uncovered.empty())
+    r.path_shortfall.push_back(fmt::format("{}: {} coverage targets without an effective case (first: {}: {})", path,
+                                           stats.targets_uncovered.size(), stats.targets_uncovered.front(), kNotTried));
+  return true;
+}
+
+// Every path's evidence as one: the kernel as a whole.
+PathStats merged(const std::map<std::string, PathStats>& paths) {
+  PathStats all;
+  for (const auto& [name, stats] : paths) {
+    all.cases += stats.cases;
+    all.worst_utilisation = std::max(all.worst_utilisation, stats.worst_utilisation);
+    for (const auto& [target, n] : stats.targets) all.targets[target] += n;
+  }
+  return all;
+}
+
+}  // namespace
+
 void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
                     const PathShapes& discovered, int strength, const LearnedPaths* learned) {
   if (!r.not_covered.empty() || r.failures > 0) return;
-  // A kernel naming more than kMaxPaths paths names calls, not code paths: per-path coverage would
-  // multiply without bound (the report says so); the draw and the class top-ups stand.
-  if (r.paths.contains(kOtherPaths)) return;
-  const int rounds = drive.cases <= 10 ? 1 : 3;  // quick: every class once per path
   Capabilities caps = kernel.capabilities();
   if (!property.needs_forward) caps.features = caps.features & session_features();  // as the driver draws
-  std::vector<CoverageAxis> axes = coverage_axes(caps);
+  TopUp t{property, kernel, drive, discovered, coverage_axes(caps), {}, strength, drive.cases <= 10 ? 1 : 3};
   if (property.needs.unmasks_keys)  // poisoned masked keys would become visible in its check
-    for (CoverageAxis& axis : axes) std::erase(axis.classes, "values: poison");
-  const std::vector<std::string> classes = all_targets(axes, 1);
-  std::vector<std::string> paths;
-  for (const auto& [path, stats] : r.paths)
-    if (path != kOtherPaths) paths.push_back(path);
-  for (const std::string& path : paths) {
-    // The classes the path takes: those seen on it, and those that land on it when drawn on purpose.
-    // A class the path's learned predicate leaves out (learn_path_predicates) is the kernel's choice,
-    // not this property's: it is not drawn again, and is listed as not taken.
-    const std::set<std::string>* elsewhere = learned && learned->contains(path) ? &learned->at(path) : nullptr;
-    std::vector<std::string> unseen;
-    for (const std::string& c : classes)
-      if (r.paths[path].targets[c] == 0 && !(elsewhere && elsewhere->contains(c))) unseen.push_back(c);
-    RoundsOutcome singles = run_rounds(r, property, kernel, drive, discovered, path, unseen, rounds);
-    if (singles.failed) return;
-    std::vector<std::string> taken, not_taken;
-    for (const std::string& c : classes)
-      (r.paths[path].targets[c] > 0 ? taken : not_taken).push_back(c);
-    // The targets of this path: its classes, or every pair (triple) of them across two (three) axes.
-    std::vector<std::string> targets = taken;
-    if (strength >= 2) {
-      targets.clear();
-      for (const std::string& t : all_targets(axes, strength)) {
-        const std::vector<std::string> pair = target_classes(t);
-        if (std::all_of(pair.begin(), pair.end(), [&](const std::string& c) { return r.paths[path].targets[c] > 0; }))
-          targets.push_back(t);
-      }
-    }
-    std::vector<std::string> wanted;
-    for (const std::string& t : targets)
-      if (r.paths[path].targets[t] == 0) wanted.push_back(t);
-    const RoundsOutcome pairs =
-        strength >= 2 ? run_rounds(r, property, kernel, drive, discovered, path, wanted, rounds) : singles;
-    if (pairs.failed) return;
-    // A class the path does not take is its predicate, not a gap. A target that ran on the path and
-    // never exercised the property (no masked key in any row, say) is the property's blind spot,
-    // listed, not required; one served only by other paths is theirs. What the case cap left untried
-    // stays required.
-    PathStats& stats = r.paths[path];
-    stats.targets_not_taken = not_taken;
-    stats.targets_unexercised.clear();
-    for (const auto& [t, why] : pairs.vacuous)
-      if (strength < 2 || std::find(targets.begin(), targets.end(), t) != targets.end())
-        stats.targets_unexercised.push_back(t + ": " + why);
-    stats.targets_uncovered.clear();
-    for (const std::string& t : pairs.not_tried)
-      if (std::find(targets.begin(), targets.end(), t) != targets.end()) stats.targets_uncovered.push_back(t);
-    stats.targets_required = static_cast<long>(targets.size() - pairs.unreachable.size() - pairs.elsewhere.size() -
-                                               stats.targets_unexercised.size());
-    if (!stats.targets_uncovered.empty())
-      r.path_shortfall.push_back(fmt::format("{}: {} coverage targets without an effective case (first: {}: {})", path,
-                                             stats.targets_uncovered.size(), stats.targets_uncovered.front(), kNotTried));
+    for (CoverageAxis& axis : t.axes) std::erase(axis.classes, "values: poison");
+  t.classes = all_targets(t.axes, 1);
+  // A kernel naming more than kMaxPaths paths names calls, not code paths: its names are taken as
+  // one (the report says so) and only the whole-kernel pass below runs.
+  const bool many_names = r.paths.contains(kOtherPaths);
+  if (!many_names) {
+    std::vector<std::string> paths;
+    for (const auto& [path, stats] : r.paths) paths.push_back(path);
+    for (const std::string& path : paths)
+      if (!top_up_path(r, t, path, learned && learned->contains(path) ? &learned->at(path) : nullptr)) return;
+    if (r.paths.size() <= 1) return;  // one path: that pass was the kernel as a whole
   }
+  // Then the kernel as a whole, whatever its path names: a class or pair that landed on no path
+  // yet is drawn anywhere. A kernel's path report adds the per-path passes; it never removes this
+  // one (one naming a path per shape once dodged the pair top-ups).
+  const std::string every = many_names ? kOtherPaths : kEveryPath;
+  CheckResult whole = r;
+  whole.paths = {{every, merged(r.paths)}};
+  whole.path_shortfall.clear();
+  const bool passed = top_up_path(whole, t, every, nullptr);
+  if (many_names || !passed) {
+    if (!many_names) whole.paths = std::move(r.paths);  // the failure stands; the evidence stays per path
+    r = std::move(whole);
+    return;
+  }
+  // Per-path evidence stays per path; the whole pass's cases count in the check's totals.
+  whole.paths = std::move(r.paths);
+  whole.path_shortfall = std::move(r.path_shortfall);
+  r = std::move(whole);
 }
 
 }  // namespace attest

@@ -277,7 +277,9 @@ bool absorb_top_up(CheckResult& r, const DriveResult& d, const std::string& what
   for (const auto& [name, n] : d.class_cases) r.shape_classes[name] += n;
   r.longest_q = std::max(r.longest_q, d.longest_q), r.longest_k = std::max(r.longest_k, d.longest_k);
   for (const auto& [p, stats] : d.paths) {
-    PathStats& mine = path_entry(r.paths, p);
+    // While a kernel's path names are taken as one (the whole-kernel pass), every case joins them.
+    const bool as_one = r.paths.size() == 1 && (r.paths.contains(kOtherPaths) || r.paths.contains(kEveryPath));
+    PathStats& mine = as_one ? r.paths.begin()->second : path_entry(r.paths, p);
     mine.cases += stats.cases;
     mine.worst_utilisation = std::max(mine.worst_utilisation, stats.worst_utilisation);
     for (const auto& [target, n] : stats.targets) mine.targets[target] += n;

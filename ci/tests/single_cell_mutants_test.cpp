@@ -25,6 +25,8 @@ const std::vector<SingleCell>& single_cell_mutants() {
       {"dk128_drops_last_lane", "Dk = 128", [](const Problem& p) { return p.shape.head_dim == 128; }},
       {"kv_head_table_of_8", "H > 8", [](const Problem& p) { return p.shape.heads > 8; }},
       {"batch_table_of_4", "B > 4", [](const Problem& p) { return p.shape.batch > 4; }},
+      {"pair_bug_seventeen_paths", "H > 8 and B > 4, 17 path names",
+       [](const Problem& p) { return p.shape.heads > 8 && p.shape.batch > 4; }},
       {"wide_path_unmasked_softcap", "Tq >= 64, Dv % 16 = 0, softcap, no mask, partial last key tile",
        [](const Problem& p) {
          return p.shape.q_len >= 64 && p.shape.value_dim % 16 == 0 && p.modifiers.softcap && no_mask_term(p) &&

@@ -63,6 +63,8 @@ class TiledKernel final : public Kernel {
                        s.q_len <= (f.split_kv_for_tq_8 ? 8 : 4) && s.k_len >= 512;
     const int key_end = split && f.split_kv_drops_remainder ? s.k_len / kSplitKeys * kSplitKeys : s.k_len;
     path_ = wide ? "wide" : split ? "split-kv" : s.k_len > bc ? "multi-tile" : "single-tile";
+    if (f.paths_named_by_shape)  // names that describe calls, not code: one of 17 by a hash of the shape
+      path_ = "shape-" + std::to_string((s.batch * 31 + s.heads * 7 + s.q_len * 3 + s.k_len + s.head_dim) % 17);
     std::vector<float> q_tile(std::size_t(br) * dk);
     std::vector<float> k_tile(std::size_t(bc + 1) * dk);
     // Score rows have room for one key past the tile: the read_past_keys fault reads it.
@@ -124,7 +126,8 @@ class TiledKernel final : public Kernel {
             const float* arow = &acc[std::size_t(r) * dv];
             for (int d = 0; d < dv; ++d) {
               float value = f.dv_beyond_dk_zero && d >= dk ? 0.0f : stored_output(arow[d] / row_sum[r]);
-              if (f.head_dim_48_off && dk == 48) value *= 1.001f;
+              if ((f.head_dim_48_off && dk == 48) || (f.heads_and_batch_off && s.heads > 8 && s.batch > 4))
+                value *= 1.001f;
               out[d] = f.accumulate_into_output ? out[d] + value : value;
             }
             if (out_lse) *out_lse = (f.lse_without_max ? 0.0f : row_max[r]) + std::log(row_sum[r]);

@@ -224,6 +224,9 @@ const std::vector<MutantEntry>& mutant_registry() {
             "matches_reference", {.kv_head_table_of_8 = true}),
       tiled("head_dim_48_off", "Dk = 48 only, a width between the listed classes: outputs 0.1% off",
             "grid", {.head_dim_48_off = true}),
+      tiled("pair_bug_seventeen_paths", "H > 8 with B > 4 only (a pair of classes): outputs 0.1% off, from a kernel "
+            "reporting 17 path names hashed from the shape", "matches_reference",
+            {.heads_and_batch_off = true, .paths_named_by_shape = true}),
       tiled("batch_table_of_4", "more than 4 batch entries only: batch b reads the K and V of batch b % 4",
             "matches_reference", {.batch_table_of_4 = true}),
       tiled("wide_path_unmasked_softcap", "a wide path (Tq >= 64, Dv % 16 == 0) drops the partial last key tile with a "

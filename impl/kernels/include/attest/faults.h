@@ -85,6 +85,8 @@ struct KernelFaults {
   bool dk128_drops_last_lane = false;    // Dk == 128: the unrolled dot product misses the last coordinate
   bool kv_head_table_of_8 = false;       // H > 8: the kv head looked up for query head h % 8
   bool head_dim_48_off = false;          // Dk = 48 only (a width no listed class has): outputs 0.1% off
+  bool heads_and_batch_off = false;      // H > 8 and B > 4 together only: outputs 0.1% off
+  bool paths_named_by_shape = false;     // reports 17 path names hashed from the shape, not its code paths
   bool batch_table_of_4 = false;         // B > 4: K and V of batch b % 4 (a 4-entry batch pointer table)
   bool wide_path_unmasked_softcap = false;  // a "wide" path (Tq >= 64, Dv % 16 == 0): with a softcap and no mask term
                                             // at all, the last partial key tile is dropped

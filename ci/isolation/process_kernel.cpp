@@ -96,7 +96,8 @@ ReadResult write_with_deadline(int fd, const char* buf, std::size_t n, Clock::ti
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return ReadResult::kTimeout;
     pollfd out{fd, POLLOUT, 0};
-    if (::poll(&out, 1, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR) return ReadResult::kEof;
+    if (::poll(&out, 1, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR)
+      return ReadResult::kEof;
   }
   return ReadResult::kOk;
 }

@@ -31,7 +31,8 @@ GradientNumerics gradient_numerics(const Capabilities& caps) {
   return n;
 }
 
-Verdict backward_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle, const std::string& property) {
+Verdict backward_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle,
+                                   const std::string& property) {
   const Capabilities caps = kernel.capabilities();
   const GradientInputs in = backward_inputs(p, oracle, output_gradient_for(p), caps.empty_rows);
   const ReferenceGradient ref = compute_gradient(p, in, gradient_numerics(caps));

@@ -28,7 +28,7 @@ TEST(BlockTables, TheQuantizedDecoderHoldsThemInEveryFormat) {
   for (Scalar format : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kE4M3, Scalar::kE5M2, Scalar::kF16}) {
     const auto kernel = make_quantized_decode_kernel(format);
     for (const char* property : kBlockTableProperties) {
-      const DriveResult r = drive(property, *kernel, 40);
+      const DriveResult r = drive(property, *kernel, 24);
       EXPECT_TRUE(r.passed) << kernel->name() << " " << property << ": " << r.message;
       EXPECT_GT(r.effective, r.asked * 3 / 4) << kernel->name() << " " << property;
     }

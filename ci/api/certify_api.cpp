@@ -8,6 +8,7 @@
 #include "certificate.h"
 #include "certify.h"
 #include "flags.h"
+#include "frozen_declaration.h"
 #include "kernel_resolver.h"
 #include "process_kernel.h"
 
@@ -32,7 +33,8 @@ Certificate certificate_of(const Kernel& kernel, const std::string& source, cons
   attest::CertifyOptions options = internal_options(o, source);
   options.isolated = dynamic_cast<const ProcessKernel*>(&kernel) != nullptr;
   Oracle oracle(1024);
-  KernelReport report{source, kernel.name(), kernel.capabilities(), certify_kernel(kernel, oracle, options), {}, {}, {}};
+  const FrozenDeclaration frozen(kernel);  // one reading of its declaration: the report's and the checks'
+  KernelReport report{source, frozen.name(), frozen.capabilities(), certify_kernel(frozen, oracle, options), {}, {}, {}};
   Certificate c;
   c.certified = report.passed();
   c.kernel = report.name;

@@ -13,6 +13,7 @@
 #include "certificate.h"
 #include "document_output.h"
 #include "flags.h"
+#include "frozen_declaration.h"
 #include "identity.h"
 #include "process_kernel.h"
 
@@ -103,7 +104,8 @@ int run_certify(CertifyRequest request) {
   for (const auto& [source, kernel] : kernels) {
     options.kernel_source = source;
     options.isolated = request.load.isolate || dynamic_cast<const ProcessKernel*>(kernel.get()) != nullptr;
-    KernelReport report{source, kernel->name(), kernel->capabilities(), certify_kernel(*kernel, oracle, options),
+    const FrozenDeclaration frozen(*kernel);  // one reading of its declaration: the report's and the checks'
+    KernelReport report{source, frozen.name(), frozen.capabilities(), certify_kernel(frozen, oracle, options),
                         request.required, request.shard, kernel_identity(source)};
     checks_run += report.checks.size();
     std::cout << format_report(report) << "\n";

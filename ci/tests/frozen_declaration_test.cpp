@@ -11,13 +11,16 @@
 namespace attest {
 namespace {
 
-// The loop kernel, 0.1% off past 8 keys, claiming Tk up to 4096 until its first call, then 8.
+// The loop kernel, 0.1% off past 8 keys, claiming Tk up to 4096 until its first call (or from its
+// second reading of capabilities() on), then 8.
 class Narrowing final : public Kernel {
  public:
+  explicit Narrowing(bool after_first_read) : after_first_read_(after_first_read) {}
   std::string name() const override { return "narrowing"; }
   Capabilities capabilities() const override {
     Capabilities caps = inner_->capabilities();
-    caps.contract.k_len = {1, calls_ > 0 ? 8 : 4096};
+    const bool narrow = after_first_read_ ? reads_++ > 0 : calls_ > 0;
+    caps.contract.k_len = {1, narrow ? 8 : 4096};
     return caps;
   }
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
@@ -29,11 +32,14 @@ class Narrowing final : public Kernel {
 
  private:
   std::unique_ptr<Kernel> inner_ = make_loop_kernel();
-  mutable int calls_ = 0;
+  const bool after_first_read_;
+  mutable int calls_ = 0, reads_ = 0;
 };
 
-TEST(FrozenDeclaration, ANarrowedContractFailsTheCall) {
-  const Narrowing kernel;
+class FrozenDeclarationTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(FrozenDeclarationTest, ANarrowedContractFailsTheCall) {
+  const Narrowing kernel(GetParam());
   Oracle oracle(64);
   CertifyOptions options;
   options.property_cases = 5;
@@ -48,6 +54,9 @@ TEST(FrozenDeclaration, ANarrowedContractFailsTheCall) {
   }));
   EXPECT_FALSE(std::all_of(results.begin(), results.end(), [](const CheckResult& r) { return r.passed(); }));
 }
+
+INSTANTIATE_TEST_SUITE_P(FrozenDeclaration, FrozenDeclarationTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "AfterItsFirstReading" : "AfterItsFirstCall"; });
 
 }  // namespace
 }  // namespace attest

@@ -26,7 +26,9 @@ std::string save_sized_case(const std::string& check, const SizedCase& c, const 
       fmt::format("{}/counterexamples/{}_{}__{}.json", options.out_dir, check, c.name, file_stem(kernel.name()));
   try {
     const std::string source = options.kernel_source.empty() ? kernel.name() : options.kernel_source;
-    const std::string property = c.decode_chunks.empty() ? "matches_reference" : "decode_matches_prefill";
+    const std::string property = c.backward                ? "gradient_matches_reference"
+                                 : c.decode_chunks.empty() ? "matches_reference"
+                                                           : "decode_matches_prefill";
     save_problem_file(path, {c.problem, property, source, options.isolated, v.detail, 0});
   } catch (const std::exception& e) {
     std::cerr << "attest: cannot save counterexample: " << e.what() << "\n";
@@ -40,7 +42,8 @@ std::string save_sized_case(const std::string& check, const SizedCase& c, const 
 Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle& oracle, double* kernel_seconds) {
   try {
     Verdict v = check_sized_case(c, kernel, jobs, &oracle, kernel_seconds);
-    if (!v.passed) v.detail += " [path: " + kernel.last_path() + "]";  // which internal path served the call
+    // Which internal path served the call (a backward reports none of the forward's).
+    if (!v.passed) v.detail += " [path: " + (c.backward ? std::string(kBackwardPath) : kernel.last_path()) + "]";
     return v;
   } catch (const KernelLoadError&) {
     throw;
@@ -115,7 +118,7 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
     ran.push_back(c.problem.shape.k_len);
     const double case_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - case_start).count();
     if (plan) plan->learn(c, kernel_seconds, case_seconds);
-    if (!r.record_case(v, c.problem, kernel.last_path())) continue;
+    if (!r.record_case(v, c.problem, c.backward ? std::string(kBackwardPath) : kernel.last_path())) continue;
     if (options.progress && stage == "long")
       std::cerr << fmt::format("[{:7.1f}s] {} {} {}: Tq {} Tk {}, {} rows, err/bound {:.3g} ({:.2f} s, kernel {:.2f} s)\n",
                                elapsed_seconds(), kernel.name(), stage, c.name, c.problem.shape.q_len, c.problem.shape.k_len,
@@ -211,7 +214,7 @@ PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options) {
       if (c.problem.shape.q_len <= 4 && c.problem.shape.k_len <= 4096) cases.push_back(std::move(c));
   }
   for (const SizedCase& c : cases) {
-    if (!c.decode_chunks.empty()) continue;
+    if (!c.decode_chunks.empty() || c.backward) continue;  // the forward's paths only
     try {
       run_guarded(kernel, c.problem);
     } catch (const KernelLoadError&) {

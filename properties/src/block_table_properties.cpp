@@ -33,8 +33,9 @@ std::string not_paged(const Capabilities& caps, const Problem& p, std::initializ
 }
 
 // The causal prefill a case decodes: p's, or in one case of four (drawn from `rng`) a long one,
-// grown past a 64-entry table. A long case is one (batch, head) slice of p when the contract takes
-// one sequence, two and a single head, so that its exact reference stays affordable.
+// grown past a 64-entry table. A long case is one (batch, head) slice of p, so that its exact
+// reference and its pool stay small: only where the contract takes one sequence, two and a single
+// head, and no declared ALiBi slope set ties the slopes to the head count.
 Problem paged_prefill(const Problem& p, const Capabilities& caps, std::mt19937_64& rng) {
   const Problem prefill = decode_prefill_of(p);
   if (rng() % 4 != 0) return prefill;
@@ -44,8 +45,9 @@ Problem paged_prefill(const Problem& p, const Capabilities& caps, std::mt19937_6
   if (!caps.contract.k_len.unlimited()) length = std::min<long long>(length, caps.contract.k_len.max);
   if (length <= p.shape.k_len || !exact_session(caps, length)) return prefill;
   const Contract& c = caps.contract;
-  const bool slice = c.batch.contains(1) && c.batch.contains(2) && c.heads.contains(1);
-  return lengthened_prefill(slice ? single_slice(prefill, 0, 0) : prefill, static_cast<int>(length), rng());
+  const bool slopes_tied = !p.modifiers.alibi_slopes.empty() && c.alibi_slopes != AlibiSlopes::kArbitrary;
+  if (!c.batch.contains(1) || !c.batch.contains(2) || !c.heads.contains(1) || slopes_tied) return prefill;
+  return lengthened_prefill(single_slice(prefill, 0, 0), static_cast<int>(length), rng());
 }
 
 // Rows [outer][T][width] of sequence b (outer = B x per).

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <random>
+#include <thread>
 
 #include "attest/builtin_kernels.h"
 #include "attest/compare.h"
@@ -334,10 +335,12 @@ Verdict gradient_deterministic(const Problem& p, const Kernel& kernel, Oracle& o
   const std::string name = "gradient_deterministic";
   const GradientInputs in = backward_inputs(p, oracle, output_gradient_for(p), kernel.capabilities().empty_rows);
   const Gradients first = run_backward_guarded(kernel, p, spans_of(in));
-  // The same call again, then with 1, 2, 3, 4, 8 workers and the machine's cores: a split
+  // The same call again, then with 1, 2, 3, 4, 8, 16 workers and the machine's cores: a split
   // reduction's order follows them.
   int call = 1;
-  for (int threads : kThreadCounts) {
+  std::vector<int> counts = kThreadCounts;
+  counts.push_back(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  for (int threads : counts) {
     ++call;
     BackwardInputs inputs = spans_of(in);
     inputs.threads = threads;

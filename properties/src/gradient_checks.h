@@ -35,8 +35,9 @@ GradientNumerics gradient_numerics(const Capabilities& caps);
 // gradient_matches_reference makes, and the size ladder at the declared tiles' lengths.
 Verdict backward_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle, const std::string& property);
 
-// The thread counts a backward is called with: the kernel's choice (0), 1, 2, 3, 4, 8 and the
-// machine's cores. Correctness is judged at each, determinism across them.
+// The thread counts a backward is called with: the kernel's choice (0), 1, 2, 3, 4, 8 and 16, the
+// same on every machine so that a replay draws the same one. Correctness is judged at each,
+// determinism across them and the machine's cores.
 extern const std::vector<int> kThreadCounts;
 // The count of one backward call, drawn from the problem's fingerprint (a replay draws it again).
 int drawn_threads(const Problem& p);

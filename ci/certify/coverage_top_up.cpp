@@ -230,9 +230,12 @@ void top_up_targets(CheckResult& r, const PropertyInfo& property, const Kernel& 
     r = std::move(whole);
     return;
   }
-  // Per-path evidence stays per path; the whole pass's cases count in the check's totals.
+  // Per-path evidence stays per path; the whole pass's cases count in the check's totals, and
+  // what it left uncovered within the case cap leaves the check short, as for a one-path kernel.
+  std::vector<std::string> shortfall = std::move(r.path_shortfall);
+  shortfall.insert(shortfall.end(), whole.path_shortfall.begin(), whole.path_shortfall.end());
   whole.paths = std::move(r.paths);
-  whole.path_shortfall = std::move(r.path_shortfall);
+  whole.path_shortfall = std::move(shortfall);
   r = std::move(whole);
 }
 

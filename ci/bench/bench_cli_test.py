@@ -3,8 +3,10 @@
     bench_cli_test.py ATTEST EXAMPLES_DIR CASE
 They check what is run and reported (shapes, where a plugin runs, the statistics' consistency)
 and that bad flags are refused; never how fast anything is."""
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -12,6 +14,7 @@ import tempfile
 ATTEST, EXAMPLES, CASE = sys.argv[1:4]
 PLUGIN = os.path.join(EXAMPLES, "libexample_attention.so")
 WORK = tempfile.mkdtemp(prefix="attest-bench-")
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)  # nothing left in /tmp
 # Tiny cells, timed a few times each: the test takes well under a second of kernel time.
 QUICK = ["--lengths", "16,40", "--dims", "8", "--min-time", "0", "--repetitions", "3", "--max-seconds", "60"]
 

@@ -2,8 +2,10 @@
 """Command-line tests of `attest certify` with external kernels, run by ctest one case at a time:
     cli_test.py ATTEST EXAMPLES_DIR SOURCE_DIR CASE
 Each case runs attest as a user would and checks the exit code and what it printed."""
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -12,6 +14,7 @@ import xml.etree.ElementTree as ET
 ATTEST, EXAMPLES, SOURCE, CASE = sys.argv[1:5]
 PYTHON_KERNEL = "/usr/bin/python3 " + os.path.join(SOURCE, "ci/examples/process_python/numpy_kernel.py")
 WORK = tempfile.mkdtemp(prefix="attest-cli-")
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)  # nothing left in /tmp
 
 
 def plugin(name):

@@ -4,15 +4,18 @@ at a time:
     shard_test.py ATTEST SOURCE_DIR CASE
 Shards merged must give the unsharded certificate (but for timings); a check's result must not
 depend on which other checks ran; merge refuses what does not belong together with exit 2."""
+import atexit
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
 
 ATTEST, SOURCE, CASE = sys.argv[1:4]
 WORK = tempfile.mkdtemp(prefix="attest-shard-")
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)  # nothing left in /tmp
 KERNELS = ["--kernel", "loop", "--kernel", "decode"]
 # No long-stage time budget: what a shard reaches must not depend on how busy the machine is;
 # lengths capped at 1024 instead, so the sanitizer pass runs these in seconds, not minutes.

@@ -4,14 +4,17 @@ process with the same kernel. Stand-ins for the fuzz preset's binaries leave a c
 their crash (or find nothing), so this runs in the default ctest without building clang's targets.
 
 usage: fuzz_evidence_test.py ATTEST SOURCE_DIR"""
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 ATTEST, SOURCE = sys.argv[1], sys.argv[2]
 WORK = tempfile.mkdtemp(prefix="attest-fuzz-evidence-")
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)  # nothing left in /tmp
 TARGETS = ("fuzz_mask_leak", "fuzz_overflow", "fuzz_decode", "fuzz_differential", "fuzz_backward")
 # Fails masked_inputs_have_no_influence on mutant:causal_sees_next, passes on correct kernels.
 SEED = os.path.join(SOURCE, "corpus/fuzz_mask_leak/tile_edge_33_causal")

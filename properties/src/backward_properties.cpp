@@ -19,28 +19,7 @@
 namespace attest {
 namespace {
 
-// One backward call and the exact gradient it is held to.
-struct GradientRun {
-  GradientInputs in;
-  ReferenceGradient ref;
-  Gradients got;
-};
-
-GradientRun run_gradient(const Problem& p, const Kernel& kernel, Oracle& oracle, std::vector<float> d_o) {
-  const Capabilities caps = kernel.capabilities();
-  GradientRun r;
-  r.in = backward_inputs(p, oracle, std::move(d_o), caps.empty_rows);
-  r.ref = compute_gradient(p, r.in, gradient_numerics(caps));
-  BackwardInputs inputs = spans_of(r.in);
-  inputs.threads = drawn_threads(p);
-  r.got = run_backward_guarded(kernel, p, inputs);
-  return r;
-}
-
-constexpr const char* kBeyondFloat = "the exact gradients or their intermediates exceed float range";
 constexpr const char* kUnbounded = "every element's bound is infinite (float cannot hold the computation)";
-
-bool any_row_sees(const ReferenceGradient& ref) { return std::find(ref.empty.begin(), ref.empty.end(), 0) != ref.empty.end(); }
 
 // |a - b| within the sum of both bounds: two calls exact arithmetic says are equal.
 Verdict compare_calls(const Problem& p, const std::vector<float>& a, const std::vector<float>& b,

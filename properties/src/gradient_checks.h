@@ -31,6 +31,18 @@ Verdict compare_gradients(const Problem& p, const ReferenceGradient& ref, const 
 // declared ulps (at least 2).
 GradientNumerics gradient_numerics(const Capabilities& caps);
 
+// One backward call (at the problem's drawn thread count) and the exact gradient it is held to.
+struct GradientRun {
+  GradientInputs in;
+  ReferenceGradient ref;
+  Gradients got;
+};
+GradientRun run_gradient(const Problem& p, const Kernel& kernel, Oracle& oracle, std::vector<float> d_o);
+
+inline constexpr const char* kBeyondFloat = "the exact gradients or their intermediates exceed float range";
+// Whether some row of the problem sees a key (else the gradients are all zero, nothing to judge).
+bool any_row_sees(const ReferenceGradient& ref);
+
 // The backward of p (dO drawn from it, a drawn thread count) against the exact gradient: the check
 // gradient_matches_reference makes, and the size ladder at the declared tiles' lengths.
 Verdict backward_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle, const std::string& property);

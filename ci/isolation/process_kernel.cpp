@@ -1,6 +1,7 @@
 #include "process_kernel.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -12,8 +13,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
-#include <fmt/format.h>
 
 #include "attest/abi_adapter.h"
 #include "attest/safe_text.h"
@@ -168,8 +169,9 @@ struct ChildSetup {
 
 // Runs in the child, which shares attest's memory until it execs (CLONE_VM | CLONE_VFORK): only
 // system calls on its own stack, no sanitizer instrumentation, nothing written but its locals.
-__attribute__((no_sanitize("address", "undefined"))) int exec_kernel_process(void* arg) {
-  const ChildSetup& c = *static_cast<const ChildSetup*>(arg);
+// The child's containment, before it runs the kernel: attest's signal handlers gone, its own process
+// group, death with attest, the protocol on descriptors 3 and 4, stdin empty, stdout to stderr.
+__attribute__((no_sanitize("address", "undefined"))) void enter_containment(const ChildSetup& c) {
   // The child has its own copy of the signal handlers: none of attest's may run in it.
   for (int sig = 1; sig < NSIG; ++sig) {
     struct sigaction action {};
@@ -192,6 +194,11 @@ __attribute__((no_sanitize("address", "undefined"))) int exec_kernel_process(voi
   ::dup2(2, 1);  // a printf in the kernel lands on stderr, never in the protocol
   if (c.limit_data) ::setrlimit(RLIMIT_DATA, &c.data_limit);
   ::pthread_sigmask(SIG_SETMASK, &c.signal_mask, nullptr);
+}
+
+__attribute__((no_sanitize("address", "undefined"))) int exec_kernel_process(void* arg) {
+  const ChildSetup& c = *static_cast<const ChildSetup*>(arg);
+  enter_containment(c);
   ::execvpe(c.argv[0], c.argv, c.envp);
   ::dprintf(2, "attest: cannot run %s: %s\n", c.argv[0], strerror(errno));
   ::_exit(127);
@@ -217,6 +224,40 @@ pid_t spawn_contained(ChildSetup& setup) {
   ::pthread_sigmask(SIG_SETMASK, &setup.signal_mask, nullptr);
   errno = error;
   return pid;
+}
+
+// An in-process kernel's child: a fork of this process that serves its copy of the kernel over the
+// protocol, contained like any kernel process (a restart forks a fresh copy of the kernel as attest
+// holds it). It never returns into the caller's code: its end is _exit, so no atexit handler or
+// static destructor of the caller runs twice.
+pid_t fork_contained(ChildSetup& setup, const std::function<int(int, int)>& serve, int attest_write, int attest_read) {
+  sigset_t all;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &setup.signal_mask);
+  std::fflush(nullptr);  // what the caller has buffered is printed once, not again by the child
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(attest_write);  // else the child holds its own request pipe open and never sees attest leave
+    ::close(attest_read);
+    enter_containment(setup);
+    ::_exit(serve(3, 4));
+  }
+  const int error = errno;
+  ::pthread_sigmask(SIG_SETMASK, &setup.signal_mask, nullptr);
+  errno = error;
+  return pid;
+}
+
+// A fork shares its parent's data segment: the limit counts what the kernel adds to it.
+std::size_t data_in_use() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (!status) return 0;
+  std::size_t kib = 0;
+  char line[256];
+  while (std::fgets(line, sizeof line, status))
+    if (std::sscanf(line, "VmData: %zu kB", &kib) == 1) break;
+  std::fclose(status);
+  return kib * 1024;
 }
 
 std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
@@ -311,9 +352,11 @@ void ProcessKernel::start() const {
   std::vector<std::string> argv_strings = options_.argv, env_strings = child_environment(c.memory_limit_bytes, own_host);
   std::vector<char*> argv = pointers(argv_strings), envp = pointers(env_strings);
   const bool limit_data = c.memory_limit_bytes && !kAddressSanitizer;
-  const rlimit data_limit{c.memory_limit_bytes, c.memory_limit_bytes};
+  const bool forked = static_cast<bool>(options_.serve_in_child);
+  const std::size_t data_limit_bytes = c.memory_limit_bytes + (forked ? data_in_use() : 0);
+  const rlimit data_limit{data_limit_bytes, data_limit_bytes};
   ChildSetup setup{to[0], from[1], limit_data, data_limit, ::getpid(), argv.data(), envp.data()};
-  const pid_t pid = spawn_contained(setup);
+  const pid_t pid = forked ? fork_contained(setup, options_.serve_in_child, to[1], from[0]) : spawn_contained(setup);
   if (pid < 0) throw KernelLoadError("cannot start the kernel process: " + std::string(strerror(errno)));
   ::setpgid(pid, pid);  // also from this side: no window in which a kill(-pid) misses
   install_exit_handlers();

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,9 @@ class ProcessKernel final : public Kernel {
     std::vector<std::string> argv;  // program and arguments
     Containment containment;
     std::string description;  // for messages: the command or plugin path
+    // Set: the child is a fork of this process that runs this on the protocol's descriptors (an
+    // in-process kernel served contained); argv is then unused.
+    std::function<int(int in, int out)> serve_in_child;
   };
   explicit ProcessKernel(Options options);  // starts the child and reads its descriptor
   ~ProcessKernel() override;

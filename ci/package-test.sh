@@ -13,4 +13,9 @@ cmake --install build/release --prefix "$prefix" >/dev/null
 cmake -S ci/examples/gtest_consumer -B "$consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$consumer"
 cd "$consumer"
-ATTEST_EXAMPLE_PLUGIN=$root/build/release/ci/examples/libexample_attention.so ./attention_test
+# Every test must run to its end: a suite cut short by an exit(0) (a kernel's, in the test process)
+# would otherwise pass.
+tests=$(./attention_test --gtest_list_tests | grep -c '^  ')
+ATTEST_EXAMPLE_PLUGIN=$root/build/release/ci/examples/libexample_attention.so ./attention_test | tee attention_test.log
+grep -q "^\[  PASSED  \] $tests tests\.$" attention_test.log ||
+  { echo "package-test: the consumer's suite did not run all $tests tests to their end" >&2; exit 1; }

@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "attest/abi_adapter.h"
+#include "attest/process_kernel_server.hpp"
 #include "certificate.h"
 #include "certify.h"
 #include "flags.h"
@@ -29,12 +31,28 @@ attest::CertifyOptions internal_options(const CertifyOptions& o, const std::stri
   return options;
 }
 
+// An attest::Kernel of the caller's, served from a fork of this process like any kernel process: its
+// exit(0), crash or hang is a failed call with a message (and a fresh copy serves the next), never the
+// end or a hang of the caller's test binary.
+std::unique_ptr<ProcessKernel> contained(const Kernel& kernel, const CertifyOptions& o) {
+  ProcessKernel::Options served;
+  served.description = "the in-process kernel " + kernel.name();
+  served.containment.timeout_seconds = o.timeout_seconds;
+  served.containment.memory_limit_bytes = default_memory_limit();
+  served.serve_in_child = [&kernel](int in, int out) {
+    AbiAdapter adapter(std::make_unique<FrozenDeclaration>(kernel));
+    return protocol::serve_descriptor(adapter.descriptor(), in, out);
+  };
+  return std::make_unique<ProcessKernel>(std::move(served));
+}
+
 Certificate certificate_of(const Kernel& kernel, const std::string& source, const CertifyOptions& o) {
   attest::CertifyOptions options = internal_options(o, source);
   options.isolated = dynamic_cast<const ProcessKernel*>(&kernel) != nullptr;
   Oracle oracle(1024);
   const FrozenDeclaration frozen(kernel);  // one reading of its declaration: the report's and the checks'
   KernelReport report{source, frozen.name(), frozen.capabilities(), certify_kernel(frozen, oracle, options), {}, {}, {}};
+  report.uncontained = !options.isolated;
   Certificate c;
   c.certified = report.passed();
   c.kernel = report.name;
@@ -65,7 +83,9 @@ std::vector<const Check*> Certificate::failed() const {
 }
 
 Certificate certify(const Kernel& kernel, const CertifyOptions& options) {
-  return certificate_of(kernel, "library:" + kernel.name(), options);
+  const std::string source = "library:" + kernel.name();
+  if (options.in_process) return certificate_of(kernel, source, options);
+  return certificate_of(*contained(kernel, options), source, options);
 }
 
 Certificate certify(const std::string& kernel, const CertifyOptions& options) {

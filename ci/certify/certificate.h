@@ -21,6 +21,7 @@ struct KernelReport {
   FeatureSet required;  // --require: features that must be declared and exercised
   std::optional<ShardId> shard;  // a shard's share of the checks: --require is judged on the merged certificate
   std::map<std::string, std::string> identity;  // file -> SHA-256 of what was certified (identity.h)
+  bool uncontained = false;                     // the library ran the caller's kernel in its own process, as asked
 
   // What the run covered: declared features with their effective cases, declared features no
   // effective case used, features not declared, and features --require names but did not get.

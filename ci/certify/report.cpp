@@ -123,6 +123,10 @@ std::string cache_scope(const Capabilities& c) {
   return (c.cache.evicts() ? "; cache keeps " + c.cache.summary() : "") + tables;
 }
 
+// "; in process, not contained": the caller chose speed over containment (a trusted kernel), so a
+// crash, exit or hang in it was never the verdict's to catch.
+std::string containment_scope(const KernelReport& k) { return k.uncontained ? "; in process, not contained" : ""; }
+
 }  // namespace
 
 std::string format_path_table(const KernelReport& k) {
@@ -230,12 +234,11 @@ std::string format_report(const KernelReport& k) {
   // A shard's verdict speaks for its share of the checks only.
   if (k.shard) out += fmt::format("shard {}/{}: ", k.shard->index, k.shard->count);
   if (k.passed()) {
-    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}{}{}{}{}\n", k.name, scope,
-                       contract_scope(k.capabilities),
-                       not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k),
-                       size_scope(k),
-                       precision_scope(k.capabilities), inputs_scope(k.capabilities), cache_scope(k.capabilities),
-                       limits.empty() ? "" : "; precision limit: " + limits);
+    out += fmt::format(
+        "CERTIFIED {} for {}{}; not covered: {}{}{}{}{}{}{}{}\n", k.name, scope, contract_scope(k.capabilities),
+        not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k), size_scope(k),
+        precision_scope(k.capabilities), inputs_scope(k.capabilities), cache_scope(k.capabilities),
+        limits.empty() ? "" : "; precision limit: " + limits, containment_scope(k));
   } else {
     std::vector<std::string> why;
     if (!failed.empty()) why.push_back(fmt::format("failed: {}", names_of(failed)));

@@ -1,6 +1,6 @@
-// A kernel engineer's GoogleTest suite: their attention kernel certified by attest, and a copy with
-// the classic causal off-by-one asserted NOT CERTIFIED (the failure message names the check and how
-// to replay its counterexample).
+// A kernel engineer's GoogleTest suite: their attention kernel certified by attest, a copy with the
+// classic causal off-by-one asserted NOT CERTIFIED (the failure message names the check and how to
+// replay its counterexample), and one that calls exit(0) asserted to fail.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -62,6 +62,22 @@ class NaiveAttention final : public attest::Kernel {
   int wrong_past_;
 };
 
+// The naive kernel, calling exit(0) on its 40th call: run in the test binary's own process, that
+// would end the suite with exit 0, which ctest counts as a pass.
+class ExitingAttention final : public attest::Kernel {
+ public:
+  std::string name() const override { return "naive-exits"; }
+  attest::Capabilities capabilities() const override { return inner_.capabilities(); }
+  void forward(const attest::Problem& p, std::span<float> o, std::span<float> lse) const override {
+    if (++calls_ == 40) std::exit(0);
+    inner_.forward(p, o, lse);
+  }
+
+ private:
+  NaiveAttention inner_;
+  mutable int calls_ = 0;
+};
+
 attest::api::CertifyOptions quick() {
   attest::api::CertifyOptions o;
   o.budget = "quick";
@@ -79,6 +95,11 @@ TEST(Attention, OffByOneCausalIsNotCertified) {
   ASSERT_FALSE(c.failed().empty());
   EXPECT_NE(c.failed().front()->replay.find("attest replay"), std::string::npos) << c.failed().front()->replay;
   EXPECT_NONFATAL_FAILURE(EXPECT_CERTIFIED(NaiveAttention(true), quick()), "replay ");
+}
+
+// attest runs an in-process kernel in a child process: its exit(0) fails the check, and this suite runs on.
+TEST(Attention, AKernelThatExitsFailsTheTest) {
+  EXPECT_NONFATAL_FAILURE(EXPECT_CERTIFIED(ExitingAttention(), quick()), "exited with code 0");
 }
 
 // The defaults are the command line's: the size stages reach past 1024 at quick, so a kernel wrong

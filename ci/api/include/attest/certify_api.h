@@ -21,7 +21,11 @@ struct CertifyOptions {
   double long_seconds = -1;      // the long stage's time budget; < 0: the budget's (8 s quick, 20 s default); 0: none
   bool size_stages = true;       // false: the property and deterministic stages only (the verdict line says so)
   std::string out_dir = "attest-out";  // counterexamples (replayable problem files) go here
-  double timeout_seconds = 30;   // per call, for a kernel in a child process
+  double timeout_seconds = 30;         // per call: longer is a hang (a failed check), whatever the budget
+  // An attest::Kernel runs in a child process (a fork of this one) by default: its exit(), crash or
+  // hang fails a check instead of ending or stopping the caller. true: in this process, faster, for a
+  // trusted kernel; the verdict line then says "in process, not contained".
+  bool in_process = false;
   // The attest executable that serves plugins and cmd: kernels' isolation (`attest kernel-host`):
   // the installed package's bin/attest (find_package(attest) defines it); empty: this program.
 #ifdef ATTEST_INSTALLED_EXECUTABLE

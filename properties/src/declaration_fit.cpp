@@ -7,6 +7,7 @@
 
 #include "attest/cases.h"
 #include "attest/oracle.h"
+#include "declared_range.h"
 
 namespace attest {
 namespace {
@@ -141,6 +142,7 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
     for (float& x : *values)
       if (std::isfinite(x)) x = std::clamp(x, -largest, largest);
   }
+  fit_to_declared_range(p, caps);  // logits and P.V sums the declared arithmetic holds
   p.fit_to_storage();  // K and V of a scaled format a group at a time
   // A kernel that computes the standard ALiBi slopes itself gets exactly those for its H.
   c.fit_alibi_slopes(p);

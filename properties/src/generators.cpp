@@ -1,20 +1,20 @@
 #include "attest/generators.h"
 
-#include "attest/coverage_model.h"
-#include "attest/quantized.h"
-
 #include <algorithm>
 #include <array>
-#include <limits>
-#include <optional>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
 #include <tuple>
 
+#include "attest/coverage_model.h"
+#include "attest/quantized.h"
 #include "attest/reference.h"
+#include "declared_range.h"
 #include "problem_edits.h"
 
 namespace attest {
@@ -546,8 +546,17 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   fill(p.q, qk, p.storage.q, precision.q_entry);
   fill(p.k, qk, p.storage.k, precision.k_entry);
   fill(p.v, c.max_abs_value > 0 ? std::min(vm, c.max_abs_value / 2) : vm, p.storage.v, precision.v_entry);
-  draw_quantized(p.k, head_dim, p.storage.k, 0, data_rng);
-  draw_quantized(p.v, p.shape.value_dim, p.storage.v, c.max_abs_value, data_rng);
+  // Quantized groups stay within the format the kernel rounds them to on entry (half of it for a
+  // scaled format: a group's scale rounds up now and then; an fp8 row reaches its largest value),
+  // and V within the contract.
+  auto entry_limit = [](Scalar stored, Scalar entry) {
+    return largest_input(stored, entry) / (scaled(stored) ? 2 : 1);
+  };
+  const double v_limit =
+      std::min(c.max_abs_value > 0 ? c.max_abs_value : INFINITY, entry_limit(p.storage.v, precision.v_entry));
+  draw_quantized(p.k, head_dim, p.storage.k, entry_limit(p.storage.k, precision.k_entry), data_rng);
+  draw_quantized(p.v, p.shape.value_dim, p.storage.v, v_limit, data_rng);
+  fit_to_declared_range(p, caps);  // logits and P.V sums the declared arithmetic holds
   // K and V in a scaled format a group at a time, before the forced values (a poison reads the
   // problem's mask, which checks it) and after them (a subnormal group refitted).
   p.fit_to_storage();

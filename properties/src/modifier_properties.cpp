@@ -229,7 +229,8 @@ Verdict softcap_saturates(const Problem& p, const Kernel& kernel, Oracle& oracle
   // block) the first and the last block, so a narrow Dv does not multiply the calls by three.
   for (double target : {4 * c, -1e3 * c, 1e30}) {
     const Problem scaled = with_logits_up_to(capped, target, dot, caps);
-    if (!within_float_range(scaled)) continue;  // a float q.k would overflow: not the cap's business
+    // A q.k that overflows its float or declared score format is not the cap's business.
+    if (!within_float_range(scaled) || !logits_within_declared_range(scaled, caps)) continue;
     const std::string label = fmt::format("Q scaled to logits up to {:.0e} (cap {}), V = I: ", target, c);
     const int last = (tk - 1) / width * width;
     for (int first = 0; first < tk; first = target == 4 * c || first == last ? first + width : last) {

@@ -1,15 +1,16 @@
 #include "problem_edits.h"
 
 #include <algorithm>
-#include <numeric>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <random>
 
 #include "attest/oracle.h"
 #include "attest/properties.h"
 #include "attest/quantized.h"
 #include "attest/reference.h"
+#include "declared_range.h"
 
 namespace attest {
 namespace {
@@ -352,7 +353,7 @@ std::optional<Problem> with_logits_in_float_range(const Problem& p, double targe
   // large logits through Q alone, and Q near FLT_MAX overflows every float dot product.
   for (int tries = 0; tries < 64; ++tries, target /= 4) {
     Problem scaled = with_logits_up_to(p, target, dot, caps);
-    if (!within_float_range(scaled)) continue;
+    if (!within_float_range(scaled) || !logits_within_declared_range(scaled, caps)) continue;
     if (reached) *reached = target;
     return scaled;
   }

@@ -1,0 +1,99 @@
+#include "declaration_draw.h"
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+namespace attest {
+namespace {
+
+class Draw {
+ public:
+  explicit Draw(std::uint64_t seed) : rng_(seed) {}
+  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  int between(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  template <typename T>
+  T pick(const std::vector<T>& options) {
+    return options[static_cast<std::size_t>(between(0, static_cast<int>(options.size()) - 1))];
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+const std::vector<Scalar> kFloat16{Scalar::kBF16, Scalar::kF16};
+
+// Storage and where the kernel rounds: f32 most often, so that each 16-bit choice stands out.
+Precision draw_precision(Draw& d) {
+  Precision p;
+  auto storage = [&] { return d.chance(0.5) ? Scalar::kF32 : d.pick(kFloat16); };
+  p.q = storage();
+  p.k = storage();
+  p.v = storage();
+  p.o = storage();
+  if (d.chance(0.15)) p.k = p.v = d.pick(std::vector<Scalar>{Scalar::kQ8, Scalar::kQ4});  // quantized K/V
+  p.bias = storage();
+  auto rounding = [&] { return d.chance(0.7) ? Scalar::kF32 : d.pick(kFloat16); };
+  p.q_entry = rounding();
+  p.k_entry = rounding();
+  p.v_entry = rounding();
+  p.scores = rounding();
+  p.p = rounding();
+  p.accumulator = rounding();
+  if (d.chance(0.15)) p.weight_sum = d.chance(0.5) ? Scalar::kF32 : d.pick(kFloat16);
+  p.pv_unnormalised = d.chance(0.2);
+  p.exp_ulps = d.pick(std::vector<double>{1, 1, 2, 8, 64});
+  return p;
+}
+
+Contract draw_contract(Draw& d, const FeatureSet& features) {
+  Contract c;
+  if (d.chance(0.3)) {
+    const int widths = d.between(1, 3);
+    for (int i = 0; i < widths; ++i)
+      c.head_dims.push_back(d.pick(std::vector<int>{8, 16, 24, 32, 48, 64, 80, 96, 128}));
+    std::sort(c.head_dims.begin(), c.head_dims.end());
+    c.head_dims.erase(std::unique(c.head_dims.begin(), c.head_dims.end()), c.head_dims.end());
+  } else if (d.chance(0.2)) {
+    const int lo = d.between(1, 64);
+    c.head_dim = {lo, lo + d.between(0, 128)};
+  }
+  c.dk_equals_dv = d.chance(0.3);
+  c.default_scale_only = d.chance(0.2);
+  c.causal_required = features.contains(Feature::kCausal) && d.chance(0.1);
+  c.self_attention_only = d.chance(0.1);
+  if (d.chance(0.2)) c.q_len = {1, 1LL << d.between(3, 12)};
+  if (d.chance(0.2)) c.k_len = {d.between(1, 8), 1LL << d.between(4, 12)};
+  if (d.chance(0.1)) c.q_offset = {0, 1LL << d.between(0, 40)};
+  if (d.chance(0.1)) c.batch = {1, d.between(1, 8)};
+  if (d.chance(0.1)) c.heads = {1, d.between(1, 16)};
+  if (features.contains(Feature::kAlibi) && d.chance(0.3)) c.alibi_slopes = AlibiSlopes::kStandard;
+  if (d.chance(0.1)) c.max_abs_value = d.pick(std::vector<double>{1, 4, 100, 1e4});
+  if (d.chance(0.3)) {
+    c.query_tile = d.pick(std::vector<int>{16, 32, 64, 128});
+    c.key_tile = d.pick(std::vector<int>{16, 32, 64, 128});
+  }
+  return c;
+}
+
+}  // namespace
+
+Capabilities draw_declaration(std::uint64_t seed, int index) {
+  Draw d(seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(index));
+  Capabilities c;
+  c.features = {};
+  for (const Feature f : FeatureSet::all().minus({Feature::kDecode, Feature::kBackward}).members())
+    if (d.chance(0.6)) c.features.insert(f);
+  c.precision = draw_precision(d);
+  // The gradient's bound is a float32 backward's: a backward comes with float32 throughout.
+  if (c.precision.all_f32() && d.chance(0.5)) {
+    c.features.insert(Feature::kBackward);
+    c.deterministic_backward = d.chance(0.5);
+  }
+  c.empty_rows = d.chance(0.3) ? EmptyRowPolicy::kNan : EmptyRowPolicy::kZero;
+  c.contract = draw_contract(d, c.features);
+  c.inputs = d.chance(0.3) ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
+  return c;
+}
+
+}  // namespace attest

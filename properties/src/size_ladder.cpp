@@ -112,8 +112,9 @@ void add_sampled_backward(std::vector<SizedCase>& out, const Capabilities& caps,
   Problem p = shaped({1, 1, 1, t, t, d, d}, name);
   p.mask.causal = true;
   if (windowed) p.mask.window = 512;
-  if (!samples_backward(p)) return;
   add_case(out, caps, name, p, true, options, {}, true);
+  // A declaration that fits RoPE or ALiBi in: the sampled rows would lose their positions.
+  if (!out.empty() && out.back().name == name && !samples_backward(out.back().problem)) out.pop_back();
 }
 
 // A decode session through an evicting cache to t tokens, in steps of 1 to 40 tokens: judged on

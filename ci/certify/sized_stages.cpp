@@ -22,6 +22,9 @@ namespace {
 // sampled rows are where it failed; replay checks every row).
 std::string save_sized_case(const std::string& check, const SizedCase& c, const Kernel& kernel, const Verdict& v,
                             const CertifyOptions& options) {
+  // A session through an evicting cache has no replayable property of its own (decode_matches_prefill
+  // would hold it to exact causal attention): its failure is reported, not saved.
+  if (c.retained_set) return {};
   const std::string path =
       fmt::format("{}/counterexamples/{}_{}__{}.json", options.out_dir, check, c.name, file_stem(kernel.name()));
   try {

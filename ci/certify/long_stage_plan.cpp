@@ -9,14 +9,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Work of a whole case: one forward call, or every step of its decode session.
-double case_work(const SizedCase& c) {
+// Work of a whole case: one forward or backward call, or every step of its decode session (a
+// cache keeping `capacity` positions, when it declares it, attends to no more than those).
+double case_work(const SizedCase& c, long long capacity) {
+  if (c.backward) return backward_work(c.problem);
   if (c.decode_chunks.empty()) return forward_work(c.problem);
   const Shape& s = c.problem.shape;
   const DecodeConfig config{s.batch, s.heads, s.kv_heads, s.head_dim, s.value_dim};
   double work = 0;
   long long cached = 0;
-  for (int n : c.decode_chunks) work += decode_step_work(config, cached, n), cached += n;
+  for (int n : c.decode_chunks)
+    work += decode_step_work(config, capacity > 0 ? std::min(cached, capacity) : cached, n), cached += n;
   return work;
 }
 
@@ -40,13 +43,17 @@ std::string case_family(const std::string& name) {
 
 LongStagePlan::LongStagePlan(const Kernel& kernel, double budget_seconds, int required_len,
                              const std::vector<SizedCase>& calibration)
-    : budget_(budget_seconds), required_len_(required_len), start_(Clock::now()) {
+    : budget_(budget_seconds),
+      required_len_(required_len),
+      capacity_(kernel.capabilities().cache.evicts() ? kernel.capabilities().cache.exact_up_to() : 0),
+      start_(Clock::now()) {
   if (budget_ <= 0) return;  // no budget: nothing to plan
   for (const SizedCase& c : calibration) {
     try {
       const auto start = Clock::now();
       run_sized_case(c, kernel);
-      model(case_family(c.name)).record(case_work(c), std::chrono::duration<double>(Clock::now() - start).count());
+      model(case_family(c.name))
+          .record(case_work(c, capacity_), std::chrono::duration<double>(Clock::now() - start).count());
     } catch (const KernelLoadError&) {
       throw;
     } catch (const std::exception&) {
@@ -66,7 +73,7 @@ std::optional<Clock::time_point> LongStagePlan::cutoff(const SizedCase& c) const
 }
 
 std::optional<double> LongStagePlan::predict_kernel(const SizedCase& c) const {
-  const double work = case_work(c);
+  const double work = case_work(c, capacity_);
   // Its own family first; a family not yet timed (a window past the square sizes) scales from the
   // dense squares, which over-predicts a kernel that skips masked tiles: never under-predicts.
   for (const std::string& family : {case_family(c.name), std::string("square")})
@@ -99,7 +106,7 @@ CostModel& LongStagePlan::model(const std::string& family) {
 
 void LongStagePlan::learn(const SizedCase& c, double kernel_seconds, double case_seconds) {
   if (!(kernel_seconds > 0)) return;  // the kernel failed or was never called: no timing
-  model(case_family(c.name)).record(case_work(c), kernel_seconds);
+  model(case_family(c.name)).record(case_work(c, capacity_), kernel_seconds);
   overhead_.record(case_size(c), std::max(0.0, case_seconds - kernel_seconds));
 }
 

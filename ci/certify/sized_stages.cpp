@@ -22,6 +22,9 @@ namespace {
 // sampled rows are where it failed; replay checks every row).
 std::string save_sized_case(const std::string& check, const SizedCase& c, const Kernel& kernel, const Verdict& v,
                             const CertifyOptions& options) {
+  // A session through an evicting cache has no replayable property of its own (decode_matches_prefill
+  // would hold it to exact causal attention): its failure is reported, not saved.
+  if (c.retained_set) return {};
   const std::string path =
       fmt::format("{}/counterexamples/{}_{}__{}.json", options.out_dir, check, c.name, file_stem(kernel.name()));
   try {
@@ -87,10 +90,12 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
   int shortest_missed = std::numeric_limits<int>::max();  // keys of the shortest case not reached
   std::vector<int> ran;                                  // keys of each case that ran
   if (kernel.capabilities().contract.decode_only && cases.empty())
-    r.not_covered = kernel.capabilities().cache.evicts()
-                        ? "the kernel is decode-only and its cache (" + kernel.capabilities().cache.summary() +
-                              ") evicts before these sizes; eviction_matches_retained_set holds it to what it keeps"
-                        : "the kernel is decode-only and declares nothing a decode session can be held to at these sizes";
+    r.not_covered =
+        kernel.capabilities().cache.evicts()
+            ? "the kernel is decode-only and its cache (" + kernel.capabilities().cache.summary() +
+                  ") evicts before these sizes; eviction_matches_retained_set and the long stage's "
+                  "eviction_sampled_steps hold it to what it keeps"
+            : "the kernel is decode-only and declares nothing a decode session can be held to at these sizes";
   for (const SizedCase& c : cases) {
     if (deadline_passed(options.deadline)) {
       r.failures += r.failures == 0;
@@ -179,6 +184,28 @@ std::vector<SizedCase> calibration_cases(const Capabilities& caps, const SizeOpt
   return out;
 }
 
+// Cheapest first (dense work), so the time budget buys every length it can.
+void cheapest_first(std::vector<SizedCase>& cases) {
+  std::stable_sort(cases.begin(), cases.end(), [](const SizedCase& a, const SizedCase& b) {
+    const Shape &x = a.problem.shape, &y = b.problem.shape;
+    return double(x.batch) * x.heads * x.q_len * x.k_len < double(y.batch) * y.heads * y.q_len * y.k_len;
+  });
+}
+
+// One check of the long stage over its cases (sorted cheapest first), on the stage's time budget.
+CheckResult run_long_check(const std::string& check, const std::vector<SizedCase>& cases, const Kernel& kernel,
+                           Oracle& oracle, const CertifyOptions& options, LongStagePlan& plan) {
+  const int required = required_length(kernel.capabilities(), options.sizes, cases);
+  CheckResult r = run_sized_check("long", check, cases, kernel, oracle, options, &plan);
+  r.time_budget = options.sizes.time_budget;
+  if (r.not_covered.empty()) r.required_len = required;
+  // What the sampled checks judged, for the certificate: rows per case.
+  std::size_t rows = 0;
+  for (const SizedCase& c : cases) rows = std::max(rows, c.rows.size());
+  if (rows > 0 && r.cases > 0) r.feature_cases[fmt::format("sampled rows per case: up to {}", rows)] = r.cases;
+  return r;
+}
+
 }  // namespace
 
 SizeOptions sizes_for_budget(int property_cases) {
@@ -254,21 +281,24 @@ std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, 
   oracle.set_jobs(options.sizes.jobs);
   if (takes_next_check(options))
     results.push_back(run_sized_check("ladder", "sizes", ladder_cases(caps, options.sizes), kernel, oracle, options));
-  if (takes_next_check(options)) {
-    std::vector<SizedCase> cases = long_cases(caps, options.sizes);
-    // Cheapest first (dense work), so the budget buys every length it can.
-    std::stable_sort(cases.begin(), cases.end(), [](const SizedCase& a, const SizedCase& b) {
-      const Shape &x = a.problem.shape, &y = b.problem.shape;
-      return double(x.batch) * x.heads * x.q_len * x.k_len < double(y.batch) * y.heads * y.q_len * y.k_len;
-    });
-    const int required = required_length(caps, options.sizes, cases);
-    LongStagePlan plan(kernel, options.sizes.time_budget, shortest_reaching(cases, required),
-                       calibration_cases(caps, options.sizes, cases));
-    CheckResult r = run_sized_check("long", "sampled_rows", cases, kernel, oracle, options, &plan);
-    r.time_budget = options.sizes.time_budget;
-    if (r.not_covered.empty()) r.required_len = required;
-    results.push_back(std::move(r));
-  }
+  // The long stage: the forward's cases, then (each its own check, on what is left of the stage's
+  // one time budget) the backward's and an evicting cache's sessions, when the kernel has them.
+  std::vector<SizedCase> all = long_cases(caps, options.sizes);
+  cheapest_first(all);
+  std::vector<SizedCase> forward, backward, retained;
+  for (const SizedCase& c : all) (c.backward ? backward : c.retained_set ? retained : forward).push_back(c);
+  const bool forward_check = takes_next_check(options);
+  const bool backward_check = !backward.empty() && takes_next_check(options);
+  const bool retained_check = !retained.empty() && takes_next_check(options);
+  if (!forward_check && !backward_check && !retained_check) return results;
+  LongStagePlan plan(kernel, options.sizes.time_budget,
+                     shortest_reaching(all, required_length(caps, options.sizes, all)),
+                     calibration_cases(caps, options.sizes, all));
+  if (forward_check) results.push_back(run_long_check("sampled_rows", forward, kernel, oracle, options, plan));
+  if (backward_check)
+    results.push_back(run_long_check("backward_sampled_rows", backward, kernel, oracle, options, plan));
+  if (retained_check)
+    results.push_back(run_long_check("eviction_sampled_steps", retained, kernel, oracle, options, plan));
   return results;
 }
 

@@ -51,6 +51,7 @@ MutantReport evaluate(const MutantEntry& entry, const MutantsRequest& request, O
   options.progress = false;
   options.kernel_source = "mutant:" + entry.name;
   options.sizes = request.sizes;
+  options.sizes.max_len = std::max(options.sizes.max_len, entry.needs_len);  // a long-stage bug's lengths
   options.shrink_only = entry.expected_property;  // the other checks' first counterexamples suffice
   options.stop_after = entry.expected_property;   // killed by it: the later checks change nothing
   std::filesystem::remove_all(options.out_dir);

@@ -5,6 +5,10 @@ Usage: long_stage_test.py ATTEST WORKDIR CASE
                  2 x 64 keys, a long stage reaching T >= 16384, and the per-path table on stdout
   paths          a kernel with two paths gets each path's cases in every property, and the table
   flags          --max-len, --lengths, --head-dims, --jobs: honoured, and bad values refused
+  backward       the long stage runs the backward past the ladder on sampled rows (quick: to 4096
+                 with a window), and kills a backward wrong only past Tk 2048, which the ladder misses
+  eviction       an evicting cache gets long decode sessions judged on sampled steps (quick: 4096
+                 tokens), and they kill a cache that drops its sinks only from position 5000
 """
 import json
 import os
@@ -91,5 +95,42 @@ def case_flags():
             sys.exit("%s: the error does not name the flag: %s" % (bad, done.stderr))
 
 
-{"default_tiled": case_default_tiled, "paths": case_paths, "flags": case_flags}[CASE]()
+def long_check(doc, name, longest):
+    c = check(doc, "long", name)
+    if c["verdict"] != "pass" or c["effective_cases"] < 1 or c["longest"]["k_len"] < longest:
+        sys.exit("%s: %s" % (name, c))
+    if c.get("not_reached") or c["reached_length"] < longest:
+        sys.exit("%s: not every length was reached (a quiet machine affords it): %s" % (name, c))
+    if not any(k.startswith("sampled rows per case") for k in c.get("feature_cases", {})):
+        sys.exit("%s: the certificate does not say how many rows were sampled: %s" % (name, c))
+    return c
+
+
+def killed_by(mutant, expected):
+    path = os.path.join(WORK, "mutant.json")
+    run("mutants", "--only", mutant, "--seed", "20261129", "--out", os.path.join(WORK, "mutants"), "--json", path)
+    with open(path) as f:
+        row = json.load(f)["mutants"][0]
+    if not row["expected_caught"] or row["killed_by"][0] != expected:
+        sys.exit("%s: killed by %s, expected %s first" % (mutant, row["killed_by"], expected))
+
+
+def case_backward():
+    doc, out = certificate("--kernel", "tiled", "--budget", "quick", "--long-seconds", "0")
+    long_check(doc, "backward_sampled_rows", 4096)
+    if "backward_sampled_rows" not in out:
+        sys.exit("no backward_sampled_rows line on stdout:\n" + out)
+    # dQ 1% off only past Tk 2048: the ladder (to 512) passes it; only the long stage's backward fails it.
+    killed_by("backward_dq_wrong_past_2048", "backward_sampled_rows")
+
+
+def case_eviction():
+    doc, out = certificate("--kernel", "decode_sinks_recent", "--budget", "quick", "--long-seconds", "0")
+    long_check(doc, "eviction_sampled_steps", 4096)
+    # The sinks dropped from position 5000: far past what eviction_matches_retained_set decodes.
+    killed_by("sinks_evicted_from_5000", "eviction_sampled_steps")
+
+
+{"default_tiled": case_default_tiled, "paths": case_paths, "flags": case_flags, "backward": case_backward,
+ "eviction": case_eviction}[CASE]()
 print("ok")

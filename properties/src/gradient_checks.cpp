@@ -72,19 +72,21 @@ GradientInputs backward_inputs(const Problem& p, Oracle& oracle, std::vector<flo
 
 BackwardInputs spans_of(const GradientInputs& in) { return {in.o, in.lse, in.d_o}; }
 
-std::string describe_gradient(const Problem& p, const std::string& which, std::size_t e) {
+std::string describe_gradient(const Problem& p, const std::string& which, std::size_t e,
+                              const std::vector<int>& query_rows) {
   const Shape& s = p.shape;
   if (which == "dsinks") return fmt::format("dsinks[h={}]", e);
   const bool query = which == "dQ";
   const int width = which == "dV" ? s.value_dim : s.head_dim, rows = query ? s.q_len : s.k_len;
   const int heads = query ? s.heads : s.kv_heads;
   const std::size_t col = e % width, row = e / width;
+  const std::size_t index = query && !query_rows.empty() ? std::size_t(query_rows[row % rows]) : row % rows;
   return fmt::format("{}[b={} {}={} {}={} col={}]", which, row / rows / heads, query ? "h" : "g", row / rows % heads,
-                     query ? "row" : "key", row % rows, col);
+                     query ? "row" : "key", index, col);
 }
 
 Verdict compare_gradients(const Problem& p, const ReferenceGradient& ref, const Gradients& got,
-                          const std::string& property, const std::string& label) {
+                          const std::string& property, const std::string& label, const std::vector<int>& query_rows) {
   const std::string where = label.empty() ? "" : label + ": ";
   double worst = 0;
   long compared = 0;
@@ -111,10 +113,11 @@ Verdict compare_gradients(const Problem& p, const ReferenceGradient& ref, const 
       }
       const std::string what = std::isnan(x) ? (never_written(part.got[e]) ? "never written" : "NaN computed")
                                              : fmt::format("{:.9g}", x);
-      return Verdict::fail(property,
-                           fmt::format("{}{}: {}, exact {:.9g}, error {:.3g} > bound {:.3g}", where,
-                                       describe_gradient(p, part.name, e), what, part.exact[e], error, bound),
-                           bound > 0 ? error / bound : INFINITY);
+      return Verdict::fail(
+          property,
+          fmt::format("{}{}: {}, exact {:.9g}, error {:.3g} > bound {:.3g}", where,
+                      describe_gradient(p, part.name, e, query_rows), what, part.exact[e], error, bound),
+          bound > 0 ? error / bound : INFINITY);
     }
   }
   if (compared == 0) return Verdict::vacuous_bound(property, where + "every element's bound is infinite");

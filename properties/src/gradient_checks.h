@@ -23,9 +23,11 @@ GradientInputs backward_inputs(const Problem& p, Oracle& oracle, std::vector<flo
 BackwardInputs spans_of(const GradientInputs& in);
 
 // Each of dQ, dK, dV (and dsinks) within its bound of the exact gradient; a NaN or an element
-// never written fails. `label` says which call is compared (a probe, a permutation).
+// never written fails. `label` says which call is compared (a probe, a permutation). `query_rows`:
+// p holds these rows of a larger problem (sampled), named by them in a failure.
 Verdict compare_gradients(const Problem& p, const ReferenceGradient& ref, const Gradients& got,
-                          const std::string& property, const std::string& label = "");
+                          const std::string& property, const std::string& label = "",
+                          const std::vector<int>& query_rows = {});
 
 // Where a backward declared with these capabilities rounds: f32 arithmetic, exp within its
 // declared ulps (at least 2).
@@ -54,7 +56,9 @@ extern const std::vector<int> kThreadCounts;
 // The count of one backward call, drawn from the problem's fingerprint (a replay draws it again).
 int drawn_threads(const Problem& p);
 
-// "dK[b=0 g=1 key=5 col=2]" for element e of the named gradient of p.
-std::string describe_gradient(const Problem& p, const std::string& which, std::size_t e);
+// "dK[b=0 g=1 key=5 col=2]" for element e of the named gradient of p (its query rows numbered as
+// `query_rows` says, when given).
+std::string describe_gradient(const Problem& p, const std::string& which, std::size_t e,
+                              const std::vector<int>& query_rows = {});
 
 }  // namespace attest

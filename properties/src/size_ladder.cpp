@@ -1,9 +1,10 @@
 #include "attest/size_ladder.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fmt/format.h>
 #include <optional>
 #include <random>
 #include <set>
@@ -18,6 +19,8 @@
 #include "attest/session_forward.h"
 #include "gradient_checks.h"
 #include "problem_edits.h"
+#include "retained_session.h"
+#include "sampled_gradient.h"
 
 namespace attest {
 namespace {
@@ -44,12 +47,12 @@ void add_decode_modifiers(Problem& p) {
 }
 
 // The case as the kernel declares it can take it; dropped (with nothing) when it cannot.
-void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string name, const Problem& p,
-              bool sample, const SizeOptions& options, std::vector<int> chunks = {}, bool backward = false) {
+void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string name, const Problem& p, bool sample,
+              const SizeOptions& options, std::vector<int> chunks = {}, bool backward = false, bool retained = false) {
   if (chunks.empty() && !caps.forward()) return;  // a decode-only kernel is held to its sessions
   // Sessions are exact causal attention only up to a declared cache's first eviction (past it,
-  // eviction_matches_retained_set holds them to what is kept).
-  if (!chunks.empty() && !exact_session(caps, p.shape.k_len)) return;
+  // eviction_matches_retained_set and the long stage's retained-set sessions hold them to what is kept).
+  if (!chunks.empty() && !retained && !exact_session(caps, p.shape.k_len)) return;
   const std::optional<Problem> fitted = fit_to_declaration(p, caps);
   if (!fitted) return;
   // A contract that caps the lengths folds longer cases onto shorter ones: each shape once.
@@ -58,10 +61,11 @@ void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string
     return std::tie(a.batch, a.heads, a.kv_heads, a.q_len, a.k_len, a.head_dim, a.value_dim) ==
                std::tie(b.batch, b.heads, b.kv_heads, b.q_len, b.k_len, b.head_dim, b.value_dim) &&
            o.problem.mask.causal == fitted->mask.causal && o.problem.mask.window == fitted->mask.window &&
-           o.problem.mask.kv_valid == fitted->mask.kv_valid && o.decode_chunks == chunks && o.backward == backward;
+           o.problem.mask.kv_valid == fitted->mask.kv_valid && o.decode_chunks == chunks && o.backward == backward &&
+           o.retained_set == retained;
   };
   if (std::any_of(out.begin(), out.end(), same)) return;
-  SizedCase c{std::move(name), *fitted, {}, std::move(chunks), backward};
+  SizedCase c{std::move(name), *fitted, {}, std::move(chunks), backward, retained};
   if (sample) c.rows = sample_rows(c.problem, caps, options.sampled_rows, std::hash<std::string>{}(c.name));
   out.push_back(std::move(c));
 }
@@ -94,6 +98,51 @@ void add_backward(std::vector<SizedCase>& out, const Capabilities& caps, int t, 
   Problem r = shaped({2, 1, 1, t, t + key_step + 1, d, d}, rect);
   r.mask.kv_valid = {t + key_step + 1, t};
   add_case(out, caps, rect, r, false, options, {}, true);
+}
+
+// The long stage's backward at length t: Tq = Tk = t causal (past square_limit with a window of
+// 512 keys, as the forward's), judged on sampled rows (sampled_gradient.h: dQ of those rows, dK and
+// dV of every key).
+void add_sampled_backward(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d,
+                          const SizeOptions& options) {
+  if (!caps.backward()) return;
+  const bool windowed = t > options.square_limit;
+  if (windowed && !caps.declares(Feature::kWindow)) return;  // a full T^2 backward would be too slow
+  const std::string name = fmt::format("backward_{}_t{}_d{}", windowed ? "window" : "square", t, d);
+  Problem p = shaped({1, 1, 1, t, t, d, d}, name);
+  p.mask.causal = true;
+  if (windowed) p.mask.window = 512;
+  add_case(out, caps, name, p, true, options, {}, true);
+  // A declaration that fits RoPE or ALiBi in: the sampled rows would lose their positions.
+  if (!out.empty() && out.back().name == name && !samples_backward(out.back().problem)) out.pop_back();
+}
+
+// A decode session through an evicting cache to t tokens, in steps of 1 to 40 tokens: judged on
+// sampled steps (around the first eviction, the tile edges, the last ones, random ones) against
+// exact attention over the retained set.
+void add_retained_session(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d,
+                          const SizeOptions& options) {
+  if (!caps.decode() || !caps.cache.evicts() || exact_session(caps, t)) return;
+  const std::string name = fmt::format("eviction_session_t{}_d{}", t, d);
+  Problem p = shaped({1, 2, 1, t, t, d, d}, name);
+  p.mask.causal = true;
+  // Softmax sinks, no ALiBi: its distance penalty would leave the cache's first positions no weight
+  // at these lengths, and a cache that loses them would go unseen.
+  for (int h = 0; h < p.shape.heads; ++h) p.modifiers.sinks.push_back(h % 2 ? 1.0f : -2.0f);
+  std::mt19937_64 rng(std::hash<std::string>{}(name));
+  std::vector<int> chunks;
+  for (int left = t; left > 0;) chunks.push_back(std::min(left, 1 + int(rng() % 40))), left -= chunks.back();
+  add_case(out, caps, name, p, true, options, chunks, false, true);
+  if (out.empty() || out.back().name != name) return;
+  std::vector<int>& rows = out.back().rows;
+  const int n = out.back().problem.shape.k_len;
+  if (rows.empty())
+    for (int i = 0; i < n; ++i) rows.push_back(i);
+  for (long long turn = caps.cache.exact_up_to(), i = turn - 1; i <= turn + 1; ++i)
+    if (i >= 0 && i < n) rows.push_back(static_cast<int>(i));
+  for (int i = std::max(0, n - 4); i < n; ++i) rows.push_back(i);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
 }
 
 // One new token against t keys (a decoder's shape through forward), with padding and modifiers.
@@ -180,6 +229,8 @@ std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& o
       add_decode_shape(out, caps, t, d, options);
       add_decode_shape(out, caps, t, d, options, 1);
       if (t <= options.square_limit) add_session(out, caps, t, d, true, options);
+      add_sampled_backward(out, caps, t, d, options);
+      add_retained_session(out, caps, t, d, options);
     }
     // Chunked prefill at the longest length: two query tiles and one row past them, every key
     // before them visible (bottom-right causal), the last few keys padded away.
@@ -195,6 +246,13 @@ std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& o
 }
 
 Outputs run_sized_case(const SizedCase& c, const Kernel& kernel) {
+  if (c.backward) {  // the backward alone, on sampled rows (what the long stage times)
+    std::vector<int> rows = c.rows.empty() ? sample_rows(c.problem, kernel.capabilities(), 64, 0) : c.rows;
+    if (rows.empty())
+      for (int i = 0; i < c.problem.shape.q_len; ++i) rows.push_back(i);
+    run_sampled_backward(c.problem, sampled_backward(c.problem, rows, kernel.capabilities().empty_rows, 1), kernel);
+    return {};
+  }
   if (!c.decode_chunks.empty()) return run_decode(kernel, c.problem, c.decode_chunks, kernel.capabilities().lse());
   return run_guarded(kernel, c.problem);
 }
@@ -247,6 +305,12 @@ Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Ora
   const Capabilities caps = kernel.capabilities();
   const Problem& p = c.problem;
   const auto start = std::chrono::steady_clock::now();
+  if (c.backward && !c.rows.empty()) {
+    Verdict v = sampled_backward_matches_reference(p, c.rows, kernel, jobs, kernel_seconds);
+    if (!v.passed) v.detail = "backward: " + v.detail;
+    return v;
+  }
+  if (c.retained_set) return retained_session_matches(p, c.decode_chunks, c.rows, kernel, jobs, kernel_seconds);
   if (c.backward) {
     Oracle own_oracle;
     own_oracle.set_jobs(jobs);

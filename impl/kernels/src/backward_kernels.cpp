@@ -209,7 +209,8 @@ void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSp
   }
   for (const std::vector<float>& share : dq_shares)
     for (std::size_t e = 0; e < share.size(); ++e) out.dq[e] += share[e];
-  if ((f.backward_dq_wrong_when_threaded && in.threads != 0) || (f.backward_dq_wrong_past_512 && s.k_len > 512))
+  if ((f.backward_dq_wrong_when_threaded && in.threads != 0) || (f.backward_dq_wrong_past_512 && s.k_len > 512) ||
+      (f.backward_dq_wrong_past_2048 && s.k_len > 2048))
     for (float& x : out.dq) x *= 1.01f;
   grad::rotate_back_dq(p, out.dq);
   if (mod.has_sinks())

@@ -88,7 +88,8 @@ class SinksRecentSession final : public DecodeSession {
     long long lo = 0, hi = pos + 1;
     narrow_to_integer_terms(c_.mask, pos, lo, hi);
     const bool full = pos >= static_cast<long long>(policy_.sinks) + policy_.recent;
-    const bool dropped = (faults_.sinks_evicted && full) || (faults_.sinks_evicted_from_150 && pos >= 150);
+    const bool dropped = (faults_.sinks_evicted && full) || (faults_.sinks_evicted_from_150 && pos >= 150) ||
+                         (faults_.sinks_evicted_from_5000 && pos >= 5000);
     const long long sinks = dropped ? 0 : policy_.sinks;
     long long recent_lo = pos - policy_.recent + (faults_.eviction_fencepost ? 0 : 1);
     if (faults_.ring_wrap_current_lap && pos - cache_.sink_end() >= cache_.ring())  // from the first wrap on

@@ -18,9 +18,10 @@ MutantEntry tiled_128x64(std::string name, std::string bug, std::string property
           [=] { return make_faulty_tiled_kernel({128, 64}, faults, "mutant:" + name); }};
 }
 // The same kernel with 128 x 128 tiles, a common training kernel's: backward bugs past its tiles.
-MutantEntry tiled_128x128(std::string name, std::string bug, std::string property, KernelFaults faults) {
+MutantEntry tiled_128x128(std::string name, std::string bug, std::string property, KernelFaults faults,
+                          int needs_len = 0) {
   return {name, std::move(bug), std::move(property),
-          [=] { return make_faulty_tiled_kernel({128, 128}, faults, "mutant:" + name); }};
+          [=] { return make_faulty_tiled_kernel({128, 128}, faults, "mutant:" + name); }, needs_len};
 }
 // The same tiled kernel storing Q, K, V and O in bf16 with f32 accumulation and P rounded to
 // bf16 before P.V (the FlashAttention-2 arrangement), with one precision fault.
@@ -176,10 +177,12 @@ MutantEntry quantized(Scalar format, std::string name, std::string bug, std::str
           [=] { return make_faulty_quantized_decode_kernel(format, faults, "mutant:" + name); }};
 }
 
-// The sinks + recent decoder (4 sinks, 32 recent, decode-only) with one fault.
-MutantEntry evicting(std::string name, std::string bug, KernelFaults faults) {
-  return {name, std::move(bug), "eviction_matches_retained_set",
-          [=] { return make_faulty_sinks_recent_decode_kernel(4, 32, false, faults, "mutant:" + name); }};
+// The sinks + recent decoder (4 sinks, 32 recent, decode-only) with one fault; `property`: the
+// check expected to kill it (a bug far past the cache's capacity: the long stage's sessions).
+MutantEntry evicting(std::string name, std::string bug, KernelFaults faults,
+                     std::string property = "eviction_matches_retained_set", int needs_len = 0) {
+  return {name, std::move(bug), std::move(property),
+          [=] { return make_faulty_sinks_recent_decode_kernel(4, 32, false, faults, "mutant:" + name); }, needs_len};
 }
 
 }  // namespace
@@ -267,6 +270,8 @@ const std::vector<MutantEntry>& mutant_registry() {
             "gradient_matches_reference", {.backward_dq_wrong_when_threaded = true}),
       tiled_128x128("backward_dq_wrong_past_512", "backward with 128 x 128 tiles: dQ 1% off when Tk > 512",
                     "sizes", {.backward_dq_wrong_past_512 = true}),
+      tiled_128x128("backward_dq_wrong_past_2048", "backward with 128 x 128 tiles: dQ 1% off when Tk > 2048 (past "
+                    "the size ladder's backward)", "backward_sampled_rows", {.backward_dq_wrong_past_2048 = true}, 4096),
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",
@@ -375,6 +380,8 @@ const std::vector<MutantEntry>& mutant_registry() {
                {.sinks_evicted = true}),
       evicting("sinks_evicted_from_150", "sinks + recent cache: the sinks dropped from position 150 on (the cache "
                "holds 36)", {.sinks_evicted_from_150 = true}),
+      evicting("sinks_evicted_from_5000", "sinks + recent cache: the sinks dropped from position 5000 on (long "
+               "sessions only)", {.sinks_evicted_from_5000 = true}, "eviction_sampled_steps", 8192),
   };
   return registry;
 }

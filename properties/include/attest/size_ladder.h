@@ -37,12 +37,16 @@ struct SizedCase {
   std::vector<int> rows;           // query rows checked; empty: all
   std::vector<int> decode_chunks;  // non-empty: run through a decode session in these chunks
   bool backward = false;           // the backward of the problem, against its exact gradient
+  // A decode session past its cache's first eviction, judged on `rows` against exact attention
+  // over the positions the cache declares it keeps.
+  bool retained_set = false;
 };
 
 // Cases at ladder lengths up to full_rows_limit (the `ladder` stage: every row checked); for a
 // kernel declaring a backward, its backward at those lengths too (every gradient element).
 std::vector<SizedCase> ladder_cases(const Capabilities& caps, const SizeOptions& options);
-// Cases above it (the `long` stage: a sample of rows).
+// Cases above it (the `long` stage: a sample of rows): the forward's, the backward's (dQ on the
+// sampled rows, dK and dV on every key) and, for an evicting cache, decode sessions to max_len.
 std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& options);
 
 // Rows worth checking in a long problem: the first and last, both sides of the first and last

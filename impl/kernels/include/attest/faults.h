@@ -62,6 +62,7 @@ struct KernelFaults {
                                          // tail, still recent, taken as evicted
   bool sinks_evicted = false;            // sinks + recent: the sinks dropped once the cache is full
   bool sinks_evicted_from_150 = false;   // sinks + recent: the sinks dropped from position 150 on (a later refill)
+  bool sinks_evicted_from_5000 = false;  // sinks + recent: the sinks dropped from position 5000 on (long sessions only)
   bool finite_max_sentinel = false;     // the running max starts at -10000, not -inf: rows whose logits are all below it divide 0 by 0
   bool rope_query_at_zero = false;     // queries rotated at 0 + i, ignoring their position
   // Memory
@@ -110,6 +111,7 @@ struct KernelFaults {
   bool backward_dq_split_from_four_threads = false;  // the same split, only at 4 or more workers
   bool backward_dq_wrong_when_threaded = false;      // dQ 1% off whenever a thread count is given (threads != 0)
   bool backward_dq_wrong_past_512 = false;           // dQ 1% off when Tk > 512 (past four 128-key tiles)
+  bool backward_dq_wrong_past_2048 = false;          // dQ 1% off when Tk > 2048 (past the size ladder's backward)
   bool backward_lse_wrong_row = false;    // P recomputed with the LSE of the next row of the query tile
   bool backward_dv_unnormalised = false;  // dV from exp(s - rowmax) instead of exp(s - LSE): unnormalised P
   bool backward_sink_gradient_sign = false;  // dsinks = +sum p_sink D instead of -sum p_sink D
@@ -124,9 +126,8 @@ inline bool backward_fault(const KernelFaults& f) {
   return f.backward_drops_d || f.backward_d_from_bf16_o || f.backward_dk_unscaled || f.backward_gqa_last_head_wins ||
          f.backward_masked_ds_kept || f.backward_softcap_no_derivative || f.backward_dq_nondeterministic ||
          f.backward_dq_split_by_threads || f.backward_dq_split_from_four_threads || f.backward_dq_wrong_when_threaded ||
-         f.backward_dq_wrong_past_512 ||
-         f.backward_lse_wrong_row || f.backward_dv_unnormalised || f.backward_sink_gradient_sign ||
-         f.backward_skipped_rows_unwritten;
+         f.backward_dq_wrong_past_512 || f.backward_dq_wrong_past_2048 || f.backward_lse_wrong_row ||
+         f.backward_dv_unnormalised || f.backward_sink_gradient_sign || f.backward_skipped_rows_unwritten;
 }
 
 }  // namespace attest

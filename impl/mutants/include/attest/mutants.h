@@ -15,6 +15,9 @@ struct MutantEntry {
   std::string bug_class;          // one line: what a real kernel got wrong
   std::string expected_property;  // the property that must catch it
   std::function<std::unique_ptr<Kernel>()> make;
+  // Keys its bug needs (a long-stage bug past the mutation run's --max-len): the run's lengths
+  // reach at least this far for it. 0: the run's own.
+  int needs_len = 0;
 };
 
 const std::vector<MutantEntry>& mutant_registry();

@@ -199,8 +199,8 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
         ++result.effective;
         for (const std::string& f : features_used_by(p).names()) ++result.feature_cases[f];
         for (const std::string& c : shape_classes_of(p)) ++result.class_cases[c];
-        result.longest_q = std::max(result.longest_q, p.shape.q_len);
-        result.longest_k = std::max(result.longest_k, p.shape.k_len);
+        result.longest_q = std::max({result.longest_q, p.shape.q_len, v.ran_q_len});
+        result.longest_k = std::max({result.longest_k, p.shape.k_len, v.ran_k_len});
       } else {
         ++result.skipped[v.detail.empty() ? "exercised nothing" : v.detail];
         if (!target.empty()) result.targets_skipped[target] = v.detail.empty() ? "exercised nothing" : v.detail;

@@ -73,7 +73,15 @@ bool never_written(float x) {
 
 namespace {
 thread_local PathLog* active_path_log = nullptr;
+// The kernel whose last call on this thread was a backward (none after its next forward).
+thread_local const Kernel* last_backward_of = nullptr;
 }  // namespace
+
+std::string last_call_path(const Kernel& kernel) {
+  if (last_backward_of == &kernel) return "unknown (a backward call; the kernel reports no path for it)";
+  return kernel.last_path();
+}
+void forget_last_call() { last_backward_of = nullptr; }
 
 namespace {
 // Drawn once per process from the clock and an address: a kernel cannot know it.
@@ -120,6 +128,7 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   copy.k = with_nan_tail(p.k);
   copy.v = with_nan_tail(p.v);
   GuardedBuffer o(p.o_size()), lse(p.lse_size());
+  if (last_backward_of == &kernel) last_backward_of = nullptr;
   HarnessRaise::kernel_call(
       [&] { kernel.forward(copy, o.span(), kernel.capabilities().lse() ? lse.span() : std::span<float>()); });
   GuardedOutputs out;
@@ -157,6 +166,7 @@ Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const Bac
   const std::vector<float> lse = with_nan_tail({in.lse.begin(), in.lse.end()});
   const std::vector<float> d_o = with_nan_tail({in.d_o.begin(), in.d_o.end()});
   GuardedBuffer dq(p.q_size()), dk(p.k_size()), dv(p.v_size()), dsinks(p.modifiers.sinks.size());
+  last_backward_of = &kernel;  // before the call: a backward that throws is named too
   HarnessRaise::kernel_call(
       [&] { kernel.backward(copy, {o, lse, d_o, in.threads}, {dq.span(), dk.span(), dv.span(), dsinks.span()}); });
   Gradients out;

@@ -62,9 +62,10 @@ CasePath case_path(const PathLog& log, const Problem& p, const Kernel& kernel) {
 
 Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle) {
   if (const auto sessions = session_stand_in(property, kernel)) return check_safely(property, p, *sessions, oracle);
+  forget_last_call();
   try {
     Verdict v = property.check(p, kernel, oracle);
-    if (!v.passed) v.detail += " [path: " + kernel.last_path() + "]";  // which internal path served the call
+    if (!v.passed) v.detail += " [path: " + last_call_path(kernel) + "]";  // which internal path served the call
     return v;
   } catch (const KernelLoadError&) {
     throw;  // not a verdict: the kernel cannot be certified at all

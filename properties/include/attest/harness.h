@@ -43,6 +43,12 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p);
 // throws KernelFailure (kFault).
 Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const BackwardInputs& in);
 
+// The internal path to name when a check of `kernel` fails: the one its last forward call through
+// run_guarded reported, or, when its last call on this thread was a backward (a kernel reports no
+// path for one), a text saying the path is unknown. forget_last_call() starts a check afresh.
+std::string last_call_path(const Kernel& kernel);
+void forget_last_call();
+
 // While one is alive, run_guarded on this thread records each forward call's problem (its
 // address: a property passes its case itself, or a probe built from it) and the internal path
 // that served it: the property driver sees a check whose probes all left the case's path.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
+#include <memory>
 
 namespace attest {
 namespace {
@@ -112,6 +113,52 @@ struct HarnessRaise {
     }
   }
 };
+
+namespace {
+
+// One call of an open session.
+template <typename Call>
+auto session_call(const char* name, Call call) {
+  (void)name;
+  decltype(call()) out;
+  HarnessRaise::kernel_call([&] { out = call(); });
+  return out;
+}
+
+class GuardedSession final : public DecodeSession {
+ public:
+  explicit GuardedSession(std::unique_ptr<DecodeSession> inner) : inner_(std::move(inner)) {}
+  void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v, std::span<float> o,
+            std::span<float> lse) override {
+    session_call("decode_step", [&] { return (inner_->step(n, q, k, v, o, lse), 0); });
+  }
+  long long length() const override { return inner_->length(); }
+  std::size_t cache_bytes() const override { return inner_->cache_bytes(); }
+  std::vector<long long> retained_positions(int b, int t) const override {
+    return session_call("decode_retained", [&] { return inner_->retained_positions(b, t); });
+  }
+
+ private:
+  std::unique_ptr<DecodeSession> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<DecodeSession> open_guarded_session(const Kernel& kernel, const DecodeConfig& config) {
+  std::unique_ptr<DecodeSession> inner;  // opening may load the kernel: a load error stays one
+  HarnessRaise::kernel_call([&] { inner = kernel.open_decode(config); });
+  return std::make_unique<GuardedSession>(std::move(inner));
+}
+
+std::size_t guarded_page_bytes(const Kernel& kernel, const DecodeConfig& config) {
+  std::size_t bytes = 0;  // the first call may load the kernel: a load error stays one
+  HarnessRaise::kernel_call([&] { bytes = kernel.page_bytes(config); });
+  return bytes;
+}
+
+void run_paged_guarded(const Kernel& kernel, const DecodeConfig& config, const PagedStep& step) {
+  HarnessRaise::kernel_call([&] { kernel.decode_paged(config, step); });
+}
 
 PathLog::PathLog() : outer_(active_path_log) { active_path_log = this; }
 PathLog::~PathLog() { active_path_log = outer_; }

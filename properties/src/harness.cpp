@@ -116,13 +116,26 @@ struct HarnessRaise {
 
 namespace {
 
-// One call of an open session.
+// A kernel's reply broke the ABI in `call` after it had loaded: its failure, with the host's words.
+[[noreturn]] void broke_the_abi(const char* call, const std::string& why) {
+  throw KernelFailure(KernelFailure::Kind::kProtocol,
+                      fmt::format("the kernel's {} broke the ABI (the kernel's fault, not attest's): {}", call, why));
+}
+
+// One call of an open session. The kernel host cannot have restarted under it (the session would
+// be gone: a crash), so a load error here is the host refusing the kernel's reply.
 template <typename Call>
 auto session_call(const char* name, Call call) {
-  (void)name;
-  decltype(call()) out;
-  HarnessRaise::kernel_call([&] { out = call(); });
-  return out;
+  try {
+    decltype(call()) out;
+    HarnessRaise::kernel_call([&] { out = call(); });
+    return out;
+  } catch (const KernelLoadError& e) {
+    broke_the_abi(name, e.what());
+  } catch (const KernelFailure& e) {
+    if (e.kind() == KernelFailure::Kind::kProtocol) broke_the_abi(name, e.what());
+    throw;
+  }
 }
 
 class GuardedSession final : public DecodeSession {

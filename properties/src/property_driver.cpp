@@ -267,7 +267,10 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
     result.cases = failure->numSuccess;
     // An exception that is not a verdict (a kernel that stopped serving mid-run) ends the run with
     // RapidCheck's description of it: keep that, not an empty message.
-    if (result.message.empty()) result.message = failure->description;
+    if (result.message.empty()) {
+      result.message = failure->description;  // one line: RapidCheck's runs over two
+      std::replace(result.message.begin(), result.message.end(), '\n', ' ');
+    }
     if (!save_error.empty())
       std::cerr << "attest: cannot save counterexample: " << save_error << "\n";
     else if (saved)

@@ -45,7 +45,9 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p);
 Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const BackwardInputs& in);
 
 // Decode sessions and block-table calls, guarded as run_guarded guards a forward: an
-// OutsideDeclaration the kernel throws itself fails the call.
+// OutsideDeclaration the kernel throws itself fails the call. Within an open session, a reply
+// that broke the ABI (such as a negative decode_retained count, which the kernel host refuses) is
+// the kernel's failure, named as such, never a load error.
 std::unique_ptr<DecodeSession> open_guarded_session(const Kernel& kernel, const DecodeConfig& config);
 std::size_t guarded_page_bytes(const Kernel& kernel, const DecodeConfig& config);
 void run_paged_guarded(const Kernel& kernel, const DecodeConfig& config, const PagedStep& step);

@@ -50,6 +50,12 @@ Problem paged_prefill(const Problem& p, const Capabilities& caps, std::mt19937_6
   return lengthened_prefill(single_slice(prefill, 0, 0), static_cast<int>(length), rng());
 }
 
+// A passing verdict that names the size the check decoded (a long case: past the drawn one).
+Verdict ran(Verdict v, const Problem& prefill) {
+  v.ran_q_len = prefill.shape.q_len, v.ran_k_len = prefill.shape.k_len;
+  return v;
+}
+
 // Rows [outer][T][width] of sequence b (outer = B x per).
 std::vector<float> sequence_rows(const std::vector<float>& from, int b, int per, int T, int width) {
   const std::size_t n = std::size_t(per) * T * width;
@@ -171,7 +177,7 @@ Verdict ragged_batch_equals_single(const Problem& p, const Kernel& kernel, Oracl
                                  fmt::format("ragged batch of {} sequences ({} calls) vs each sequence alone:",
                                              s.batch, calls.size()));
   if (!v.passed) return v;
-  return Verdict::pass(name, std::max(worst, v.utilisation));
+  return ran(Verdict::pass(name, std::max(worst, v.utilisation)), prefill);
 }
 
 Verdict page_order_invariance(const Problem& p, const Kernel& kernel, Oracle& oracle) {
@@ -194,7 +200,7 @@ Verdict page_order_invariance(const Problem& p, const Kernel& kernel, Oracle& or
   const Verdict v = compare_runs(prefill, ref, in_order.out, permuted.out, caps, name,
                                  fmt::format("pages permuted vs in order ({} calls):", calls.size()));
   if (!v.passed) return v;
-  return Verdict::pass(name, std::max(worst, v.utilisation));
+  return ran(Verdict::pass(name, std::max(worst, v.utilisation)), prefill);
 }
 
 Verdict shared_prefix_equals_private(const Problem& p, const Kernel& kernel, Oracle& oracle) {
@@ -255,7 +261,7 @@ Verdict shared_prefix_equals_private(const Problem& p, const Kernel& kernel, Ora
   if (copies.failed) return *copies.failed;
   const Verdict v = compare_runs(shared, ref, copies.out, with_shared, caps, name, label + " vs private copies:");
   if (!v.passed) return v;
-  return Verdict::pass(name, std::max(worst, v.utilisation));
+  return ran(Verdict::pass(name, std::max(worst, v.utilisation)), shared);
 }
 
 }  // namespace attest

@@ -51,7 +51,7 @@ std::vector<float> rows_of(const std::vector<float>& from, int outer, int total,
 Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks, bool with_lse,
                    const AfterStep& after_step) {
   const Shape& s = prefill.shape;
-  auto session = kernel.open_decode(session_config_of(prefill));
+  auto session = open_guarded_session(kernel, session_config_of(prefill));
   const int T = s.k_len;
   Outputs out;
   out.o.assign(prefill.o_size(), NAN);

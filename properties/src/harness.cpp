@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
+#include <memory>
 
 namespace attest {
 namespace {
@@ -73,7 +74,15 @@ bool never_written(float x) {
 
 namespace {
 thread_local PathLog* active_path_log = nullptr;
+// The kernel whose last call on this thread was a backward (none after its next forward).
+thread_local const Kernel* last_backward_of = nullptr;
 }  // namespace
+
+std::string last_call_path(const Kernel& kernel) {
+  if (last_backward_of == &kernel) return "unknown (a backward call; the kernel reports no path for it)";
+  return kernel.last_path();
+}
+void forget_last_call() { last_backward_of = nullptr; }
 
 namespace {
 // Drawn once per process from the clock and an address: a kernel cannot know it.
@@ -105,6 +114,65 @@ struct HarnessRaise {
   }
 };
 
+namespace {
+
+// A kernel's reply broke the ABI in `call` after it had loaded: its failure, with the host's words.
+[[noreturn]] void broke_the_abi(const char* call, const std::string& why) {
+  throw KernelFailure(KernelFailure::Kind::kProtocol,
+                      fmt::format("the kernel's {} broke the ABI (the kernel's fault, not attest's): {}", call, why));
+}
+
+// One call of an open session. The kernel host cannot have restarted under it (the session would
+// be gone: a crash), so a load error here is the host refusing the kernel's reply.
+template <typename Call>
+auto session_call(const char* name, Call call) {
+  try {
+    decltype(call()) out;
+    HarnessRaise::kernel_call([&] { out = call(); });
+    return out;
+  } catch (const KernelLoadError& e) {
+    broke_the_abi(name, e.what());
+  } catch (const KernelFailure& e) {
+    if (e.kind() == KernelFailure::Kind::kProtocol) broke_the_abi(name, e.what());
+    throw;
+  }
+}
+
+class GuardedSession final : public DecodeSession {
+ public:
+  explicit GuardedSession(std::unique_ptr<DecodeSession> inner) : inner_(std::move(inner)) {}
+  void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v, std::span<float> o,
+            std::span<float> lse) override {
+    session_call("decode_step", [&] { return (inner_->step(n, q, k, v, o, lse), 0); });
+  }
+  long long length() const override { return inner_->length(); }
+  std::size_t cache_bytes() const override { return inner_->cache_bytes(); }
+  std::vector<long long> retained_positions(int b, int t) const override {
+    return session_call("decode_retained", [&] { return inner_->retained_positions(b, t); });
+  }
+
+ private:
+  std::unique_ptr<DecodeSession> inner_;
+};
+
+}  // namespace
+
+std::unique_ptr<DecodeSession> open_guarded_session(const Kernel& kernel, const DecodeConfig& config) {
+  std::unique_ptr<DecodeSession> inner;  // opening may load the kernel: a load error stays one
+  HarnessRaise::kernel_call([&] { inner = kernel.open_decode(config); });
+  return std::make_unique<GuardedSession>(std::move(inner));
+}
+
+std::size_t guarded_page_bytes(const Kernel& kernel, const DecodeConfig& config) {
+  std::size_t bytes = 0;  // the first call may load the kernel: a load error stays one
+  HarnessRaise::kernel_call([&] { bytes = kernel.page_bytes(config); });
+  return bytes;
+}
+
+void run_paged_guarded(const Kernel& kernel, const DecodeConfig& config, const PagedStep& step) {
+  HarnessRaise::kernel_call([&] { kernel.decode_paged(config, step); });
+}
+
 PathLog::PathLog() : outer_(active_path_log) { active_path_log = this; }
 PathLog::~PathLog() { active_path_log = outer_; }
 void PathLog::record(const Problem& p, const std::string& path) {
@@ -120,6 +188,7 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   copy.k = with_nan_tail(p.k);
   copy.v = with_nan_tail(p.v);
   GuardedBuffer o(p.o_size()), lse(p.lse_size());
+  if (last_backward_of == &kernel) last_backward_of = nullptr;
   HarnessRaise::kernel_call(
       [&] { kernel.forward(copy, o.span(), kernel.capabilities().lse() ? lse.span() : std::span<float>()); });
   GuardedOutputs out;
@@ -157,6 +226,7 @@ Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const Bac
   const std::vector<float> lse = with_nan_tail({in.lse.begin(), in.lse.end()});
   const std::vector<float> d_o = with_nan_tail({in.d_o.begin(), in.d_o.end()});
   GuardedBuffer dq(p.q_size()), dk(p.k_size()), dv(p.v_size()), dsinks(p.modifiers.sinks.size());
+  last_backward_of = &kernel;  // before the call: a backward that throws is named too
   HarnessRaise::kernel_call(
       [&] { kernel.backward(copy, {o, lse, d_o, in.threads}, {dq.span(), dk.span(), dv.span(), dsinks.span()}); });
   Gradients out;

@@ -8,6 +8,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "attest/harness.h"
 #include "attest/session_forward.h"
 #include "problem_edits.h"
 
@@ -26,7 +27,7 @@ std::unique_ptr<std::byte[], void (*)(std::byte*)> aligned_bytes(std::size_t n) 
 constexpr std::size_t kMaxPoolBytes = std::size_t{1} << 30;
 
 std::size_t checked_pool_bytes(const Kernel& kernel, const DecodeConfig& config, int pages) {
-  const std::size_t page_bytes = kernel.page_bytes(config);
+  const std::size_t page_bytes = guarded_page_bytes(kernel, config);
   if (kernel.capabilities().page_tokens < 1 || page_bytes == 0)
     throw KernelLoadError(kernel.name() + " declares a block-table cache with no page size");
   if (page_bytes > kMaxPoolBytes / std::size_t(pages))
@@ -105,7 +106,7 @@ std::string PagePool::call(const std::vector<int>& counts, std::span<const float
 
   PagedStep step{.pool = {pool_.get(), pages_ * page_bytes_}, .tables = tables, .table_width = static_cast<int>(width),
                  .lengths = lengths_, .counts = counts, .q = q, .k = k, .v = v, .o = o, .lse = lse};
-  kernel_.decode_paged(config_, step);
+  run_paged_guarded(kernel_, config_, step);
 
   for (std::size_t page = 0; page < pages_; ++page) {
     if (written[page] || !std::memcmp(&before[page * page_bytes_], pool_.get() + page * page_bytes_, page_bytes_))

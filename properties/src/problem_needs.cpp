@@ -1,5 +1,8 @@
 #include "attest/problem_needs.h"
 
+#include <algorithm>
+#include <fmt/format.h>
+
 namespace attest {
 
 const std::vector<std::pair<int, int>>& head_pairs() {
@@ -34,6 +37,13 @@ std::string cannot_cover(const ProblemNeeds& needs, const Capabilities& caps) {
     return "needs problems without positions (no causal mask); the contract requires causal attention";
   if (needs.moves_positions && caps.contract.self_attention_only)
     return "moves every position by prepending keys (Tk and q_offset grow); the contract requires self-attention";
+  const Range& offsets = caps.contract.q_offset;
+  if (needs.moves_positions && !offsets.unlimited() && offsets.min >= std::min(offsets.max, kMaxContractOffset))
+    return fmt::format(
+        "moves every position by prepending keys (q_offset grows); the contract's q_offset takes {} only", offsets.min);
+  const Range& keys = caps.contract.k_len;
+  if (needs.moves_positions && !keys.unlimited() && keys.min >= keys.max)
+    return fmt::format("moves every position by prepending keys (Tk grows); the contract's Tk takes {} only", keys.min);
   if (needs.several_slices && caps.contract.batch.max == 1 && caps.contract.heads.max == 1)
     return "needs more than one (batch, head); the contract allows B = H = 1 only";
   return {};

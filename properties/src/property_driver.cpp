@@ -62,9 +62,10 @@ CasePath case_path(const PathLog& log, const Problem& p, const Kernel& kernel) {
 
 Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kernel& kernel, Oracle& oracle) {
   if (const auto sessions = session_stand_in(property, kernel)) return check_safely(property, p, *sessions, oracle);
+  forget_last_call();
   try {
     Verdict v = property.check(p, kernel, oracle);
-    if (!v.passed) v.detail += " [path: " + kernel.last_path() + "]";  // which internal path served the call
+    if (!v.passed) v.detail += " [path: " + last_call_path(kernel) + "]";  // which internal path served the call
     return v;
   } catch (const KernelLoadError&) {
     throw;  // not a verdict: the kernel cannot be certified at all
@@ -199,8 +200,8 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
         ++result.effective;
         for (const std::string& f : features_used_by(p).names()) ++result.feature_cases[f];
         for (const std::string& c : shape_classes_of(p)) ++result.class_cases[c];
-        result.longest_q = std::max(result.longest_q, p.shape.q_len);
-        result.longest_k = std::max(result.longest_k, p.shape.k_len);
+        result.longest_q = std::max({result.longest_q, p.shape.q_len, v.ran_q_len});
+        result.longest_k = std::max({result.longest_k, p.shape.k_len, v.ran_k_len});
       } else {
         ++result.skipped[v.detail.empty() ? "exercised nothing" : v.detail];
         if (!target.empty()) result.targets_skipped[target] = v.detail.empty() ? "exercised nothing" : v.detail;
@@ -266,7 +267,10 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
     result.cases = failure->numSuccess;
     // An exception that is not a verdict (a kernel that stopped serving mid-run) ends the run with
     // RapidCheck's description of it: keep that, not an empty message.
-    if (result.message.empty()) result.message = failure->description;
+    if (result.message.empty()) {
+      result.message = failure->description;  // one line: RapidCheck's runs over two
+      std::replace(result.message.begin(), result.message.end(), '\n', ' ');
+    }
     if (!save_error.empty())
       std::cerr << "attest: cannot save counterexample: " << save_error << "\n";
     else if (saved)

@@ -6,10 +6,25 @@
 
 #include "attest/compare.h"
 #include "attest/harness.h"
+#include "attest/problem_fields.h"
 #include "attest/properties.h"
 #include "problem_edits.h"
 
 namespace attest {
+namespace {
+
+// Room to move every position of p by prepending keys: how far Tk and q_offset may both grow,
+// inside the contract and the range of a problem (shifts past 4096 are never drawn).
+long long shift_room(const Problem& p, const Contract& contract) {
+  long long room = 4096;
+  if (!contract.k_len.unlimited()) room = std::min(room, contract.k_len.max - p.shape.k_len);
+  const long long offset = p.effective_q_offset();
+  const long long offset_max = contract.q_offset.unlimited() ? kMaxOffset : std::min(contract.q_offset.max, kMaxOffset);
+  room = std::min(room, offset_max - offset);
+  return room;
+}
+
+}  // namespace
 
 Verdict permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "permutation_equivariance";
@@ -85,8 +100,18 @@ Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& o
   for (const FeatureInfo* term : integer_mask_terms())
     if (term->absolute && (p.mask.*term->parameter)) period = std::lcm(period, static_cast<long long>(*(p.mask.*term->parameter)));
   if (period > 4096) return Verdict::vacuous(name, fmt::format("a shift by whole multiples of {} keys is too long", period));
-  int shift = 1 + static_cast<int>(seed_of(p, 4) % 200);
-  shift = static_cast<int>((shift + period - 1) / period * period);
+  // The shifted problem is attest's own: it stays inside the declared contract (Tk, q_offset) and
+  // the range a problem may take, or the check does not run (never a failure of the kernel).
+  const long long longest = shift_room(p, kernel.capabilities().contract);
+  if (longest < period)
+    return Verdict::vacuous(name,
+                            fmt::format("no shift of positions fits: Tk {} with q_offset {} can grow by {} at most "
+                                        "(the declared contract's Tk and q_offset, q_offset within +-{}), "
+                                        "the shift needs {}",
+                                        s.k_len, p.effective_q_offset(), std::max(0LL, longest), kMaxOffset, period));
+  long long drawn = 1 + static_cast<long long>(seed_of(p, 4) % 200);
+  drawn = std::min((drawn + period - 1) / period * period, longest / period * period);
+  const int shift = static_cast<int>(drawn);
   Problem moved = p;
   moved.shape.k_len = s.k_len + shift;
   moved.q_offset = p.effective_q_offset() + shift;

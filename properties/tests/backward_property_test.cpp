@@ -66,6 +66,33 @@ TEST(BackwardChecks, UnwrittenAndOutOfBoundsGradientsFail) {
   EXPECT_NE(past.detail.find("outside dK"), std::string::npos) << past.detail;
 }
 
+// A backward failure is never tagged with the path of the kernel's last forward: the kernel
+// reports no path for a backward call, so the tag says the path is unknown.
+TEST(BackwardChecks, ABackwardFailureNamesNoForwardPath) {
+  class ForwardPathNamed final : public Kernel {
+   public:
+    std::string name() const override { return "forward-path-named"; }
+    Capabilities capabilities() const override { return inner_.capabilities(); }
+    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+      inner_.forward(p, o, lse);
+    }
+    void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
+      inner_.backward(p, in, out);
+    }
+    std::string last_path() const override { return "flash-forward"; }
+
+   private:
+    BrokenBackward inner_{false};
+  };
+  Oracle oracle;
+  const ForwardPathNamed kernel;
+  run_forward(kernel, small(0.5f, 0.25f));  // a forward first: its path must not be blamed
+  const Verdict v = check_safely(find_property("gradient_matches_reference"), small(0.5f, 0.25f), kernel, oracle);
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.detail.find("flash-forward"), std::string::npos) << v.detail;
+  EXPECT_NE(v.detail.find("[path: unknown (a backward call"), std::string::npos) << v.detail;
+}
+
 // The thread hint reaches the kernel: the built-in tiled backward gives the same bits with 1, 2 and 3
 // workers, the split-K mutant does not (and gradient_deterministic says so).
 TEST(BackwardChecks, TheThreadHintChangesOnlyASplitReduction) {

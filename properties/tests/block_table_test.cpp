@@ -56,6 +56,16 @@ TEST(BlockTables, EachBlockTableMutantFailsItsProperty) {
   }
 }
 
+// The report's longest case is the one decoded: a long case (past 1024 tokens and a 64-entry
+// table) is counted at its own length, not at the drawn problem's.
+TEST(BlockTables, TheLongestCaseIsTheLengthDecoded) {
+  const auto kernel = make_quantized_decode_kernel(Scalar::kQ8);
+  const DriveResult r = drive("page_order_invariance", *kernel, 24);
+  ASSERT_TRUE(r.passed) << r.message;
+  EXPECT_GT(r.longest_k, 1024);
+  EXPECT_GT(r.longest_q, 1024);
+}
+
 // decode_q8 that, after each block-table call, changes one byte of the pool's last page (one no
 // sequence has taken).
 class Scribbler final : public Kernel {

@@ -223,6 +223,54 @@ TEST(RopeRelativePosition, ShiftsByWholeChunks) {
   EXPECT_TRUE(v.passed && !v.exercised) << v.detail;
 }
 
+// A kernel taking one far q_offset only (2^40, the largest a problem may have): no shift of
+// positions fits its contract, so the property is not covered, with the reason; run on such a
+// problem anyway, the check is vacuous, never a failure blamed on the kernel.
+TEST(RopeRelativePosition, NoRoomToShiftIsNotTheKernelsFault) {
+  class FarOffsetOnly final : public Kernel {
+   public:
+    std::string name() const override { return "far-offset-only"; }
+    Capabilities capabilities() const override {
+      Capabilities c = inner_->capabilities();
+      c.contract.q_offset = {kMaxContractOffset, kMaxContractOffset};
+      return c;
+    }
+    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+      inner_->forward(p, o, lse);
+    }
+
+   private:
+    std::unique_ptr<Kernel> inner_ = make_kernel("loop");
+  };
+  const FarOffsetOnly kernel;
+  const PropertyInfo& property = find_property("rope_relative_position");
+  EXPECT_NE(not_covered_because(property, kernel.capabilities()).find("q_offset takes 1099511627776 only"),
+            std::string::npos)
+      << not_covered_because(property, kernel.capabilities());
+  Problem p = patterned({1, 1, 1, 3, 5, 4, 4});
+  p.rope.enabled = true;
+  p.q_offset = kMaxContractOffset;
+  Oracle oracle;
+  const Verdict v = check_safely(property, p, kernel, oracle);
+  EXPECT_TRUE(v.passed && !v.exercised) << v.detail;
+  EXPECT_NE(v.detail.find("no shift of positions fits"), std::string::npos) << v.detail;
+  // Near the end of an open contract's range, the shift is drawn within it.
+  class OpenLoop final : public Kernel {
+   public:
+    std::string name() const override { return "open-loop"; }
+    Capabilities capabilities() const override { return inner_->capabilities(); }
+    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+      inner_->forward(p, o, lse);
+    }
+
+   private:
+    std::unique_ptr<Kernel> inner_ = make_kernel("loop");
+  };
+  p.q_offset = kMaxContractOffset - 2;
+  const Verdict near = check_safely(property, p, OpenLoop(), oracle);
+  EXPECT_TRUE(near.passed && near.exercised) << near.detail;
+}
+
 // A computed NaN is called that, never printed as "-nan outside [...]".
 TEST(Reports, ComputedNanIsNamed) {
   class NanAtZero final : public Kernel {

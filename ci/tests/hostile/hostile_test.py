@@ -972,6 +972,25 @@ def case_printf_plugin():
 PEAK_RSS_LIMIT_MIB = 2048
 
 
+def case_negative_retained_count():
+    # A decode_retained count of -1 printed "1 of 0 cases; first: Exception thrown with message:"
+    # over two lines, and no counterexample was saved. Now one line names the field, its value and
+    # the kernel as at fault, and the case is saved like any other failure.
+    out = os.path.join(WORK, "out")
+    run = attest("certify", "--out", out, "--kernel", plugin("negative_retained"), *QUICK, "--no-size-stages",
+                 timeout=240, expect=(1,))
+    require(run, "NOT CERTIFIED", text=run.stdout)
+    if "Exception thrown" in run.output:
+        fail("an exception escaped the check:\n" + run.describe())
+    named = [l for l in run.output.splitlines() if "decode_retained" in l]
+    if not any("-1" in l and "kernel" in l for l in named):
+        fail("no line names decode_retained's count -1 as the kernel's fault:\n" + run.describe())
+    folder = os.path.join(out, "counterexamples")
+    saved = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    if not any(n.startswith("eviction_matches_retained_set__") for n in saved):
+        fail("no counterexample saved (%s):\n%s" % (saved, run.describe()))
+
+
 def check_peak_rss():
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
     print("peak RSS of %s: %d MiB" % (CASE, peak_mib))

@@ -59,6 +59,13 @@ bool parse_scalar(const std::string& name, Scalar& out) {
   return false;
 }
 
+std::string scalar_names() {
+  std::string out;
+  for (int i = 0; i < kScalarCount; ++i)
+    out += std::string(i == 0 ? "" : i + 1 == kScalarCount ? " or " : ", ") + kScalars[i].name;
+  return out;
+}
+
 float round_to(float x, Scalar s) {
   if (s == Scalar::kE4M3 && std::isinf(x)) return std::copysign(448.0f, x);
   if (!std::isfinite(x)) return x;

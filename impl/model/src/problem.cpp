@@ -58,7 +58,8 @@ void require_representable(const char* field, const std::vector<float>& values, 
     for (std::size_t row = 0; row < values.size(); row += width)
       if (!rows_representable(std::span(values).subspan(row, width), width, p))
         fail(std::string(field) + (p == Scalar::kQ8Head ? " kv head " : " row ") + std::to_string(row / width),
-             std::string("is not exactly representable in ") + to_string(p) + " (fit_rows gives its nearest)");
+             std::string("is not exactly representable in ") + to_string(p) +
+                 " (a scaled format holds its f16 scale times integer codes, one scale per group of values)");
     return;
   }
   for (std::size_t i = 0; i < values.size(); ++i)

@@ -113,14 +113,16 @@ std::size_t stored_bytes(Scalar s, std::size_t rows, int width) {
 
 std::vector<std::uint8_t> encode_rows(std::span<const float> values, int width, Scalar s) {
   if (!rows_representable(values, width, s))
-    throw std::invalid_argument(std::string("encode_rows: the values are not fitted to ") + to_string(s));
+    throw std::invalid_argument(std::string("K/V values are not exactly representable in ") + to_string(s) +
+                                " (attest stores only values the format holds)");
   std::vector<std::uint8_t> out;
   out.reserve(stored_bytes(s, values.size() / width, width));
   if (s == Scalar::kE4M3 || s == Scalar::kE5M2) {
     for (float x : values) out.push_back(to_bits8(x, s));
     return out;
   }
-  if (!scaled(s)) throw std::invalid_argument(std::string("encode_rows: ") + to_string(s) + " is not a quantized format");
+  if (!scaled(s))
+    throw std::invalid_argument(std::string("K/V storage ") + to_string(s) + " is not a quantized format");
   for_each_group(values.size(), width, s, [&](std::size_t at, int n) {
     const std::span<const float> group = values.subspan(at, n);
     const bool nan = std::isnan(group[0]), inf = std::isinf(group[0]);
@@ -142,14 +144,16 @@ std::vector<std::uint8_t> encode_rows(std::span<const float> values, int width, 
 std::vector<float> decode_rows(std::span<const std::uint8_t> bytes, std::size_t rows, int width, Scalar s) {
   require_width(width);
   if (bytes.size() != stored_bytes(s, rows, width))
-    throw std::invalid_argument("decode_rows: " + std::to_string(bytes.size()) + " bytes, expected " +
+    throw std::invalid_argument(std::string("quantized K/V data in ") + to_string(s) + ": " +
+                                std::to_string(bytes.size()) + " bytes, expected " +
                                 std::to_string(stored_bytes(s, rows, width)));
   std::vector<float> out(rows * width);
   if (s == Scalar::kE4M3 || s == Scalar::kE5M2) {
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = from_bits8(bytes[i], s);
     return out;
   }
-  if (!scaled(s)) throw std::invalid_argument(std::string("decode_rows: ") + to_string(s) + " is not a quantized format");
+  if (!scaled(s))
+    throw std::invalid_argument(std::string("K/V storage ") + to_string(s) + " is not a quantized format");
   std::size_t at = 0;
   for_each_group(out.size(), width, s, [&](std::size_t first, int n) {
     const float d = from_bits16(std::uint16_t(bytes[at] | bytes[at + 1] << 8), Scalar::kF16);
@@ -165,7 +169,8 @@ std::vector<float> decode_rows(std::span<const std::uint8_t> bytes, std::size_t 
 }
 
 std::uint8_t to_bits8(float x, Scalar s) {
-  if (s != Scalar::kE4M3 && s != Scalar::kE5M2) throw std::invalid_argument("to_bits8: not an fp8 format");
+  if (s != Scalar::kE4M3 && s != Scalar::kE5M2)
+    throw std::invalid_argument("an fp8 value in a format that is not fp8 (e4m3, e5m2)");
   const bool e4m3 = s == Scalar::kE4M3;
   const int mantissa_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
   const float r = round_to(x, s);
@@ -184,7 +189,8 @@ std::uint8_t to_bits8(float x, Scalar s) {
 }
 
 float from_bits8(std::uint8_t bits, Scalar s) {
-  if (s != Scalar::kE4M3 && s != Scalar::kE5M2) throw std::invalid_argument("from_bits8: not an fp8 format");
+  if (s != Scalar::kE4M3 && s != Scalar::kE5M2)
+    throw std::invalid_argument("an fp8 value in a format that is not fp8 (e4m3, e5m2)");
   const bool e4m3 = s == Scalar::kE4M3;
   const int mantissa_bits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, exp_all_ones = e4m3 ? 0xF : 0x1F;
   const float sign = bits & 0x80 ? -1.0f : 1.0f;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -42,6 +43,20 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p);
 // tail, the gradients pre-filled with NaN between canaries. A write outside them or into an input
 // throws KernelFailure (kFault).
 Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const BackwardInputs& in);
+
+// Decode sessions and block-table calls, guarded as run_guarded guards a forward: an
+// OutsideDeclaration the kernel throws itself fails the call. Within an open session, a reply
+// that broke the ABI (such as a negative decode_retained count, which the kernel host refuses) is
+// the kernel's failure, named as such, never a load error.
+std::unique_ptr<DecodeSession> open_guarded_session(const Kernel& kernel, const DecodeConfig& config);
+std::size_t guarded_page_bytes(const Kernel& kernel, const DecodeConfig& config);
+void run_paged_guarded(const Kernel& kernel, const DecodeConfig& config, const PagedStep& step);
+
+// The internal path to name when a check of `kernel` fails: the one its last forward call through
+// run_guarded reported, or, when its last call on this thread was a backward (a kernel reports no
+// path for one), a text saying the path is unknown. forget_last_call() starts a check afresh.
+std::string last_call_path(const Kernel& kernel);
+void forget_last_call();
 
 // While one is alive, run_guarded on this thread records each forward call's problem (its
 // address: a property passes its case itself, or a probe built from it) and the internal path

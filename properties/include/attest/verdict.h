@@ -21,6 +21,9 @@ struct Verdict {
   std::shared_ptr<const Problem> witness;
   std::string witness_property;
   bool bound_vacuous = false;  // not exercised because the error bound proved nothing: gate 2 decides
+  // The largest Tq and Tk the check ran when they differ from its case's (a case grown longer);
+  // 0: the case's own. Reports count these, not the drawn size.
+  int ran_q_len = 0, ran_k_len = 0;
 
   static Verdict pass(std::string property, double utilisation = 0.0) {
     return {std::move(property), true, true, utilisation, {}, false};

@@ -29,6 +29,8 @@ const ScalarInfo& info(Scalar s);
 const char* to_string(Scalar s);
 double unit_roundoff(Scalar s);
 bool parse_scalar(const std::string& name, Scalar& out);
+// Every name parse_scalar accepts, for a message: "f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token or q8_head".
+std::string scalar_names();
 
 // Round to nearest even in that format (overflow gives +-inf, NaN stays NaN; e4m3 has no infinity and
 // saturates at +-448). A scaled format returns x: fit_rows (quantized.h) rounds a row at a time.

@@ -182,7 +182,9 @@ std::size_t InProcessPlugin::page_bytes(const DecodeConfig& config) const {
   if (status != ATTEST_OK) status_failure("page_bytes", status, served_);
   if (bytes < 1 || bytes > (std::int64_t{1} << 30))
     throw KernelFailure(KernelFailure::Kind::kProtocol, fmt::format("page_bytes returned {} bytes (1 to 2^30)", bytes));
-  return static_cast<std::size_t>(bytes);
+  protocol::Writer key;
+  protocol::write_decode_config(key, wire, true);
+  return page_sizes_.checked(key.bytes(), static_cast<std::size_t>(bytes));
 }
 
 void InProcessPlugin::decode_paged(const DecodeConfig& config, const PagedStep& step) const {

@@ -11,6 +11,7 @@
 #include "attest/attest_abi.h"
 #include "attest/kernel.h"
 #include "attest/process_kernel_server.hpp"
+#include "page_size_record.h"
 
 namespace attest {
 
@@ -57,6 +58,7 @@ class InProcessPlugin final : public Kernel {
   std::string name_;
   Capabilities caps_;
   mutable std::string last_path_ = "default";
+  mutable PageSizeRecord page_sizes_;
 };
 
 }  // namespace attest

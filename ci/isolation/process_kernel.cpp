@@ -372,7 +372,8 @@ void ProcessKernel::start() const {
   // Handshake: HELLO, then the descriptor (or an error naming why the kernel cannot serve).
   std::string reply;
   try {
-    reply = call(Type::kHello, protocol::Writer().u32(protocol::kVersion).bytes(), Type::kDescriptor, 64 * 1024);
+    reply = call(Type::kHello, protocol::Writer().u32(protocol::kVersion).bytes(), Type::kDescriptor,
+                 protocol::kMaxDescriptorBytes);
   } catch (const KernelFailure& e) {
     stop();
     throw KernelLoadError(options_.description + ": " + e.what() +
@@ -428,30 +429,67 @@ void ProcessKernel::fail(KernelFailure::Kind kind, const std::string& why) const
   throw KernelFailure(kind, why);
 }
 
-std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, double work) const {
+// What one call may take, fixed when it starts: writing the request and reading the reply share
+// it, so a call never lasts longer than its limit (a kernel that reads slowly then stalls once
+// had its whole limit twice).
+struct ProcessKernel::CallLimit {
+  enum class Kind { kHang, kDeadline, kCutoff };
+  Clock::time_point start, deadline;
+  Kind kind = Kind::kHang;
+  double hang_after = 0;           // seconds from start
+  std::optional<double> measured;  // what the kernel's measured speed predicts
+  double predicted = 0;            // measured, or the floor for calls too fast to time
+};
+
+ProcessKernel::CallLimit ProcessKernel::limit_of(Type reply, double work) const {
   const Containment& c = options_.containment;
-  const auto start = Clock::now();
-  // A hang is no answer within max(--timeout, kHangFactor x the cost the kernel's measured speed
-  // predicts), budget or not. The stage's time budget may end the wait sooner only while a
-  // prediction still explains it (a live kernel merely slow at this size): a cutoff that comes
-  // after kHangFactor x the prediction, or a call without one, never cuts, and the call runs on
-  // to the hang limit.
-  const std::optional<double> predicted = work > 0 ? costs_.predict(work) : std::nullopt;
+  CallLimit l;
+  l.start = Clock::now();
+  // A hang is no answer within max(--timeout, kHangFactor x the call's predicted cost), budget or
+  // not. Every call has a prediction: from the kernel's measured speed, or, before any call was
+  // slow enough to time, from the floor (cost_model.h). The stage's time budget may end the wait
+  // sooner only while a measured prediction still explains it (a live kernel merely slow at this
+  // size): a cutoff that comes after kHangFactor x the prediction, or a call whose prediction is
+  // only the floor, never cuts, and the call runs on to the hang limit.
+  l.measured = work > 0 ? costs_.predict(work) : std::nullopt;
+  l.predicted = costs_.predict_or_floor(work);
   // Starting a program (an interpreter, a sanitized host on a busy machine) is not the kernel's
   // computation: the handshake waits at least kStartSeconds, and no budget cuts it.
-  const bool handshake = expected == Type::kDescriptor;
+  const bool handshake = reply == Type::kDescriptor;
   const double floor = handshake ? std::max(c.timeout_seconds, kStartSeconds) : c.timeout_seconds;
-  const double hang_after = std::max(floor, kHangFactor * predicted.value_or(0));
+  l.hang_after = std::max(floor, kHangFactor * l.predicted);
   auto after = [&](double seconds) {
-    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    return l.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   };
-  enum class Limit { kHang, kDeadline, kCutoff } limit = Limit::kHang;
-  auto deadline = after(hang_after);
-  // A call with no prediction (every earlier call too fast to time) is never cut by the budget:
-  // a kernel spinning on a tiny call was once certified as merely slow.
-  const bool explained = predicted && cutoff_ && *cutoff_ < after(kHangFactor * *predicted);
-  if (cutoff_ && !handshake && explained && *cutoff_ < deadline) deadline = *cutoff_, limit = Limit::kCutoff;
-  if (c.deadline && *c.deadline < deadline) deadline = *c.deadline, limit = Limit::kDeadline;
+  l.deadline = after(l.hang_after);
+  const bool explained = l.measured && cutoff_ && *cutoff_ < after(kHangFactor * *l.measured);
+  if (cutoff_ && !handshake && explained && *cutoff_ < l.deadline)
+    l.deadline = *cutoff_, l.kind = CallLimit::Kind::kCutoff;
+  if (c.deadline && *c.deadline < l.deadline) l.deadline = *c.deadline, l.kind = CallLimit::Kind::kDeadline;
+  return l;
+}
+
+void ProcessKernel::fail_at_limit(const CallLimit& l, std::optional<std::size_t> unsent_request) const {
+  const double waited = std::chrono::duration<double>(Clock::now() - l.start).count();
+  if (l.kind == CallLimit::Kind::kDeadline)
+    fail(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached during a call (kernel killed)");
+  if (l.kind == CallLimit::Kind::kCutoff)
+    fail(KernelFailure::Kind::kTooSlow,
+         fmt::format("still {} after {:.3g} s when the time budget ran out; its measured speed predicts {:.3g} s "
+                     "(killed)",
+                     unsent_request ? "taking its request" : "computing", waited, *l.measured));
+  if (unsent_request)
+    fail(KernelFailure::Kind::kHang, fmt::format("kernel stopped reading: a request of {} bytes not taken within {} "
+                                                 "(killed)",
+                                                 *unsent_request, seconds_text(l.hang_after)));
+  fail(KernelFailure::Kind::kHang,
+       fmt::format("kernel did not answer within {}, {:.3g}x what {} predicts ({:.3g} s) (killed)",
+                   seconds_text(l.hang_after), waited / l.predicted,
+                   l.measured ? "its measured speed" : "the floor for a call too fast to time", l.predicted));
+}
+
+std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, double work,
+                                      const CallLimit& limit) const {
   auto fail_read = [&](ReadResult r) {
     if (r == ReadResult::kEof || r == ReadResult::kDied) {
       ::close(to_child_);
@@ -462,21 +500,11 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, 
       throw KernelFailure(KernelFailure::Kind::kCrash,
                           fmt::format("kernel process {} while answering", describe_exit(status)));
     }
-    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (limit == Limit::kDeadline)
-      fail(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached during a call (kernel killed)");
-    if (limit == Limit::kCutoff)
-      fail(KernelFailure::Kind::kTooSlow,
-           fmt::format("still computing after {:.3g} s when the time budget ran out{} (killed)", waited,
-                       predicted ? fmt::format("; its measured speed predicts {:.3g} s", *predicted) : std::string()));
-    fail(KernelFailure::Kind::kHang,
-         fmt::format("kernel did not answer within {}{} (killed)", seconds_text(hang_after),
-                     predicted ? fmt::format(", {:.3g}x what its measured speed predicts ({:.3g} s)",
-                                             waited / *predicted, *predicted)
-                               : std::string()));
+    fail_at_limit(limit, std::nullopt);
   };
   char header[16];
-  if (ReadResult r = read_with_deadline(from_child_, pidfd_, pid_, header, sizeof header, deadline); r != ReadResult::kOk)
+  if (ReadResult r = read_with_deadline(from_child_, pidfd_, pid_, header, sizeof header, limit.deadline);
+      r != ReadResult::kOk)
     fail_read(r);
   Type type;
   std::uint64_t size;
@@ -485,12 +513,19 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, 
   } catch (const protocol::ProtocolError& e) {
     fail(KernelFailure::Kind::kProtocol, std::string("malformed protocol message: ") + e.what());
   }
-  if (size > max_payload)
+  if (size > max_payload) {
+    if (expected == Type::kDescriptor)
+      fail(KernelFailure::Kind::kProtocol,
+           fmt::format("protocol violation: the kernel's descriptor announces {} bytes, over attest's cap of {} bytes "
+                       "for a descriptor (its path names and predicates make it long: declare fewer paths)",
+                       size, max_payload));
     fail(KernelFailure::Kind::kProtocol,
          fmt::format("protocol violation: a reply announces {} bytes, more than the {} this call can need", size,
                      max_payload));
+  }
   std::string payload(size, '\0');
-  if (ReadResult r = read_with_deadline(from_child_, pidfd_, pid_, payload.data(), size, deadline); r != ReadResult::kOk)
+  if (ReadResult r = read_with_deadline(from_child_, pidfd_, pid_, payload.data(), size, limit.deadline);
+      r != ReadResult::kOk)
     fail_read(r);
   auto message_of = [&] {
     try {
@@ -510,39 +545,39 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, 
   if (type != expected)
     fail(KernelFailure::Kind::kProtocol, fmt::format("malformed protocol message: expected type {}, got {}",
                                                      static_cast<int>(expected), static_cast<int>(type)));
-  costs_.record(work, std::chrono::duration<double>(Clock::now() - start).count());
+  costs_.record(work, std::chrono::duration<double>(Clock::now() - limit.start).count());
   return payload;
 }
 
 std::string ProcessKernel::call(Type request, const std::string& payload, Type reply, std::uint64_t max_reply,
                                 double work) const {
+  return exchange(request, {std::string_view(payload)}, reply, max_reply, work);
+}
+
+std::string ProcessKernel::exchange(Type request, std::initializer_list<std::string_view> payload, Type reply,
+                                    std::uint64_t max_reply, double work) const {
   const Containment& c = options_.containment;
   if (c.deadline && Clock::now() >= *c.deadline) {
     if (pid_ >= 0) kill_child();
     throw KernelFailure(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached");
   }
   if (pid_ < 0) start();  // restart after a crash or hang
-  send_request(request, payload, work);
-  return read_reply(reply, max_reply, work);
+  const CallLimit limit = limit_of(reply, work);
+  send_request(request, payload, limit);
+  return read_reply(reply, max_reply, work, limit);
 }
 
-void ProcessKernel::send_request(Type request, const std::string& payload, double work) const {
-  // The request must be taken within the call's hang limit (or the run's deadline); a failed write
-  // means the child is gone, and the read that follows reports how it ended.
-  const Containment& c = options_.containment;
-  const std::optional<double> predicted = work > 0 ? costs_.predict(work) : std::nullopt;
-  const double seconds = std::max(std::max(c.timeout_seconds, request == Type::kHello ? kStartSeconds : 0.0),
-                                  kHangFactor * predicted.value_or(0));
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-  const bool run_deadline = c.deadline && *c.deadline < deadline;
-  if (run_deadline) deadline = *c.deadline;
-  const std::string header = protocol::frame_header(request, payload.size());
-  ReadResult r = write_with_deadline(to_child_, header.data(), header.size(), deadline);
-  if (r == ReadResult::kOk) r = write_with_deadline(to_child_, payload.data(), payload.size(), deadline);
-  if (r != ReadResult::kTimeout) return;
-  if (run_deadline) fail(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached during a call (kernel killed)");
-  fail(KernelFailure::Kind::kHang, fmt::format("kernel stopped reading: a request of {} bytes not taken within {} (killed)",
-                                               header.size() + payload.size(), seconds_text(seconds)));
+void ProcessKernel::send_request(Type request, std::initializer_list<std::string_view> payload,
+                                 const CallLimit& limit) const {
+  // The request must be taken within the call's limit; a failed write means the child is gone,
+  // and the read that follows reports how it ended.
+  std::size_t size = 0;
+  for (std::string_view part : payload) size += part.size();
+  const std::string header = protocol::frame_header(request, size);
+  ReadResult r = write_with_deadline(to_child_, header.data(), header.size(), limit.deadline);
+  for (std::string_view part : payload)
+    if (r == ReadResult::kOk) r = write_with_deadline(to_child_, part.data(), part.size(), limit.deadline);
+  if (r == ReadResult::kTimeout) fail_at_limit(limit, header.size() + size);
 }
 
 void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {
@@ -712,7 +747,7 @@ std::size_t ProcessKernel::page_bytes(const DecodeConfig& config) const {
                                                                   safe_text(error, kMaxKernelMessage)));
   if (bytes < 1 || bytes > (std::int64_t{1} << 30))
     fail(KernelFailure::Kind::kProtocol, fmt::format("page_bytes returned {} bytes (1 to 2^30)", bytes));
-  return static_cast<std::size_t>(bytes);
+  return page_sizes_.checked(w.bytes(), static_cast<std::size_t>(bytes));
 }
 
 void ProcessKernel::decode_paged(const DecodeConfig& config, const PagedStep& step) const {
@@ -720,8 +755,7 @@ void ProcessKernel::decode_paged(const DecodeConfig& config, const PagedStep& st
   check_paged_step(config, caps_.page_tokens, bytes_per_page, step);
   protocol::WirePagedStep wire;
   wire.page_bytes = static_cast<std::int64_t>(bytes_per_page);
-  wire.pool.assign(reinterpret_cast<const std::uint8_t*>(step.pool.data()),
-                   reinterpret_cast<const std::uint8_t*>(step.pool.data()) + step.pool.size());
+  wire.pool = {reinterpret_cast<const std::uint8_t*>(step.pool.data()), step.pool.size()};
   wire.table_width = step.table_width;
   wire.tables.assign(step.tables.begin(), step.tables.end());
   wire.lengths.assign(step.lengths.begin(), step.lengths.end());
@@ -729,15 +763,19 @@ void ProcessKernel::decode_paged(const DecodeConfig& config, const PagedStep& st
   wire.want_lse = step.lse.empty() ? 0 : 1;
   StoredStep bytes = stored_paged(config, caps_.precision, step.counts, step.q, step.k, step.v);
   wire.q = std::move(bytes.q), wire.k = std::move(bytes.k), wire.v = std::move(bytes.v);
-  protocol::Writer w;
-  protocol::write_decode_config(w, to_wire(config), true);
-  protocol::write_paged_step(w, wire);
+  // The pool (up to attest's pool limit) travels from the caller's pages, and comes back as a view
+  // into the reply: attest holds it once more per call, not three times (page_pool.cpp's limit).
+  protocol::Writer head, tail;
+  protocol::write_decode_config(head, to_wire(config), true);
+  protocol::write_paged_step_head(head, wire);
+  protocol::write_paged_step_tail(tail, wire);
   double work = 0;
   DecodeConfig one = config;
   one.batch = 1;
   for (std::size_t b = 0; b < step.counts.size(); ++b) work += decode_step_work(one, step.lengths[b], step.counts[b]);
-  const std::string reply = call(Type::kDecodePaged, w.bytes(), Type::kDecodePagedResult,
-                                 reply_bound(4, step.pool.size() / 4 + step.o.size() + step.lse.size()), work);
+  const std::string_view pool(reinterpret_cast<const char*>(step.pool.data()), step.pool.size());
+  const std::string reply = exchange(Type::kDecodePaged, {head.bytes(), pool, tail.bytes()}, Type::kDecodePagedResult,
+                                     reply_bound(4, step.pool.size() / 4 + step.o.size() + step.lse.size()), work);
   protocol::PagedResult result;
   try {
     protocol::Reader r(reply);

@@ -11,13 +11,16 @@
 
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attest/cost_model.h"
 #include "attest/kernel.h"
 #include "attest/process_protocol.hpp"
+#include "page_size_record.h"
 
 namespace attest {
 
@@ -65,9 +68,18 @@ class ProcessKernel final : public Kernel {
   void stop() const;
   void kill_child() const;  // the whole process group, then reap
   [[noreturn]] void fail(KernelFailure::Kind kind, const std::string& why) const;
-  // Writes the request within the call's hang limit; a kernel that stops reading fails as a hang.
-  void send_request(protocol::Type request, const std::string& payload, double work) const;
-  std::string read_reply(protocol::Type expected, std::uint64_t max_payload, double work) const;
+  struct CallLimit;  // one deadline for the whole call, and why it is there
+  CallLimit limit_of(protocol::Type reply, double work) const;
+  // The call reached its limit: a hang, the run's deadline or the budget's cutoff. `unsent_request`:
+  // the request's size when the kernel had not taken it all.
+  [[noreturn]] void fail_at_limit(const CallLimit& limit, std::optional<std::size_t> unsent_request) const;
+  // call() with the request in parts (a page pool is sent from where it lives, not copied first).
+  std::string exchange(protocol::Type request, std::initializer_list<std::string_view> payload, protocol::Type reply,
+                       std::uint64_t max_reply, double work) const;
+  // Writes the request within the call's limit; a kernel that stops reading fails as a hang.
+  void send_request(protocol::Type request, std::initializer_list<std::string_view> payload,
+                    const CallLimit& limit) const;
+  std::string read_reply(protocol::Type expected, std::uint64_t max_payload, double work, const CallLimit& limit) const;
 
   Options options_;
   std::string name_;
@@ -81,6 +93,7 @@ class ProcessKernel final : public Kernel {
   mutable std::string last_path_ = "default";
   mutable CostModel costs_{kMeasurableCallSeconds};  // what this kernel's answered calls took
   mutable std::optional<std::chrono::steady_clock::time_point> cutoff_;
+  mutable PageSizeRecord page_sizes_;
 };
 
 // The argv that runs `attest kernel-host` with the given arguments: this executable, or the one

@@ -36,6 +36,18 @@ TEST(CostModel, ACheapCallOfLargerWorkDoesNotLowerAPrediction) {
   EXPECT_TRUE(*model.predict(1e9) >= 0.03);
 }
 
+TEST(CostModel, EveryCallGetsAPredictionAtLeastTheFloor) {
+  CostModel model(0.02);
+  EXPECT_DOUBLE_EQ(model.predict_or_floor(1e6), 0.02);  // nothing answered yet: the floor
+  EXPECT_DOUBLE_EQ(model.predict_or_floor(0), 0.02);    // not a computation: the floor
+  model.record(1e3, 0.001);                             // too fast to time: under the floor
+  EXPECT_DOUBLE_EQ(model.predict_or_floor(1e2), 0.02);  // below every answered call
+  EXPECT_DOUBLE_EQ(model.predict_or_floor(1e5), 2.0);   // 100x the work of one that took under 0.02 s
+  model.record(1e6, 0.1);
+  EXPECT_DOUBLE_EQ(model.predict_or_floor(2e6), *model.predict(2e6));  // measured wins
+  EXPECT_NEAR(model.predict_or_floor(2e6), 0.2, 1e-12);
+}
+
 TEST(CostModel, WorkCountsEveryPairDense) {
   Problem p;
   p.shape = {2, 4, 1, 3, 5, 8, 16};

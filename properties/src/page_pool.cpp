@@ -23,16 +23,22 @@ std::unique_ptr<std::byte[], void (*)(std::byte*)> aligned_bytes(std::size_t n) 
 }
 
 // The largest pool attest builds (the kernel names the page size: a reply may not make it allocate
-// without bound).
-constexpr std::size_t kMaxPoolBytes = std::size_t{1} << 30;
+// without bound). A paged call holds the pool kPoolCopies times in attest (its pages, their bytes
+// before the call, to find stray writes, and the kernel's reply carrying them back), and a process
+// kernel's call ships it there and back: the limit counts every copy, together at most 128 MiB,
+// so that attest stays far below 2 GiB and a run of a few thousand calls ends in minutes.
+constexpr std::size_t kPoolCopies = 3;
+constexpr std::size_t kMaxPoolBytes = (std::size_t{128} << 20) / kPoolCopies;
 
 std::size_t checked_pool_bytes(const Kernel& kernel, const DecodeConfig& config, int pages) {
   const std::size_t page_bytes = guarded_page_bytes(kernel, config);
   if (kernel.capabilities().page_tokens < 1 || page_bytes == 0)
     throw KernelLoadError(kernel.name() + " declares a block-table cache with no page size");
   if (page_bytes > kMaxPoolBytes / std::size_t(pages))
-    throw std::runtime_error(fmt::format("page_bytes is {} for this configuration: {} pages would take more than "
-                                         "attest's pool limit of {} bytes", page_bytes, pages, kMaxPoolBytes));
+    throw KernelFailure(KernelFailure::Kind::kStatus,
+                        fmt::format("the kernel's page pool of {} bytes ({} pages of its page_bytes {}) is over "
+                                    "attest's pool limit of {} bytes (attest holds a pool {} times per call)",
+                                    std::size_t(pages) * page_bytes, pages, page_bytes, kMaxPoolBytes, kPoolCopies));
   return page_bytes;
 }
 

@@ -239,12 +239,11 @@ static const char* error(void* user) {
   return last_error;
 }
 
-static attest_kernel kernel = {
+__attribute__((unused)) static attest_kernel kernel = {
     .abi_version = ATTEST_ABI_VERSION,
     .name = HOSTILE_KERNEL_NAME,
     .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_WINDOW | ATTEST_CAP_KEY_PADDING | ATTEST_CAP_QUERY_PADDING |
-                    ATTEST_CAP_SEGMENTS | ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_LSE |
-                    ATTEST_CAP_ROPE,
+                    ATTEST_CAP_SEGMENTS | ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_LSE | ATTEST_CAP_ROPE,
     .empty_rows = ATTEST_EMPTY_ZERO,
     .precision = ATTEST_F32,
     .key_tile = 0,
@@ -253,6 +252,216 @@ static attest_kernel kernel = {
     .last_error = error,
 };
 
+#ifdef HOSTILE_PAGED
+/* A correct decode-only kernel over attest's block tables (ABI 2.4), f32 everywhere: a slot holds,
+ * per kv head, the K row then the V row; sessions keep each sequence's slots in one array. Its
+ * declaration comes from the environment, as a hostile or careless author might set it:
+ *   HOSTILE_PAGE_BYTES  pages padded to this many bytes (a huge page size);
+ *   HOSTILE_PAGE_VARIES page_bytes doubles on every other call (a size that changes per call);
+ *   HOSTILE_PAGE_TOKENS tokens per page (default 16; -1: a declaration error);
+ *   HOSTILE_PATHS       this many declared path names (a descriptor too long to send). */
+enum { kSlotAlign = 64 };
+static int page_tokens_declared = 16;
+
+static size_t slot_bytes(const attest_decode_config_v2* c) {
+  return (size_t)c->kv_heads * (size_t)(c->head_dim + c->value_dim) * sizeof(float);
+}
+
+static size_t natural_page_bytes(const attest_decode_config_v2* c) {
+  size_t bytes = ((size_t)page_tokens_declared * slot_bytes(c) + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  const char* padded = getenv("HOSTILE_PAGE_BYTES");
+  if (padded && (size_t)atoll(padded) > bytes) bytes = (size_t)atoll(padded);
+  return bytes;
+}
+
+static attest_status paged_page_bytes(void* user, const attest_decode_config_v2* c, int64_t* bytes) {
+  (void)user;
+  static unsigned calls;
+  *bytes = (int64_t)natural_page_bytes(c);
+  if (getenv("HOSTILE_PAGE_VARIES") && calls++ % 2) *bytes *= 2;
+  return ATTEST_OK;
+}
+
+/* One query at `pos` of query head h over the slots of one sequence; scratch: pos + 1 floats. */
+static void paged_attend(const attest_decode_config_v2* c, const uint8_t* const* slots, int h, int pos,
+                         const float* query, float* out, float* lse, float* scratch) {
+  const int g = h / (c->heads / c->kv_heads), dk = c->head_dim, dv = c->value_dim;
+  float max = -INFINITY;
+  for (int j = 0; j <= pos; ++j) {
+    const float* key = (const float*)slots[j] + (size_t)g * (dk + dv);
+    float dot = 0.0f;
+    for (int i = 0; i < dk; ++i) dot += query[i] * key[i];
+    scratch[j] = dot * (float)c->scale;
+    if (scratch[j] > max) max = scratch[j];
+  }
+  float sum = 0.0f;
+  for (int j = 0; j <= pos; ++j) sum += scratch[j] = expf(scratch[j] - max);
+  for (int i = 0; i < dv; ++i) out[i] = 0.0f;
+  for (int j = 0; j <= pos; ++j) {
+    const float* value = (const float*)slots[j] + (size_t)g * (dk + dv) + dk;
+    for (int i = 0; i < dv; ++i) out[i] += scratch[j] / sum * value[i];
+  }
+  if (lse) *lse = max + logf(sum);
+}
+
+/* Token t of n new rows (K and V [Hkv][n][D]) into its slot. */
+static void paged_write_slot(const attest_decode_config_v2* c, uint8_t* slot, const float* k, const float* v, int n,
+                             int t) {
+  const int dk = c->head_dim, dv = c->value_dim;
+  for (int g = 0; g < c->kv_heads; ++g) {
+    memcpy((float*)slot + (size_t)g * (dk + dv), k + ((size_t)g * n + t) * dk, sizeof(float) * dk);
+    memcpy((float*)slot + (size_t)g * (dk + dv) + dk, v + ((size_t)g * n + t) * dv, sizeof(float) * dv);
+  }
+}
+
+/* Appends n tokens to one sequence whose slot j is slots[j] (slots[len .. len + n) to be written)
+ * and attends its new queries (q [H][n][Dk] -> o [H][n][Dv]). */
+static attest_status paged_sequence(const attest_decode_config_v2* c, uint8_t** slots, int len, int n, const float* q,
+                                    const float* k, const float* v, float* o, float* lse) {
+  float* scratch = malloc(sizeof(float) * ((size_t)len + n));
+  if (!scratch) return strcpy(last_error, "out of memory"), ATTEST_INTERNAL_ERROR;
+  for (int t = 0; t < n; ++t) paged_write_slot(c, slots[len + t], k, v, n, t);
+  for (int h = 0; h < c->heads; ++h)
+    for (int t = 0; t < n; ++t) {
+      const size_t row = (size_t)h * n + t;
+      paged_attend(c, (const uint8_t* const*)slots, h, len + t, q + row * c->head_dim, o + row * c->value_dim,
+                   lse ? lse + row : NULL, scratch);
+    }
+  free(scratch);
+  return ATTEST_OK;
+}
+
+static int paged_config_ok(const attest_decode_config_v2* c) {
+  if (c->rope || c->softcap != 0 || c->alibi_slopes || c->sinks || c->window || c->chunk) {
+    strcpy(last_error, "no RoPE, window, chunk or score modifier (not declared)");
+    return 0;
+  }
+  return 1;
+}
+
+static attest_status paged_decode(void* user, const attest_decode_config_v2* c, attest_paged_step* step) {
+  (void)user;
+  if (!paged_config_ok(c)) return ATTEST_UNSUPPORTED;
+  const size_t slot = slot_bytes(c), page_size = natural_page_bytes(c);
+  size_t token0 = 0;
+  for (int b = 0; b < c->batch; ++b) {
+    const int n = step->counts[b], len = (int)step->lengths[b];
+    if (n == 0) continue;
+    uint8_t** slots = malloc(sizeof(uint8_t*) * ((size_t)len + n));
+    if (!slots) return strcpy(last_error, "out of memory"), ATTEST_INTERNAL_ERROR;
+    const int32_t* table = step->tables + (size_t)b * step->table_width;
+    for (int j = 0; j < len + n; ++j)
+      slots[j] = (uint8_t*)step->pool + (size_t)table[j / page_tokens_declared] * page_size +
+                 (size_t)(j % page_tokens_declared) * slot;
+    const attest_status status = paged_sequence(
+        c, slots, len, n, (const float*)step->q + token0 * c->heads * c->head_dim,
+        (const float*)step->k + token0 * c->kv_heads * c->head_dim,
+        (const float*)step->v + token0 * c->kv_heads * c->value_dim, (float*)step->o + token0 * c->heads * c->value_dim,
+        step->lse ? step->lse + token0 * c->heads : NULL);
+    free(slots);
+    if (status != ATTEST_OK) return status;
+    token0 += (size_t)n;
+  }
+  strcpy(step->path, "paged");
+  return ATTEST_OK;
+}
+
+typedef struct paged_session {
+  attest_decode_config_v2 config;
+  int len;
+  uint8_t** cache; /* [B] growing arrays of slots */
+} paged_session;
+
+static attest_status paged_open(void* user, const attest_decode_config_v2* c, void** out) {
+  (void)user;
+  if (!paged_config_ok(c)) return ATTEST_UNSUPPORTED;
+  paged_session* s = calloc(1, sizeof(paged_session));
+  if (s) s->cache = calloc((size_t)c->batch, sizeof(uint8_t*));
+  if (!s || !s->cache) return free(s), strcpy(last_error, "out of memory"), ATTEST_INTERNAL_ERROR;
+  s->config = *c;
+  s->config.alibi_slopes = NULL, s->config.sinks = NULL;
+  *out = s;
+  return ATTEST_OK;
+}
+
+static attest_status paged_step(void* user, void* handle, int32_t n, const void* q, const void* k, const void* v,
+                                void* o, float* lse, char path[32]) {
+  (void)user;
+  paged_session* s = handle;
+  const attest_decode_config_v2* c = &s->config;
+  const size_t slot = slot_bytes(c);
+  uint8_t** slots = malloc(sizeof(uint8_t*) * ((size_t)s->len + n));
+  if (!slots) return strcpy(last_error, "out of memory"), ATTEST_INTERNAL_ERROR;
+  for (int b = 0; b < c->batch; ++b) {
+    uint8_t* grown = realloc(s->cache[b], ((size_t)s->len + n) * slot);
+    if (!grown) return free(slots), strcpy(last_error, "out of memory"), ATTEST_INTERNAL_ERROR;
+    s->cache[b] = grown;
+    for (int j = 0; j < s->len + n; ++j) slots[j] = grown + (size_t)j * slot;
+    const attest_status status = paged_sequence(
+        c, slots, s->len, n, (const float*)q + (size_t)b * c->heads * n * c->head_dim,
+        (const float*)k + (size_t)b * c->kv_heads * n * c->head_dim,
+        (const float*)v + (size_t)b * c->kv_heads * n * c->value_dim,
+        (float*)o + (size_t)b * c->heads * n * c->value_dim, lse ? lse + (size_t)b * c->heads * n : NULL);
+    if (status != ATTEST_OK) return free(slots), status;
+  }
+  free(slots);
+  s->len += n;
+  strcpy(path, "session");
+  return ATTEST_OK;
+}
+
+static void paged_close(void* user, void* handle) {
+  (void)user;
+  paged_session* s = handle;
+  for (int b = 0; s && b < s->config.batch; ++b) free(s->cache[b]);
+  if (s) free(s->cache);
+  free(s);
+}
+
+static attest_kernel_v2 paged_kernel = {
+    .abi_version = ATTEST_ABI_VERSION_2,
+    .struct_size = sizeof(attest_kernel_v2),
+    .name = HOSTILE_KERNEL_NAME,
+    .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_DECODE | ATTEST_CAP_LSE | ATTEST_CAP_GQA,
+    .empty_rows = ATTEST_EMPTY_ZERO,
+    .precision = {.q = ATTEST_F32,
+                  .k = ATTEST_F32,
+                  .v = ATTEST_F32,
+                  .o = ATTEST_F32,
+                  .scores = ATTEST_F32,
+                  .p = ATTEST_F32,
+                  .accumulator = ATTEST_F32,
+                  .exp_ulps = 1.0},
+    .contract = {.decode_only = 1},
+    .decode_open = paged_open,
+    .decode_step = paged_step,
+    .decode_close = paged_close,
+    .last_error = error,
+    .cache_policy = ATTEST_CACHE_FULL,
+    .page_tokens = 16,
+    .page_bytes = paged_page_bytes,
+    .decode_paged = paged_decode,
+};
+
+const attest_kernel_v2* attest_kernel_entry(void) {
+  const char* tokens = getenv("HOSTILE_PAGE_TOKENS");
+  if (tokens) paged_kernel.page_tokens = page_tokens_declared = atoi(tokens);
+  const char* paths = getenv("HOSTILE_PATHS");
+  if (paths && atoi(paths) > 0) {
+    /* Shape-hashed names, one per (B, H, Tk) bucket a generator might emit. */
+    const int count = atoi(paths);
+    attest_path_predicate* declared = calloc((size_t)count, sizeof(attest_path_predicate));
+    char* names = calloc((size_t)count, 32);
+    for (int i = 0; declared && names && i < count; ++i) {
+      snprintf(names + (size_t)i * 32, 32, "shape-%08x", (unsigned)i * 2654435761u);
+      declared[i].path = names + (size_t)i * 32;
+    }
+    paged_kernel.path_predicates = declared;
+    paged_kernel.path_predicate_count = count;
+  }
+  return &paged_kernel;
+}
+#else
 const attest_kernel* attest_kernel_entry(void) {
   const char* marker = getenv("HOSTILE_LOADED_MARKER");
   if (marker) close(open(marker, O_CREAT | O_WRONLY, 0644));
@@ -269,3 +478,4 @@ const attest_kernel* attest_kernel_entry(void) {
 #endif
   return &kernel;
 }
+#endif

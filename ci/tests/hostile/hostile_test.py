@@ -450,6 +450,80 @@ def case_kernel_stops_reading():
     require(run, "stopped reading", "within 2 s")
 
 
+def case_one_deadline_per_call():
+    # A kernel that takes 2.5 s to read each request and then never answers, under --timeout 3:
+    # the write and the read once had 3 s each, so a call lasted 5 s and more. Its heartbeats say
+    # how long each call lived after the request began to arrive.
+    script = os.path.join(HERE, "huge_frame_kernel.py")
+    MARKERS.append(script)
+    beats = os.path.join(WORK, "beats")
+    os.mkdir(beats)
+    run = certify("--kernel-cmd", "/usr/bin/python3 %s slow %s" % (script, beats), *QUICK, "--shard", "1/40",
+                  "--timeout", "3", timeout=120, expect=(1,))
+    require(run, "did not answer within 3 s")
+    lived = []
+    for name in os.listdir(beats):
+        with open(os.path.join(beats, name)) as f:
+            start, last = (float(x) for x in f.read().split())
+        lived.append(last - start)
+    if not lived:
+        fail("no call reached the kernel:\n" + run.describe())
+    print("the longest call lived %.2f s" % max(lived))
+    # One limit: 3 s, plus the kill. Two limits: at least 2.1 s of reading, then 3 s of waiting.
+    if max(lived) > 4.2:
+        fail("a call lived %.1f s after its request began, past its 3 s limit:\n%s" % (max(lived), run.describe()))
+
+
+def paged_certify(*args, env=None, **kw):
+    """certify of the paged hostile plugin (a correct f32 block-table decoder) with its declaration
+    set from the environment (hostile_kernel.c, HOSTILE_PAGED)."""
+    return certify("--kernel", plugin("paged"), *QUICK, *args, env=dict(os.environ, **(env or {})), **kw)
+
+
+def pool_refused(page_mib):
+    # Pages this large once passed the pool limit, and attest held several copies of the pool per
+    # call: over 3 GB resident and no verdict in 600 s. check_peak_rss bounds the peak.
+    run = paged_certify(env={"HOSTILE_PAGE_BYTES": str(page_mib << 20)}, timeout=200, expect=(1,))
+    require(run, "NOT CERTIFIED")
+    if not re.search(r"the kernel's page pool of \d+ bytes \(\d+ pages of its page_bytes %d\) is over attest's "
+                     r"pool limit of \d+ bytes" % (page_mib << 20), run.output):
+        fail("the refusal does not name the pool, the page size and the limit:\n" + run.describe())
+    if "the kernel threw" in run.output:
+        fail("attest's own refusal reported as the kernel throwing:\n" + run.describe())
+
+
+def case_paged_16mib_pages():
+    pool_refused(16)
+
+
+def case_paged_64mib_pages():
+    pool_refused(64)
+
+
+def case_paged_page_size_varies():
+    # page_bytes doubles on every other call: attest's pool no longer matches the kernel's pages.
+    run = paged_certify(env={"HOSTILE_PAGE_VARIES": "1"}, timeout=200, expect=(1,))
+    if not re.search(r"the kernel's page_bytes changed between calls: (\d+) then (\d+)", run.output):
+        fail("the failure does not name page_bytes and both values:\n" + run.describe())
+    if "the kernel threw" in run.output:
+        fail("attest's own refusal reported as the kernel throwing:\n" + run.describe())
+
+
+def case_paged_negative_page_tokens():
+    # Once reported as "page_bytes or decode_paged is NULL", which both were not.
+    run = paged_certify(env={"HOSTILE_PAGE_TOKENS": "-1"}, expect=(2,))
+    refused_before_running(run, "page_tokens")
+    require(run, "page_tokens is -1")
+
+
+def case_paged_20000_path_names():
+    # Once "protocol violation: a reply announces 543912 bytes", naming neither the descriptor nor
+    # what made it long.
+    run = paged_certify(env={"HOSTILE_PATHS": "20000"}, expect=(2,))
+    refused_before_running(run, "descriptor")
+    require(run, "path_predicate_count is 20000", "cap of 65536 bytes")
+
+
 # --- 7-11: the child process is contained ------------------------------------------------
 
 def case_fork_keeps_stderr():

@@ -7,11 +7,15 @@ offset); attest must not allocate what a header claims before the payload arrive
     huge_frame_kernel.py deaf    a valid DESCRIPTOR whose contract makes every request over 64 KiB
                                  (Tk >= 600, Dk = 64), then it never reads again: attest's write of
                                  the first request fills the pipe and must not block past its limits
+    huge_frame_kernel.py slow DIR   the same descriptor; it reads each request over 2.5 s, then never
+                                 answers: the write and the read must share one limit. While it
+                                 serves a request it writes "START NOW" (monotonic seconds) to DIR/PID
 The protocol runs on the descriptors named by ATTEST_PROTOCOL_FDS ("IN,OUT") when it is set,
 on stdin/stdout otherwise."""
 import os
 import struct
 import sys
+import threading
 import time
 
 MAGIC = 0x54535441
@@ -47,6 +51,34 @@ def header(kind, size):
     return struct.pack("<IIQ", MAGIC, kind, size)
 
 
+SLOW_READ_SECONDS = 2.5
+
+
+def read_slowly(fd, n, heartbeat_dir):
+    """Reads n bytes in 16 KiB pieces spread over SLOW_READ_SECONDS, beating into heartbeat_dir
+    from the first byte on until the process dies."""
+    start = time.monotonic()
+    path = os.path.join(heartbeat_dir, str(os.getpid()))
+
+    def beat():
+        while True:
+            with open(path + ".tmp", "w") as f:
+                f.write("%f %f" % (start, time.monotonic()))
+            os.replace(path + ".tmp", path)
+            time.sleep(0.02)
+
+    threading.Thread(target=beat, daemon=True).start()
+    pieces = max(1, n // 16384)
+    data = b""
+    while len(data) < n:
+        chunk = os.read(fd, min(16384, n - len(data)))
+        if not chunk:
+            return None
+        data += chunk
+        time.sleep(SLOW_READ_SECONDS / pieces)
+    return data
+
+
 def main():
     mode = sys.argv[1]
     fd_in, fd_out = channel()
@@ -55,11 +87,15 @@ def main():
         if head is None:
             return 0
         _, kind, size = struct.unpack("<IIQ", head)
+        if mode == "slow" and kind == FORWARD:
+            read_slowly(fd_in, size, sys.argv[2])
+            time.sleep(600)  # never answers; attest kills it
+            return 0
         if read_exactly(fd_in, size) is None:
             return 0
         if kind == BYE:
             return 0
-        if kind == HELLO and mode in ("result", "deaf"):
+        if kind == HELLO and mode in ("result", "deaf", "slow"):
             name = b"hostile-huge-frame"
             # Ranges head_dim, batch, heads, q_len, k_len, q_offset: open, or (deaf) Dk 64 and Tk 600-700.
             ranges = [0] * 12 if mode == "result" else [64, 64, 0, 0, 0, 0, 0, 0, 600, 700, 0, 0]

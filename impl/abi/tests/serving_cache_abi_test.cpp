@@ -171,7 +171,8 @@ TEST(ServingCacheAbi, BlockTablesCrossTheDescriptorAndAMalformedStepIsRefused) {
   c.batch = 1, c.heads = 1, c.kv_heads = 1, c.head_dim = 4, c.value_dim = 4;
   protocol::WirePagedStep step;
   step.page_bytes = 64;
-  step.pool.assign(128, 0xFF);
+  const std::vector<std::uint8_t> pages(128, 0xFF);
+  step.pool = pages;
   step.table_width = 1;
   step.tables = {1}, step.lengths = {0}, step.counts = {1};
   step.q.assign(16, 0), step.k.assign(16, 0), step.v.assign(16, 0);
@@ -194,7 +195,7 @@ TEST(ServingCacheAbi, BlockTablesCrossTheDescriptorAndAMalformedStepIsRefused) {
   outside.tables = {2};
   refused(outside, "outside the pool");
   protocol::WirePagedStep torn = step;
-  torn.pool.resize(100);
+  torn.pool = torn.pool.first(100);
   refused(torn, "whole number of pages");
   protocol::WirePagedStep narrow = step;
   narrow.lengths = {16};

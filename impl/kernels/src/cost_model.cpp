@@ -52,4 +52,12 @@ std::optional<double> CostModel::predict(double work) const {
   return predicted;
 }
 
+double CostModel::predict_or_floor(double work) const {
+  if (const std::optional<double> measured = work > 0 ? predict(work) : std::nullopt)
+    return std::max(*measured, measurable_);
+  auto above = std::upper_bound(samples_.begin(), samples_.end(), std::make_pair(work, double(INFINITY)));
+  if (work <= 0 || above == samples_.begin()) return measurable_;
+  return measurable_ * std::max(1.0, work / std::prev(above)->first);
+}
+
 }  // namespace attest

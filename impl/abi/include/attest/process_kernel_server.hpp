@@ -157,6 +157,13 @@ class ServedKernel {
     return d;
   }
   std::uint32_t capabilities() const { return v2_ ? v2_->capabilities : v1_->capabilities; }
+  // The path lists as declared (descriptor() reads at most 4096 of each), for messages.
+  std::string path_counts() const {
+    const bool precisions = v2_ && v2_->struct_size >= ATTEST_KERNEL_V2_1_SIZE && v2_->paths;
+    const bool predicates = v2_ && v2_->struct_size >= ATTEST_KERNEL_V2_2_SIZE && v2_->path_predicates;
+    return "path_predicate_count is " + std::to_string(predicates ? v2_->path_predicate_count : 0) +
+           ", path_count is " + std::to_string(precisions ? v2_->path_count : 0);
+  }
   std::int32_t storage(char buffer) const {
     if (!v2_) return ATTEST_F32;
     const attest_precision_spec& p = v2_->precision;
@@ -326,9 +333,13 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
                                                            std::to_string(kVersion) + ")").bytes());
             return 2;
           }
-          if (kernel.descriptor().page_tokens != 0 && kernel.page_tokens() < 1) {
+          // A negative page_tokens travels on: attest refuses it naming the value.
+          if (const std::int32_t declared = kernel.descriptor().page_tokens; declared > 0 && kernel.page_tokens() < 1) {
             write_frame(out_fd, Type::kError,
-                        Writer().str("the descriptor declares page_tokens but page_bytes or decode_paged is NULL").bytes());
+                        Writer()
+                            .str("the descriptor declares page_tokens " + std::to_string(declared) +
+                                 " but page_bytes or decode_paged is NULL")
+                            .bytes());
             return 2;
           }
           if ((kernel.capabilities() & ATTEST_CAP_BACKWARD) && !kernel.backs()) {
@@ -337,6 +348,15 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
             return 2;
           }
           write_descriptor(w, kernel.descriptor());
+          if (w.bytes().size() > kMaxDescriptorBytes) {
+            write_frame(
+                out_fd, Type::kError,
+                Writer()
+                    .str("the descriptor is over attest's cap of " + std::to_string(kMaxDescriptorBytes) + " bytes (" +
+                         std::to_string(w.bytes().size()) + " written) for its path names: " + kernel.path_counts())
+                    .bytes());
+            return 2;
+          }
           write_frame(out_fd, Type::kDescriptor, w.bytes());
           break;
         }
@@ -465,19 +485,25 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
                v = detail::guarded_input("V", step.v, placement);
           auto o = detail::guarded_typed_output("O", rows * config.value_dim, o_type, placement);
           auto lse = detail::guarded_output("LSE", step.want_lse ? rows : 0, placement);
+          const bool want_lse = step.want_lse;
+          // Every array now has its guarded copy: the request (holding the pool once more) goes
+          // before the reply (holding it again) is built; step.pool, a view into it, is not read after this.
+          std::string().swap(payload);
           attest_paged_step call{};
-          call.pool = pool->data(), call.pool_bytes = static_cast<std::int64_t>(step.pool.size());
+          call.pool = pool->data(), call.pool_bytes = static_cast<std::int64_t>(pool->bytes());
           call.tables = static_cast<const std::int32_t*>(tables->data()), call.table_width = step.table_width;
           call.lengths = static_cast<const std::int64_t*>(lengths->data());
           call.counts = static_cast<const std::int32_t*>(counts->data());
           call.q = q->data(), call.k = k->data(), call.v = v->data(), call.o = o->data();
-          call.lse = step.want_lse ? static_cast<float*>(lse->data()) : nullptr;
+          call.lse = want_lse ? static_cast<float*>(lse->data()) : nullptr;
           const attest_status status = kernel.decode_paged(config, call);
           call.path[sizeof call.path - 1] = '\0';
           const std::string fault = detail::damage_of({pool.get(), o.get(), lse.get()});
           w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(call.path).str(fault);
-          w.array(detail::bytes_of(*pool)).array(detail::bytes_of(*o));
-          w.array(step.want_lse ? detail::contents(*lse) : std::vector<float>());
+          w.array(static_cast<const std::uint8_t*>(pool->data()), pool->bytes());
+          pool.reset();
+          w.array(detail::bytes_of(*o));
+          w.array(want_lse ? detail::contents(*lse) : std::vector<float>());
           write_frame(out_fd, Type::kDecodePagedResult, w.bytes());
           break;
         }

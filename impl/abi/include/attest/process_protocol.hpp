@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -24,6 +25,8 @@ namespace attest::protocol {
 inline constexpr std::uint32_t kMagic = 0x54535441u;  // bytes 'A' 'T' 'S' 'T'
 inline constexpr std::uint32_t kVersion = 3;  // 3: the integer mask terms travel as one i32 array
 inline constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 34;  // 16 GiB: refuse anything larger
+// The largest descriptor attest reads: its path names and predicates are what make one long.
+inline constexpr std::uint64_t kMaxDescriptorBytes = 64 * 1024;
 
 enum class Type : std::uint32_t {
   kHello = 1,          // attest -> kernel: u32 protocol version
@@ -77,6 +80,12 @@ class Writer {
   }
   template <typename T>
   Writer& array(const std::vector<T>& v) { return array(v.data(), v.size()); }
+  template <typename T>
+  Writer& array(std::span<const T> v) {
+    return array(v.data(), v.size());
+  }
+  // Bytes with no count before them (a message whose head already gave it).
+  Writer& append(std::span<const std::uint8_t> v) { return raw(v.data(), v.size()); }
   const std::string& bytes() const { return buf_; }
 
  private:
@@ -109,6 +118,15 @@ class Reader {
     std::vector<T> v(n);
     if (n) std::memcpy(v.data(), p_, n * sizeof(T));
     p_ += n * sizeof(T);
+    return v;
+  }
+  // A byte array as a view into the message (valid while the message lives): a pool of pages is
+  // not copied again on its way through.
+  std::span<const std::uint8_t> byte_view() {
+    const std::uint64_t n = u64();
+    if (n > static_cast<std::uint64_t>(end_ - p_)) throw ProtocolError("array longer than its message");
+    const std::span<const std::uint8_t> v(reinterpret_cast<const std::uint8_t*>(p_), n);
+    p_ += n;
     return v;
   }
   void expect_end() const {
@@ -614,10 +632,11 @@ inline DecodeResult read_decode_result(Reader& r) {
 
 // ABI 2.4: one block-table call as it travels (after its decode config): the pool whole (the kernel
 // writes its new tokens' slots), the tables, lengths and counts, and the new tokens packed sequence
-// after sequence in their storage types.
+// after sequence in their storage types. The pool is a view: a sender's own pages, or the bytes of
+// the message it was read from (at up to a GiB, each copy counts).
 struct WirePagedStep {
   std::int64_t page_bytes = 0;
-  std::vector<std::uint8_t> pool;
+  std::span<const std::uint8_t> pool;
   std::int32_t table_width = 0;
   std::vector<std::int32_t> tables, counts;
   std::vector<std::int64_t> lengths;
@@ -625,18 +644,26 @@ struct WirePagedStep {
   std::vector<std::uint8_t> q, k, v;
 };
 
-inline void write_paged_step(Writer& w, const WirePagedStep& s) {
-  w.i64(s.page_bytes).array(s.pool).i32(s.table_width).array(s.tables).array(s.lengths).array(s.counts);
+// A step's message is head, the pool's bytes, tail: a sender may write the pool from where it lives.
+inline void write_paged_step_head(Writer& w, const WirePagedStep& s) { w.i64(s.page_bytes).u64(s.pool.size()); }
+inline void write_paged_step_tail(Writer& w, const WirePagedStep& s) {
+  w.i32(s.table_width).array(s.tables).array(s.lengths).array(s.counts);
   w.i32(s.want_lse).array(s.q).array(s.k).array(s.v);
+}
+inline void write_paged_step(Writer& w, const WirePagedStep& s) {
+  write_paged_step_head(w, s);
+  w.append(s.pool);
+  write_paged_step_tail(w, s);
 }
 
 // Reads a step of a session configured as `c`, checking every array against it: the pool whole
 // pages, every table entry a sequence uses inside the pool, the tokens' buffers the counts' sizes.
+// Its pool is a view into the message `r` reads.
 inline WirePagedStep read_paged_step(Reader& r, const attest_decode_config_v2& c, std::int32_t page_tokens,
                                      std::int32_t q_type, std::int32_t k_type, std::int32_t v_type) {
   WirePagedStep s;
   s.page_bytes = r.i64();
-  s.pool = r.array<std::uint8_t>();
+  s.pool = r.byte_view();
   s.table_width = r.i32();
   s.tables = r.array<std::int32_t>(), s.lengths = r.array<std::int64_t>(), s.counts = r.array<std::int32_t>();
   s.want_lse = r.i32();
@@ -673,15 +700,17 @@ inline WirePagedStep read_paged_step(Reader& r, const attest_decode_config_v2& c
 struct PagedResult {
   std::int32_t status = 0;
   std::string error, path, fault;
-  std::vector<std::uint8_t> pool, o;
+  std::span<const std::uint8_t> pool;  // a view into the reply read
+  std::vector<std::uint8_t> o;
   std::vector<float> lse;
 };
 
+// Its pool is a view into the message `r` reads.
 inline PagedResult read_paged_result(Reader& r) {
   PagedResult p;
   p.status = r.i32();
   p.error = r.str(), p.path = r.str(), p.fault = r.str();
-  p.pool = r.array<std::uint8_t>(), p.o = r.array<std::uint8_t>(), p.lse = r.array<float>();
+  p.pool = r.byte_view(), p.o = r.array<std::uint8_t>(), p.lse = r.array<float>();
   r.expect_end();
   return p;
 }

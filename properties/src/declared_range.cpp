@@ -9,10 +9,21 @@
 namespace attest {
 namespace {
 
-constexpr double kHeadroom = 4;  // a bias, ALiBi or a sum order may add to the largest term
+// A bias, ALiBi or a sum order may add to the largest logit; a normalised P.V sum stays within a few
+// roundings of its largest |V| (the generator's own draws reach sqrt(3)/2 of a format's largest
+// value, inside this, so the range clips only what overflows).
+constexpr double kLogitHeadroom = 4, kValueHeadroom = 1.125;
 
-double largest(Scalar s) {
-  return s == Scalar::kF32 ? std::numeric_limits<double>::infinity() : info(s).max_finite / kHeadroom;
+double largest(Scalar s, double headroom) {
+  return s == Scalar::kF32 ? std::numeric_limits<double>::infinity() : info(s).max_finite / headroom;
+}
+
+// One path's range (by range, not by rounding: bf16 rounds coarser than f16 but holds far more).
+DeclaredRange range_of(const Precision& p, int k_len) {
+  const double terms = p.pv_unnormalised ? std::max(1, k_len) : 1;
+  // O's storage too: |O| <= max |V| of the visible keys, and an exact O past its format is no test.
+  return {largest(p.scores, kLogitHeadroom),
+          std::min(largest(p.accumulator, kValueHeadroom) / terms, largest(p.o, kValueHeadroom))};
 }
 
 double max_abs(const std::vector<float>& values) {
@@ -43,10 +54,12 @@ void shrink(std::vector<float>& values, Scalar storage, Fits fits) {
 }  // namespace
 
 DeclaredRange declared_range(const Capabilities& caps, int k_len) {
-  const Precision loose = caps.loosest_precision();
-  const double terms = loose.pv_unnormalised ? std::max(1, k_len) : 1;
-  // O's storage too: |O| <= max |V| of the visible keys, and an exact O past its format is no test.
-  return {largest(loose.scores), std::min(largest(loose.accumulator) / terms, largest(loose.o))};
+  DeclaredRange out = range_of(caps.precision, k_len);
+  for (const auto& [path, precision] : caps.path_precision) {
+    const DeclaredRange r = range_of(precision, k_len);
+    out = {std::min(out.logit, r.logit), std::min(out.value, r.value)};
+  }
+  return out;
 }
 
 void fit_to_declared_range(Problem& p, const Capabilities& caps) {

@@ -1,4 +1,4 @@
-// The range of a kernel's declared arithmetic (its loosest path): a kernel that accumulates q.k
+// The range of a kernel's declared arithmetic (the narrowest of its paths): a kernel that accumulates q.k
 // in f16 overflows past 65504 however exact it is, and so does one summing P.V in f16. attest keeps
 // the problems it builds inside that range, so an overflow there is never blamed on the kernel.
 #pragma once

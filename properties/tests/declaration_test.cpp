@@ -186,5 +186,21 @@ TEST(Generators, DrawUnlistedHeadWidths) {
   EXPECT_GE(unlisted, 20) << "distinct widths past 32 that are no multiple of 16";
 }
 
+// With tiles declared, drawn problems span three tiles in both dimensions now and then (a backward
+// once got at most one tile and a key: 65 x 65 with 64 x 64 tiles).
+TEST(Generators, DrawThreeTilesPerDimension) {
+  Capabilities caps = make_loop_kernel()->capabilities();
+  caps.contract.query_tile = caps.contract.key_tile = 64;
+  const rc::Gen<ProblemSpec> gen = gen_spec(caps);
+  int queries = 0, keys = 0, both = 0;
+  for (int seed = 0; seed < 3000; ++seed) {
+    const Shape s = build_problem(gen(rc::Random(seed), 100).value(), caps).shape;
+    queries += s.q_len > 128, keys += s.k_len > 128, both += s.q_len > 128 && s.k_len > 128;
+  }
+  EXPECT_GE(queries, 60);
+  EXPECT_GE(keys, 60);
+  EXPECT_GE(both, 3);
+}
+
 }  // namespace
 }  // namespace attest

@@ -1,6 +1,7 @@
 // The library's certify: the `attest certify` stages on one kernel, the certificate as a value.
 #include "attest/certify_api.h"
 
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
@@ -82,13 +83,22 @@ std::vector<const Check*> Certificate::failed() const {
   return out;
 }
 
+// A per-call limit of 0, a negative or NaN one would call every kernel hung.
+static void check_timeout(const CertifyOptions& options) {
+  if (!(options.timeout_seconds > 0) || !std::isfinite(options.timeout_seconds))
+    throw std::invalid_argument("timeout_seconds must be a finite number of seconds above 0, got " +
+                                std::to_string(options.timeout_seconds));
+}
+
 Certificate certify(const Kernel& kernel, const CertifyOptions& options) {
+  check_timeout(options);
   const std::string source = "library:" + kernel.name();
   if (options.in_process) return certificate_of(kernel, source, options);
   return certificate_of(*contained(kernel, options), source, options);
 }
 
 Certificate certify(const std::string& kernel, const CertifyOptions& options) {
+  check_timeout(options);
   if (!options.attest_executable.empty()) set_kernel_host_executable(options.attest_executable);
   LoadOptions load;
   load.containment.timeout_seconds = options.timeout_seconds;

@@ -240,6 +240,7 @@ pid_t fork_contained(ChildSetup& setup, const std::function<int(int, int)>& serv
     ::close(attest_write);  // else the child holds its own request pipe open and never sees attest leave
     ::close(attest_read);
     enter_containment(setup);
+    ::close_range(5, ~0U, 0);  // the caller's files and the pipes' spare ends: no exec closes them here
     ::_exit(serve(3, 4));
   }
   const int error = errno;
@@ -482,10 +483,16 @@ void ProcessKernel::fail_at_limit(const CallLimit& l, std::optional<std::size_t>
     fail(KernelFailure::Kind::kHang, fmt::format("kernel stopped reading: a request of {} bytes not taken within {} "
                                                  "(killed)",
                                                  *unsent_request, seconds_text(l.hang_after)));
+  // A fork carries only the thread that forked: a kernel waiting on a pool it started earlier hangs.
+  const std::string forked = options_.serve_in_child
+                                 ? "; it ran in a fork of the calling process, which keeps only the calling thread: "
+                                   "a kernel waiting on threads it started before certify hangs there (start them on "
+                                   "first use, or certify with in_process = true)"
+                                 : "";
   fail(KernelFailure::Kind::kHang,
-       fmt::format("kernel did not answer within {}, {:.3g}x what {} predicts ({:.3g} s) (killed)",
+       fmt::format("kernel did not answer within {}, {:.3g}x what {} predicts ({:.3g} s) (killed){}",
                    seconds_text(l.hang_after), waited / l.predicted,
-                   l.measured ? "its measured speed" : "the floor for a call too fast to time", l.predicted));
+                   l.measured ? "its measured speed" : "the floor for a call too fast to time", l.predicted, forked));
 }
 
 std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, double work,

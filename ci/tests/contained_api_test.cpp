@@ -87,6 +87,13 @@ TEST(ContainedApi, ACorrectKernelIsCertifiedContained) {
   EXPECT_EQ(c.verdict.find("in process"), std::string::npos) << c.verdict;
 }
 
+// A per-call limit of 0 would call every kernel hung: refused, like --timeout 0.
+TEST(ContainedApi, ATimeoutOfZeroIsRefused) {
+  api::CertifyOptions o = quick("zero-timeout");
+  o.timeout_seconds = 0;
+  EXPECT_THROW(api::certify(Misbehaving(Misdeed::kNone), o), std::invalid_argument);
+}
+
 TEST(ContainedApi, InProcessIsNamedInTheVerdict) {
   api::CertifyOptions o = quick("in-process");
   o.in_process = true;

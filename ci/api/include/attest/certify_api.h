@@ -23,8 +23,9 @@ struct CertifyOptions {
   std::string out_dir = "attest-out";  // counterexamples (replayable problem files) go here
   double timeout_seconds = 30;         // per call: longer is a hang (a failed check), whatever the budget
   // An attest::Kernel runs in a child process (a fork of this one) by default: its exit(), crash or
-  // hang fails a check instead of ending or stopping the caller. true: in this process, faster, for a
-  // trusted kernel; the verdict line then says "in process, not contained".
+  // hang fails a check instead of ending or stopping the caller. A fork keeps only the calling
+  // thread, so a kernel must start its own threads on first use, not before certify. true: in this
+  // process, faster, for a trusted kernel; the verdict line then says "in process, not contained".
   bool in_process = false;
   // The attest executable that serves plugins and cmd: kernels' isolation (`attest kernel-host`):
   // the installed package's bin/attest (find_package(attest) defines it); empty: this program.

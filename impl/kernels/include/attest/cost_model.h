@@ -29,10 +29,9 @@ class CostModel {
   // Seconds a call of this work should take: the largest measurable calls at or below it scaled
   // linearly by work (the slowest of them wins). Empty when no measurable call is that small.
   std::optional<double> predict(double work) const;
-  // Seconds for a call's hang limit, never empty: predict(work), or when no call at or below this
-  // size was slow enough to time, the floor (`measurable_seconds`) scaled by work from the largest
-  // call answered below it (each took less than the floor, so this is an upper estimate); never
-  // less than the floor. With nothing answered below it (or work 0, not a computation): the floor.
+  // Seconds for a call's hang limit, never empty: predict(work), never less than the floor
+  // (`measurable_seconds`); when no call at or below this size was slow enough to time (or work 0,
+  // not a computation), the floor. The hang limit is max(--timeout, 10 x this).
   double predict_or_floor(double work) const;
   std::size_t calls() const { return calls_; }
 

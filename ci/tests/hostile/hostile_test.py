@@ -48,6 +48,16 @@ def plugin(name):
 own_plugin = plugin
 
 
+def own_script(name):
+    """This case's copy of a kernel script, in its folder, for the same reason as plugin(): three
+    cases run huge_frame_kernel.py, and one's cleanup once killed another's attest (whose command
+    line named the shared script)."""
+    path = os.path.join(WORK, name)
+    if not os.path.exists(path):
+        shutil.copy(os.path.join(HERE, name), path)
+    return path
+
+
 class Run:
     def __init__(self, cmd, returncode, stdout, stderr, seconds):
         self.cmd, self.returncode, self.seconds = cmd, returncode, seconds
@@ -417,8 +427,7 @@ print(json.dumps({"code": code, "seconds": time.monotonic() - start,
 
 
 def case_huge_frame():
-    script = os.path.join(HERE, "huge_frame_kernel.py")
-    MARKERS.append(script)
+    script = own_script("huge_frame_kernel.py")
     for mode in ("hello", "result"):
         log = os.path.join(WORK, mode + ".log")
         cmd = [ATTEST, "certify", "--out", os.path.join(WORK, "out"), "--kernel-cmd",
@@ -443,8 +452,7 @@ def case_huge_frame():
 def case_kernel_stops_reading():
     # Every request is over 64 KiB and the kernel never reads one: attest once blocked forever in
     # write(), past --timeout and --deadline. One shard of the checks (golden's among them) is enough.
-    script = os.path.join(HERE, "huge_frame_kernel.py")
-    MARKERS.append(script)
+    script = own_script("huge_frame_kernel.py")
     run = certify("--kernel-cmd", "/usr/bin/python3 %s deaf" % script, *QUICK, "--shard", "1/40", "--timeout", "2",
                   timeout=60, expect=(1,))
     require(run, "stopped reading", "within 2 s")
@@ -454,8 +462,7 @@ def case_one_deadline_per_call():
     # A kernel that takes 2.5 s to read each request and then never answers, under --timeout 3:
     # the write and the read once had 3 s each, so a call lasted 5 s and more. Its heartbeats say
     # how long each call lived after the request began to arrive.
-    script = os.path.join(HERE, "huge_frame_kernel.py")
-    MARKERS.append(script)
+    script = own_script("huge_frame_kernel.py")
     beats = os.path.join(WORK, "beats")
     os.mkdir(beats)
     run = certify("--kernel-cmd", "/usr/bin/python3 %s slow %s" % (script, beats), *QUICK, "--shard", "1/40",

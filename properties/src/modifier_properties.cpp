@@ -10,6 +10,7 @@
 #include "attest/compare.h"
 #include "attest/harness.h"
 #include "attest/properties.h"
+#include "declared_range.h"
 #include "problem_edits.h"
 
 namespace attest {

@@ -224,6 +224,12 @@ void compute_row(const Problem& p, const ReferenceOptions& options, int b, int h
     spread_logit += ps * dist;
     logit_range = std::max(logit_range, dist);
     ref.visible_keys[row] = count + 1;
+    // ... and a point of the hull: O is a convex combination of the values and the sink's 0, so a
+    // kernel whose logits err by more than their distance to sigma may land anywhere down to 0.
+    for (int r = 0; r < dv; ++r) {
+      ref.value_min[row * dv + r] = std::min(ref.value_min[row * dv + r], 0.0);
+      ref.value_max[row * dv + r] = std::max(ref.value_max[row * dv + r], 0.0);
+    }
   }
   for (int j = 0; j < tk; ++j) {
     if (!allowed[j]) continue;

@@ -19,7 +19,7 @@ struct Reference {
   std::vector<double> spread_cond;     // sum_j p_j |v_jr| A_j
   std::vector<double> spread_logit;    // sum_j p_j |v_jr| |s_j - m|
   std::vector<double> max_abs_value;   // max over visible j of |v_jr|
-  std::vector<double> value_min;       // min over visible j of v_jr (the convex hull)
+  std::vector<double> value_min;       // min over visible j of v_jr, and 0 with a sink (the convex hull)
   std::vector<double> value_max;       // max over visible j of v_jr
 
   // Per row [B][H][Tq].

@@ -5,21 +5,19 @@ import struct
 
 import numpy as np
 
-from . import abi
+from . import _interface, abi
 from .storage import itemsize, numpy_dtype
 
 MAGIC = 0x54535441  # bytes "ATST"
-VERSION = 3
+VERSION = _interface.VERSION["protocol"]
 MAX_PAYLOAD = 1 << 34  # 16 GiB: refuse anything larger
 HEADER = struct.Struct("<IIQ")
 
-HELLO, DESCRIPTOR, FORWARD, FORWARD_RESULT = 1, 2, 3, 4
-DECODE_OPEN, DECODE_OPENED, DECODE_STEP, DECODE_RESULT, DECODE_CLOSE, CLOSED = 5, 6, 7, 8, 9, 10
-BYE, ERROR, FAULT, BACKWARD, BACKWARD_RESULT = 11, 12, 13, 14, 15
-LAST_TYPE = 15
-TYPE_NAMES = {1: "HELLO", 2: "DESCRIPTOR", 3: "FORWARD", 4: "FORWARD_RESULT", 5: "DECODE_OPEN", 6: "DECODE_OPENED",
-              7: "DECODE_STEP", 8: "DECODE_RESULT", 9: "DECODE_CLOSE", 10: "CLOSED", 11: "BYE", 12: "ERROR",
-              13: "FAULT", 14: "BACKWARD", 15: "BACKWARD_RESULT"}
+# The frame types, by the table's names (HELLO, DESCRIPTOR, ..., DECODE_PAGED_RESULT): module constants.
+TYPES = {name: row[0] for name, row in _interface.MESSAGES.items()}
+globals().update(TYPES)
+LAST_TYPE = max(TYPES.values())
+TYPE_NAMES = {number: name for name, number in TYPES.items()}
 
 
 class ProtocolError(Exception):

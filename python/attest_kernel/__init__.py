@@ -11,6 +11,8 @@
     attest certify --kernel-cmd "python3 -m attest_kernel serve my_module:attention"
 
 See python/README.md."""
+__version__ = "0.1.0"  # as pyproject.toml
+
 from .abi import INTERNAL_ERROR, INVALID_ARGUMENT, OK, UNSUPPORTED
 from .declaration import FEATURES, Contract, Declaration, DeclarationError, Precision, declare
 from .problem import DecodeConfig, Problem, apply_rope

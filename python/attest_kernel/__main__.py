@@ -1,5 +1,6 @@
 """python3 -m attest_kernel serve MODULE:FUNCTION [--declaration [MODULE:]NAME]
 python3 -m attest_kernel describe MODULE:FUNCTION [--declaration [MODULE:]NAME]
+python3 -m attest_kernel --version
 
 MODULE is an importable module name (the current directory and PYTHONPATH are searched) or a
 path to a .py file. The declaration is FUNCTION.declaration (set by @attest_kernel.declare), or
@@ -10,6 +11,7 @@ import importlib.util
 import os
 import sys
 
+from . import __version__, abi, wire
 from .declaration import Declaration
 from .protocol import Server, open_channel
 from .wire import encode_descriptor, decode_descriptor
@@ -73,9 +75,15 @@ def load(kernel_spec, declaration_spec=None):
     return function, declaration
 
 
+def version_text():
+    """The protocol and ABI this package speaks (the interface table's)."""
+    return "attest_kernel %s: process protocol %d, C ABI %d.%d" % (__version__, wire.VERSION, abi.ABI_MAJOR, abi.ABI_MINOR)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python3 -m attest_kernel", description=__doc__.split("\n\n")[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=version_text())
     parser.add_argument("command", choices=("serve", "describe"),
                         help="serve: speak attest's protocol (for --kernel-cmd); describe: print the declaration")
     parser.add_argument("kernel", metavar="MODULE:FUNCTION")

@@ -1,44 +1,34 @@
-"""The numbers of attest's C ABI (impl/abi/include/attest/attest_abi.h) that travel on the protocol."""
+"""The numbers of attest's C ABI (impl/abi/include/attest/attest_abi.h) that travel on the protocol,
+by the names a Declaration uses: all taken from the interface table (_interface.py)."""
+from . import _interface
+
+
+def _values(rows):
+    return {name: value for name, (value, _version) in rows.items()}
+
+
+ABI_MAJOR = _interface.VERSION["abi_major"]  # the descriptor this package sends: attest_kernel_v2 ...
+ABI_MINOR = _interface.VERSION["abi_minor"]  # ... with every section up to this minor version
+ABI_VERSION = ABI_MAJOR
 
 # Status codes (attest_status).
-OK = 0
-INVALID_ARGUMENT = 1  # the problem is outside what the kernel accepts
-UNSUPPORTED = 2  # a feature the kernel did not declare
-INTERNAL_ERROR = 3
+STATUSES = _values(_interface.STATUSES)
+OK = STATUSES["ok"]
+INVALID_ARGUMENT = STATUSES["invalid_argument"]  # the problem is outside what the kernel accepts
+UNSUPPORTED = STATUSES["unsupported"]  # a feature the kernel did not declare
+INTERNAL_ERROR = STATUSES["internal_error"]
 
 # Capability bits (ATTEST_CAP_*), by the feature names a Declaration uses.
-CAPABILITIES = {
-    "causal": 1 << 0,
-    "window": 1 << 1,
-    "key_padding": 1 << 2,
-    "query_padding": 1 << 3,
-    "segments": 1 << 4,
-    "explicit_mask": 1 << 5,
-    "gqa": 1 << 6,
-    "lse": 1 << 7,
-    "rope": 1 << 8,
-    "decode": 1 << 9,
-    "chunk": 1 << 10,
-    "softcap": 1 << 11,
-    "alibi": 1 << 12,
-    "bias": 1 << 13,
-    "sinks": 1 << 14,
-    "lookahead": 1 << 15,
-    "backward": 1 << 16,
-}
+CAPABILITIES = {name: 1 << bit for name, (bit, _version) in _interface.CAPABILITIES.items()}
 
 # The integer mask terms in the order they travel (ATTEST_INTEGER_MASK_TERMS).
-INTEGER_MASK_TERMS = ("window", "chunk", "lookahead")
+INTEGER_MASK_TERMS = tuple(name for name, _capability, _version in _interface.MASK_TERMS)
 
-# Empty-row policies (attest_empty_rows).
-EMPTY_ROWS = {"zero": 0, "nan": 1}
-
-# Number formats (attest_precision).
-FORMATS = {"f32": 0, "bf16": 1, "f16": 2}
+EMPTY_ROWS = _values(_interface.EMPTY_ROWS)  # attest_empty_rows
+FORMATS = _values(_interface.FORMATS)  # attest_precision
 FORMAT_NAMES = {code: name for name, code in FORMATS.items()}
+ALIBI_SLOPES = _values(_interface.ALIBI_SLOPES)  # attest_alibi_slopes
+INPUT_DOMAINS = _values(_interface.INPUT_DOMAINS)  # attest_input_domain
+CACHE_POLICIES = _values(_interface.CACHE_POLICIES)  # attest_cache_policy
 
-# ALiBi slope sets a contract accepts (attest_alibi_slopes).
-ALIBI_SLOPES = {"arbitrary": 0, "standard": 1}
-
-ABI_VERSION = 2  # the descriptor this package sends: attest_kernel_v2, with the 2.1-2.3 sections
 UNWRITTEN_F32 = 0x7FCAFE00  # ATTEST_UNWRITTEN_F32

@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence, Tuple
 
 from . import abi
+from .quantized import QUANTIZED
 
 FEATURES = tuple(name for name in abi.CAPABILITIES if name not in ("decode", "backward"))
-PRECISIONS = tuple(abi.FORMATS)  # "f32", "bf16", "f16"
+KV_FORMATS = tuple(abi.FORMATS)  # K and V storage: also the 2.4 quantized formats
+PRECISIONS = tuple(name for name in KV_FORMATS if name not in QUANTIZED)  # "f32", "bf16", "f16"
 PATH_NAME_BYTES = 31
 
 
@@ -23,9 +25,9 @@ def _fail(where, message):
     raise DeclarationError("%s: %s" % (where, message))
 
 
-def _format(where, value):
-    if value not in PRECISIONS:
-        _fail(where, "%r is not a number format (expected one of %s)" % (value, ", ".join(map(repr, PRECISIONS))))
+def _format(where, value, known=PRECISIONS):
+    if value not in known:
+        _fail(where, "%r is not a number format here (expected one of %s)" % (value, ", ".join(map(repr, known))))
     return value
 
 
@@ -73,7 +75,8 @@ class Precision:
     """Where the kernel rounds (attest_precision_spec). Formats are "f32", "bf16" or "f16".
 
     q, k, v, o and bias are storage formats: a bf16 / f16 buffer arrives (and O leaves) as uint16
-    bit patterns. scores: q.k is accumulated in; p: P is rounded to it before P.V ("f32": not
+    bit patterns; k and v may also be quantized ("q8", "q4", "q8_token", "q8_head", "e4m3",
+    "e5m2": they arrive as attest_kernel.quantized.QuantizedRows, codes and scales). scores: q.k is accumulated in; p: P is rounded to it before P.V ("f32": not
     rounded); accumulator: P.V (and the softmax sum, unless weight_sum names another) is
     accumulated in; exp_ulps: the worst error of one exp in ulps (0 means 1). weight_sum: None,
     or the format the softmax sum is accumulated in apart from P.V. pv_unnormalised: P.V summed
@@ -95,8 +98,10 @@ class Precision:
     v_entry: str = "f32"
 
     def __post_init__(self):
-        for name in ("q", "k", "v", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"):
+        for name in ("q", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"):
             _format("precision." + name, getattr(self, name))
+        for name in ("k", "v"):
+            _format("precision." + name, getattr(self, name), KV_FORMATS)
         if self.weight_sum is not None:
             _format("precision.weight_sum", self.weight_sum)
         _number("precision.exp_ulps", self.exp_ulps)
@@ -124,7 +129,8 @@ class Contract:
     every input finite (otherwise masked keys may hold NaN or inf). max_abs_value: 0, or the
     largest |V| of a visible key the kernel is built for (at least 1). alibi_slopes: "arbitrary"
     or "standard" (only the geometric set; alibi_max_bias, 0 meaning 8). decode_only: no
-    forward, certified through decode only. decode_lse_optional: a decode step may skip LSE."""
+    forward, certified through decode only. decode_lse_optional: a decode step may skip LSE.
+    deterministic_backward: the backward's gradients are bitwise the same on every call."""
     head_dims: Sequence[int] = ()
     head_dim: Optional[Tuple[int, int]] = None
     batch: Optional[Tuple[int, int]] = None
@@ -144,6 +150,7 @@ class Contract:
     alibi_max_bias: float = 0.0
     decode_only: bool = False
     decode_lse_optional: bool = False
+    deterministic_backward: bool = False
 
     def __post_init__(self):
         dims = self.head_dims
@@ -153,7 +160,7 @@ class Contract:
         for name in ("head_dim", "batch", "heads", "q_len", "k_len", "q_offset"):
             object.__setattr__(self, name, _range("contract." + name, getattr(self, name), name == "q_offset"))
         for name in ("dk_equals_dv", "default_scale_only", "causal_required", "self_attention_only", "inputs_finite",
-                     "decode_only", "decode_lse_optional"):
+                     "decode_only", "decode_lse_optional", "deterministic_backward"):
             object.__setattr__(self, name, _flag("contract." + name, getattr(self, name)))
         _int("contract.query_tile", self.query_tile, 0, I32_MAX)
         _int("contract.key_tile", self.key_tile, 0, I32_MAX)
@@ -174,7 +181,13 @@ class Declaration:
     "alibi", "bias", "sinks", "lookahead"). empty_rows: "zero" (O = 0, LSE = -inf) or "nan".
     paths: (name, Precision) for each internal path that rounds elsewhere than `precision`
     (the kernel names the path that served a call by returning (o, lse, path)). decode: None, or
-    a function config -> session for attest's decode checks (see README.md)."""
+    a function config -> session for attest's decode checks (see README.md). backward: None, or a
+    function (problem, grad) -> (dq, dk, dv) or (dq, dk, dv, dsinks) (grad.o, grad.lse, grad.d_o,
+    grad.threads; float32 kernels only). cache_policy: which positions a decoder's sessions keep:
+    "full", "window" (cache_recent), "sinks_recent" (cache_sinks, cache_recent) or "explicit" (each
+    session's retained(b, t) returns the positions query t of its last step attended in sequence b).
+    page_tokens > 0: block tables, with page_bytes(config) -> bytes of one page and
+    decode_paged(config, step) -> (o, lse) per sequence (see attest_kernel.paged)."""
     name: str
     features: Sequence[str] = ()
     empty_rows: str = "zero"
@@ -182,6 +195,13 @@ class Declaration:
     contract: Contract = field(default_factory=Contract)
     paths: Sequence[Tuple[str, Precision]] = ()
     decode: Optional[Callable] = None
+    backward: Optional[Callable] = None
+    cache_policy: str = "full"
+    cache_sinks: int = 0
+    cache_recent: int = 0
+    page_tokens: int = 0
+    page_bytes: Optional[Callable] = None
+    decode_paged: Optional[Callable] = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name or len(self.name.encode()) > 63:
@@ -191,8 +211,7 @@ class Declaration:
             _fail("features", "%r is not a list of feature names" % (features,))
         for feature in features:
             if feature in ("decode", "backward"):
-                hint = ("give Declaration(decode=...) instead" if feature == "decode"
-                        else "this package does not serve BACKWARD yet (the C++ server does)")
+                hint = "give Declaration(%s=...) instead" % feature
                 _fail("features", "%r is not declared by name: %s" % (feature, hint))
             if feature not in FEATURES:
                 _fail("features", "unknown feature %r (known: %s)" % (feature, ", ".join(FEATURES)))
@@ -205,6 +224,14 @@ class Declaration:
             _fail("contract", "%r is not an attest_kernel.Contract" % (self.contract,))
         if self.decode is not None and not callable(self.decode):
             _fail("decode", "%r is not callable" % (self.decode,))
+        for name in ("backward", "page_bytes", "decode_paged"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                _fail(name, "%r is not callable" % (getattr(self, name),))
+        if self.backward is not None and self.precision != Precision():
+            _fail("backward", "attest sends a backward only to a kernel whose storage and arithmetic are f32")
+        if self.contract.deterministic_backward and self.backward is None:
+            _fail("contract.deterministic_backward", "needs Declaration(backward=...)")
+        self._check_cache()
         if self.contract.decode_only and self.decode is None:
             _fail("contract.decode_only", "a decode-only kernel needs Declaration(decode=...)")
         if self.contract.causal_required and "causal" not in self.features:
@@ -227,6 +254,24 @@ class Declaration:
             paths.append((name, precision))
         object.__setattr__(self, "paths", tuple(paths))
 
+    def _check_cache(self):
+        if self.cache_policy not in abi.CACHE_POLICIES:
+            _fail("cache_policy", "%r is not one of %s" % (self.cache_policy, ", ".join(abi.CACHE_POLICIES)))
+        sinks = _int("cache_sinks", self.cache_sinks, 0, I32_MAX)
+        recent = _int("cache_recent", self.cache_recent, 0, I32_MAX)
+        if self.cache_policy in ("window", "sinks_recent") and recent < 1:
+            _fail("cache_recent", "cache_policy %r needs cache_recent >= 1" % self.cache_policy)
+        if (self.cache_policy == "sinks_recent") != (sinks > 0):
+            _fail("cache_sinks", "%d: at least 1 with cache_policy \"sinks_recent\", 0 otherwise" % sinks)
+        if self.cache_policy == "full" and recent:
+            _fail("cache_recent", "%d with cache_policy \"full\" (0 there)" % recent)
+        if _int("page_tokens", self.page_tokens, 0, I32_MAX) and (self.page_bytes is None or self.decode_paged is None):
+            _fail("page_tokens", "block tables need Declaration(page_bytes=..., decode_paged=...)")
+        if not self.page_tokens and (self.page_bytes is not None or self.decode_paged is not None):
+            _fail("page_tokens", "page_bytes and decode_paged need page_tokens >= 1")
+        if (self.cache_policy != "full" or self.page_tokens) and self.decode is None:
+            _fail("cache_policy", "a cache policy and block tables belong to a decoder: give Declaration(decode=...)")
+
     @property
     def capabilities(self):
         """The ATTEST_CAP_* bits."""
@@ -235,6 +280,8 @@ class Declaration:
             bits |= abi.CAPABILITIES[feature]
         if self.decode is not None:
             bits |= abi.CAPABILITIES["decode"]
+        if self.backward is not None:
+            bits |= abi.CAPABILITIES["backward"]
         return bits
 
     def has(self, feature):

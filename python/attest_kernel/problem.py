@@ -2,6 +2,7 @@
 import numpy as np
 
 from . import abi
+from .quantized import QuantizedRows
 from .storage import to_float32, to_torch
 
 SHAPE_FIELDS = ("batch", "heads", "kv_heads", "q_len", "k_len", "head_dim", "value_dim")
@@ -86,8 +87,11 @@ class Problem:
         return mask
 
     def float32(self, name):
-        """q, k, v or bias as float32 values, whatever their storage format."""
+        """q, k, v or bias as float32 values, whatever their storage format (quantized K/V decoded
+        exactly: scale times code)."""
         value = getattr(self, name)
+        if isinstance(value, QuantizedRows):
+            return value.float32()
         return None if value is None else to_float32(value, self.storage[name])
 
     def torch(self, name):
@@ -108,7 +112,8 @@ class Problem:
 class DecodeConfig:
     """A decode session's configuration: batch, heads, kv_heads, head_dim, value_dim, scale, window,
     chunk, lookahead, rope, rope_base, softcap, alibi_slopes [H] or None, sinks [H] or None; the
-    session is causal, its first step's queries and keys at position 0. `storage` as Problem's."""
+    session is causal, its first step's queries and keys at position 0. `storage` as Problem's.
+    k_scales, v_scales: [B][Hkv] float32 static scales of q8_head K and V, else None."""
 
     def __init__(self, fields, declaration):
         self.__dict__.update(fields)

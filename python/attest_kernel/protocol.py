@@ -8,8 +8,9 @@ import traceback
 
 import numpy as np
 
-from . import abi, wire
+from . import abi, quantized, wire
 from .declaration import Declaration, DeclarationError
+from .paged import PagedStep
 from .problem import DecodeConfig, Problem
 from .storage import from_float32, is_torch_tensor, numpy_dtype, to_float32, torch_to_numpy
 from .wire import ProtocolError
@@ -207,6 +208,7 @@ class Server:
         self.load_error = load_error
         self.log = log if log is not None else sys.stderr
         self.sessions = {}
+        self.lengths = {}  # session -> (tokens held, tokens of its last step)
         self.next_session = 1
         self.failures = 0
         if load_error is None:
@@ -238,8 +240,7 @@ class Server:
                     return 2
                 if kind == wire.BYE:
                     return 0
-                handler = {wire.HELLO: self.hello, wire.FORWARD: self.forward, wire.DECODE_OPEN: self.decode_open,
-                           wire.DECODE_STEP: self.decode_step, wire.DECODE_CLOSE: self.decode_close}.get(kind)
+                handler = self.handlers().get(kind)
                 if handler is None:
                     raise ProtocolError("unexpected message type %d (%s)" % (kind, wire.TYPE_NAMES.get(kind, "?")))
                 if handler(wire.Reader(payload)) is False:
@@ -261,6 +262,13 @@ class Server:
             except OSError:
                 pass
             return 2
+
+    def handlers(self):
+        """The handler of each message attest sends (every one the table lists as attest's)."""
+        return {wire.HELLO: self.hello, wire.FORWARD: self.forward, wire.DECODE_OPEN: self.decode_open,
+                wire.DECODE_STEP: self.decode_step, wire.DECODE_CLOSE: self.decode_close, wire.BACKWARD: self.backward,
+                wire.DECODE_RETAINED: self.decode_retained, wire.PAGE_BYTES: self.page_bytes,
+                wire.DECODE_PAGED: self.decode_paged}
 
     def hello(self, r):
         version = r.u32()
@@ -322,6 +330,7 @@ class Server:
         if status == abi.OK:
             number, self.next_session = self.next_session, self.next_session + 1
             self.sessions[number] = (session, config)
+            self.lengths[number] = (0, 0)  # tokens held, tokens of the last step
         self.channel.write_frame(wire.DECODE_OPENED, wire.encode_decode_opened(status, error, number))
 
     def decode_step(self, r):
@@ -337,7 +346,17 @@ class Server:
                   "v": (c.batch, c.kv_heads, n, c.value_dim)}
         arrays = {}
         for name, raw in (("q", q), ("k", k), ("v", v)):
-            dtype = numpy_dtype(self.storage[name])
+            fmt = self.storage[name]
+            if fmt in quantized.QUANTIZED:
+                scales = getattr(c, name + "_scales", None) if fmt == "q8_head" else None
+                if fmt == "q8_head" and scales is None:
+                    raise ProtocolError("a q8_head session opened without its static scales")
+                try:
+                    arrays[name] = quantized.decode(raw, fmt, shapes[name], scales)
+                except ValueError:
+                    raise ProtocolError("decode step arrays do not match n and the session's configuration")
+                continue
+            dtype = numpy_dtype(fmt)
             if raw.size != int(np.prod(shapes[name])) * dtype.itemsize:
                 raise ProtocolError("decode step arrays do not match n and the session's configuration")
             values = raw.view(dtype)
@@ -346,6 +365,8 @@ class Server:
             arrays[name] = values
         who = "the decode session's step"
         status, error, result = self._call(lambda a: session.step(a["q"], a["k"], a["v"], want_lse), arrays, who)
+        if status == abi.OK:
+            self.lengths[number] = (self.lengths[number][0] + n, n)
         o_bytes, lse, path = b"", None, ""
         if status == abi.OK:
             try:
@@ -364,9 +385,145 @@ class Server:
         number = r.u64()
         r.expect_end()
         entry = self.sessions.pop(number, None)
+        self.lengths.pop(number, None)
         if entry is not None and callable(getattr(entry[0], "close", None)):
             self._call(lambda session: session.close(), entry[0], "the decode session's close")
         self.channel.write_frame(wire.CLOSED)
+
+    # --- ABI 2.3: the backward ---------------------------------------------------------------------
+
+    def backward(self, r):
+        if self.declaration.backward is None:
+            raise ProtocolError("BACKWARD sent to a kernel declared without backward")
+        problem = Problem(wire.decode_problem_fields(r, self.storage), self.declaration)
+        threads, o, lse, d_o = r.i32(), r.array("u1"), r.array("<f4"), r.array("u1")
+        if o.size % 4 or d_o.size % 4:
+            raise ProtocolError("backward arrays o and d_o are not float32")
+        o, d_o = o.view("<f4"), d_o.view("<f4")
+        r.expect_end()
+        if lse.size != int(np.prod(problem.lse_shape)) or o.size != int(np.prod(problem.o_shape)) or d_o.size != o.size:
+            raise ProtocolError("backward arrays o, lse and d_o do not match the shape")
+        grad = Gradient(o.reshape(problem.o_shape), lse.reshape(problem.lse_shape), d_o.reshape(problem.o_shape), threads)
+        who = "the backward %s" % getattr(self.declaration.backward, "__name__", "function")
+        status, error, result = self._call(lambda p: self.declaration.backward(p, grad), problem, who)
+        out = {"status": status, "error": error}
+        if status == abi.OK:
+            try:
+                out.update(self._gradients(problem, result, who))
+            except OutputError as e:
+                out = {"status": abi.INTERNAL_ERROR, "error": _cut(str(e))}
+            except Exception as e:
+                out = {"status": abi.INTERNAL_ERROR, "error": _cut("the gradients could not be read: " + describe_exception(e))}
+        self.channel.write_frame(wire.BACKWARD_RESULT, wire.encode_message(wire.BACKWARD_RESULT, **out))
+
+    @staticmethod
+    def _gradients(problem, result, who):
+        if not isinstance(result, tuple) or len(result) not in (3, 4):
+            raise OutputError("%s returned %s; expected (dq, dk, dv) or (dq, dk, dv, dsinks)" % (who, type(result).__name__))
+        B, H, Hkv, Tq, Tk = problem.batch, problem.heads, problem.kv_heads, problem.q_len, problem.k_len
+        shapes = {"dq": ((B, H, Tq, problem.head_dim), "[B][H][Tq][Dk]"), "dk": ((B, Hkv, Tk, problem.head_dim),
+                  "[B][Hkv][Tk][Dk]"), "dv": ((B, Hkv, Tk, problem.value_dim), "[B][Hkv][Tk][Dv]")}
+        out = {name: convert_output(value, "f32", shapes[name][0], name, shapes[name][1])
+               for name, value in zip(("dq", "dk", "dv"), result)}
+        dsinks = result[3] if len(result) == 4 else None
+        if problem.sinks is not None:
+            if dsinks is None:
+                raise OutputError("%s returned no dsinks, and the problem has sinks: return (dq, dk, dv, dsinks)" % who)
+            out["dsinks"] = convert_output(dsinks, "f32", (H,), "dsinks", "[H]")
+        return out
+
+    # --- ABI 2.4: retained positions and block tables ----------------------------------------------
+
+    def decode_retained(self, r):
+        number, b, t = r.u64(), r.i32(), r.i32()
+        r.expect_end()
+        if number not in self.sessions:
+            raise ProtocolError("retained positions of an unknown session")
+        session, config = self.sessions[number]
+        length, last = self.lengths[number]
+        if not 0 <= b < config.batch or not 0 <= t < last:
+            raise ProtocolError("retained positions of a query outside the session's last step")
+        capacity = length - last + t + 1  # a query at position p attends at most p + 1 positions
+        retained = getattr(session, "retained", None)
+        status, error, positions = abi.UNSUPPORTED, "the session has no retained(b, t)", None
+        if callable(retained):
+            status, error, positions = self._call(lambda _: retained(b, t), None, "the session's retained")
+        if status == abi.OK:
+            try:
+                positions = np.asarray(positions, dtype=np.int64).reshape(-1)
+                if positions.size > capacity:
+                    raise ValueError("%d positions (capacity %d)" % (positions.size, capacity))
+            except (TypeError, ValueError) as e:
+                status, error, positions = abi.INTERNAL_ERROR, _cut("retained(%d, %d) returned %s" % (b, t, e)), None
+        self.channel.write_frame(wire.RETAINED, wire.encode_message(wire.RETAINED, status=status, error=error,
+                                                                    positions=positions))
+
+    def _page_bytes(self, config):
+        return self._call(self.declaration.page_bytes, config, "page_bytes")
+
+    def page_bytes(self, r):
+        config = DecodeConfig(wire.decode_decode_open(r, scales_follow=True), self.declaration)
+        r.expect_end()
+        status, error, size = abi.UNSUPPORTED, "no block tables (page_tokens 0)", 0
+        if self.declaration.page_tokens:
+            status, error, size = self._page_bytes(config)
+        if status == abi.OK and (isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1):
+            status, error, size = abi.INTERNAL_ERROR, "page_bytes returned %r, not a positive int" % (size,), 0
+        self.channel.write_frame(wire.PAGE_BYTES_RESULT, wire.encode_message(wire.PAGE_BYTES_RESULT, status=status,
+                                                                             error=error, bytes=int(size or 0)))
+
+    def decode_paged(self, r):
+        if not self.declaration.page_tokens:
+            raise ProtocolError("DECODE_PAGED to a kernel without block tables")
+        config = DecodeConfig(wire.decode_decode_open(r, scales_follow=True), self.declaration)
+        fields = wire.decode_paged_step(r)
+        status, _, own = self._page_bytes(config)
+        if status != abi.OK or own != fields["page_bytes"] or fields["pool"].size % max(own, 1):
+            raise ProtocolError("DECODE_PAGED with pages of %d bytes; the kernel's are %r" % (fields["page_bytes"], own))
+        if fields["tables"].size != config.batch * fields["table_width"] or len(fields["counts"]) != config.batch \
+                or len(fields["lengths"]) != config.batch:
+            raise ProtocolError("paged step: tables, lengths and counts do not match the batch")
+        step = PagedStep(fields, config, self.declaration.page_tokens)
+        try:
+            step.check_sizes()
+        except ValueError as e:
+            raise ProtocolError(str(e))
+        who = "decode_paged"
+        status, error, result = self._call(lambda s: self.declaration.decode_paged(config, s), step, who)
+        out = {"status": status, "error": error, "pool": step.pool}
+        if status == abi.OK:
+            try:
+                out.update(self._paged_outputs(config, step, result, who))
+            except OutputError as e:
+                out.update(status=abi.INTERNAL_ERROR, error=_cut(str(e)))
+            except Exception as e:
+                out.update(status=abi.INTERNAL_ERROR, error=_cut("the outputs could not be read: " + describe_exception(e)))
+        self.channel.write_frame(wire.DECODE_PAGED_RESULT, wire.encode_message(wire.DECODE_PAGED_RESULT, **out))
+
+    def _paged_outputs(self, config, step, result, who):
+        o_list, lse_list, path = split_result(result, step.want_lse, who)
+        if len(o_list) != config.batch or (lse_list is not None and len(lse_list) != config.batch):
+            raise OutputError("%s returned outputs for %d sequences; the batch is %d (one [H][n][Dv] o each)"
+                              % (who, len(o_list), config.batch))
+        o_parts, lse_parts = [], []
+        for b in range(config.batch):
+            n = int(step.counts[b])
+            if n == 0:
+                continue
+            o_parts.append(convert_output(o_list[b], self.storage["o"], (config.heads, n, config.value_dim),
+                                          "o[%d]" % b, "[H][n][Dv]").reshape(-1))
+            if lse_list is not None:
+                lse_parts.append(convert_output(lse_list[b], "f32", (config.heads, n), "lse[%d]" % b, "[H][n]").reshape(-1))
+        o = np.concatenate(o_parts) if o_parts else np.zeros(0, dtype=np.float32)
+        return {"o": o, "lse": np.concatenate(lse_parts) if lse_parts else None, "path": path}
+
+
+class Gradient:
+    """What a backward receives besides the problem: o [B][H][Tq][Dv] and lse [B][H][Tq] (the forward's,
+    as attest computed them), d_o [B][H][Tq][Dv] (the loss gradient), threads (0: the kernel's choice)."""
+
+    def __init__(self, o, lse, d_o, threads):
+        self.o, self.lse, self.d_o, self.threads = o, lse, d_o, threads
 
 
 def serve(function, declaration=None, channel=None):

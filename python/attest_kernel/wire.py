@@ -5,21 +5,20 @@ import struct
 
 import numpy as np
 
-from . import abi
+from . import _interface, abi
+from . import quantized
 from .storage import itemsize, numpy_dtype
 
 MAGIC = 0x54535441  # bytes "ATST"
-VERSION = 3
+VERSION = _interface.VERSION["protocol"]
 MAX_PAYLOAD = 1 << 34  # 16 GiB: refuse anything larger
 HEADER = struct.Struct("<IIQ")
 
-HELLO, DESCRIPTOR, FORWARD, FORWARD_RESULT = 1, 2, 3, 4
-DECODE_OPEN, DECODE_OPENED, DECODE_STEP, DECODE_RESULT, DECODE_CLOSE, CLOSED = 5, 6, 7, 8, 9, 10
-BYE, ERROR, FAULT, BACKWARD, BACKWARD_RESULT = 11, 12, 13, 14, 15
-LAST_TYPE = 15
-TYPE_NAMES = {1: "HELLO", 2: "DESCRIPTOR", 3: "FORWARD", 4: "FORWARD_RESULT", 5: "DECODE_OPEN", 6: "DECODE_OPENED",
-              7: "DECODE_STEP", 8: "DECODE_RESULT", 9: "DECODE_CLOSE", 10: "CLOSED", 11: "BYE", 12: "ERROR",
-              13: "FAULT", 14: "BACKWARD", 15: "BACKWARD_RESULT"}
+# The frame types, by the table's names (HELLO, DESCRIPTOR, ..., DECODE_PAGED_RESULT): module constants.
+TYPES = {name: row[0] for name, row in _interface.MESSAGES.items()}
+globals().update(TYPES)
+LAST_TYPE = max(TYPES.values())
+TYPE_NAMES = {number: name for name, number in TYPES.items()}
 
 
 class ProtocolError(Exception):
@@ -175,7 +174,7 @@ def _write_precision_2_1(w, p):
 
 
 def encode_descriptor(declaration):
-    """DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (no declared paths) and 2.3 sections."""
+    """DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (no declared paths), 2.3 and 2.4 sections."""
     d, c = declaration, declaration.contract
     w = Writer()
     w.u32(abi.ABI_VERSION).str(d.name).u32(d.capabilities).i32(abi.EMPTY_ROWS[d.empty_rows])
@@ -196,7 +195,12 @@ def encode_descriptor(declaration):
         _write_precision_2_0(w, precision)
         _write_precision_2_1(w, precision)
     w.u32(0)  # 2.2: no declared path predicates
-    w.i32(0)  # 2.3: deterministic_backward (no backward served)
+    w.i32(int(c.deterministic_backward))  # 2.3
+    cache = (abi.CACHE_POLICIES[d.cache_policy], d.cache_sinks, d.cache_recent, int(d.cache_policy == "explicit"),
+             d.page_tokens)
+    if any(cache):  # 2.4, written only when it says something (as process_protocol.hpp)
+        for value in cache:
+            w.i32(value)
     return w.bytes()
 
 
@@ -249,6 +253,12 @@ def decode_descriptor(payload):
     if r.at_end():
         return d
     c["deterministic_backward"] = r.i32()
+    if r.at_end():
+        return d
+    names = {code: name for name, code in abi.CACHE_POLICIES.items()}
+    d["cache_policy"] = names.get(r.i32(), "?")
+    for name in ("cache_sinks", "cache_recent", "reports_retained", "page_tokens"):
+        d[name] = r.i32()
     r.expect_end()
     return d
 
@@ -292,6 +302,11 @@ def decode_problem_fields(r, storage):
     B, H, Hkv, Tq, Tk, Dk, Dv = (p[n] for n in ("batch", "heads", "kv_heads", "q_len", "k_len", "head_dim", "value_dim"))
 
     def buffer(raw, fmt, shape, what):
+        if fmt in quantized.QUANTIZED:
+            try:
+                return quantized.decode(raw, fmt, shape)
+            except ValueError:
+                raise ProtocolError("array %s does not match the shape" % what)
         if raw.size != _dims_product(*shape) * itemsize(fmt):
             raise ProtocolError("array %s does not match the shape" % what)
         values = raw.view(numpy_dtype(fmt))
@@ -372,15 +387,20 @@ def decode_forward_result(payload):
 
 
 def encode_decode_open(batch, heads, kv_heads, head_dim, value_dim, scale, window=0, chunk=0, lookahead=0, rope=False,
-                       rope_base=10000.0, softcap=0.0, alibi_slopes=None, sinks=None):
+                       rope_base=10000.0, softcap=0.0, alibi_slopes=None, sinks=None, k_scales=None, v_scales=None,
+                       scales_follow=False):
     w = Writer()
     for x in (batch, heads, kv_heads, head_dim, value_dim):
         w.i32(x)
     w.f64(scale).array([window, chunk, lookahead], "<i4").i32(int(bool(rope))).f64(rope_base).f64(softcap)
-    return w.array(alibi_slopes, "<f4").array(sinks, "<f4").bytes()
+    w.array(alibi_slopes, "<f4").array(sinks, "<f4")
+    if scales_follow or k_scales is not None:
+        w.array(k_scales, "<f4").array(v_scales, "<f4")
+    return w.bytes()
 
 
-def decode_decode_open(r):
+def decode_decode_open(r, scales_follow=False):
+    """A decode configuration (DECODE_OPEN; with scales_follow, the head of PAGE_BYTES and DECODE_PAGED)."""
     c = {}
     for name in ("batch", "heads", "kv_heads", "head_dim", "value_dim"):
         c[name] = r.i32()
@@ -392,7 +412,16 @@ def decode_decode_open(r):
         raise ProtocolError("an integer mask term this package does not know is set")
     c["rope"], c["rope_base"], c["softcap"] = bool(r.i32()), r.f64(), r.f64()
     slopes, sinks = r.array("<f4"), r.array("<f4")
-    r.expect_end()
+    k_scales = v_scales = np.zeros(0, dtype=np.float32)
+    if scales_follow or not r.at_end():  # 2.4: q8_head's static scales, [B][Hkv] each
+        k_scales, v_scales = r.array("<f4"), r.array("<f4")
+    if not scales_follow:
+        r.expect_end()
+    heads = c["batch"] * c["kv_heads"]
+    if (k_scales.size or v_scales.size) and (k_scales.size != heads or v_scales.size != heads):
+        raise ProtocolError("decode k_scales and v_scales must hold B x Hkv values each")
+    c["k_scales"] = k_scales.reshape(c["batch"], c["kv_heads"]) if k_scales.size else None
+    c["v_scales"] = v_scales.reshape(c["batch"], c["kv_heads"]) if v_scales.size else None
     for name in ("batch", "heads", "kv_heads", "head_dim", "value_dim"):
         if not 1 <= c[name] <= (1 << 30):
             raise ProtocolError("decode configuration field out of range")
@@ -446,3 +475,67 @@ def decode_string(payload):
     s = r.str()
     r.expect_end()
     return s
+
+
+# --- the table's messages, field by field -----------------------------------------------------------
+
+_SCALARS = {"u32", "i32", "u64", "i64", "f64", "str"}
+_ARRAYS = {"u8_array": "u1", "i32_array": "<i4", "i64_array": "<i8", "f32_array": "<f4"}
+
+
+def message_fields(kind):
+    """The (type, name) fields of message `kind` (a number or a name), as the table lists them."""
+    name = TYPE_NAMES[kind] if isinstance(kind, int) else kind
+    return _interface.MESSAGES[name][2]
+
+
+def encode_message(kind, **values):
+    """The payload of a message whose fields are numbers, strings and arrays, from the table's
+    field list (a missing number is 0, a missing string "", a missing array empty)."""
+    w = Writer()
+    for field_type, name in message_fields(kind):
+        value = values.pop(name, None)
+        if field_type in _SCALARS:
+            getattr(w, field_type)("" if value is None and field_type == "str" else value or 0)
+        elif field_type == "u8_array":
+            w.bytes_array(b"" if value is None else value)
+        elif field_type in _ARRAYS:
+            w.array(value, _ARRAYS[field_type])
+        else:
+            raise ValueError("message %s: field %s of type %s is not encoded field by field" % (kind, name, field_type))
+    if values:
+        raise ValueError("message %s has no field %s" % (kind, ", ".join(sorted(values))))
+    return w.bytes()
+
+
+def decode_message(kind, payload):
+    """{name: value} of a message whose fields are numbers, strings and arrays (the table's list)."""
+    r = Reader(payload)
+    out = {}
+    for field_type, name in message_fields(kind):
+        if field_type in _SCALARS:
+            out[name] = getattr(r, field_type)()
+        elif field_type in _ARRAYS:
+            out[name] = r.array(_ARRAYS[field_type])
+        else:
+            raise ValueError("message %s: field %s of type %s is not decoded field by field" % (kind, name, field_type))
+    r.expect_end()
+    return out
+
+
+def decode_paged_step(r):
+    """The step of a DECODE_PAGED payload after its configuration (the paged_step layout)."""
+    step = {"page_bytes": r.i64(), "pool": r.array("u1"), "table_width": r.i32(), "tables": r.array("<i4"),
+            "lengths": r.array("<i8"), "counts": r.array("<i4"), "want_lse": bool(r.i32())}
+    step["q"], step["k"], step["v"] = r.array("u1"), r.array("u1"), r.array("u1")
+    r.expect_end()
+    return step
+
+
+def encode_paged_step(page_bytes, pool, table_width, tables, lengths, counts, want_lse, q, k, v):
+    """The paged_step layout (attest's side, for tests)."""
+    w = Writer().i64(page_bytes).bytes_array(pool).i32(table_width).array(tables, "<i4").array(lengths, "<i8")
+    w.array(counts, "<i4").i32(int(bool(want_lse)))
+    for x in (q, k, v):
+        w.bytes_array(np.ascontiguousarray(x))
+    return w.bytes()

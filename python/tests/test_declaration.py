@@ -1,4 +1,5 @@
 """Declarations are checked when built: a wrong name or value is refused before anything is served."""
+import os
 import pytest
 
 from attest_kernel import FEATURES, Contract, Declaration, DeclarationError, Precision, declare
@@ -18,7 +19,7 @@ def test_unknown_feature_refused():
 @pytest.mark.parametrize("fields, message", [
     (dict(features="causal"), "not a list of feature names"),
     (dict(features=["decode"]), "Declaration\\(decode=...\\)"),
-    (dict(features=["backward"]), "does not serve BACKWARD"),
+    (dict(features=["backward"]), r"give Declaration\(backward=...\)"),
     (dict(empty_rows="skip"), "empty_rows: 'skip'"),
     (dict(name=""), "name: ''"),
     (dict(precision="bf16"), "not an attest_kernel.Precision"),
@@ -104,3 +105,13 @@ def test_declaration_named_on_the_command_line(serve_kernel):
     kind, payload = served.hello()
     assert kind == wire.DESCRIPTOR and wire.decode_descriptor(payload)["name"] == "test-reference"
     assert served.finish()[0] == 0
+
+
+def test_version_names_the_protocol_and_abi_of_the_table():
+    import subprocess
+    import sys
+    from attest_kernel import abi, wire
+    out = subprocess.run([sys.executable, "-m", "attest_kernel", "--version"], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert "process protocol %d, C ABI %d.%d" % (wire.VERSION, abi.ABI_MAJOR, abi.ABI_MINOR) in out.stdout

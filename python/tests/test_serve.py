@@ -172,7 +172,7 @@ def test_decode_session(serve_kernel):
 
 
 @pytest.mark.parametrize("raw, message", [
-    (wire.encode_frame(wire.BACKWARD, b""), "unexpected message type 14 (BACKWARD)"),
+    (wire.encode_frame(wire.BACKWARD, b""), "BACKWARD sent to a kernel declared without backward"),
     (wire.encode_frame(wire.FORWARD, b"\x01\x00"), "message ends early"),
     (b"GET / HTTP/1.1\r\n\r\n", "bad frame magic"),
 ])

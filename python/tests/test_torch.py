@@ -106,3 +106,13 @@ def test_verdict_as_recorded(runs, kernel):
     else:
         assert run.returncode == 0 and re.search(r"^CERTIFIED ", run.stdout, re.M), output
         assert "NOT CERTIFIED" not in run.stdout, output
+
+
+def test_a_torch_autograd_backward_is_certified(tmp_path):
+    """torch.autograd.grad of a torch attention, served as the kernel's backward."""
+    from test_end_to_end import ATTEST, certify
+    if not ATTEST:
+        pytest.skip("set ATTEST to the attest binary to run attest end to end")
+    run = certify("training_kernels.py:torch_training", tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "CERTIFIED torch-autograd for " in run.stdout and ", backward;" in run.stdout

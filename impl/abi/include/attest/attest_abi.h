@@ -51,6 +51,8 @@ extern "C" {
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
 #define ATTEST_ABI_MINOR 4 /* version 2.4: the fields marked 2.1 to 2.4 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
+/* Every constant below has its row, with the version that added it, in attest/interface/*.def
+ * (interface_table_test checks both ways). */
 
 typedef enum attest_status {
   ATTEST_OK = 0,

@@ -23,39 +23,31 @@
 namespace attest::protocol {
 
 inline constexpr std::uint32_t kMagic = 0x54535441u;  // bytes 'A' 'T' 'S' 'T'
-inline constexpr std::uint32_t kVersion = 3;  // 3: the integer mask terms travel as one i32 array
+// The protocol version: the table's (attest/interface/version.def; 3: the integer mask terms travel as one i32 array).
+#define ATTEST_INTERFACE_VERSION(abi_major, abi_minor, protocol) inline constexpr std::uint32_t kVersion = protocol;
+#include "attest/interface/version.def"
+#undef ATTEST_INTERFACE_VERSION
 inline constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 34;  // 16 GiB: refuse anything larger
 // The largest descriptor attest reads: its path names and predicates are what make one long.
 inline constexpr std::uint64_t kMaxDescriptorBytes = 64 * 1024;
 
+// The frame types and their payloads: attest/interface/messages.def (who sends each, and when).
 enum class Type : std::uint32_t {
-  kHello = 1,          // attest -> kernel: u32 protocol version
-  kDescriptor = 2,     // kernel -> attest: see write_descriptor
-  kForward = 3,        // attest -> kernel: a problem (see write_problem)
-  kForwardResult = 4,  // kernel -> attest: i32 status, str error, str path, str fault, u8[] o, f32[] lse
-  kDecodeOpen = 5,     // attest -> kernel: decode config (see write_decode_config)
-  kDecodeOpened = 6,   // kernel -> attest: i32 status, str error, u64 session
-  kDecodeStep = 7,     // attest -> kernel: u64 session, i32 n, i32 want_lse, u8[] q, u8[] k, u8[] v
-  kDecodeResult = 8,   // kernel -> attest: i32 status, str error, str path, u8[] o, f32[] lse
-  kDecodeClose = 9,    // attest -> kernel: u64 session
-  kClosed = 10,        // kernel -> attest: empty
-  kBye = 11,           // attest -> kernel: empty; the kernel exits 0
-  kError = 12,         // kernel -> attest: str message; the kernel cannot serve (load error)
-  kFault = 13,         // kernel -> attest: str message; the call touched memory outside its buffers
-  // ABI 2.3 (sent only to a kernel that declares ATTEST_CAP_BACKWARD, so version 3 still):
-  kBackward = 14,        // attest -> kernel: a problem, i32 threads, u8[] o, f32[] lse, u8[] d_o
-  kBackwardResult = 15,  // kernel -> attest: i32 status, str error, str path, str fault, u8[] dq, dk, dv, f32[] dsinks
-  // ABI 2.4 (sent only to a kernel that declares ATTEST_CACHE_EXPLICIT):
-  kDecodeRetained = 16,  // attest -> kernel: u64 session, i32 b, i32 t
-  kRetained = 17,        // kernel -> attest: i32 status, str error, i64[] positions
-  // ABI 2.4 (sent only to a kernel that declares page_tokens > 0):
-  kPageBytes = 18,        // attest -> kernel: a decode config
-  kPageBytesResult = 19,  // kernel -> attest: i32 status, str error, i64 bytes
-  kDecodePaged = 20,      // attest -> kernel: a decode config, then the step (see write_paged_step)
-  kDecodePagedResult = 21,  // kernel -> attest: i32 status, str error, str path, str fault, u8[] pool, u8[] o, f32[] lse
+#define ATTEST_MESSAGE(Name, id, major, minor) k##Name = id,
+#define ATTEST_MESSAGE_FIELD(Name, type, field)
+#include "attest/interface/messages.def"
+#undef ATTEST_MESSAGE
+#undef ATTEST_MESSAGE_FIELD
 };
 
-inline constexpr std::uint32_t kLastType = 21;
+// The largest type: the table's last row (interface_table_test checks the ids run 1, 2, ...).
+inline constexpr std::uint32_t kLastType = 0
+#define ATTEST_MESSAGE(Name, id, major, minor) +1
+#define ATTEST_MESSAGE_FIELD(Name, type, field)
+#include "attest/interface/messages.def"
+#undef ATTEST_MESSAGE
+#undef ATTEST_MESSAGE_FIELD
+    ;
 
 class ProtocolError : public std::runtime_error {
  public:

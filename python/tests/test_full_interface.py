@@ -1,0 +1,23 @@
+"""attest certifying Python kernels through the ABI 2.3 and 2.4 messages: q8 K/V with block tables,
+a numpy backward, and a wrong gradient caught. Needs ATTEST; skipped without it."""
+from test_end_to_end import ATTEST, certify  # noqa: F401 (ATTEST: the skip condition)
+from test_end_to_end import pytestmark  # noqa: F401
+
+
+def test_a_q8_decoder_with_block_tables_is_certified(tmp_path):
+    run = certify("serving_kernels.py:serving", tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "CERTIFIED numpy-serving-q8 for causal, gqa, lse, decode" in run.stdout
+    assert "k q8, v q8" in run.stdout and "block tables of 16-token pages" in run.stdout
+
+
+def test_a_numpy_backward_is_certified(tmp_path):
+    run = certify("training_kernels.py:training", tmp_path)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "CERTIFIED numpy-training for " in run.stdout and ", backward;" in run.stdout
+
+
+def test_a_wrong_gradient_is_not_certified(tmp_path):
+    run = certify("training_kernels.py:wrong_dq", tmp_path)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "NOT CERTIFIED numpy-wrong-dq: failed: gradient_matches_reference" in run.stdout

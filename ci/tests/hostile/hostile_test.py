@@ -576,14 +576,14 @@ def case_kill9_host():
 def case_setsid_grandchild():
     # A plugin's grandchild that clears its death signal and calls setsid() outlived attest. The
     # kernel host now starts as the first process of its own PID namespace, and Linux kills the
-    # namespace with it. Where namespaces are not allowed (no CAP_SYS_ADMIN), README lists this
+    # namespace with it. Where namespaces are not allowed (no CAP_SYS_ADMIN), docs/trust-model.md lists this
     # escape; the case then only checks that attest still runs the kernel.
     path = own_plugin("setsid_grandchild")
     namespaces = subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode == 0
     run = certify("--kernel", path, "--budget", "0", "--no-size-stages", timeout=120, expect=(0, 1))
     require(run, "CERTIFIED")
     if not namespaces:
-        print("no PID namespaces on this machine: the escape README describes is not tested")
+        print("no PID namespaces on this machine: the escape docs/trust-model.md describes is not tested")
         return
     if not wait_until(lambda: not processes_with(path), 10):
         fail("a grandchild of the kernel outlived attest: %s" % processes_with(path))

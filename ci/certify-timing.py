@@ -5,7 +5,7 @@ Usage: ci/certify-timing.py [--build build/release] [--budgets default,quick] [-
                             [--kernels c,fp16_kv,numpy]
 Prints one line per run: wall seconds, each stage's seconds (from the certificate's per-check
 seconds), how far the long stage reached, and the verdict with attest's exit code. The verdict
-must not change with --hogs or --one-core (issue 21); the seconds are what the README quotes."""
+must not change with --hogs or --one-core; the seconds are what docs/performance.md quotes."""
 import argparse
 import json
 import multiprocessing

@@ -7,8 +7,8 @@
 #    and the saved input replays;
 #  - per harness fuzz target (fuzz/harness/: attest's own readers of files and protocol frames):
 #    replay its seeds and fuzz it for ATTEST_HARNESS_FUZZ_SECONDS (default 10).
-# The defaults are CI's time budget (issue 21: the whole .ci/run within 30 min on 2 cores; cut from
-# 30 and 20 when issue 24 added a fifth kernel target and issue 26 the Python and PyTorch tests); the
+# The defaults are CI's time budget (the whole .ci/run within 30 min on 2 cores; cut from
+# 30 and 20 when a fifth kernel target and the Python and PyTorch tests were added); the
 # mutant each kernel target must find keeps its 60 s.
 # libFuzzer runs on one core, so targets run two at a time (ATTEST_FUZZ_LANES); each one's log is
 # printed whole when it ends. Every run is bounded by its time, not by its speed.

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency from Debian 12 packages. Idempotent:
 # packages already present are skipped, so a second run costs one dpkg query.
+# --minimal leaves out python3-torch (and with it Qt5, OpenCV and GDAL): enough to build attest and
+# certify a C, C++ or Python kernel; only the PyTorch certificates' tests need torch.
 set -euo pipefail
+
+minimal=0
+case "${1:-}" in
+  "") ;;
+  --minimal) minimal=1 ;;
+  *) echo "install-deps: unknown argument '$1' (expected nothing or --minimal)" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -9,8 +18,9 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libboost-dev libmpfr-dev libgmp-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
-  libopenblas-dev libssl-dev python3 python3-numpy python3-jsonschema python3-pytest python3-torch zip unzip
+  libopenblas-dev libssl-dev python3 python3-numpy python3-jsonschema python3-pytest zip unzip
 )
+[ "$minimal" -eq 1 ] || packages+=(python3-torch)
 
 missing=()
 for p in "${packages[@]}"; do

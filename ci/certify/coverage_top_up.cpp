@@ -1,4 +1,4 @@
-// Coverage by design (DESIGN.md §10): after the random draw, every internal path gets effective
+// Coverage by design (docs/design.md#coverage-model): after the random draw, every internal path gets effective
 // cases for the coverage targets (coverage_model.h) it admits. Per path, first each class: those
 // the path was not seen with are drawn on purpose on the path's lengths; a class that never lands
 // there is not taken by the path (its learned predicate). Then each pair of the classes the path
@@ -134,7 +134,7 @@ struct TopUp {
   int strength, rounds;
 };
 
-// One path's top-up (DESIGN.md §10, above): its unseen classes, then the pairs (triples) of the
+// One path's top-up (docs/design.md#coverage-model, above): its unseen classes, then the pairs (triples) of the
 // classes it takes. Returns false when a case failed (recorded in r).
 bool top_up_path(CheckResult& r, const TopUp& t, const std::string& path, const std::set<std::string>* elsewhere) {
   // The classes the path takes: those seen on it, and those that land on it when drawn on purpose.

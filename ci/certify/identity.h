@@ -1,4 +1,4 @@
-// What a certificate certified, beyond a path or a name (issue 22): the SHA-256 of each file
+// What a certificate certified, beyond a path or a name: the SHA-256 of each file
 // that makes up the kernel, and the run's options. `attest merge` refuses shards that differ in
 // either, so shards of two builds at one path never merge into one CERTIFIED.
 #pragma once

@@ -1,4 +1,4 @@
-// The long stage as a time budget (DESIGN.md §10): which cases a kernel's measured speed lets it
+// The long stage as a time budget (docs/design.md#time-is-a-budget): which cases a kernel's measured speed lets it
 // afford, and how long each may run before it is dropped as too slow at its size.
 #pragma once
 

@@ -1,5 +1,5 @@
 // The size ladder and long-sequence stages, path discovery, and per-path top-ups of the
-// property checks (issue 16: real kernels switch code by size; each path needs its evidence).
+// property checks (real kernels switch code by size; each path needs its evidence).
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>

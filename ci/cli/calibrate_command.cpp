@@ -71,7 +71,7 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
     int overflows = 0;                       // alarms the declared arithmetic's own overflow explains
     int worst_bound_case = -1;               // where err/bound peaked (seed + case replays it)
     double worst_bound = 0, worst_use = 0, worst_kernel = 0, worst_model = 0, worst_ratio = 0;
-    // The backward (DESIGN.md §11), for a kernel that declares one: the gradient bound's alarms.
+    // The backward (docs/design.md#backward), for a kernel that declares one: the gradient bound's alarms.
     int gradient_cases = 0, gradient_alarms = 0, worst_gradient_case = -1;
     double worst_gradient = 0, worst_gradient_gate = 0;
     for (int i = 0; done < cases; ++i) {

@@ -1,7 +1,7 @@
 // A plugin shared library opened in this process. `attest kernel-host` opens plugins this way
 // (in the child, where a crash only kills the host); `attest bench --in-process` also does, to
 // time a plugin without the child process, the protocol and the guard pages. Nothing else runs a
-// plugin in attest's own process (DESIGN.md §9): the resolver always puts it in a child.
+// plugin in attest's own process (docs/design.md#containment): the resolver always puts it in a child.
 #pragma once
 
 #include <memory>

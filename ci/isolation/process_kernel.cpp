@@ -207,7 +207,7 @@ __attribute__((no_sanitize("address", "undefined"))) int exec_kernel_process(voi
 // Starts the kernel's process, as the first of a new PID namespace where the machine allows it
 // (root, or CAP_SYS_ADMIN in a container): when it exits or is killed, Linux kills every process
 // left in the namespace, a setsid() grandchild that cleared its death signal included. Elsewhere
-// a plain child (README names what may escape then). Like posix_spawn, the child shares attest's
+// a plain child (docs/trust-model.md names what may escape then). Like posix_spawn, the child shares attest's
 // memory until it execs: a fork would copy the page tables of attest's whole heap for every
 // restart (under ASan most of a crashing kernel's certify went there).
 pid_t spawn_contained(ChildSetup& setup) {

@@ -1,6 +1,6 @@
 // A kernel that runs in a child process and speaks the attest process protocol: a user's
 // program (--kernel-cmd), or `attest kernel-host` around a plugin or a built-in kernel.
-// The child is contained (DESIGN.md §9): its own process group, killed with attest (and all
+// The child is contained (docs/design.md#containment): its own process group, killed with attest (and all
 // its descendants with it), a memory limit, a per-call timeout and a whole-run deadline; the
 // protocol runs on private descriptors and its stdout goes to stderr. Crashes, hangs, faults
 // and protocol violations become KernelFailure, and the child is restarted for the next call.

@@ -347,7 +347,7 @@ def case_fp16_kv():
         sys.exit("precision_gate: %s" % gate)
 
 
-# ABI 2.1's declarations (issue 23): each example is CERTIFIED as declared, and NOT CERTIFIED with
+# ABI 2.1's declarations: each example is CERTIFIED as declared, and NOT CERTIFIED with
 # its declaration left out or its bug put in (those two at quick without the size stages: they fail
 # within the property stage).
 def not_certified_quick(library, name, *needles):
@@ -396,7 +396,7 @@ def case_declared_standard_alibi():
     not_certified_quick("broken_slope_exponent", "standard-alibi", "matches_reference")
 
 
-# ABI 2.3 (issue 24): a C training kernel's backward crosses the kernel host and is certified with
+# ABI 2.3: a C training kernel's backward crosses the kernel host and is certified with
 # every backward check effective; a bug in it fails the check that names it; a backward declared
 # without its function, or at a precision attest cannot bound yet, is refused before any check.
 GRADIENT_CHECKS = ("gradient_matches_reference", "gradient_precision_gate", "gradient_masked_keys_zero",
@@ -451,7 +451,7 @@ def case_declared_unnormalised_pv():
         sys.exit("the rescale bug shows only as overflow:\n" + out)
 
 
-# Score modifiers (DESIGN.md §2). Checks that a modifier reaches in every certificate; the
+# Score modifiers (docs/design.md#score-modifiers). Checks that a modifier reaches in every certificate; the
 # modifier's own properties (sink_takes_mass, softcap_saturates, ...) join when the catalogue has them.
 MODIFIER_CHECKS = ("matches_reference", "zero_masked_weight", "masked_inputs_have_no_influence", "empty_row_policy",
                    "permutation_equivariance", "slices_are_independent")
@@ -609,7 +609,7 @@ def protocol_forward(argv, payload):
 
 
 def case_report_polish():
-    # What a failing report must not say (issue 13): an empty RapidCheck reproduce string after a
+    # What a failing report must not say: an empty RapidCheck reproduce string after a
     # deterministic check, a RapidCheck seed line naming another seed than attest's, "-nan"; and
     # every failure line names the internal path that served the call.
     out = certify("--kernel", "mutant:no_max_subtraction", "--kernel", "mutant:causal_sees_next",

@@ -1,4 +1,4 @@
-// Coverage by design (DESIGN.md §10): every class of the coverage model can be forced into a
+// Coverage by design (docs/design.md#coverage-model): every class of the coverage model can be forced into a
 // problem inside a full declaration, and the per-path pair top-up finds a bug that lives in one
 // feature pair on one path, which the random draw of the same check passes.
 #include <gtest/gtest.h>

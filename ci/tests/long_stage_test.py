@@ -1,4 +1,4 @@
-"""The size ladder and the long stage as a user sees them (issue 16).
+"""The size ladder and the long stage as a user sees them.
 
 Usage: long_stage_test.py ATTEST WORKDIR CASE
   default_tiled  default certify of builtin:tiled (no time budget): cases past 2 x 128 queries and

@@ -178,7 +178,7 @@ def case_merge_hostile():
     inflated["kernels"][0]["checks"][0]["effective_cases"] = inflated["kernels"][0]["checks"][0]["cases"] + 1
     negative = load(two)
     negative["kernels"][0]["checks"][0]["seconds"] = -1.0
-    # The fields of issue 20: a declared path whose predicate takes no problem, a negative count of
+    # The coverage fields: a declared path whose predicate takes no problem, a negative count of
     # probes redone off their path.
     empty_path = load(two)
     empty_path["kernels"][0]["descriptor"]["declared_paths"] = [dict(

@@ -1,4 +1,4 @@
-// Mutants whose bug lives in one cell of the coverage model (issue 20): the default check of the
+// Mutants whose bug lives in one cell of the coverage model: the default check of the
 // property each names kills it, and its shrunk counterexample lies in that cell. Whether the
 // random draw or a top-up found it is printed: the top-ups are what makes the kill certain.
 #include <gtest/gtest.h>

@@ -230,7 +230,7 @@ TEST(FuzzInput, EveryIntegerMaskTermIsReachable) {
   EXPECT_EQ(decode_controls(bytes.data(), bytes.size(), Flavor::kGeneral).integer_terms, 0);
 }
 
-// Over many inputs the modifiers cover the ranges of issue 15: caps 1 to 1e4, slopes of both
+// Over many inputs the modifiers cover the ranges a real model uses: caps 1 to 1e4, slopes of both
 // signs and zero, -inf bias entries, sinks from -1e4 to 1e4.
 TEST(FuzzInput, ModifierRanges) {
   const Reach reach = reach_with(32, 32, true);
@@ -379,7 +379,7 @@ int inputs_until_caught(const Kernel& kernel, bool basic_only, int budget) {
   return -1;
 }
 
-// Issue 16: fuzzing reaches builtin:tiled's second tiles. A bug only in the third key tile, or only
+// Fuzzing reaches builtin:tiled's second tiles. A bug only in the third key tile, or only
 // when Tq > 128, is out of reach of basic inputs (lengths up to 40) and caught by random inputs
 // (with this seed after about 80 each: most inputs mask or pad the keys and rows in question, or stay small).
 TEST(FuzzReach, BugsPastTheFirstTilesOfA128x64KernelAreCaught) {

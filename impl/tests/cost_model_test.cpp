@@ -1,4 +1,4 @@
-// The cost model behind per-call hang limits and the long stage's plan (issue 21): it scales the
+// The cost model behind per-call hang limits and the long stage's plan: it scales the
 // largest measured calls up by work, never learns from calls too short to time, and never lets a
 // cheap call of larger dense work (a masked or padded problem) pull a prediction down.
 #include <gtest/gtest.h>

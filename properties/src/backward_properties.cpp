@@ -1,4 +1,4 @@
-// Backward properties (DESIGN.md §11): the gradients of exact attention and their invariants.
+// Backward properties (docs/design.md#backward): the gradients of exact attention and their invariants.
 // Every backward call gets the exact forward's O and LSE rounded to float and a dO drawn from the
 // problem (gradient_checks.h), so a backward is judged alone.
 #include <algorithm>
@@ -66,7 +66,7 @@ double scaled_gradient_error(const ReferenceGradient& ref, const Gradients& got)
 
 Verdict gradient_precision_gate(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "gradient_precision_gate";
-  // Gate 2 (DESIGN.md §4) for the backward: the hard bound is far above a float kernel's typical
+  // Gate 2 (docs/design.md#tolerance-model) for the backward: the hard bound is far above a float kernel's typical
   // error, so the kernel's error is held to the loop backward's on the same inputs.
   const GradientRun r = run_gradient(p, kernel, oracle, output_gradient_for(p));
   if (!r.ref.within_float_range) return Verdict::vacuous(name, kBeyondFloat);

@@ -1,4 +1,4 @@
-// The block-table properties (DESIGN.md §12): a kernel that reads its cache through attest's
+// The block-table properties (docs/design.md#serving-caches): a kernel that reads its cache through attest's
 // page tables is held to exact attention whatever the physical order of the pages, whichever
 // sequences share them, and however ragged the batch of one call.
 #include <fmt/format.h>

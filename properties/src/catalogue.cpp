@@ -45,7 +45,7 @@ const std::vector<PropertyInfo>& property_catalogue() {
       {"softcap_saturates", "capped logits: finite at any Q scale, no weight below the cap's floor",
        softcap_saturates, {F::kSoftcap}, {.max_keys = 256}},
       {"sink_takes_mass", "probe V = 1 with sinks outputs 1 - exp(sigma - LSE)", sink_takes_mass, {F::kSinks}, {}},
-      // Backward (DESIGN.md §11).
+      // Backward (docs/design.md#backward).
       {"gradient_matches_reference", "dQ, dK, dV, dsinks within the gradient bound", gradient_matches_reference,
        {F::kBackward}, {}},
       {"gradient_precision_gate", "gradient error within a calibrated factor of the loop backward's",

@@ -1,4 +1,4 @@
-// eviction_matches_retained_set (DESIGN.md §12): a decoder that declares which cached positions it
+// eviction_matches_retained_set (docs/design.md#serving-caches): a decoder that declares which cached positions it
 // keeps is held, past its first eviction, to exact attention over those positions.
 #include <algorithm>
 #include <cmath>

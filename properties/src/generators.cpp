@@ -171,7 +171,7 @@ int fit_width(int wanted, const Contract& c, bool even) {
   return d;
 }
 
-// The classes of the large axes (DESIGN.md §10): production head widths, head counts with each
+// The classes of the large axes (docs/design.md#coverage-model): production head widths, head counts with each
 // GQA ratio, batch sizes past the usual four.
 constexpr int kProductionWidths[] = {64, 80, 96, 112, 128, 192, 256};
 constexpr std::pair<int, int> kManyHeadPairs[] = {{12, 12}, {16, 16}, {16, 8}, {32, 8}, {64, 8}, {32, 32}, {64, 16}, {12, 3}};

@@ -1,4 +1,4 @@
-// What the backward properties share (DESIGN.md §11): the inputs a backward is given, and the
+// What the backward properties share (docs/design.md#backward): the inputs a backward is given, and the
 // comparison of its gradients with the exact ones under the gradient bound.
 #pragma once
 

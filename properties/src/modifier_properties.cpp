@@ -1,4 +1,4 @@
-// Score modifiers (DESIGN.md §2): a -inf bias is a mask, ALiBi is a bias, a softcap bounds every
+// Score modifiers (docs/design.md#score-modifiers): a -inf bias is a mask, ALiBi is a bias, a softcap bounds every
 // weight from below, a sink takes its share of the denominator.
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-// attest's side of a block-table cache (DESIGN.md §12): it owns the pages and each sequence's
+// attest's side of a block-table cache (docs/design.md#serving-caches): it owns the pages and each sequence's
 // table, as a serving engine's block manager does, and drives Kernel::decode_paged over a prefill.
 #pragma once
 

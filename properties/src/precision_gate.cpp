@@ -1,4 +1,4 @@
-// Gate 2 of DESIGN.md §4: the hard bound is 10^3-10^4 x above typical error, so a silent
+// Gate 2 of docs/design.md#tolerance-model: the hard bound is 10^3-10^4 x above typical error, so a silent
 // precision downgrade passes it. Compare the kernel's error with the model kernel's instead (the
 // loop kernel rounding where the kernel declares), by an allowance calibrated per precision.
 #include <algorithm>

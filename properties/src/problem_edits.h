@@ -25,7 +25,7 @@ Problem with_values(const Problem& p, int dv, Value value) {
   return out;
 }
 
-// The V = I probe (DESIGN.md §5: the output row is the weight row) in blocks of the problem's
+// The V = I probe (docs/design.md#property-catalogue: the output row is the weight row) in blocks of the problem's
 // own value width, one call per block: the probe keeps the Dv that may select a kernel's path.
 int identity_probe_width(const Problem& p, const Capabilities& caps);
 // Block `first` of the probe: v[j][c] = 1 where j == first + c (keys [first, first + width)).
@@ -111,7 +111,7 @@ using AfterStep = std::function<void(const DecodeSession&, int t0, int n)>;
 Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vector<int>& chunks, bool with_lse,
                    const AfterStep& after_step = {});
 
-// Masked-key poisoning (DESIGN.md §5): the chosen keys of each batch, keys[b][j].
+// Masked-key poisoning (docs/design.md#property-catalogue): the chosen keys of each batch, keys[b][j].
 using KeySet = std::vector<std::vector<char>>;
 enum class Poisoned { kKeys, kValues };
 // Keys that no query row of their batch may see (`visible`: the mask, [B][Tq][Tk]).

@@ -1,4 +1,4 @@
-// Block tables (DESIGN.md §12): the built-in quantized decoder holds ragged_batch_equals_single,
+// Block tables (docs/design.md#serving-caches): the built-in quantized decoder holds ragged_batch_equals_single,
 // page_order_invariance and shared_prefix_equals_private in every cache format; each block-table
 // mutant fails its property; a call that writes a page holding none of its tokens fails with
 // which page; a malformed step is refused with why; only a paged declaration brings the properties.

@@ -1,4 +1,4 @@
-// What a kernel declares about its arithmetic beyond one format per place (issue 23): inputs
+// What a kernel declares about its arithmetic beyond one format per place: inputs
 // rounded on entry, a softmax sum kept apart from the P.V accumulator, P.V summed before
 // normalising, and precision per internal path. Each changes how attest judges; a kernel that
 // rounds that way and does not say so fails gate 2.
@@ -76,7 +76,7 @@ Precision f16_pv_unnormalised() {
 }
 
 TEST(DeclaredArithmetic, UnnormalisedF16SumOverflowsWhereANormalisedOneDoesNotAndStagnates) {
-  // The numbers of issue 23: a real library's f16 P.V sum before normalising.
+  // The numbers of a real library's f16 P.V sum before normalising.
   Precision normalised = f16_pv_unnormalised();
   normalised.pv_unnormalised = false;
   const auto unnormalised_model = make_model_kernel(f16_pv_unnormalised());

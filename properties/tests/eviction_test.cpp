@@ -1,4 +1,4 @@
-// Declared cache eviction (DESIGN.md §12): the built-in sinks + recent cache holds
+// Declared cache eviction (docs/design.md#serving-caches): the built-in sinks + recent cache holds
 // eviction_matches_retained_set under its rule and when it reports its positions instead
 // (explicit), a report that leaves out a position the session attended or names a future one
 // fails, and only an evicting declaration brings the property.

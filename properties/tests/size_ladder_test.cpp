@@ -27,7 +27,7 @@ TEST(SizeLadder, LengthsSurroundEachTileAndClimbInPowersOfTwo) {
 }
 
 // What attest builds for the long stage stays small even for a kernel that takes only a dense
-// mask and a bias (issue 21): its cases carry mask terms or nothing, never a Tq x Tk mask or bias,
+// mask and a bias: its cases carry mask terms or nothing, never a Tq x Tk mask or bias,
 // and each case's inputs fit 1 GiB at the thorough budget's 65536 keys.
 TEST(SizeLadder, LongCasesNeverBuildDenseMasksOrBiases) {
   Capabilities dense_only;
@@ -129,7 +129,7 @@ TEST(SizeLadder, ModelRowsEqualTheWholeRun) {
 
 // A kernel rounding to bf16 everywhere (scores, P, the accumulator) has a vacuous bound on long
 // rows; gate 2 then judges each sampled case against the model kernel on the same rows: the
-// correct kernel's cases are evidence (issue 23: it was INSUFFICIENT by construction), and one
+// correct kernel's cases are evidence (it was INSUFFICIENT by construction), and one
 // that adds 100 to O[0] fails there.
 TEST(SizeLadder, LongCasesWithAVacuousBoundAreJudgedByGateTwo) {
   class Bf16Everywhere final : public Kernel {

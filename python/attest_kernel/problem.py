@@ -9,7 +9,7 @@ SHAPE_FIELDS = ("batch", "heads", "kv_heads", "q_len", "k_len", "head_dim", "val
 
 
 class Problem:
-    """One forward call (DESIGN.md §2). Fields:
+    """One forward call (docs/design.md#problem-semantics). Fields:
 
     batch, heads, kv_heads, q_len, k_len, head_dim, value_dim (B, H, Hkv, Tq, Tk, Dk, Dv);
     scale (always explicit); q_offset (query i sits at position q_offset + i, key j at j);

@@ -278,7 +278,7 @@ def _dims_product(*dims):
 
 def decode_problem_fields(r, storage):
     """The fields of a problem (a dict of ints, floats and read-only numpy arrays shaped as in
-    DESIGN.md §2) from a FORWARD payload; `storage` maps q, k, v, bias to formats. Every array must
+    docs/design.md#problem-semantics) from a FORWARD payload; `storage` maps q, k, v, bias to formats. Every array must
     agree with the shape (process_protocol.hpp's read_problem checks)."""
     p = {}
     for name in ("batch", "heads", "kv_heads", "q_len", "k_len", "head_dim", "value_dim"):

@@ -11,7 +11,7 @@ ALL = ["causal", "window", "key_padding", "query_padding", "segments", "explicit
 
 
 def exact(p):
-    """The attention of DESIGN.md §2 in float64: (o, lse)."""
+    """The attention of docs/design.md#problem-semantics in float64: (o, lse)."""
     q, k, v = (p.float32(n).astype(np.float64) for n in ("q", "k", "v"))
     k, v = p.repeat_kv(k), p.repeat_kv(v)
     x = p.scale * q @ k.swapaxes(-1, -2)

@@ -1,4 +1,4 @@
-"""Problem.visible() against DESIGN.md §2, key by key."""
+"""Problem.visible() against docs/design.md#problem-semantics, key by key."""
 import itertools
 
 import numpy as np

@@ -132,7 +132,7 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
         }
         /* Stable softmax: exponents relative to the row's maximum. The sink starts the sum and
          * never reaches O. A row with a sink but no visible key is not empty: max = sink, sum = 1,
-         * so O stays 0 and LSE = sink, whatever the empty-row policy (DESIGN.md §2). */
+         * so O stays 0 and LSE = sink, whatever the empty-row policy (docs/design.md#problem-semantics). */
         float sum = p->sinks ? expf(sink - max) : 0.0f;
         for (int j = 0; j < tk; ++j)
           if (score[j] != -INFINITY) sum += score[j] = expf(score[j] - max);

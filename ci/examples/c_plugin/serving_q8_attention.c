@@ -1,4 +1,4 @@
-/* A serving decoder as a plugin (ABI 2.4, DESIGN.md §12): K and V stored q8, read through attest's
+/* A serving decoder as a plugin (ABI 2.4, docs/design.md#serving-caches): K and V stored q8, read through attest's
  * block tables, decode-only.
  *
  * attest sends K and V as q8 rows: per group of 32 values, its f16 scale (2 bytes, little endian)

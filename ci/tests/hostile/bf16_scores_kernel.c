@@ -4,7 +4,7 @@
  *   (no define)      the kernel as declared: certified;
  *   HOSTILE_UNIFORM  mixes 10% of uniform attention into every row (o = 0.9 softmax.V + 0.1 mean
  *                    of the visible V rows): a wrong kernel that a 16-bit declaration must not
- *                    hide (issue 22: it was CERTIFIED at quick). */
+ *                    hide (it was CERTIFIED at quick). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

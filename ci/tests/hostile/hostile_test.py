@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile-input tests of attest (issue 11, DESIGN.md §9), run by ctest one case at a time:
+"""Hostile-input tests of attest (docs/design.md#containment), run by ctest one case at a time:
     hostile_test.py ATTEST PLUGIN_DIR SOURCE_DIR CASE
 Each case feeds attest one hostile plugin, process kernel, file or flag and checks that it gives
 a failing verdict or a one-line error, never a certificate, a crash, a hang or an escaped child.
@@ -576,14 +576,14 @@ def case_kill9_host():
 def case_setsid_grandchild():
     # A plugin's grandchild that clears its death signal and calls setsid() outlived attest. The
     # kernel host now starts as the first process of its own PID namespace, and Linux kills the
-    # namespace with it. Where namespaces are not allowed (no CAP_SYS_ADMIN), README lists this
+    # namespace with it. Where namespaces are not allowed (no CAP_SYS_ADMIN), docs/trust-model.md lists this
     # escape; the case then only checks that attest still runs the kernel.
     path = own_plugin("setsid_grandchild")
     namespaces = subprocess.run(["unshare", "--pid", "--fork", "true"], capture_output=True).returncode == 0
     run = certify("--kernel", path, "--budget", "0", "--no-size-stages", timeout=120, expect=(0, 1))
     require(run, "CERTIFIED")
     if not namespaces:
-        print("no PID namespaces on this machine: the escape README describes is not tested")
+        print("no PID namespaces on this machine: the escape docs/trust-model.md describes is not tested")
         return
     if not wait_until(lambda: not processes_with(path), 10):
         fail("a grandchild of the kernel outlived attest: %s" % processes_with(path))
@@ -611,7 +611,7 @@ def case_deadline():
         fail("the output does not mention the deadline:\n" + run.describe())
 
 
-# --- issue 21: slowness loses coverage, never the verdict; a hang still fails -------------
+# --- slowness loses coverage, never the verdict; a hang still fails -------------
 
 def case_tenfold_slower_certified():
     # A correct kernel ten times slower than the correct loop: certified, whatever the long stage reached.
@@ -756,7 +756,7 @@ def case_outputs_never_clobber():
 
 def case_drop_last_key_at_quick():
     # A kernel that drops the last key once Tk > 64 was CERTIFIED at quick with seeds 1 and 3
-    # (issue 22's round). The deterministic grid (Tk 65, 129) and the ladder now fail it at any seed.
+    # once. The deterministic grid (Tk 65, 129) and the ladder now fail it at any seed.
     for seed in ("1", "3"):
         run = certify("--kernel", plugin("drop_last_key"), "--budget", "quick", "--seed", seed, timeout=240,
                       expect=(1,))
@@ -882,7 +882,7 @@ def case_huge_baseline():
     require(run, "larger than")
 
 
-# --- issue 22: a 16-bit declaration does not switch gate 2 off ---------------------------
+# --- a 16-bit declaration does not switch gate 2 off ---------------------------
 
 def case_uniform_mix_bf16_scores():
     # A kernel declaring bf16 scores and an 8-ulp exp that mixes 10% of uniform attention into
@@ -899,7 +899,7 @@ def case_uniform_mix_bf16_scores():
         require(run, "FAIL hostile-uniform-mix precision_gate", "NOT CERTIFIED")
 
 
-# --- issue 22: input files that are not files --------------------------------------------
+# --- input files that are not files --------------------------------------------
 
 def case_json_value_flood():
     # JSON whose values are tiny in text but not in memory: 150 MB of "[]," (50 million arrays),
@@ -1046,7 +1046,7 @@ def case_printf_plugin():
         fail("not CERTIFIED:\n" + run.describe())
 
 
-# attest's peak resident memory on any hostile input (issue 22): the largest of every process this
+# attest's peak resident memory on any hostile input: the largest of every process this
 # case waited for, attest, its kernel hosts and --kernel-cmd processes (which hold the kernel's own
 # allocations too: name_prints_verdict_lines' numpy kernel builds Tq x Tk matrices up to quick's
 # 4096, about 1.1 GiB). Not under the sanitizers: their runtime's shadow and quarantine are not attest's.

@@ -1,5 +1,5 @@
 /* A decode-only kernel with an explicit cache (it keeps every position) whose decode_retained
- * answers ATTEST_OK with a count of -1 (issue 41). attest must fail the check on one line that
+ * answers ATTEST_OK with a count of -1. attest must fail the check on one line that
  * names the field, its value and the kernel as at fault, and save the counterexample.
  *
  * Layouts per step: q [B][H][n][Dk], k [B][Hkv][n][Dk], v [B][Hkv][n][Dv] -> o [B][H][n][Dv],

@@ -93,7 +93,7 @@ Precision precision_of(const attest_precision_spec& p, const std::string& where)
   r.k = scalar_of(p.k, where + ".k", true), r.v = scalar_of(p.v, where + ".v", true);
   r.scores = scalar(p.scores, "scores"), r.p = scalar(p.p, "p"), r.accumulator = scalar(p.accumulator, "accumulator");
   // 128 ulp covers the hardware approximations kernels use (CUDA's __expf is 2 + 1.16|x| ulp over
-  // the softmax range); a looser exp loosens the bound until wrong kernels pass (issue 22).
+  // the softmax range); a looser exp loosens the bound until wrong kernels pass.
   if (!std::isfinite(p.exp_ulps) || p.exp_ulps < 0 || p.exp_ulps > kMaxExpUlps)
     refuse("exp_ulps is " + std::to_string(p.exp_ulps) + ": it must be in [0, " +
            std::to_string(static_cast<int>(kMaxExpUlps)) + "] (0 means 1)");
@@ -428,7 +428,7 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
       p.pv_unnormalised = false;  // where the forward normalises is no concern of its backward's
       if (!p.all_f32())
         refuse("ATTEST_CAP_BACKWARD with " + where + " not float32 throughout: this attest certifies a float32 "
-               "backward (storage and arithmetic); a 16-bit backward's bound is not derived yet (DESIGN.md §11)");
+               "backward (storage and arithmetic); a 16-bit backward's bound is not derived yet");
     };
     float32_backward(c.precision, "precision");
     for (const auto& [path, precision] : c.path_precision) float32_backward(precision, "paths[" + path + "].precision");

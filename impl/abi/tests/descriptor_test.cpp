@@ -1,5 +1,5 @@
 // A descriptor's fields are read with their ranges: a value outside them is refused with the
-// field's name, never read as the nearest meaning (issue 22).
+// field's name, never read as the nearest meaning.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -271,7 +271,7 @@ TEST(Descriptor, ContractsAttestCannotDrawAreRefused) {
 }
 
 // An exp declared looser than any real one loosened the bound until a kernel that doubled every
-// logit passed (issue 22): 128 ulp is the limit.
+// logit passed: 128 ulp is the limit.
 TEST(Descriptor, ImplausibleExpErrorIsRefused) {
   protocol::Descriptor d = causal_descriptor();
   d.precision.exp_ulps = kMaxExpUlps;
@@ -294,7 +294,7 @@ TEST(Descriptor, WideContractsAreKeptWithinWhatAttestDraws) {
 }
 
 // The process protocol carries contract ranges as 64-bit integers; none is truncated on the way
-// (issue 22 found "64-bit protocol ranges truncated"): what the kernel sent is what attest keeps.
+// (an early protocol truncated them): what the kernel sent is what attest keeps.
 TEST(Descriptor, SixtyFourBitRangesCrossTheProtocolWhole) {
   protocol::Descriptor d = causal_descriptor();
   d.contract.q_len = {1, (1LL << 40) + 7};

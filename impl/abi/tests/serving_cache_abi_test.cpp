@@ -1,4 +1,4 @@
-// ABI 2.4 (DESIGN.md §12): quantized K/V storage travels as attest_precision's row layouts and
+// ABI 2.4 (docs/design.md#serving-caches): quantized K/V storage travels as attest_precision's row layouts and
 // comes back exactly, q8_head's static scales travel with the decode configuration, and a cache
 // policy crosses the descriptor; what the ABI cannot mean is refused with the field's name.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The built-in backward passes (DESIGN.md §11): the loop kernel's row by row, the tiled kernels'
+// The built-in backward passes (docs/design.md#backward): the loop kernel's row by row, the tiled kernels'
 // FlashAttention-2 style. Both recompute P from the forward's LSE, take D = rowsum(dO * O), and
 // support every mask term, GQA, RoPE and the score modifiers (softcap's 1 - tanh^2, ALiBi, bias,
 // sinks' dsinks).

@@ -177,7 +177,7 @@ inline void write_empty_row(float* o, int dv, float* lse) {
   if (lse) *lse = kNegInf;
 }
 
-// Index helpers for the row-major layouts of DESIGN.md §2.
+// Index helpers for the row-major layouts of docs/design.md#problem-semantics.
 struct Layout {
   const Shape& s;
   std::size_t q(int b, int h, int i) const { return ((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim; }

@@ -68,7 +68,7 @@ const std::array<FeatureInfo, kFeatureCount>& feature_table() {
       {Feature::kDecode, "decode", K::kStructure, 1u << 9, false, nullptr, remove_nothing,
        "incremental decode over a KV cache"},
       {Feature::kBackward, "backward", K::kStructure, 1u << 16, false, nullptr, remove_nothing,
-       "gradients dQ, dK, dV (and dsinks) from dO (DESIGN.md §11)"},
+       "gradients dQ, dK, dV (and dsinks) from dO (docs/design.md#backward)"},
   }};
   return table;
 }

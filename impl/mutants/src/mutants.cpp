@@ -245,7 +245,7 @@ const std::vector<MutantEntry>& mutant_registry() {
                      "declared_paths", {.split_kv_for_tq_8 = true}),
       tiled("dv_beyond_dk_zero", "Dv > Dk only: O's columns past Dk are written as 0 (an output loop over Dk)",
             "matches_reference", {.dv_beyond_dk_zero = true}),
-      // Backward (DESIGN.md §11): the tiled backward with one bug each.
+      // Backward (docs/design.md#backward): the tiled backward with one bug each.
       tiled("backward_drops_d", "backward: dS = P dP, the D = rowsum(dO * O) term dropped", "gradient_ds_rows_sum_to_zero",
             {.backward_drops_d = true}),
       tiled("backward_d_from_bf16_o", "backward: D from a bf16 copy of O", "gradient_matches_reference",

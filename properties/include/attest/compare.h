@@ -1,4 +1,4 @@
-// The hard-bound comparison of kernel outputs with the reference (gate 1 of DESIGN.md §4).
+// The hard-bound comparison of kernel outputs with the reference (gate 1 of docs/design.md#tolerance-model).
 #pragma once
 
 #include <string>

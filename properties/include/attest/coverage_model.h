@@ -1,4 +1,4 @@
-// The coverage model (DESIGN.md §10): the axes of a declared domain and their classes, the regions
+// The coverage model (docs/design.md#coverage-model): the axes of a declared domain and their classes, the regions
 // a kernel is likely to treat differently. Every problem belongs to one class per axis (to several
 // on the mask and modifier axes: each term it uses); certify requires effective cases for every
 // class (quick) or every pair of classes of two axes (default, thorough) on every internal path.

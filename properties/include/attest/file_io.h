@@ -1,4 +1,4 @@
-// Reading and writing files attest does not trust or must not lose (DESIGN.md §9): reads are
+// Reading and writing files attest does not trust or must not lose (docs/design.md#containment): reads are
 // bounded in size, JSON in size and depth; every write goes to a temporary name in the same
 // folder and is renamed over the target, so an interrupted run or a full disk leaves the old
 // file whole.

@@ -1,4 +1,4 @@
-// RapidCheck generators for problems (DESIGN.md §6). A problem is built from a small spec
+// RapidCheck generators for problems (docs/design.md#generating-problems). A problem is built from a small spec
 // whose fields RapidCheck shrinks one by one, shape fields first, so counterexamples end small.
 // The build honours the kernel's declaration: only declared features are drawn, every size,
 // width, scale and offset lies inside its contract, and lengths gather around its tiles.
@@ -22,7 +22,7 @@ struct TermChoice {
   int param = 0;
 };
 
-// The shape axes of the coverage model (DESIGN.md §10) beyond the ordinary small draws: each
+// The shape axes of the coverage model (docs/design.md#coverage-model) beyond the ordinary small draws: each
 // regime makes one axis large and keeps the rest small and the sequences short, so it stays
 // cheap. Drawn 1 time in 10 each; shrinks to ordinary.
 enum class ShapeRegime {

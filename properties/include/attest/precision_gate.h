@@ -1,4 +1,4 @@
-// Calibrated constants of the precision gate (see README "Calibration").
+// Calibrated constants of the precision gate (docs/precision.md#calibration-no-false-alarms).
 #pragma once
 
 #include <optional>

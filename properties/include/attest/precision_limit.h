@@ -1,4 +1,4 @@
-// Where a declared arithmetic fails by itself (issue 23): an honest declaration must not hide a
+// Where a declared arithmetic fails by itself: an honest declaration must not hide a
 // design that is wrong in practice. The model kernel of the declaration runs on equal scores, where
 // the exact output is V: the first length at which it overflows although V is finite, within the
 // contract's value range, and representable in O's storage, and the first at which it strays more than 1% from V = 1 (a sum

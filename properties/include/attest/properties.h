@@ -1,4 +1,4 @@
-// The property catalogue (DESIGN.md §5). Each property is a plain function; RapidCheck
+// The property catalogue (docs/design.md#property-catalogue). Each property is a plain function; RapidCheck
 // suites, fuzz targets and `attest certify` are thin drivers over the same functions.
 #pragma once
 
@@ -69,7 +69,7 @@ Verdict softcap_saturates(const Problem& p, const Kernel& kernel, Oracle& oracle
 // outputs 0 and LSE = sigma_h.
 Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle);
 
-// Backward (DESIGN.md §11), each on the exact forward's O and LSE and a dO drawn from the problem:
+// Backward (docs/design.md#backward), each on the exact forward's O and LSE and a dO drawn from the problem:
 // dQ, dK, dV and dsinks within the gradient bound of the exact gradient (gate 1).
 Verdict gradient_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // Gate 2 for the backward: error no worse than a calibrated factor times the loop backward's.

@@ -1,5 +1,5 @@
 // Problems at the sizes where kernels switch code: around 1, 2 and 3 times each declared tile,
-// the page size, and powers of two up to a maximum length (DESIGN.md §3: a kernel may serve
+// the page size, and powers of two up to a maximum length (docs/design.md#kernels-and-paths: a kernel may serve
 // shapes with different paths). Short ones are checked on every row; long ones (the `long`
 // stage) on a sample of rows, since each row costs Tk exact dot products.
 #pragma once

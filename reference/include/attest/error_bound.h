@@ -1,4 +1,4 @@
-// The hard error bound of DESIGN.md §4: a rigorous first-order bound on a kernel's error,
+// The hard error bound of docs/design.md#tolerance-model: a rigorous first-order bound on a kernel's error,
 // per output element, from its declared arithmetic. Never a false alarm on a correct kernel.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The exact gradient of attention (DESIGN.md §11) and a hard bound on a float32 backward
+// The exact gradient of attention (docs/design.md#backward) and a hard bound on a float32 backward
 // kernel's error, per element of dQ, dK, dV and dsinks. Shares no code with the kernels.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The independent high-precision reference (DESIGN.md §4). Shares no code with the kernels.
+// The independent high-precision reference (docs/design.md#tolerance-model). Shares no code with the kernels.
 #pragma once
 
 #include <cstdint>

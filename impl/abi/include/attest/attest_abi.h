@@ -8,7 +8,7 @@
  *     features, float32 everywhere".
  * Every call returns an attest_status; nothing may unwind across this boundary. On a non-OK
  * status, last_error() returns a message that stays valid until the next call. Layouts are
- * row-major and contiguous (DESIGN.md §2):
+ * row-major and contiguous (docs/design.md#problem-semantics):
  *   q [B][H][Tq][Dk], k [B][Hkv][Tk][Dk], v [B][Hkv][Tk][Dv], o [B][H][Tq][Dv], lse [B][H][Tq].
  * Query i sits at position q_offset + i, key j at j. The mask is the conjunction of every
  * enabled term; a row that sees no key follows the declared empty-row policy.
@@ -29,9 +29,9 @@
  * path than the declaration names fails.
  *
  * Version 2.3 gives the reserved `backward` slot its function (with ATTEST_CAP_BACKWARD: dO -> dQ,
- * dK, dV and dsinks, DESIGN.md §11) and contract.reserved[0] its meaning (deterministic_backward).
+ * dK, dV and dsinks, docs/design.md#backward) and contract.reserved[0] its meaning (deterministic_backward).
  *
- * Version 2.4 (serving caches, DESIGN.md §12): K and V may be stored in a quantized format
+ * Version 2.4 (serving caches, docs/design.md#serving-caches): K and V may be stored in a quantized format
  * (attest_precision's 2.4 codes, laid out as ATTEST_Q8 says), a q8_head session receives its static
  * scales through the decode configuration's first reserved pointers, and, appended to
  * attest_kernel_v2 (read only when struct_size reaches them), a decoder declares which cached
@@ -102,7 +102,7 @@ typedef enum attest_precision {
   ATTEST_F32 = 0,
   ATTEST_BF16 = 1,
   ATTEST_F16 = 2,
-  /* 2.4: storage of K and V only (precision.k, precision.v), the formats of DESIGN.md §12. A buffer
+  /* 2.4: storage of K and V only (precision.k, precision.v), the formats of docs/design.md#serving-caches. A buffer
    * holds rows (one token of one kv head: Dk or Dv values), each row's groups one after another, a
    * group being its f16 scale d (2 bytes, little endian) then its codes; a value is d * code:
    *   ATTEST_Q8        groups of 32, int8 codes in [-127, 127] (ggml's q8_0)
@@ -123,7 +123,7 @@ typedef enum attest_precision {
   ATTEST_Q8_HEAD = 8
 } attest_precision;
 
-/* 2.4: which cached positions a decoder's sessions keep for the query at position p (DESIGN.md §12). */
+/* 2.4: which cached positions a decoder's sessions keep for the query at position p (docs/design.md#serving-caches). */
 typedef enum attest_cache_policy {
   ATTEST_CACHE_FULL = 0,         /* every position */
   ATTEST_CACHE_WINDOW = 1,       /* key j iff p - j < cache_recent */
@@ -239,7 +239,7 @@ typedef struct attest_contract {
                                      same inputs, whatever attest_backward_inputs.threads says */
 } attest_contract;
 
-/* Where the kernel rounds (DESIGN.md §2). Buffers arrive and leave in their storage types:
+/* Where the kernel rounds (docs/design.md#precision). Buffers arrive and leave in their storage types:
  * a BF16 or F16 buffer holds 16-bit values (uint16_t bits), an F32 one floats. attest draws
  * inputs representable in each storage type, computes the reference on the stored values,
  * bounds the error from where the kernel says it rounds, and runs its precision gate against
@@ -277,7 +277,7 @@ typedef struct attest_problem_v2 {
   const void* q;  /* in the declared storage types (float for ATTEST_F32) */
   const void* k;
   const void* v;
-  /* Score modifiers (DESIGN.md §2), each absent unless the kernel declares it: with
+  /* Score modifiers (docs/design.md#score-modifiers), each absent unless the kernel declares it: with
    * x = scale * q.k, the logit is softcap(x) + alibi[h] * (j - qpos(i)) + bias[b][h][i][j];
    * masked keys are excluded after that; a sink joins only the softmax denominator. */
   double softcap;               /* 0: none, else c > 0 and softcap(x) = c * tanh(x / c) */
@@ -318,7 +318,7 @@ typedef struct attest_decode_config_v2 {
   int32_t lookahead;          /* 0 = none (a no-op in a causal session, carried for uniformity) */
 } attest_decode_config_v2;
 
-/* 2.3: the backward (ATTEST_CAP_BACKWARD, DESIGN.md §11) of the forward of the same problem. It is
+/* 2.3: the backward (ATTEST_CAP_BACKWARD, docs/design.md#backward) of the forward of the same problem. It is
  * given the forward's O and LSE as attest computed them (LSE -inf on a row that sees no key) and the
  * loss gradient dO; it writes dQ, dK, dV with the shapes of q, k, v (dK and dV summed over each GQA
  * group's query heads) and, when the problem has sinks, dsinks [H]. Every buffer is in the storage
@@ -343,7 +343,7 @@ typedef struct attest_gradients {
   char path[32];  /* optional: the internal path that served the call */
 } attest_gradients;
 
-/* 2.4: one call of a block-table decoder (page_tokens > 0, DESIGN.md §12). attest owns the pages
+/* 2.4: one call of a block-table decoder (page_tokens > 0, docs/design.md#serving-caches). attest owns the pages
  * and the tables: it hands out pages, shares a prompt's pages between sequences and copies a shared
  * page before a sequence appends to it. Sequence b holds lengths[b] tokens and appends counts[b] >= 0
  * (one call's sequences may differ in both): position t lives in slot t % page_tokens of page

@@ -1,6 +1,6 @@
 // Buffers between inaccessible guard pages (header-only, Linux). The kernel host hands a kernel
 // its inputs and outputs in these, so a read or write outside a buffer faults instead of
-// passing unseen (DESIGN.md §9). Each buffer sits either flush against its trailing guard
+// passing unseen (docs/design.md#containment). Each buffer sits either flush against its trailing guard
 // (kEnd: one float past the end faults) or at its leading guard (kStart: one float before the
 // start faults); callers alternate the two. The slack on the other side (the rest of the last
 // page; more when a released mapping is reused, at most the buffer's size) is filled with a NaN

@@ -1,4 +1,4 @@
-// Which cached positions a decoder keeps (DESIGN.md §12). Declared, never inferred: exact
+// Which cached positions a decoder keeps (docs/design.md#serving-caches). Declared, never inferred: exact
 // attention over the retained positions, each at its original position, is the correct output.
 #pragma once
 

@@ -26,7 +26,7 @@ struct Range {
   bool operator==(const Range&) const = default;
 };
 
-// What attest can draw for a contract (issue 22): a contract whose smallest admitted problem is
+// What attest can draw for a contract: a contract whose smallest admitted problem is
 // larger than these, or whose tiles are, is refused with one line, because attest would have to
 // build problems of gigabytes to test it. q_offset must admit a value within +-kMaxContractOffset
 // (2^40: beyond it a correct kernel's positions were no longer exact); draws stay inside that.

@@ -1,4 +1,4 @@
-// What a kernel call costs, learnt from the calls it has answered (DESIGN.md §10: time is a
+// What a kernel call costs, learnt from the calls it has answered (docs/design.md#time-is-a-budget: time is a
 // budget, not a verdict). Work is counted dense, every (query, key) pair of every head, so a
 // kernel that skips masked tiles only ever runs faster than predicted: the prediction is an
 // upper estimate, which is what a deadline and a time budget need.

@@ -98,7 +98,7 @@ struct KernelFaults {
   bool dv_beyond_dk_zero = false;        // Dv > Dk: O's columns past Dk are written as 0 (an output loop over Dk)
   bool decode_window_evicts_page = false;  // decode with a window: a page is evicted as soon as its first key
                                            // leaves the window (its later keys, still inside, are lost)
-  // Backward (DESIGN.md §11; the tiled backward of backward_kernels.cpp)
+  // Backward (docs/design.md#backward; the tiled backward of backward_kernels.cpp)
   bool backward_drops_d = false;          // dS = P * dP: the D = rowsum(dO * O) term dropped
   bool backward_d_from_bf16_o = false;    // D from O rounded to bf16 (a 16-bit copy of O kept for the backward)
   bool backward_dk_unscaled = false;      // dK not multiplied by the softmax scale

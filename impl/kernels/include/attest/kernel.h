@@ -128,7 +128,7 @@ class DecodeSession {
   }
 };
 
-// One call of a block-table decoder (DESIGN.md §12). attest owns the pages and the tables: it
+// One call of a block-table decoder (docs/design.md#serving-caches). attest owns the pages and the tables: it
 // allocates pages, shares a prompt's pages between sequences and copies a shared page before a
 // sequence appends to it. Sequence b holds lengths[b] tokens and appends counts[b] >= 0: token
 // position t lives in slot t % page_tokens of page tables[b][t / page_tokens], in the kernel's own
@@ -149,7 +149,7 @@ struct PagedStep {
 // a table entry outside the pool, or a table too narrow for a sequence.
 void check_paged_step(const DecodeConfig& c, int page_tokens, std::size_t page_bytes, const PagedStep& step);
 
-// The backward (DESIGN.md §11) of a problem's forward: what it is given and what it writes, in
+// The backward (docs/design.md#backward) of a problem's forward: what it is given and what it writes, in
 // float32. o [B][H][Tq][Dv] and lse [B][H][Tq] are the forward's (-inf: an empty row), d_o is
 // [B][H][Tq][Dv]; dq, dk and dv have the shapes of q, k and v (dk and dv summed over each GQA
 // group), dsinks [H] is written only when the problem has sinks (empty otherwise). `threads` is

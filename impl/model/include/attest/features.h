@@ -17,7 +17,7 @@
 namespace attest {
 
 enum class Feature : std::uint8_t {
-  // Mask terms (a conjunction; DESIGN.md §2).
+  // Mask terms (a conjunction; docs/design.md#problem-semantics).
   kCausal,
   kWindow,
   kChunk,

@@ -1,4 +1,4 @@
-// Number formats and where a kernel rounds (DESIGN.md §2). A precision is not one word: the
+// Number formats and where a kernel rounds (docs/design.md#precision). A precision is not one word: the
 // storage of Q, K, V and O, the precision scores are accumulated in, whether P is rounded before
 // P.V, the P.V accumulator, and the kernel's exp error. The error bound charges each rounding at
 // its own unit roundoff; the precision gate's model kernel rounds exactly there.

@@ -1,4 +1,4 @@
-// The attention problem model shared by kernels, reference and harness (DESIGN.md §2).
+// The attention problem model shared by kernels, reference and harness (docs/design.md#problem-semantics).
 #pragma once
 
 #include <cstddef>
@@ -51,7 +51,7 @@ struct Rope {
   double base = 10000.0;
 };
 
-// Score modifiers (DESIGN.md §2): with x = scale * q.k, the logit is
+// Score modifiers (docs/design.md#score-modifiers): with x = scale * q.k, the logit is
 //   s_ij = softcap(x) + alibi[h] * (j - qpos(i)) + bias[b][h][i][j],  softcap(x) = c tanh(x / c),
 // then the boolean mask excludes keys (a -inf bias excludes one too). A sink sigma_h joins only the
 // softmax denominator: p_ij = exp(s_ij) / (exp(sigma_h) + sum_k exp(s_ik)); a row with a sink and

@@ -1,4 +1,4 @@
-// Quantized KV storage (DESIGN.md §12). fp8 e4m3 and e5m2 are element formats like bf16 (round_to
+// Quantized KV storage (docs/design.md#serving-caches). fp8 e4m3 and e5m2 are element formats like bf16 (round_to
 // works per value). The scaled integer formats are not: each group of values along a row shares
 // one f16 scale d, and a value is d * code:
 //   q8       groups of 32, code in [-127, 127]    (like ggml's q8_0)

@@ -1,0 +1,11 @@
+// Kernels that misbehave on purpose, for serve.test.js.
+import { declare, Unsupported } from "../index.js";
+
+export const throws = declare({ name: "js-throws", features: ["lse"] }, (p) => {
+  throw new RangeError(`the kernel broke on purpose at Tq=${p.q_len}`);
+});
+export const shortO = declare({ name: "js-short-o" }, () => ({ o: [0] }));
+export const unsupported = declare({ name: "js-unsupported" }, (p) => {
+  throw new Unsupported(`no Dk=${p.head_dim} here`);
+});
+export function undeclared() { return null; }

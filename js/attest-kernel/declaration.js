@@ -136,9 +136,12 @@ export function declaration(fields) {
   return Object.freeze(d);
 }
 
-/** Attaches a checked declaration to the kernel function (the property serve.js reads). */
+/** A kernel: a new function calling fn, carrying the checked declaration (the property serve.js
+ * reads). fn itself is left alone, so one function may be declared several ways. */
 export function declare(fields, fn) {
   if (typeof fn !== "function") throw new DeclarationError(`declare(): the kernel ${show(fn)} is not a function`);
-  fn.declaration = declaration(fields);
-  return fn;
+  const kernel = (problem) => fn(problem);
+  Object.defineProperty(kernel, "name", { value: fn.name });
+  kernel.declaration = declaration(fields);
+  return kernel;
 }

@@ -36,4 +36,4 @@ try {
 } catch (e) {
   loadError = `cannot serve ${args[0]}: ${e.message}`;
 }
-process.exitCode = new Server(kernel, kernel?.declaration ?? null, channel, loadError).run();
+process.exitCode = await new Server(kernel, kernel?.declaration ?? null, channel, loadError).run();

@@ -115,8 +115,9 @@ export class Server {
 
   say(text) { this.log.write(`attest-kernel: ${text}\n`); }
 
-  /** The process's exit code: 0 after BYE or end of input, 2 after an ERROR, 1 when attest is gone. */
-  run() {
+  /** The process's exit code: 0 after BYE or end of input, 2 after an ERROR, 1 when attest is gone.
+   * Kernels may be async (ONNX Runtime's sessions are): each call is awaited before the next read. */
+  async run() {
     const handlers = { [TYPES.HELLO]: this.hello, [TYPES.FORWARD]: this.forward, [TYPES.DECODE_OPEN]: this.decodeOpen,
       [TYPES.DECODE_STEP]: this.decodeStep, [TYPES.DECODE_CLOSE]: this.decodeClose, [TYPES.BACKWARD]: this.backward };
     try {
@@ -131,7 +132,7 @@ export class Server {
         if (frame.type === TYPES.BYE) return 0;
         const handler = handlers[frame.type];
         if (!handler) throw new ProtocolError(`unexpected message type ${frame.type} (${TYPE_NAMES[frame.type] ?? "?"})`);
-        if (handler.call(this, new Reader(frame.payload)) === false) return 2;
+        if ((await handler.call(this, new Reader(frame.payload))) === false) return 2;
       }
     } catch (e) {
       if (e.code === "EPIPE") return 1;
@@ -153,10 +154,10 @@ export class Server {
     this.channel.writeFrame(TYPES.DESCRIPTOR, messages.encodeDescriptor(this.declaration, TABLE_VERSION.abi_major));
   }
 
-  /** {status, error, result} of fn(); a thrown error becomes a status. */
-  call(fn, who) {
+  /** {status, error, result} of fn() (awaited); a thrown error or rejection becomes a status. */
+  async call(fn, who) {
     try {
-      return { status: STATUS.ok, error: "", result: fn() };
+      return { status: STATUS.ok, error: "", result: await fn() };
     } catch (e) {
       if (e instanceof Unsupported || e instanceof InvalidArgument) return { status: e.status, error: cut(e.message || e.name), result: null };
       if (++this.failures <= 3) this.say(`${who} threw:\n${e?.stack ?? e}`);
@@ -181,23 +182,23 @@ export class Server {
     }
   }
 
-  forward(r) {
+  async forward(r) {
     const problem = new Problem(messages.decodeProblem(r, this.declaration.precision), this.declaration);
     r.expectEnd();
     if (this.declaration.contract.decode_only) throw new ProtocolError("FORWARD sent to a decode-only kernel");
-    const call = this.call(() => this.kernel(problem), "the kernel");
+    const call = await this.call(() => this.kernel(problem), "the kernel");
     const reply = this.outputs(call, this.declaration.has("lse"), problem.oLength, problem.lseLength, "[B][H][Tq][Dv]", "the kernel");
     this.channel.writeFrame(TYPES.FORWARD_RESULT, messages.encodeForwardResult(reply));
   }
 
-  decodeOpen(r) {
+  async decodeOpen(r) {
     const config = new DecodeConfig(messages.decodeDecodeOpen(r), this.declaration);
     if (!this.declaration.decode) {
       const message = `${this.declaration.name} does not decode (no decode: function)`;
       this.channel.writeFrame(TYPES.DECODE_OPENED, messages.encodeDecodeOpened(STATUS.unsupported, message, 0));
       return;
     }
-    let { status, error, result: session } = this.call(() => this.declaration.decode(config), "the decode function");
+    let { status, error, result: session } = await this.call(() => this.declaration.decode(config), "the decode function");
     if (status === STATUS.ok && typeof session?.step !== "function") {
       [status, error] = [STATUS.internal_error, "the decode function returned no session with step()"];
     }
@@ -209,7 +210,7 @@ export class Server {
     this.channel.writeFrame(TYPES.DECODE_OPENED, messages.encodeDecodeOpened(status, error, number));
   }
 
-  decodeStep(r) {
+  async decodeStep(r) {
     const number = r.u64();
     const n = r.i32();
     const wantLse = r.i32() !== 0;
@@ -226,21 +227,21 @@ export class Server {
       if (raw[i].length !== lengths[i] * Type.BYTES_PER_ELEMENT) throw new ProtocolError("decode step arrays do not match n and the session's configuration");
       return new Type(raw[i].buffer, raw[i].byteOffset, lengths[i]);
     });
-    const call = this.call(() => entry.session.step(...arrays, wantLse, n), "the decode session's step");
+    const call = await this.call(() => entry.session.step(...arrays, wantLse, n), "the decode session's step");
     const reply = this.outputs(call, wantLse, c.batch * c.heads * n * c.value_dim, c.batch * c.heads * n, "[B][H][n][Dv]", "the decode session's step");
     this.channel.writeFrame(TYPES.DECODE_RESULT, messages.encodeDecodeResult(reply));
   }
 
-  decodeClose(r) {
+  async decodeClose(r) {
     const number = r.u64();
     r.expectEnd();
     const entry = this.sessions.get(number);
     this.sessions.delete(number);
-    if (typeof entry?.session.close === "function") this.call(() => entry.session.close(), "the decode session's close");
+    if (typeof entry?.session.close === "function") await this.call(() => entry.session.close(), "the decode session's close");
     this.channel.writeFrame(TYPES.CLOSED);
   }
 
-  backward(r) {
+  async backward(r) {
     if (!this.declaration.backward) throw new ProtocolError("BACKWARD sent to a kernel declared without backward");
     const problem = new Problem(messages.decodeProblem(r, this.declaration.precision), this.declaration);
     const grad = { threads: r.i32(), o: r.array(Float32Array), lse: r.array(Float32Array), d_o: r.array(Float32Array) };
@@ -248,7 +249,7 @@ export class Server {
     if (grad.o.length !== problem.oLength || grad.d_o.length !== problem.oLength || grad.lse.length !== problem.lseLength) {
       throw new ProtocolError("backward o, lse or d_o does not match the problem");
     }
-    const call = this.call(() => this.declaration.backward(problem, grad), "the backward");
+    const call = await this.call(() => this.declaration.backward(problem, grad), "the backward");
     let reply = { status: call.status, error: call.error };
     if (call.status === STATUS.ok) {
       try {

@@ -12,6 +12,16 @@ test("declare attaches a checked declaration with the table's capability bits", 
   assert.ok(kernel.declaration.has("causal"));
 });
 
+test("one function declared twice keeps both declarations", () => {
+  const fn = (p) => p;
+  const narrow = declare({ name: "narrow" }, fn);
+  const wide = declare({ name: "wide", features: ["causal"] }, fn);
+  assert.equal(narrow.declaration.name, "narrow");
+  assert.equal(wide.declaration.name, "wide");
+  assert.equal(fn.declaration, undefined);
+  assert.equal(wide(7), 7);
+});
+
 test("every bad field is named", () => {
   const cases = [
     [{ name: "" }, /^name:/],

@@ -9,3 +9,7 @@ export const unsupported = declare({ name: "js-unsupported" }, (p) => {
   throw new Unsupported(`no Dk=${p.head_dim} here`);
 });
 export function undeclared() { return null; }
+export const rejects = declare({ name: "js-rejects" }, async (p) => {
+  await new Promise((resolve) => setTimeout(resolve, 1));
+  throw new Error(`async kernel failed at Tk=${p.k_len}`);
+});

@@ -79,6 +79,14 @@ test("a kernel that throws answers INTERNAL_ERROR with its message and keeps ser
   assert.match(r.str(), /broke on purpose at Tq=2/);
 });
 
+test("an async kernel is awaited; its rejection is a status", async () => {
+  const run = await serve(`${path.join(HERE, "kernels.mjs")}:rejects`, [hello, encodeFrame(TYPES.FORWARD, forwardPayload(small))]);
+  assert.equal(run.code, 0, run.stderr);
+  const r = new Reader(run.frames[1].payload);
+  assert.equal(r.i32(), STATUS.internal_error);
+  assert.match(r.str(), /async kernel failed at Tk=3/);
+});
+
 test("a wrong output length is reported as a status naming the layout", async () => {
   const run = await serve(`${path.join(HERE, "kernels.mjs")}:shortO`, [hello, encodeFrame(TYPES.FORWARD, forwardPayload(small))]);
   const r = new Reader(run.frames[1].payload);

@@ -244,7 +244,11 @@ export class Server {
   async backward(r) {
     if (!this.declaration.backward) throw new ProtocolError("BACKWARD sent to a kernel declared without backward");
     const problem = new Problem(messages.decodeProblem(r, this.declaration.precision), this.declaration);
-    const grad = { threads: r.i32(), o: r.array(Float32Array), lse: r.array(Float32Array), d_o: r.array(Float32Array) };
+    const floats = (bytes) => { // o and d_o travel as u8[] in O's storage format: f32 for a backward
+      if (bytes.length % 4) throw new ProtocolError("backward o or d_o is not float32");
+      return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);
+    };
+    const grad = { threads: r.i32(), o: floats(r.array(Uint8Array)), lse: r.array(Float32Array), d_o: floats(r.array(Uint8Array)) };
     r.expectEnd();
     if (grad.o.length !== problem.oLength || grad.d_o.length !== problem.oLength || grad.lse.length !== problem.lseLength) {
       throw new ProtocolError("backward o, lse or d_o does not match the problem");

@@ -13,3 +13,7 @@ export const rejects = declare({ name: "js-rejects" }, async (p) => {
   await new Promise((resolve) => setTimeout(resolve, 1));
   throw new Error(`async kernel failed at Tk=${p.k_len}`);
 });
+// A backward whose gradients are recognisable constants: the test checks their sizes and order.
+export const constantGradients = declare({ name: "js-constant-gradients",
+  backward: (p, grad) => ({ dq: new Float32Array(p.q.length).fill(1), dk: new Float32Array(p.k.length).fill(2),
+    dv: new Float32Array(p.v.length).fill(grad.threads), path: "constant" }) }, () => null);

@@ -87,6 +87,23 @@ test("an async kernel is awaited; its rejection is a status", async () => {
   assert.match(r.str(), /async kernel failed at Tk=3/);
 });
 
+test("BACKWARD: the gradients travel as dq, dk, dv in the problem's storage", async () => {
+  const o = new Float32Array(4);
+  const payload = Buffer.concat([forwardPayload(small), new Writer().i32(3).bytes(o).array(new Float32Array(4), Float32Array)
+    .bytes(o).finish()]);
+  const run = await serve(`${path.join(HERE, "kernels.mjs")}:constantGradients`, [hello, encodeFrame(TYPES.BACKWARD, payload)]);
+  assert.equal(run.code, 0, run.stderr);
+  assert.equal(run.frames[1].type, TYPES.BACKWARD_RESULT);
+  const r = new Reader(run.frames[1].payload);
+  assert.deepEqual([r.i32(), r.str(), r.str(), r.str()], [STATUS.ok, "", "constant", ""]);
+  const floats = () => Array.from(new Float32Array(r.array(Uint8Array).buffer));
+  assert.deepEqual(floats(), new Array(8).fill(1));
+  assert.deepEqual(floats(), new Array(6).fill(2));
+  assert.deepEqual(floats(), new Array(3).fill(3));
+  assert.equal(r.array(Float32Array).length, 0);
+  r.expectEnd();
+});
+
 test("a wrong output length is reported as a status naming the layout", async () => {
   const run = await serve(`${path.join(HERE, "kernels.mjs")}:shortO`, [hello, encodeFrame(TYPES.FORWARD, forwardPayload(small))]);
   const r = new Reader(run.frames[1].payload);

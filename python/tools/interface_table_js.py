@@ -5,7 +5,6 @@ js/attest-kernel/interface.js, one `export const` per table key.
     python3 python/tools/interface_table_js.py [--table DIR] [--check]
 
 writes js/attest-kernel/interface.js (with --check: exits 1 naming each entry that differs)."""
-import argparse
 import json
 import os
 import re
@@ -59,23 +58,8 @@ def differences(table, module):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--table", help="the folder of .def files (default: the repository's)")
-    parser.add_argument("--check", action="store_true", help="compare with interface.js instead of writing it")
-    args = parser.parse_args(argv)
-    try:
-        table = interface_table.read_table(args.table)
-    except (OSError, interface_table.TableError, ValueError) as e:
-        print("interface_table_js: %s" % e, file=sys.stderr)
-        return 2
-    if args.check:
-        diff = differences(table, generated_module())
-        for line in diff:
-            print(line)
-        return 1 if diff else 0
-    with open(GENERATED, "w") as f:
-        f.write(render(table))
-    return 0
+    return interface_table.command_line(argv, __doc__, GENERATED, render, generated_module, differences,
+                                        "interface_table_js")
 
 
 if __name__ == "__main__":

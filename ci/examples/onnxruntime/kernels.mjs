@@ -130,3 +130,6 @@ export const attentionUnmasked = declare({
   features: ["gqa", "softcap"],
   contract: { inputs_finite: true },
 }, onnxAttention);
+
+// com.microsoft GroupQueryAttention's prompt path (gqa.mjs).
+export { gqaPrompt, gqaPromptUnbiased } from "./gqa.mjs";

@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 stage() { echo "== ci/test.sh: $1 at ${SECONDS} s ($(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg))"; }
 stage "install dependencies"
 bash ci/install-deps.sh
+bash ci/install-npm-deps.sh  # the pinned npm packages of ci/examples (skipped without node)
 stage "release build"
 cmake --preset release
 cmake --build --preset release

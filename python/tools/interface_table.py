@@ -116,24 +116,31 @@ def differences(table, module):
     return out
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def command_line(argv, doc, generated, render, generated_module, differences, tool):
+    """The command line every generator of the table shares: write `generated` (render(table)), or
+    with --check print differences(table, generated_module()) and exit 1 when there are any."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--table", help="the folder of .def files (default: the repository's)")
-    parser.add_argument("--check", action="store_true", help="compare with _interface.py instead of writing it")
+    parser.add_argument("--check", action="store_true", help="compare with %s instead of writing it"
+                        % os.path.basename(generated))
     args = parser.parse_args(argv)
     try:
         table = read_table(args.table)
     except (OSError, TableError, ValueError) as e:
-        print("interface_table: %s" % e, file=sys.stderr)
+        print("%s: %s" % (tool, e), file=sys.stderr)
         return 2
     if args.check:
         diff = differences(table, generated_module())
         for line in diff:
             print(line)
         return 1 if diff else 0
-    with open(GENERATED, "w") as f:
+    with open(generated, "w") as f:
         f.write(render(table))
     return 0
+
+
+def main(argv=None):
+    return command_line(argv, __doc__, GENERATED, render, generated_module, differences, "interface_table")
 
 
 if __name__ == "__main__":

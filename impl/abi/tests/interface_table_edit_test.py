@@ -3,9 +3,10 @@
 
     interface_table_edit_test.py CXX SOURCE_DIR
 
-For each edit: the C/C++ check (interface_table_test.cpp, compiled against the copy) and the
-Python check (python/tests/test_interface_table.py, reading the copy) must pass on the unedited
-copy and fail on the edited one, each with the edited row's name in its output."""
+For each edit: the C/C++ check (interface_table_test.cpp, compiled against the copy), the
+Python check (python/tests/test_interface_table.py, reading the copy) and the JavaScript check
+(python/tools/interface_table_js.py --check: js/attest-kernel/interface.js against the copy) must
+pass on the unedited copy and fail on the edited one, each with the edited row's name in its output."""
 import os
 import shutil
 import subprocess
@@ -36,6 +37,12 @@ def python_check(source, table):
     return done.returncode, done.stdout + done.stderr
 
 
+def javascript_check(source, table):
+    command = [sys.executable, os.path.join(source, "python/tools/interface_table_js.py"), "--table", table, "--check"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    return done.returncode, done.stdout + done.stderr
+
+
 def main():
     if len(sys.argv) != 3:
         print("usage: interface_table_edit_test.py CXX SOURCE_DIR", file=sys.stderr)
@@ -46,7 +53,8 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         table = os.path.join(scratch, "attest", "interface")
         shutil.copytree(original, table)
-        for check, run in (("C++", lambda: cxx_check(cxx, source, scratch)), ("Python", lambda: python_check(source, table))):
+        for check, run in (("C++", lambda: cxx_check(cxx, source, scratch)), ("Python", lambda: python_check(source, table)),
+                           ("JavaScript", lambda: javascript_check(source, table))):
             code, output = run()
             if code != 0:
                 failures.append("%s check fails on the unedited copy:\n%s" % (check, output[-3000:]))
@@ -64,7 +72,8 @@ def main():
             with open(path, "w") as f:
                 f.write(edited)
             for check, run, word in (("C++", lambda: cxx_check(cxx, source, scratch), expected[0]),
-                                     ("Python", lambda: python_check(source, table), expected[1])):
+                                     ("Python", lambda: python_check(source, table), expected[1]),
+                                     ("JavaScript", lambda: javascript_check(source, table), expected[1])):
                 code, output = run()
                 if code == 0 or word not in output:
                     failures.append("%s check after %s in %s: exit %d, %r %s in its output"

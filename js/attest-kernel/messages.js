@@ -1,0 +1,159 @@
+// The payloads of the protocol's messages (impl/PROTOCOL.md): the DESCRIPTOR a declaration
+// becomes, the problem of FORWARD and BACKWARD, the decode configuration, and the replies.
+import { ALIBI_SLOPES, CACHE_POLICIES, EMPTY_ROWS, MASK_TERMS } from "./interface.js";
+import { FORMAT_CODES, arrayType } from "./storage.js";
+import { ProtocolError, Reader, Writer } from "./wire.js";
+
+export const INTEGER_MASK_TERMS = MASK_TERMS.map((row) => row[1]);
+const PRECISION_2_0 = ["q", "k", "v", "o", "scores", "p", "accumulator"];
+const RANGES = ["head_dim", "batch", "heads", "q_len", "k_len", "q_offset"];
+
+function writePrecision(w, p) {
+  for (const name of PRECISION_2_0) w.i32(FORMAT_CODES[p[name]]);
+  w.f64(p.exp_ulps);
+}
+
+function writePrecision21(w, p) {
+  w.i32(FORMAT_CODES[p.bias]).i32(p.weight_sum == null ? 0 : FORMAT_CODES[p.weight_sum] + 1).i32(p.pv_unnormalised ? 1 : 0);
+  for (const name of ["q_entry", "k_entry", "v_entry"]) w.i32(FORMAT_CODES[p[name]]);
+}
+
+/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (no declared paths) and 2.3 sections. */
+export function encodeDescriptor(d, abiVersion) {
+  const c = d.contract;
+  const w = new Writer();
+  w.u32(abiVersion).str(d.name).u32(d.capabilities).i32(EMPTY_ROWS[d.empty_rows][0]);
+  writePrecision(w, d.precision);
+  w.array(c.head_dims, Int32Array);
+  for (const name of RANGES) w.i64(c[name][0]).i64(c[name][1]);
+  for (const value of [c.dk_equals_dv, c.default_scale_only, c.causal_required, c.decode_only, c.query_tile,
+    c.key_tile, c.decode_lse_optional, c.self_attention_only, ALIBI_SLOPES[c.alibi_slopes][0], c.inputs_finite]) {
+    w.i32(Number(value));
+  }
+  w.f64(c.alibi_max_bias).f64(c.max_abs_value);
+  writePrecision21(w, d.precision);
+  w.u32(d.paths.length);
+  for (const [name, p] of d.paths) {
+    w.str(name);
+    writePrecision(w, p);
+    writePrecision21(w, p);
+  }
+  w.u32(0); // 2.2: no declared path predicates
+  w.i32(c.deterministic_backward ? 1 : 0); // 2.3
+  if (CACHE_POLICIES[d.cache_policy][0] !== 0) throw new Error("cache policies are not served by this package");
+  return w.finish(); // 2.4's section is written only when it says something: here it says nothing
+}
+
+function product(...dims) {
+  let n = 1;
+  for (const d of dims) {
+    if (d < 1 || d > 2 ** 31) throw new ProtocolError("shape field out of range");
+    n *= d;
+    if (n > 2 ** 34) throw new ProtocolError("shape too large");
+  }
+  return n;
+}
+
+function terms(r, into) {
+  const values = r.array(Int32Array);
+  INTEGER_MASK_TERMS.forEach((name, i) => { into[name] = i < values.length ? values[i] : 0; });
+  if (values.slice(INTEGER_MASK_TERMS.length).some((x) => x !== 0)) {
+    throw new ProtocolError("an integer mask term this package does not know is set");
+  }
+}
+
+function storageArray(raw, format, count, what) {
+  const Type = arrayType(format);
+  if (raw.length !== count * Type.BYTES_PER_ELEMENT) throw new ProtocolError(`array ${what} does not match the shape`);
+  return new Type(raw.buffer, raw.byteOffset, count);
+}
+
+function optional(values, count, what) {
+  if (values.length === 0) return null;
+  if (values.length !== count) throw new ProtocolError(`array ${what} does not match the shape`);
+  return values;
+}
+
+/** The fields of a problem from a FORWARD (or BACKWARD) payload; flat typed arrays in
+ * row-major order of docs/design.md#problem-semantics. `storage` maps q, k, v, bias to formats. */
+export function decodeProblem(r, storage) {
+  const p = {};
+  for (const name of ["batch", "heads", "kv_heads", "q_len", "k_len", "head_dim", "value_dim"]) p[name] = r.i32();
+  p.scale = r.f64();
+  p.q_offset = r.i64();
+  p.causal = r.i32() !== 0;
+  terms(r, p);
+  p.rope = r.i32() !== 0;
+  p.rope_base = r.f64();
+  const [kvValid, qValid, qSegment, kSegment] = [0, 1, 2, 3].map(() => r.array(Int32Array));
+  const explicitMask = r.array(Uint8Array);
+  p.softcap = r.f64();
+  const slopes = r.array(Float32Array);
+  const bias = r.array(storage.bias === "f32" ? Float32Array : Uint16Array);
+  p.bias_per_batch = r.i32() !== 0;
+  p.bias_per_head = r.i32() !== 0;
+  const sinks = r.array(Float32Array);
+  const [q, k, v] = [0, 1, 2].map(() => r.array(Uint8Array));
+  const { batch: B, heads: H, kv_heads: Hkv, q_len: Tq, k_len: Tk, head_dim: Dk, value_dim: Dv } = p;
+  p.q = storageArray(q, storage.q, product(B, H, Tq, Dk), "q");
+  p.k = storageArray(k, storage.k, product(B, Hkv, Tk, Dk), "k");
+  p.v = storageArray(v, storage.v, product(B, Hkv, Tk, Dv), "v");
+  if (H % Hkv) throw new ProtocolError(`heads ${H} is not a multiple of kv_heads ${Hkv}`);
+  p.kv_valid = optional(kvValid, B, "kv_valid");
+  p.q_valid = optional(qValid, B, "q_valid");
+  p.q_segment = optional(qSegment, B * Tq, "q_segment");
+  p.k_segment = optional(kSegment, B * Tk, "k_segment");
+  if ((p.q_segment === null) !== (p.k_segment === null)) throw new ProtocolError("q_segment and k_segment travel together");
+  p.explicit_mask = optional(explicitMask, B * Tq * Tk, "explicit_mask");
+  p.alibi_slopes = optional(slopes, H, "alibi_slopes");
+  p.sinks = optional(sinks, H, "sinks");
+  p.bias = optional(bias, (p.bias_per_batch ? B : 1) * (p.bias_per_head ? H : 1) * Tq * Tk, "bias");
+  return p;
+}
+
+/** A decode configuration (DECODE_OPEN). */
+export function decodeDecodeOpen(r) {
+  const c = {};
+  for (const name of ["batch", "heads", "kv_heads", "head_dim", "value_dim"]) c[name] = r.i32();
+  c.scale = r.f64();
+  terms(r, c);
+  c.rope = r.i32() !== 0;
+  c.rope_base = r.f64();
+  c.softcap = r.f64();
+  const slopes = r.array(Float32Array);
+  const sinks = r.array(Float32Array);
+  if (!r.atEnd()) throw new ProtocolError("decode scales (q8_head) are not served by this package");
+  for (const name of ["batch", "heads", "kv_heads", "head_dim", "value_dim"]) {
+    if (c[name] < 1 || c[name] > 2 ** 30) throw new ProtocolError("decode configuration field out of range");
+  }
+  if ((slopes.length && slopes.length !== c.heads) || (sinks.length && sinks.length !== c.heads)) {
+    throw new ProtocolError("decode slopes or sinks do not match the heads");
+  }
+  if (c.heads % c.kv_heads) throw new ProtocolError(`decode heads ${c.heads} is not a multiple of kv_heads ${c.kv_heads}`);
+  c.alibi_slopes = slopes.length ? slopes : null;
+  c.sinks = sinks.length ? sinks : null;
+  return c;
+}
+
+export function encodeForwardResult({ status, error = "", path = "", fault = "", o = null, lse = null }) {
+  return new Writer().i32(status).str(error).str(path).str(fault).bytes(o).array(lse, Float32Array).finish();
+}
+
+export function encodeDecodeResult({ status, error = "", path = "", o = null, lse = null }) {
+  return new Writer().i32(status).str(error).str(path).bytes(o).array(lse, Float32Array).finish();
+}
+
+export function encodeBackwardResult({ status, error = "", path = "", fault = "", dq = null, dk = null, dv = null, dsinks = null }) {
+  return new Writer().i32(status).str(error).str(path).str(fault).bytes(dq).bytes(dk).bytes(dv)
+    .array(dsinks, Float32Array).finish();
+}
+
+export function encodeDecodeOpened(status, error, session) {
+  return new Writer().i32(status).str(error).u64(session).finish();
+}
+
+export function encodeString(message) {
+  return new Writer().str(message).finish();
+}
+
+export { Reader };

@@ -1,0 +1,15 @@
+// Test helpers: attest's side of a FORWARD payload, built field by field as impl/PROTOCOL.md lists it.
+import { Writer } from "../wire.js";
+
+/** A FORWARD payload (f32 storage) from shape, q/k/v and optional mask terms and modifiers. */
+export function forwardPayload(f) {
+  const w = new Writer();
+  for (const x of [f.batch, f.heads, f.kv_heads, f.q_len, f.k_len, f.head_dim, f.value_dim]) w.i32(x);
+  w.f64(f.scale ?? 1).i64(f.q_offset ?? f.k_len - f.q_len).i32(f.causal ? 1 : 0);
+  w.array([f.window ?? 0, f.chunk ?? 0, f.lookahead ?? 0], Int32Array).i32(0).f64(10000);
+  for (const name of ["kv_valid", "q_valid", "q_segment", "k_segment"]) w.array(f[name] ?? null, Int32Array);
+  w.array(f.explicit_mask ?? null, Uint8Array).f64(f.softcap ?? 0).array(f.alibi_slopes ?? null, Float32Array);
+  w.array(f.bias ?? null, Float32Array).i32(1).i32(1).array(f.sinks ?? null, Float32Array);
+  for (const name of ["q", "k", "v"]) w.bytes(Float32Array.from(f[name]));
+  return w.finish();
+}

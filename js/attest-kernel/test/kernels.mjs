@@ -1,0 +1,19 @@
+// Kernels that misbehave on purpose, for serve.test.js.
+import { declare, Unsupported } from "../index.js";
+
+export const throws = declare({ name: "js-throws", features: ["lse"] }, (p) => {
+  throw new RangeError(`the kernel broke on purpose at Tq=${p.q_len}`);
+});
+export const shortO = declare({ name: "js-short-o" }, () => ({ o: [0] }));
+export const unsupported = declare({ name: "js-unsupported" }, (p) => {
+  throw new Unsupported(`no Dk=${p.head_dim} here`);
+});
+export function undeclared() { return null; }
+export const rejects = declare({ name: "js-rejects" }, async (p) => {
+  await new Promise((resolve) => setTimeout(resolve, 1));
+  throw new Error(`async kernel failed at Tk=${p.k_len}`);
+});
+// A backward whose gradients are recognisable constants: the test checks their sizes and order.
+export const constantGradients = declare({ name: "js-constant-gradients",
+  backward: (p, grad) => ({ dq: new Float32Array(p.q.length).fill(1), dk: new Float32Array(p.k.length).fill(2),
+    dv: new Float32Array(p.v.length).fill(grad.threads), path: "constant" }) }, () => null);

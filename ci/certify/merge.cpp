@@ -194,6 +194,7 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
   if (j.contains("feature_cases")) r.feature_cases = counts(j, where, "feature_cases");
   if (j.contains("seed")) r.seed = unsigned_integer(j, where, "seed");
   if (j.contains("first_failure")) r.first_failure = text(j, where, "first_failure");
+  if (j.contains("failing_case")) r.failing_case = text(j, where, "failing_case");
   if (j.contains("counterexample")) r.counterexample_path = text(j, where, "counterexample");
   if (j.contains("reproduce")) r.reproduce = text(j, where, "reproduce");
   if (j.contains("path_shortfall")) {

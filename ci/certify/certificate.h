@@ -44,6 +44,8 @@ struct CertificateInfo {
 
 // The scope a kernel declared, in one line: "f32, empty rows zero, exp 2 ulp; contract: any problem".
 std::string declared_scope(const Capabilities& c);
+// A check's verdict as the report's table shows it: PASS, FAIL, not covered, INSUFFICIENT.
+std::string verdict_text(const CheckResult& r);
 // Per internal path: effective cases over all checks, how many checks reached it, worst err/bound.
 std::string format_path_table(const KernelReport& k);
 // The human report of one kernel: its declaration, a table of checks, failures, the verdict line.
@@ -52,6 +54,9 @@ std::string format_path_table(const KernelReport& k);
 // (run_summary.h). kFull: every check, every unreached case and every failure in place.
 enum class ReportDetail { kCompact, kFull };
 std::string format_report(const KernelReport& k, ReportDetail detail = ReportDetail::kFull);
+// The last line of a kernel's report: "CERTIFIED NAME for FEATURES; not covered: ..." or "NOT
+// CERTIFIED NAME: failed: ...", with "shard K/N: " before it for a shard's share.
+std::string format_verdict_line(const KernelReport& k);
 // "  FAIL kernel check: 1 of 40 cases; first: ...", and "    case: Tq=5 Tk=9 ..." when it failed on a case.
 std::string format_failure(const KernelReport& k, const CheckResult& r);
 

@@ -62,16 +62,6 @@ std::string declared_scope(const Capabilities& c) {
 
 namespace {
 
-std::string verdict_text(const CheckResult& r) {
-  switch (r.status()) {
-    case CheckStatus::kPass: return "PASS";
-    case CheckStatus::kFail: return "FAIL";
-    case CheckStatus::kNotCovered: return "not covered";
-    case CheckStatus::kInsufficient: return "INSUFFICIENT";
-  }
-  return "?";
-}
-
 std::string names_of(const std::vector<const CheckResult*>& checks) {
   std::string out;
   for (const CheckResult* r : checks) out += (out.empty() ? "" : ", ") + r->check;
@@ -134,6 +124,20 @@ std::string containment_scope(const KernelReport& k) { return k.uncontained ? ";
 
 }  // namespace
 
+std::string verdict_text(const CheckResult& r) {
+  switch (r.status()) {
+    case CheckStatus::kPass:
+      return "PASS";
+    case CheckStatus::kFail:
+      return "FAIL";
+    case CheckStatus::kNotCovered:
+      return "not covered";
+    case CheckStatus::kInsufficient:
+      return "INSUFFICIENT";
+  }
+  return "?";
+}
+
 std::string format_path_table(const KernelReport& k) {
   struct Row {
     long cases = 0, checks = 0, required = 0, covered = 0;
@@ -163,7 +167,7 @@ std::string format_path_table(const KernelReport& k) {
 
 namespace {
 
-// "checks: 21 ran, 16 not covered (11: the kernel does not declare backward; 5: ...)": what did
+// "checks: 21 ran, 16 not covered [11: the kernel does not declare backward] [5: ...]": what did
 // not run, once, grouped by reason, instead of a zero row and a line for each.
 std::string checks_line(const KernelReport& k) {
   std::map<std::string, long> reasons;
@@ -177,11 +181,10 @@ std::string checks_line(const KernelReport& k) {
   for (const auto& [why, n] : reasons) by_count.emplace_back(-n, why);
   std::sort(by_count.begin(), by_count.end());
   std::string grouped;
-  for (const auto& [minus_n, why] : by_count)
-    grouped += fmt::format("{}{}: {}", grouped.empty() ? "" : "; ", -minus_n, why);
+  // Bracketed: a reason may itself hold a semicolon.
+  for (const auto& [minus_n, why] : by_count) grouped += fmt::format(" [{}: {}]", -minus_n, why);
   const long not_covered = static_cast<long>(k.checks.size()) - ran;
-  return fmt::format("  checks: {} ran, {} not covered{}\n", ran, not_covered,
-                     grouped.empty() ? "" : " (" + grouped + ")");
+  return fmt::format("  checks: {} ran, {} not covered{}\n", ran, not_covered, grouped);
 }
 
 // "; 5 of 37 checks apply" when fewer than half of a kernel's checks ran: a verdict on few checks
@@ -282,8 +285,9 @@ std::string format_report(const KernelReport& k, ReportDetail detail) {
     if (r.not_reached.empty()) continue;
     const std::string why = r.time_budget > 0 ? fmt::format("{:g} s time budget", r.time_budget) : "too slow";
     if (!full) {
-      out += fmt::format("  {} {}: every case to T = {} ran; {} cases not reached ({}), --verbose lists them\n",
-                         r.stage, r.check, r.reached_len, r.not_reached.size(), why);
+      out += fmt::format("  {} {}: every case to T = {} ran; {} not reached ({}), --verbose lists them\n", r.stage,
+                         r.check, r.reached_len,
+                         r.not_reached.size() == 1 ? "1 case" : fmt::format("{} cases", r.not_reached.size()), why);
       continue;
     }
     out += fmt::format("  {} {}: every case to T = {} ran; not reached ({}):\n", r.stage, r.check, r.reached_len, why);
@@ -295,6 +299,17 @@ std::string format_report(const KernelReport& k, ReportDetail detail) {
   if (!limits.empty())
     out += fmt::format("  precision limit of the declared arithmetic (its model kernel, equal scores): {}\n", limits);
 
+  return out + format_verdict_line(k);
+}
+
+std::string format_verdict_line(const KernelReport& k) {
+  std::vector<const CheckResult*> failed, insufficient;
+  for (const CheckResult& r : k.checks) {
+    if (r.status() == CheckStatus::kFail) failed.push_back(&r);
+    if (r.status() == CheckStatus::kInsufficient) insufficient.push_back(&r);
+  }
+  const std::string limits = limits_text(precision_limits(k.capabilities));
+  std::string out;
   const FeatureSet not_covered_features = k.undeclared() | k.declared_unexercised();
   const std::string scope = k.exercised().empty() ? "nothing" : k.exercised().joined();
   // A shard's verdict speaks for its share of the checks only.

@@ -14,6 +14,7 @@
 #include "merge_command.h"
 #include "mutants_command.h"
 #include "replay_command.h"
+#include "report_command.h"
 #include "selfcheck.h"
 
 namespace {
@@ -103,6 +104,11 @@ int main(int argc, char** argv) {
   mrg->add_flag("--baseline-any-options", merge.baseline_any_options,
                 "compare with a baseline run with other options (lengths, widths, budgets, timeouts); says so");
   mrg->add_flag("--verbose", merge.verbose, "the full report, as certify --verbose prints it");
+
+  ReportRequest report;
+  CLI::App* rpt = app.add_subcommand("report", "write a certificate again for people: Markdown for a CI job summary");
+  rpt->add_option("certificate", report.certificate, "a certificate (certify --json F, or attest merge's)")->required();
+  rpt->add_option("--markdown", report.markdown_path, "write the Markdown summary here (-: stdout)")->required();
 
   FuzzRequest fuzz;
   CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");
@@ -230,6 +236,7 @@ int main(int argc, char** argv) {
       merge.baseline_factor = parse_number("--baseline-factor", merge_factor, 1, 1e6);
       return run_merge(merge);
     }
+    if (*rpt) return run_report(report);
     if (*fz && fuzz_list) return list_fuzz_targets();
     if (*fz) {
       if (fuzz.target.empty()) throw FlagError("fuzz: --target is required (attest fuzz --list names them)");

@@ -29,9 +29,7 @@ int run_merge(const MergeRequest& request) {
   const DocumentOutput documents(is_stdout(request.json_path) || is_stdout(request.junit_path));
   std::vector<ShardCertificate> shards;
   for (const std::string& path : request.inputs) shards.push_back(read_shard_certificate(path));
-  CertificateInfo info = merge_shards(shards);
-  if (const auto chosen = info.options.find("checks"); chosen != info.options.end())  // certify --check
-    for (KernelReport& k : info.kernels) k.check_selection = chosen->second;
+  const CertificateInfo info = merge_shards(shards);
   std::cerr << fmt::format("attest merge: {} shards, seed {}, {} cases per property\n", shards.size(), info.seed,
                            info.property_cases);
   const ReportDetail detail = request.verbose ? ReportDetail::kFull : ReportDetail::kCompact;

@@ -8,6 +8,8 @@
   list_checks   --list-checks: every check once, with its stage
   check_errors  --check with an unknown name, a bad or an unmatched expression: one line, exit 2
   plan          --plan agrees with a run's certificate check by check, and follows --check
+  markdown      attest report CERT --markdown FILE: the summary, a row per kernel, the failing checks
+                with their replay commands; a file that is not a certificate is one line, exit 2
 """
 import json
 import os
@@ -61,7 +63,7 @@ def case_compact():
     # blocked declares neither decode nor backward: 2 of the 5 chosen checks run.
     done, checks = certify("--kernel", "blocked", "--check", CHOSEN, "--no-size-stages", expect=0)
     out = done.stdout
-    need(out, "  checks: 2 ran, 3 not covered (2: the kernel does not declare decode; 1: the kernel does not declare backward)",
+    need(out, "  checks: 2 ran, 3 not covered [2: the kernel does not declare decode] [1: the kernel does not declare backward]\n",
          "; 2 of 5 checks apply; only the checks --check chose (%s)\n" % CHOSEN, "\n1 kernel: 1 CERTIFIED (seed 11, ")
     if not out.endswith("\nCERTIFIED\n"):
         sys.exit("the last line is not CERTIFIED:\n" + out)
@@ -172,6 +174,31 @@ def case_plan():
         sys.exit("golden: %s" % (plan["golden"],))
 
 
+def case_markdown():
+    path = os.path.join(WORK, "two.json")
+    run("certify", "--out", os.path.join(WORK, "out"), "--json", path, *SMALL, "--kernel", "blocked", "--kernel",
+        "mutant:causal_sees_next", "--check", "golden,grid,decode_matches_prefill", "--no-size-stages", expect=1)
+    markdown = os.path.join(WORK, "summary.md")
+    run("report", path, "--markdown", markdown, expect=0)
+    text = open(markdown).read()
+    need(text, "## attest: 2 kernels: 1 CERTIFIED, 1 NOT CERTIFIED (seed 11)\n",
+         "| blocked | CERTIFIED | 2 | 1 |", "| mutant:causal_sees_next | **NOT CERTIFIED** | 2 | 1 |",
+         "### Failing checks", "- **mutant:causal_sees_next** `grid`: tq1_tk17", "  - case: `",
+         "  - replay: `attest replay ", "`CERTIFIED blocked for ", "; only the checks --check chose (golden,grid,decode_matches_prefill)`",
+         "| deterministic | grid | 251 | 251 | PASS |")
+    refuse(text, "| property | decode_matches_prefill |")  # the table holds the checks that ran
+    # The same document on stdout; a file that is no certificate: one line, exit 2, nothing written.
+    if run("report", path, "--markdown", "-", expect=0).stdout != text:
+        sys.exit("--markdown - differs from the file")
+    bad = os.path.join(WORK, "bad.json")
+    open(bad, "w").write('{"format": "something else"}')
+    done = run("report", bad, "--markdown", os.path.join(WORK, "bad.md"), expect=2)
+    if done.stderr.count("\n") != 1 or "not an attest certificate" not in done.stderr:
+        sys.exit("not a one-line error:\n" + done.stderr)
+    if os.path.exists(os.path.join(WORK, "bad.md")):
+        sys.exit("a summary was written for a bad certificate")
+
+
 {"compact": case_compact, "failing": case_failing, "list_checks": case_list_checks, "check_errors": case_check_errors,
- "plan": case_plan}[CASE]()
+ "plan": case_plan, "markdown": case_markdown}[CASE]()
 print("ok")

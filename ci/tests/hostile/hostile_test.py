@@ -640,8 +640,9 @@ def case_budget_cuts_slow_call():
     # prediction, and is dropped as too slow at its size. A 40 s budget left too little room under
     # ASan beside two CPU hogs and a second CI run (busy run U: the call was never admitted).
     env = dict(os.environ, HOSTILE_CLIFF_KEYS="4096", HOSTILE_CLIFF_FACTOR="10")
-    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "55", timeout=300, expect=(0,),
-                  env=env)
+    # --verbose: the full report lists each case the budget cut, with why.
+    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "55", "--verbose", timeout=300,
+                  expect=(0,), env=env)
     require(run, "still computing after", "long: to T = 2048 (time budget)", "CERTIFIED")
 
 

@@ -130,6 +130,7 @@ std::string certificate_json(const CertificateInfo& info) {
       if (!r.feature_cases.empty()) check["feature_cases"] = r.feature_cases;
       if (r.seed) check["seed"] = r.seed;
       if (!r.first_failure.empty()) check["first_failure"] = r.first_failure;
+      if (!r.failing_case.empty()) check["failing_case"] = r.failing_case;
       if (!r.counterexample_path.empty()) check["counterexample"] = r.counterexample_path;
       if (!r.reproduce.empty()) check["reproduce"] = r.reproduce;
       if (!r.path_shortfall.empty()) check["path_shortfall"] = r.path_shortfall;

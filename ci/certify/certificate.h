@@ -22,6 +22,7 @@ struct KernelReport {
   std::optional<ShardId> shard;  // a shard's share of the checks: --require is judged on the merged certificate
   std::map<std::string, std::string> identity;  // file -> SHA-256 of what was certified (identity.h)
   bool uncontained = false;                     // the library ran the caller's kernel in its own process, as asked
+  std::string check_selection;                  // --check as given, when it chose the checks that ran
 
   // What the run covered: declared features with their effective cases, declared features no
   // effective case used, features not declared, and features --require names but did not get.
@@ -43,10 +44,21 @@ struct CertificateInfo {
 
 // The scope a kernel declared, in one line: "f32, empty rows zero, exp 2 ulp; contract: any problem".
 std::string declared_scope(const Capabilities& c);
-// The human report of one kernel: its declaration, a table of checks, failures, the verdict line.
+// A check's verdict as the report's table shows it: PASS, FAIL, not covered, INSUFFICIENT.
+std::string verdict_text(const CheckResult& r);
 // Per internal path: effective cases over all checks, how many checks reached it, worst err/bound.
 std::string format_path_table(const KernelReport& k);
-std::string format_report(const KernelReport& k);
+// The human report of one kernel: its declaration, a table of checks, failures, the verdict line.
+// kCompact: a "checks: N ran, M not covered" line instead of a row and a line per check that did
+// not run, the long stage's unreached cases counted, failures left to the run's closing list
+// (run_summary.h). kFull: every check, every unreached case and every failure in place.
+enum class ReportDetail { kCompact, kFull };
+std::string format_report(const KernelReport& k, ReportDetail detail = ReportDetail::kFull);
+// The last line of a kernel's report: "CERTIFIED NAME for FEATURES; not covered: ..." or "NOT
+// CERTIFIED NAME: failed: ...", with "shard K/N: " before it for a shard's share.
+std::string format_verdict_line(const KernelReport& k);
+// "  FAIL kernel check: 1 of 40 cases; first: ...", and "    case: Tq=5 Tk=9 ..." when it failed on a case.
+std::string format_failure(const KernelReport& k, const CheckResult& r);
 
 // JSON, schema ci/schema/certificate.schema.json ("attest-certificate", version 2).
 std::string certificate_json(const CertificateInfo& info);

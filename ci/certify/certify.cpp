@@ -1,18 +1,21 @@
 #include "certify.h"
-#include "frozen_declaration.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
-#include <fmt/format.h>
 #include <iostream>
 #include <random>
 
 #include "attest/declaration_fit.h"
 #include "attest/problem_file.h"
-#include "attest/safe_text.h"
 #include "attest/property_driver.h"
+#include "attest/safe_text.h"
+#include "case_id.h"
+#include "frozen_declaration.h"
 #include "fuzz_input.h"
 #include "fuzz_targets.h"
+#include "progress.h"
 
 namespace attest {
 
@@ -41,7 +44,10 @@ std::string save_case(const CheckPlan& plan, const NamedProblem& c, const Kernel
 
 }  // namespace
 
-bool takes_next_check(const CertifyOptions& options) { return !options.shard || options.shard->take(); }
+bool takes_check(const CertifyOptions& options, const std::string& check) {
+  if (options.checks && !options.checks->selects(check)) return false;  // takes no shard position
+  return !options.shard || options.shard->take();
+}
 
 const char* to_string(CheckStatus s) {
   switch (s) {
@@ -109,6 +115,7 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
     if (!r.record_case(v, c.problem, kernel.last_path())) continue;
     if (!v.passed && r.failures++ == 0) {
       r.first_failure = c.name + ": " + v.detail;
+      r.failing_case = case_id(v.witness ? *v.witness : c.problem);
       r.counterexample_path = save_case(plan, c, kernel, v, options);
     }
     if (v.isolation_failure) {
@@ -117,10 +124,7 @@ CheckResult run_plan(const CheckPlan& plan, const Kernel& kernel, Oracle& oracle
     }
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (options.progress)
-    std::cerr << fmt::format("[{:7.1f}s] {} {} {}: {} ({} of {} cases effective, {:.2f} s)\n", elapsed_seconds(),
-                             kernel.name(), plan.stage, plan.check, to_string(r.status()), r.effective, r.cases,
-                             r.seconds);
+  report_check(options, r, fmt::format("{} of {} cases effective, {:.2f} s", r.effective, r.cases, r.seconds));
   return r;
 }
 
@@ -166,10 +170,10 @@ CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, c
   top_up_classes(r, property, kernel, drive, options.property_cases <= 10 ? 1 : options.property_cases >= 1000 ? 4 : 2);
   top_up_targets(r, property, kernel, drive, discovered, strength, learned);
   record_path_shortfall(r, discovered);
-  if (options.progress)
-    std::cerr << fmt::format("[{:7.1f}s] {} property {}: {} ({} of {} cases effective{}, {:.2f} s)\n",
-                             elapsed_seconds(), kernel.name(), property.name, to_string(r.status()), r.effective,
-                             r.cases, d.seed ? fmt::format(", seed {}", d.seed) : "", d.seconds);
+  if (r.counterexample) r.failing_case = case_id(*r.counterexample);
+  report_check(options, r,
+               fmt::format("{} of {} cases effective{}, {:.2f} s", r.effective, r.cases,
+                           d.seed ? fmt::format(", seed {}", d.seed) : "", d.seconds));
   return r;
 }
 
@@ -184,6 +188,11 @@ bool settled(const std::vector<CheckResult>& results, const CertifyOptions& opti
 
 std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyOptions& options) {
   std::vector<CheckResult> results;
+  // Path discovery costs forward calls: none when --check chose no property.
+  const auto& catalogue = property_catalogue();
+  if (options.checks && std::none_of(catalogue.begin(), catalogue.end(),
+                                     [&](const PropertyInfo& p) { return options.checks->selects(p.name); }))
+    return results;
   // Paths the kernel takes across the ladder: each needs evidence in every property that reaches it.
   PathShapes discovered = discover_paths(kernel, options);
   if (discovered.size() > kMaxPaths) {
@@ -194,7 +203,7 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
   }
   LearnedPaths learned = learn_path_predicates(kernel, discovered, options);
   for (const PropertyInfo& property : property_catalogue()) {
-    if (!takes_next_check(options)) continue;
+    if (!takes_check(options, property.name)) continue;
     CheckResult r = check_property(property, kernel, discovered, options, &learned);
     results.push_back(std::move(r));
     if (settled(results, options)) break;
@@ -202,21 +211,24 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
   return results;
 }
 
+std::string fuzz_not_covered(const fuzz::TargetInfo& target, const Capabilities& caps) {
+  if (const FeatureSet missing = target.required.minus(caps.features); !missing.empty())
+    return "the kernel does not declare " + missing.joined();
+  if (!caps.forward() && !target.required.contains(Feature::kDecode))
+    return "the kernel is decode-only (this target calls forward)";
+  return "";
+}
+
 std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptions& options) {
   std::vector<CheckResult> results;
   Oracle oracle(4);
   const Capabilities caps = kernel.capabilities();
   for (const fuzz::TargetInfo& target : fuzz::target_table()) {
-    if (!takes_next_check(options)) continue;
+    if (!takes_check(options, target.name)) continue;
     CheckResult r{kernel.name(), "fuzz", target.name};
     r.seed = options.seed;
-    if (const FeatureSet missing = target.required.minus(caps.features); !missing.empty()) {
-      r.not_covered = "the kernel does not declare " + missing.joined();
-      results.push_back(std::move(r));
-      continue;
-    }
-    if (!caps.forward() && !target.required.contains(Feature::kDecode)) {
-      r.not_covered = "the kernel is decode-only (this target calls forward)";
+    r.not_covered = fuzz_not_covered(target, caps);
+    if (!r.not_covered.empty()) {
       results.push_back(std::move(r));
       continue;
     }
@@ -248,6 +260,7 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
       const fuzz::Violation& v = *outcome.violation;
       r.failures = 1;
       r.first_failure = v.verdict.property + ": " + v.verdict.detail;
+      r.failing_case = case_id(v.problem);
       r.worst_utilisation = v.verdict.utilisation;
       const std::string path =
           fmt::format("{}/counterexamples/{}__{}.json", options.out_dir, r.check, file_stem(kernel.name()));
@@ -262,9 +275,7 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
     }
     r.floor = effective_floor(r.cases);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (options.progress)
-      std::cerr << fmt::format("[{:7.1f}s] {} fuzz {}: {} ({} of {} inputs effective, {:.1f} s)\n", elapsed_seconds(),
-                               kernel.name(), r.check, to_string(r.status()), r.effective, r.cases, r.seconds);
+    report_check(options, r, fmt::format("{} of {} inputs effective, {:.1f} s", r.effective, r.cases, r.seconds));
     results.push_back(std::move(r));
   }
   return results;
@@ -274,10 +285,11 @@ std::vector<CheckResult> certify_kernel(const Kernel& given, Oracle& oracle, con
   const FrozenDeclaration kernel(given);  // one declaration for the whole run
   std::vector<CheckResult> results;
   for (const CheckPlan& plan : deterministic_plans()) {
-    if (takes_next_check(options)) results.push_back(run_plan(plan, kernel, oracle, options));
+    if (takes_check(options, plan.check)) results.push_back(run_plan(plan, kernel, oracle, options));
     if (settled(results, options)) return results;
   }
-  if (!kernel.capabilities().paths.empty() && kernel.capabilities().forward() && takes_next_check(options))
+  if (!kernel.capabilities().paths.empty() && kernel.capabilities().forward() &&
+      takes_check(options, kDeclaredPathsCheck))
     results.push_back(check_declared_paths(kernel, options));
   if (settled(results, options)) return results;
   if (options.sized_stages) {

@@ -3,8 +3,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <optional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,8 +15,12 @@
 #include "attest/properties.h"
 #include "attest/property_driver.h"
 #include "attest/size_ladder.h"
+#include "check_selection.h"
 
 namespace attest {
+namespace fuzz {
+struct TargetInfo;
+}
 
 // PASS: enough cases exercised it and none failed. NOT COVERED: the kernel's declaration leaves
 // it nothing to check (the reason is kept). INSUFFICIENT: it ran, but fewer cases than its floor
@@ -44,6 +48,7 @@ struct CheckResult {
   std::string first_failure;  // "case name: explanation"
   std::string counterexample_path;
   std::optional<Problem> counterexample;  // the (shrunk) failing problem of a property check
+  std::string failing_case;               // the failing problem in one line (case_id.h)
   std::string reproduce;
   std::uint64_t seed = 0;
   double seconds = 0.0;
@@ -95,7 +100,8 @@ struct CertifyOptions {
   double fuzz_seconds = 0;   // per fuzz target; 0 skips the fuzz stage
   std::uint64_t seed = 0;    // 0: from the clock; always printed
   std::string out_dir = "attest-out";
-  bool progress = true;      // progress lines on stderr
+  bool progress = true;      // progress lines on stderr (progress.h)
+  bool verbose = false;      // progress for every check and long case, not only the checks that ran
   std::string kernel_source; // how the kernel was named (recorded in counterexamples for replay)
   bool isolated = false;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end
@@ -109,13 +115,15 @@ struct CertifyOptions {
   // When set, the run ends once this check has failed (attest mutants: the mutant is killed by its
   // expected property, and the checks after it cannot change that).
   std::string stop_after;
+  std::optional<CheckSelection> checks;  // --check: only these; unset: every check
 };
 
 // Sizes for a budget: quick stops at 4096 keys, default at 32768, thorough at 65536.
 SizeOptions sizes_for_budget(int property_cases);
 
-// Whether this run does the next check (--shard); asked once per check, in the unsharded order.
-bool takes_next_check(const CertifyOptions& options);
+// Whether this run does the check named `check`: --check chose it, and it is this shard's (--shard:
+// asked once per chosen check, in the unsharded order).
+bool takes_check(const CertifyOptions& options, const std::string& check);
 
 // Effective cases each internal path needs in every property that can reach it.
 constexpr long kPathFloor = 3;
@@ -138,6 +146,13 @@ DeclaredEdges declared_edges(const Capabilities& caps);
 CheckResult check_declared_paths(const Kernel& kernel, const CertifyOptions& options);
 
 // The `ladder` stage (every row of each case) and the `long` stage (a sample of rows).
+// Why a sized check has nothing to run (no case of its sizes inside the declaration).
+std::string sized_not_covered(const Capabilities& caps);
+// The long stage's cases, cheapest first, by check: the forward's, the backward's, an evicting cache's.
+struct LongCases {
+  std::vector<SizedCase> forward, backward, retained;
+};
+LongCases split_long_cases(const Capabilities& caps, const SizeOptions& sizes);
 std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options);
 
 // Tops up a property check for each discovered path it reached fewer than kPathFloor times
@@ -196,6 +211,8 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
 CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, const PathShapes& discovered,
                            const CertifyOptions& options, const LearnedPaths* learned = nullptr);
 
+// Why a fuzz target has nothing to check on this kernel ("" when it runs).
+std::string fuzz_not_covered(const fuzz::TargetInfo& target, const Capabilities& caps);
 // Random inputs through the fuzz targets' decoder and properties, in this process (so plugins
 // and process kernels are fuzzed too); no coverage guidance, that is `attest fuzz`'s job.
 std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptions& options);

@@ -2,16 +2,20 @@
 // declared predicate ends and the next begins, one batch entry or several, features as drawn,
 // each run once (no reference: run_guarded fails a call served by another path than the
 // declaration names). The property stage then tests each path on problems bent into its predicate.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
-#include <fmt/format.h>
 #include <iostream>
 
 #include "attest/generators.h"
 #include "attest/harness.h"
 #include "attest/problem_file.h"
 #include "attest/safe_text.h"
+#include "case_id.h"
 #include "certify.h"
+#include "check_selection.h"
+#include "progress.h"
 
 namespace attest {
 
@@ -32,7 +36,7 @@ DeclaredEdges declared_edges(const Capabilities& caps) {
 
 CheckResult check_declared_paths(const Kernel& kernel, const CertifyOptions& options) {
   const Capabilities caps = kernel.capabilities();
-  CheckResult r{kernel.name(), "deterministic", "declared_paths"};
+  CheckResult r{kernel.name(), "deterministic", kDeclaredPathsCheck};
   const auto start = std::chrono::steady_clock::now();
   const DeclaredEdges edges = declared_edges(caps);
   const rc::Gen<ProblemSpec> specs = gen_spec(caps);
@@ -56,6 +60,7 @@ CheckResult check_declared_paths(const Kernel& kernel, const CertifyOptions& opt
         } catch (const std::exception& e) {
           r.failures = 1;
           r.first_failure = fmt::format("Tq {} Tk {} B {}: {}", tq, tk, p.shape.batch, e.what());
+          r.failing_case = case_id(p);
           r.counterexample_path = fmt::format("{}/counterexamples/declared_paths__{}.json", options.out_dir,
                                               file_stem(kernel.name()));
           try {
@@ -70,9 +75,7 @@ CheckResult check_declared_paths(const Kernel& kernel, const CertifyOptions& opt
         }
       }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (options.progress)
-    std::cerr << fmt::format("[{:7.1f}s] {} deterministic declared_paths: {} ({} of {} cases, {:.2f} s)\n",
-                             elapsed_seconds(), kernel.name(), to_string(r.status()), r.effective, r.cases, r.seconds);
+  report_check(options, r, fmt::format("{} of {} cases, {:.2f} s", r.effective, r.cases, r.seconds));
   return r;
 }
 

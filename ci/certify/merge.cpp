@@ -1,10 +1,12 @@
 #include "merge.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "attest/file_io.h"
@@ -194,6 +196,7 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
   if (j.contains("feature_cases")) r.feature_cases = counts(j, where, "feature_cases");
   if (j.contains("seed")) r.seed = unsigned_integer(j, where, "seed");
   if (j.contains("first_failure")) r.first_failure = text(j, where, "first_failure");
+  if (j.contains("failing_case")) r.failing_case = text(j, where, "failing_case");
   if (j.contains("counterexample")) r.counterexample_path = text(j, where, "counterexample");
   if (j.contains("reproduce")) r.reproduce = text(j, where, "reproduce");
   if (j.contains("path_shortfall")) {
@@ -240,7 +243,7 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
   return r;
 }
 
-KernelReport kernel_of(const json& j, const std::string& where, ShardId shard, std::string& descriptor) {
+KernelReport kernel_of(const json& j, const std::string& where, std::optional<ShardId> shard, std::string& descriptor) {
   KernelReport k;
   k.source = text(j, where, "source");
   k.name = text(j, where, "name");
@@ -303,12 +306,14 @@ void check_as_written(const json& doc, const CertificateInfo& info) {
                          shown(difference["value"])));
 }
 
-ShardCertificate shard_of(const json& doc, const std::string& path) {
+// `shard_only`: refuse a certificate written without --shard (merge); otherwise read either kind
+// (attest report), where an unsharded one cannot be compared as written (its checks keep no paths).
+ShardCertificate certificate_of(const json& doc, const std::string& path, bool shard_only) {
   if (!doc.is_object() || !doc.contains("format") || doc["format"] != kCertificateFormat)
     throw MergeError(fmt::format("not an attest certificate (format must be \"{}\")", kCertificateFormat));
   if (const json& version = member(doc, "certificate", "version"); version != kCertificateVersion)
     bad("version", fmt::format("is {} (shards are version {})", shown(version), kCertificateVersion));
-  if (!doc.contains("shard"))
+  if (shard_only && !doc.contains("shard"))
     throw MergeError("not a shard's certificate (no \"shard\" field: it was written without --shard)");
   ShardCertificate s;
   s.path = path;
@@ -319,19 +324,23 @@ ShardCertificate shard_of(const json& doc, const std::string& path) {
                                  shown(s.harness_version), ATTEST_VERSION));
   text(doc, "certificate", "created");
   flag(doc, "certificate", "certified");
-  const json& shard = member(doc, "certificate", "shard");
-  const int count = static_cast<int>(integer(shard, "shard", "count", 1, 1000));
-  const int index = static_cast<int>(integer(shard, "shard", "index", 1, count));
-  s.info.shard = ShardId{index, count};
+  if (doc.contains("shard")) {
+    const json& shard = member(doc, "certificate", "shard");
+    const int count = static_cast<int>(integer(shard, "shard", "count", 1, 1000));
+    const int index = static_cast<int>(integer(shard, "shard", "index", 1, count));
+    s.info.shard = ShardId{index, count};
+  }
   s.info.seed = unsigned_integer(doc, "certificate", "seed");
   s.info.property_cases = static_cast<int>(integer(doc, "certificate", "cases_per_property", 0, 1'000'000));
   s.info.options = strings(doc, "certificate", "options");
   const json& kernels = array(doc, "certificate", "kernels");
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     s.descriptors.emplace_back();
-    s.info.kernels.push_back(kernel_of(kernels[k], fmt::format("kernels[{}]", k), *s.info.shard, s.descriptors.back()));
+    s.info.kernels.push_back(kernel_of(kernels[k], fmt::format("kernels[{}]", k), s.info.shard, s.descriptors.back()));
   }
-  check_as_written(doc, s.info);
+  if (s.info.shard) check_as_written(doc, s.info);
+  if (const auto chosen = s.info.options.find("checks"); chosen != s.info.options.end())  // certify --check
+    for (KernelReport& k : s.info.kernels) k.check_selection = chosen->second;
   return s;
 }
 
@@ -390,17 +399,25 @@ void check_belong_together(const std::vector<ShardCertificate>& shards) {
 
 }  // namespace
 
-ShardCertificate read_shard_certificate(const std::string& path) {
+namespace {
+
+ShardCertificate read_certificate_file(const std::string& path, bool shard_only, const std::string& command) {
   try {
-    return shard_of(parse_json(read_file(path, kMaxCertificateBytes), shown(path)), path);
+    return certificate_of(parse_json(read_file(path, kMaxCertificateBytes), shown(path)), path, shard_only);
   } catch (const FileError& e) {
-    throw MergeError("merge: " + one_line(e.what(), 400));
+    throw MergeError(command + ": " + one_line(e.what(), 400));
   } catch (const FieldError& e) {
-    throw MergeError(fmt::format("merge: {}: {}", shown(path), one_line(e.what(), 400)));
+    throw MergeError(fmt::format("{}: {}: {}", command, shown(path), one_line(e.what(), 400)));
   } catch (const MergeError& e) {
-    throw MergeError(fmt::format("merge: {}: {}", shown(path), one_line(e.what(), 400)));
+    throw MergeError(fmt::format("{}: {}: {}", command, shown(path), one_line(e.what(), 400)));
   }
 }
+
+}  // namespace
+
+ShardCertificate read_shard_certificate(const std::string& path) { return read_certificate_file(path, true, "merge"); }
+
+CertificateInfo read_certificate(const std::string& path) { return read_certificate_file(path, false, "report").info; }
 
 CertificateInfo merge_shards(const std::vector<ShardCertificate>& shards) {
   if (shards.empty()) throw MergeError("merge: no shard certificates");

@@ -28,6 +28,11 @@ struct ShardCertificate {
 // Reads one shard's certificate; throws MergeError naming the file and the field.
 ShardCertificate read_shard_certificate(const std::string& path);
 
+// Any certificate attest writes, a shard's or a whole run's, read as strictly (attest report);
+// throws MergeError naming the file and the field. An unsharded certificate's checks keep no
+// paths: its kernels' reports have no path table.
+CertificateInfo read_certificate(const std::string& path);
+
 // The unsharded run's certificate from all N shards of one run (checks in the unsharded order);
 // throws MergeError when the shards do not belong together or do not split one run.
 CertificateInfo merge_shards(const std::vector<ShardCertificate>& shards);

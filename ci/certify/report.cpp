@@ -1,10 +1,15 @@
 // The human side of a certificate: what a kernel declared, the table of checks, the failures
 // and the verdict line naming what was certified and what was not covered.
-#include <algorithm>
 #include <fmt/format.h>
 
-#include "certificate.h"
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "attest/precision_limit.h"
+#include "certificate.h"
 
 namespace attest {
 
@@ -56,16 +61,6 @@ std::string declared_scope(const Capabilities& c) {
 }
 
 namespace {
-
-std::string verdict_text(const CheckResult& r) {
-  switch (r.status()) {
-    case CheckStatus::kPass: return "PASS";
-    case CheckStatus::kFail: return "FAIL";
-    case CheckStatus::kNotCovered: return "not covered";
-    case CheckStatus::kInsufficient: return "INSUFFICIENT";
-  }
-  return "?";
-}
 
 std::string names_of(const std::vector<const CheckResult*>& checks) {
   std::string out;
@@ -129,6 +124,20 @@ std::string containment_scope(const KernelReport& k) { return k.uncontained ? ";
 
 }  // namespace
 
+std::string verdict_text(const CheckResult& r) {
+  switch (r.status()) {
+    case CheckStatus::kPass:
+      return "PASS";
+    case CheckStatus::kFail:
+      return "FAIL";
+    case CheckStatus::kNotCovered:
+      return "not covered";
+    case CheckStatus::kInsufficient:
+      return "INSUFFICIENT";
+  }
+  return "?";
+}
+
 std::string format_path_table(const KernelReport& k) {
   struct Row {
     long cases = 0, checks = 0, required = 0, covered = 0;
@@ -156,18 +165,71 @@ std::string format_path_table(const KernelReport& k) {
   return out;
 }
 
-std::string format_report(const KernelReport& k) {
+namespace {
+
+// "checks: 21 ran, 16 not covered [11: the kernel does not declare backward] [5: ...]": what did
+// not run, once, grouped by reason, instead of a zero row and a line for each.
+std::string checks_line(const KernelReport& k) {
+  std::map<std::string, long> reasons;
+  long ran = 0;
+  for (const CheckResult& r : k.checks)
+    if (r.status() == CheckStatus::kNotCovered)
+      ++reasons[r.not_covered];
+    else
+      ++ran;
+  std::vector<std::pair<long, std::string>> by_count;
+  for (const auto& [why, n] : reasons) by_count.emplace_back(-n, why);
+  std::sort(by_count.begin(), by_count.end());
+  std::string grouped;
+  // Bracketed: a reason may itself hold a semicolon.
+  for (const auto& [minus_n, why] : by_count) grouped += fmt::format(" [{}: {}]", -minus_n, why);
+  const long not_covered = static_cast<long>(k.checks.size()) - ran;
+  return fmt::format("  checks: {} ran, {} not covered{}\n", ran, not_covered, grouped);
+}
+
+// "; 5 of 37 checks apply" when fewer than half of a kernel's checks ran: a verdict on few checks
+// says so where a CI log shows it. A shard holds a share of the checks by design: not said there.
+std::string applies_scope(const KernelReport& k) {
+  long ran = 0;
+  for (const CheckResult& r : k.checks) ran += r.status() != CheckStatus::kNotCovered;
+  const long total = static_cast<long>(k.checks.size());
+  if (k.shard || 2 * ran >= total) return "";
+  return fmt::format("; {} of {} checks apply", ran, total);
+}
+
+// "; only the checks --check chose (grid, matches_reference)": the verdict of a partial run.
+std::string selection_scope(const KernelReport& k) {
+  return k.check_selection.empty() ? "" : fmt::format("; only the checks --check chose ({})", k.check_selection);
+}
+
+}  // namespace
+
+std::string format_failure(const KernelReport& k, const CheckResult& r) {
+  std::string out =
+      fmt::format("  FAIL {} {}: {} of {} cases; first: {}\n", k.name, r.check, r.failures, r.cases, r.first_failure);
+  if (!r.failing_case.empty()) out += fmt::format("    case: {}\n", r.failing_case);
+  return out;
+}
+
+std::string format_report(const KernelReport& k, ReportDetail detail) {
+  const bool full = detail == ReportDetail::kFull;
   const Capabilities& c = k.capabilities;
-  std::string out = fmt::format("{} ({})\n  declares: {}\n  {}\n", k.name, k.source,
-                                c.features.empty() ? "no features" : c.features.joined(), declared_scope(c));
+  const std::string features = c.features.empty() ? "no features" : c.features.joined();
+  std::string out = full ? fmt::format("{} ({})\n  declares: {}\n  {}\n", k.name, k.source, features, declared_scope(c))
+                         : fmt::format("{} ({}) declares {}\n  {}\n", k.name, k.source, features, declared_scope(c));
+  if (!full) out += checks_line(k);
+  // The compact table holds the checks that ran; --verbose every check, the zero rows included.
+  auto shown = [&](const CheckResult& r) { return full || r.status() != CheckStatus::kNotCovered; };
   std::size_t width = 6;
-  for (const CheckResult& r : k.checks) width = std::max(width, r.check.size());
+  for (const CheckResult& r : k.checks)
+    if (shown(r)) width = std::max(width, r.check.size());
   out += fmt::format("  {:<14} {:<{}} {:>7} {:>9} {:>12} {:>10} {:>12}\n", "stage", "check", width, "cases",
                      "effective", "verdict", "err/bound", "max Tq x Tk");
   for (const CheckResult& r : k.checks)
-    out += fmt::format("  {:<14} {:<{}} {:>7} {:>9} {:>12} {:>10.3g} {:>12}\n", r.stage, r.check, width, r.cases,
-                       r.effective, verdict_text(r), r.worst_utilisation,
-                       r.effective ? fmt::format("{}x{}", r.longest_q, r.longest_k) : "-");
+    if (shown(r))
+      out += fmt::format("  {:<14} {:<{}} {:>7} {:>9} {:>12} {:>10.3g} {:>12}\n", r.stage, r.check, width, r.cases,
+                         r.effective, verdict_text(r), r.worst_utilisation,
+                         r.effective ? fmt::format("{}x{}", r.longest_q, r.longest_k) : "-");
 
   const std::string table = format_path_table(k);
   out += table;
@@ -175,7 +237,8 @@ std::string format_report(const KernelReport& k) {
   std::string declared;
   for (const PathPredicate& d : c.paths) declared += (declared.empty() ? "" : "; ") + d.summary();
   if (!declared.empty()) out += "  paths declared by the kernel: " + declared + "\n";
-  else if (!table.empty()) out += "  paths discovered over the size ladder (the kernel declares none)\n";
+  else if (!table.empty() && full)
+    out += "  paths discovered over the size ladder (the kernel declares none)\n";
   for (const CheckResult& r : k.checks)
     if (r.paths.contains(kOtherPaths)) {
       out += fmt::format("  note: the kernel named more than {} internal paths; the rest are counted as one row "
@@ -189,9 +252,9 @@ std::string format_report(const KernelReport& k) {
     if (r.status() == CheckStatus::kInsufficient) insufficient.push_back(&r);
     if (r.status() == CheckStatus::kNotCovered) not_covered.push_back(&r);
   }
-  for (const CheckResult* r : failed) {
-    out += fmt::format("\n  FAIL {} {}: {} of {} cases; first: {}\n", k.name, r->check, r->failures, r->cases,
-                       r->first_failure);
+  // The compact report lists failures once, at the end of the run (run_summary.h).
+  for (const CheckResult* r : full ? failed : std::vector<const CheckResult*>{}) {
+    out += "\n" + format_failure(k, *r);
     if (!r->counterexample_path.empty())
       out += fmt::format("    counterexample: {}  (attest replay {})\n", r->counterexample_path, r->counterexample_path);
     if (!r->reproduce.empty())
@@ -220,25 +283,44 @@ std::string format_report(const KernelReport& k) {
                          r.probes_kept_off_path > 0 ? fmt::format("; {} kept so after that", r.probes_kept_off_path) : "");
   for (const CheckResult& r : k.checks) {
     if (r.not_reached.empty()) continue;
-    out += fmt::format("  {} {}: every case to T = {} ran; not reached ({}):\n", r.stage, r.check, r.reached_len,
-                       r.time_budget > 0 ? fmt::format("{:g} s time budget", r.time_budget) : "too slow");
-    for (const std::string& why : r.not_reached) out += fmt::format("    {}\n", why);
+    const std::string why = r.time_budget > 0 ? fmt::format("{:g} s time budget", r.time_budget) : "too slow";
+    if (!full) {
+      out += fmt::format("  {} {}: every case to T = {} ran; {} not reached ({}), --verbose lists them\n", r.stage,
+                         r.check, r.reached_len,
+                         r.not_reached.size() == 1 ? "1 case" : fmt::format("{} cases", r.not_reached.size()), why);
+      continue;
+    }
+    out += fmt::format("  {} {}: every case to T = {} ran; not reached ({}):\n", r.stage, r.check, r.reached_len, why);
+    for (const std::string& line : r.not_reached) out += fmt::format("    {}\n", line);
   }
-  for (const CheckResult* r : not_covered) out += fmt::format("  not covered: {} ({})\n", r->check, r->not_covered);
+  if (full)
+    for (const CheckResult* r : not_covered) out += fmt::format("  not covered: {} ({})\n", r->check, r->not_covered);
   const std::string limits = limits_text(precision_limits(k.capabilities));
   if (!limits.empty())
     out += fmt::format("  precision limit of the declared arithmetic (its model kernel, equal scores): {}\n", limits);
 
+  return out + format_verdict_line(k);
+}
+
+std::string format_verdict_line(const KernelReport& k) {
+  std::vector<const CheckResult*> failed, insufficient;
+  for (const CheckResult& r : k.checks) {
+    if (r.status() == CheckStatus::kFail) failed.push_back(&r);
+    if (r.status() == CheckStatus::kInsufficient) insufficient.push_back(&r);
+  }
+  const std::string limits = limits_text(precision_limits(k.capabilities));
+  std::string out;
   const FeatureSet not_covered_features = k.undeclared() | k.declared_unexercised();
   const std::string scope = k.exercised().empty() ? "nothing" : k.exercised().joined();
   // A shard's verdict speaks for its share of the checks only.
   if (k.shard) out += fmt::format("shard {}/{}: ", k.shard->index, k.shard->count);
   if (k.passed()) {
-    out += fmt::format(
-        "CERTIFIED {} for {}{}; not covered: {}{}{}{}{}{}{}{}\n", k.name, scope, contract_scope(k.capabilities),
-        not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k), size_scope(k),
-        precision_scope(k.capabilities), inputs_scope(k.capabilities), cache_scope(k.capabilities),
-        limits.empty() ? "" : "; precision limit: " + limits, containment_scope(k));
+    out += fmt::format("CERTIFIED {} for {}{}; not covered: {}{}{}{}{}{}{}{}{}{}\n", k.name, scope,
+                       contract_scope(k.capabilities),
+                       not_covered_features.empty() ? "nothing" : not_covered_features.joined(), reach_scope(k),
+                       size_scope(k), precision_scope(k.capabilities), inputs_scope(k.capabilities),
+                       cache_scope(k.capabilities), limits.empty() ? "" : "; precision limit: " + limits,
+                       containment_scope(k), applies_scope(k), selection_scope(k));
   } else {
     std::vector<std::string> why;
     if (!failed.empty()) why.push_back(fmt::format("failed: {}", names_of(failed)));
@@ -246,7 +328,7 @@ std::string format_report(const KernelReport& k) {
     if (!k.missing_required().empty()) why.push_back(fmt::format("required but not covered: {}", k.missing_required().joined()));
     std::string joined;
     for (const std::string& w : why) joined += (joined.empty() ? "" : "; ") + w;
-    out += fmt::format("NOT CERTIFIED {}: {}\n", k.name, joined);
+    out += fmt::format("NOT CERTIFIED {}: {}{}\n", k.name, joined, selection_scope(k));
   }
   return out;
 }

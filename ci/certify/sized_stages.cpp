@@ -1,8 +1,9 @@
 // The size ladder and long-sequence stages, path discovery, and per-path top-ups of the
 // property checks (real kernels switch code by size; each path needs its evidence).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
-#include <fmt/format.h>
 #include <iostream>
 #include <limits>
 #include <map>
@@ -12,8 +13,11 @@
 #include "attest/harness.h"
 #include "attest/problem_file.h"
 #include "attest/safe_text.h"
+#include "case_id.h"
 #include "certify.h"
+#include "check_selection.h"
 #include "long_stage_plan.h"
+#include "progress.h"
 
 namespace attest {
 namespace {
@@ -90,12 +94,7 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
   int shortest_missed = std::numeric_limits<int>::max();  // keys of the shortest case not reached
   std::vector<int> ran;                                  // keys of each case that ran
   if (kernel.capabilities().contract.decode_only && cases.empty())
-    r.not_covered =
-        kernel.capabilities().cache.evicts()
-            ? "the kernel is decode-only and its cache (" + kernel.capabilities().cache.summary() +
-                  ") evicts before these sizes; eviction_matches_retained_set and the long stage's "
-                  "eviction_sampled_steps hold it to what it keeps"
-            : "the kernel is decode-only and declares nothing a decode session can be held to at these sizes";
+    r.not_covered = sized_not_covered(kernel.capabilities());
   for (const SizedCase& c : cases) {
     if (deadline_passed(options.deadline)) {
       r.failures += r.failures == 0;
@@ -124,13 +123,16 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
     const double case_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - case_start).count();
     if (plan) plan->learn(c, kernel_seconds, case_seconds);
     if (!r.record_case(v, c.problem, c.backward ? std::string(kBackwardPath) : kernel.last_path())) continue;
-    if (options.progress && stage == "long")
-      std::cerr << fmt::format("[{:7.1f}s] {} {} {}: Tq {} Tk {}, {} rows, err/bound {:.3g} ({:.2f} s, kernel {:.2f} s)\n",
-                               elapsed_seconds(), kernel.name(), stage, c.name, c.problem.shape.q_len, c.problem.shape.k_len,
-                               c.rows.empty() ? c.problem.shape.q_len : static_cast<int>(c.rows.size()), v.utilisation,
-                               case_seconds, kernel_seconds);
+    if (stage == "long")
+      report_detail(
+          options,
+          fmt::format("[{:7.1f}s] {} {} {}: Tq {} Tk {}, {} rows, err/bound {:.3g} ({:.2f} s, kernel {:.2f} s)",
+                      elapsed_seconds(), kernel.name(), stage, c.name, c.problem.shape.q_len, c.problem.shape.k_len,
+                      c.rows.empty() ? c.problem.shape.q_len : static_cast<int>(c.rows.size()), v.utilisation,
+                      case_seconds, kernel_seconds));
     if (!v.passed && r.failures++ == 0) {
       r.first_failure = fmt::format("{} (Tq {}, Tk {}): {}", c.name, c.problem.shape.q_len, c.problem.shape.k_len, v.detail);
+      r.failing_case = case_id(c.problem);
       r.counterexample_path = save_sized_case(check, c, kernel, v, options);
     }
     if (v.isolation_failure) {
@@ -141,13 +143,12 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
   for (int keys : ran)
     if (keys < shortest_missed) r.reached_len = std::max(r.reached_len, keys);
   if (r.cases == 0 && r.not_reached.empty() && r.not_covered.empty())
-    r.not_covered = "no case of these sizes lies inside the kernel's declaration";
+    r.not_covered = sized_not_covered(kernel.capabilities());
   r.floor = r.not_covered.empty() ? effective_floor(std::max<long>(r.cases, 1)) : 0;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (options.progress)
-    std::cerr << fmt::format("[{:7.1f}s] {} {} {}: {} ({} of {} cases effective, {} not reached, {:.2f} s)\n",
-                             elapsed_seconds(), kernel.name(), stage, check, to_string(r.status()), r.effective, r.cases,
-                             r.not_reached.size(), r.seconds);
+  report_check(options, r,
+               fmt::format("{} of {} cases effective, {} not reached, {:.2f} s", r.effective, r.cases,
+                           r.not_reached.size(), r.seconds));
   return r;
 }
 
@@ -207,6 +208,24 @@ CheckResult run_long_check(const std::string& check, const std::vector<SizedCase
 }
 
 }  // namespace
+
+std::string sized_not_covered(const Capabilities& caps) {
+  if (!caps.contract.decode_only) return "no case of these sizes lies inside the kernel's declaration";
+  return caps.cache.evicts()
+             ? "the kernel is decode-only and its cache (" + caps.cache.summary() +
+                   ") evicts before these sizes; eviction_matches_retained_set and the long stage's "
+                   "eviction_sampled_steps hold it to what it keeps"
+             : "the kernel is decode-only and declares nothing a decode session can be held to at these sizes";
+}
+
+LongCases split_long_cases(const Capabilities& caps, const SizeOptions& sizes) {
+  std::vector<SizedCase> all = long_cases(caps, sizes);
+  cheapest_first(all);
+  LongCases out;
+  for (SizedCase& c : all)
+    (c.backward ? out.backward : c.retained_set ? out.retained : out.forward).push_back(std::move(c));
+  return out;
+}
 
 SizeOptions sizes_for_budget(int property_cases) {
   SizeOptions s;
@@ -279,26 +298,27 @@ std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, 
   std::vector<CheckResult> results;
   const Capabilities caps = kernel.capabilities();
   oracle.set_jobs(options.sizes.jobs);
-  if (takes_next_check(options))
-    results.push_back(run_sized_check("ladder", "sizes", ladder_cases(caps, options.sizes), kernel, oracle, options));
+  if (takes_check(options, kLadderCheck))
+    results.push_back(
+        run_sized_check("ladder", kLadderCheck, ladder_cases(caps, options.sizes), kernel, oracle, options));
   // The long stage: the forward's cases, then (each its own check, on what is left of the stage's
   // one time budget) the backward's and an evicting cache's sessions, when the kernel has them.
-  std::vector<SizedCase> all = long_cases(caps, options.sizes);
-  cheapest_first(all);
-  std::vector<SizedCase> forward, backward, retained;
-  for (const SizedCase& c : all) (c.backward ? backward : c.retained_set ? retained : forward).push_back(c);
-  const bool forward_check = takes_next_check(options);
-  const bool backward_check = !backward.empty() && takes_next_check(options);
-  const bool retained_check = !retained.empty() && takes_next_check(options);
+  const LongCases split = split_long_cases(caps, options.sizes);
+  const bool forward_check = takes_check(options, kLongCheck);
+  const bool backward_check = !split.backward.empty() && takes_check(options, kLongBackwardCheck);
+  const bool retained_check = !split.retained.empty() && takes_check(options, kLongEvictionCheck);
   if (!forward_check && !backward_check && !retained_check) return results;
+  std::vector<SizedCase> all = split.forward;
+  all.insert(all.end(), split.backward.begin(), split.backward.end());
+  all.insert(all.end(), split.retained.begin(), split.retained.end());
   LongStagePlan plan(kernel, options.sizes.time_budget,
                      shortest_reaching(all, required_length(caps, options.sizes, all)),
                      calibration_cases(caps, options.sizes, all));
-  if (forward_check) results.push_back(run_long_check("sampled_rows", forward, kernel, oracle, options, plan));
+  if (forward_check) results.push_back(run_long_check(kLongCheck, split.forward, kernel, oracle, options, plan));
   if (backward_check)
-    results.push_back(run_long_check("backward_sampled_rows", backward, kernel, oracle, options, plan));
+    results.push_back(run_long_check(kLongBackwardCheck, split.backward, kernel, oracle, options, plan));
   if (retained_check)
-    results.push_back(run_long_check("eviction_sampled_steps", retained, kernel, oracle, options, plan));
+    results.push_back(run_long_check(kLongEvictionCheck, split.retained, kernel, oracle, options, plan));
   return results;
 }
 

@@ -1,21 +1,25 @@
 #include "certify_command.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <iostream>
 #include <thread>
 
 #include "attest/file_io.h"
 #include "certificate.h"
+#include "check_plan.h"
+#include "check_selection.h"
 #include "document_output.h"
 #include "flags.h"
 #include "frozen_declaration.h"
 #include "identity.h"
 #include "process_kernel.h"
+#include "progress.h"
+#include "run_summary.h"
 
 namespace attest {
 namespace {
@@ -46,6 +50,18 @@ std::map<std::string, std::string> run_options(const CertifyRequest& request) {
           {"isolate", request.load.isolate ? "on" : "off"}};
 }
 
+// run_options, with --check when it chose the checks (a run of every check records none, as before it existed).
+std::map<std::string, std::string> recorded_options(const CertifyRequest& request) {
+  std::map<std::string, std::string> options = run_options(request);
+  if (request.options.checks) options["checks"] = request.options.checks->text();
+  return options;
+}
+
+int list_checks() {
+  for (const CheckName& c : every_check()) std::cout << fmt::format("{:<14} {}\n", c.stage, c.name);
+  return 0;
+}
+
 }  // namespace
 
 // "causal,gqa,lse" -> the features; an unknown name is a usage error naming the known ones.
@@ -60,7 +76,11 @@ FeatureSet parse_features(const std::vector<std::string>& names) {
 }
 
 int run_certify(CertifyRequest request) {
+  if (request.list_checks) return list_checks();
   CertifyOptions& options = request.options;
+  const auto started = std::chrono::steady_clock::now();
+  options.verbose = request.verbose;
+  const ReportDetail detail = request.verbose ? ReportDetail::kFull : ReportDetail::kCompact;
   // Everything that can be refused is refused before the first check runs.
   if (!request.json_path.empty() && same_file_path(request.json_path, request.junit_path))
     throw FlagError("--json and --junit name the same file " + request.json_path);
@@ -73,6 +93,7 @@ int run_certify(CertifyRequest request) {
   if (!request.baseline_path.empty()) inputs.push_back(request.baseline_path);
   check_not_an_input("--json", request.json_path, inputs);
   check_not_an_input("--junit", request.junit_path, inputs);
+  if (request.plan && request.shard) throw FlagError("--plan: a plan is of the whole run; drop --shard");
   if (request.shard && !request.baseline_path.empty())
     throw FlagError("--baseline: a shard holds only its share of the checks; gate on the merged certificate "
                     "(attest merge ... --baseline FILE)");
@@ -90,6 +111,13 @@ int run_certify(CertifyRequest request) {
   for (const std::string& cmd : request.commands) kernels.emplace_back("cmd:" + cmd, resolve_kernel("cmd:" + cmd, request.load));
   if (kernels.empty())
     for (const KernelEntry& e : kernel_registry()) kernels.emplace_back("builtin:" + e.name, resolve_kernel(e.name, request.load));
+  if (request.plan) {  // the declarations alone: no check runs
+    for (const auto& [source, kernel] : kernels) {
+      const FrozenDeclaration frozen(*kernel);
+      std::cout << format_plan(source, frozen.name(), plan_checks(frozen, options)) << "\n";
+    }
+    return 0;
+  }
   options.seed = seed_or_clock(options.seed);
   std::cerr << fmt::format("attest certify: seed {}, {} cases per property{}\n", options.seed, options.property_cases,
                            request.shard ? fmt::format(", shard {}/{}", request.shard->index, request.shard->count) : "");
@@ -99,7 +127,7 @@ int run_certify(CertifyRequest request) {
 
   Oracle oracle(1024);  // every deterministic case's reference is computed once for all kernels
   const DocumentOutput documents(is_stdout(request.json_path) || is_stdout(request.junit_path));
-  CertificateInfo info{options.seed, options.property_cases, {}, request.shard, run_options(request)};
+  CertificateInfo info{options.seed, options.property_cases, {}, request.shard, recorded_options(request)};
   std::size_t checks_run = 0;
   for (const auto& [source, kernel] : kernels) {
     options.kernel_source = source;
@@ -107,10 +135,14 @@ int run_certify(CertifyRequest request) {
     const FrozenDeclaration frozen(*kernel);  // one reading of its declaration: the report's and the checks'
     KernelReport report{source, frozen.name(), frozen.capabilities(), certify_kernel(frozen, oracle, options),
                         request.required, request.shard, kernel_identity(source)};
+    if (options.checks) report.check_selection = options.checks->text();
     checks_run += report.checks.size();
-    std::cout << format_report(report) << "\n";
+    end_progress();
+    std::cout << format_report(report, detail) << "\n" << std::flush;
     info.kernels.push_back(std::move(report));
   }
+  std::cout << format_run_end(info, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+                              detail);
   if (!request.json_path.empty()) documents.write(request.json_path, certificate_json(info) + "\n");
   if (!request.junit_path.empty()) documents.write(request.junit_path, certificate_junit(info));
   std::string prefix;  // a shard's verdict speaks for its share only

@@ -23,6 +23,9 @@ struct CertifyRequest {
   double deadline_seconds = 3600;
   FeatureSet required;  // --require
   std::optional<ShardId> shard;  // --shard K/N: this run's share of the checks
+  bool verbose = false;          // --verbose: the full report and progress (ReportDetail::kFull)
+  bool list_checks = false;      // --list-checks: print every check, run nothing
+  bool plan = false;             // --plan: print what would run on each kernel, run nothing
 };
 
 // Exit code: 0 certified, 1 not (a failure, too little evidence, a missing --require, a

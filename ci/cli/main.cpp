@@ -14,6 +14,7 @@
 #include "merge_command.h"
 #include "mutants_command.h"
 #include "replay_command.h"
+#include "report_command.h"
 #include "selfcheck.h"
 
 namespace {
@@ -77,6 +78,17 @@ int main(int argc, char** argv) {
   cert->add_flag("--no-shrink", [&](std::int64_t) { request.options.shrink = false; },
                  "save each failing property's first counterexample unshrunk (quick triage of a kernel that "
                  "fails everywhere)");
+  std::vector<std::string> check_items;
+  cert->add_option("--check", check_items,
+                   "run only these checks: names, or regular expressions matching whole names, e.g. "
+                   "golden,gradient_.* (--list-checks names them)")
+      ->delimiter(',');
+  cert->add_flag("--list-checks", request.list_checks, "print every check's stage and name, one per line, and exit");
+  cert->add_flag("--plan", request.plan,
+                 "print which checks would run on each kernel and why the others would not, without running any");
+  cert->add_flag("--verbose", request.verbose,
+                 "the full report: a row and a line for every check that did not run, every case the long stage "
+                 "could not afford, each failure in its kernel's report; progress for every check and long case");
   std::string shard;
   cert->add_option("--shard", shard,
                    "K/N: run only the checks at positions p with p % N == K - 1 (attest merge joins the N certificates)");
@@ -91,6 +103,12 @@ int main(int argc, char** argv) {
   mrg->add_option("--baseline-factor", merge_factor, "allowed growth of worst err/bound (>= 1)")->capture_default_str();
   mrg->add_flag("--baseline-any-options", merge.baseline_any_options,
                 "compare with a baseline run with other options (lengths, widths, budgets, timeouts); says so");
+  mrg->add_flag("--verbose", merge.verbose, "the full report, as certify --verbose prints it");
+
+  ReportRequest report;
+  CLI::App* rpt = app.add_subcommand("report", "write a certificate again for people: Markdown for a CI job summary");
+  rpt->add_option("certificate", report.certificate, "a certificate (certify --json F, or attest merge's)")->required();
+  rpt->add_option("--markdown", report.markdown_path, "write the Markdown summary here (-: stdout)")->required();
 
   FuzzRequest fuzz;
   CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");
@@ -207,6 +225,7 @@ int main(int argc, char** argv) {
       request.load.containment.memory_limit_bytes = memory_of_flag(memory_limit);
       request.deadline_seconds = parse_seconds("--deadline", deadline, 30 * 86400);
       request.required = parse_features(required);
+      if (cert->count("--check")) request.options.checks = CheckSelection(check_items);
       if (cert->count("--shard")) {  // given, even as "": parsed
         const auto [index, count] = parse_shard("--shard", shard, 1000);
         request.shard = ShardId{index, count};
@@ -217,6 +236,7 @@ int main(int argc, char** argv) {
       merge.baseline_factor = parse_number("--baseline-factor", merge_factor, 1, 1e6);
       return run_merge(merge);
     }
+    if (*rpt) return run_report(report);
     if (*fz && fuzz_list) return list_fuzz_targets();
     if (*fz) {
       if (fuzz.target.empty()) throw FlagError("fuzz: --target is required (attest fuzz --list names them)");

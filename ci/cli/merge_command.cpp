@@ -1,6 +1,7 @@
 #include "merge_command.h"
 
 #include <fmt/format.h>
+
 #include <iostream>
 #include <optional>
 
@@ -9,6 +10,7 @@
 #include "document_output.h"
 #include "flags.h"
 #include "merge.h"
+#include "run_summary.h"
 
 namespace attest {
 
@@ -30,7 +32,9 @@ int run_merge(const MergeRequest& request) {
   const CertificateInfo info = merge_shards(shards);
   std::cerr << fmt::format("attest merge: {} shards, seed {}, {} cases per property\n", shards.size(), info.seed,
                            info.property_cases);
-  for (const KernelReport& k : info.kernels) std::cout << format_report(k) << "\n";
+  const ReportDetail detail = request.verbose ? ReportDetail::kFull : ReportDetail::kCompact;
+  for (const KernelReport& k : info.kernels) std::cout << format_report(k, detail) << "\n";
+  std::cout << format_run_end(info, -1, detail);
   documents.write(request.json_path, certificate_json(info) + "\n");
   documents.write(request.junit_path, certificate_junit(info));
 

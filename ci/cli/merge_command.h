@@ -12,6 +12,7 @@ struct MergeRequest {
   std::string json_path, junit_path, baseline_path;
   double baseline_factor = 2.0;
   bool baseline_any_options = false;  // --baseline-any-options
+  bool verbose = false;               // --verbose: every check's row, every failure in its kernel's report
 };
 
 // Exit code: 0 the merged certificate is certified (and no regression), 1 not; bad input throws.

@@ -623,8 +623,9 @@ def case_budget_refuses_unaffordable_length():
     # 65536 keys cost ~4096 times 1024 keys: a time budget of 20 s cannot afford it, and says so.
     # 1024 is the shortest case at or past quick's required 512: the budget never cuts it, however
     # busy the machine (at load 8 it was once refused, predicted 25 s: INSUFFICIENT).
+    # --verbose: the compact report counts the cases not reached; the full one lists each with its prediction.
     run = certify("--kernel", own_plugin("good"), *QUICK, "--lengths", "256,1024,65536", "--long-seconds", "20",
-                  timeout=240, expect=(0,))
+                  "--verbose", timeout=240, expect=(0,))
     require(run, "not reached (20 s time budget)")
     if not re.search(r"long: to T = 1024 \(time budget\)", run.stdout):
         fail("the scope line does not say how far the budget reached:\n" + run.describe())
@@ -639,8 +640,9 @@ def case_budget_cuts_slow_call():
     # prediction, and is dropped as too slow at its size. A 40 s budget left too little room under
     # ASan beside two CPU hogs and a second CI run (busy run U: the call was never admitted).
     env = dict(os.environ, HOSTILE_CLIFF_KEYS="4096", HOSTILE_CLIFF_FACTOR="10")
-    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "55", timeout=300, expect=(0,),
-                  env=env)
+    # --verbose: the full report lists each case the budget cut, with why.
+    run = certify("--kernel", own_plugin("sleeps_by_work"), *QUICK, "--long-seconds", "55", "--verbose", timeout=300,
+                  expect=(0,), env=env)
     require(run, "still computing after", "long: to T = 2048 (time budget)", "CERTIFIED")
 
 

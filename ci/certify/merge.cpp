@@ -87,9 +87,7 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
   // Added after the first certificates: absent means the default domain.
   if (d.contains("inputs")) {
     const std::string inputs = text(d, where, "inputs");
-    if (inputs != to_string(InputDomain::kFinite) && inputs != to_string(InputDomain::kMaskedMayBeNonFinite))
-      bad(where + ".inputs", "must be \"finite\" or \"masked_may_be_nonfinite\"");
-    c.inputs = inputs == to_string(InputDomain::kFinite) ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
+    if (!parse_input_domain(inputs, c.inputs)) bad(where + ".inputs", "must be " + input_domain_names());
   }
   if (d.contains("deterministic_backward")) {  // added with ABI 2.3: absent means no promise
     const json& flag = member(d, where, "deterministic_backward");

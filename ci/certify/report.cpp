@@ -57,7 +57,10 @@ std::string path_precisions(const Capabilities& c) {
 std::string declared_scope(const Capabilities& c) {
   return fmt::format("precision {}, exp {:g} ulp{}, empty rows {}{}; contract: {}", c.precision.summary(),
                      c.precision.exp_ulps, path_precisions(c), to_string(c.empty_rows),
-                     c.inputs == InputDomain::kFinite ? ", inputs finite" : "", c.contract.summary());
+                     c.inputs == InputDomain::kFinite         ? ", inputs finite"
+                     : c.inputs == InputDomain::kMaskedScored ? ", masked keys scored"
+                                                              : "",
+                     c.contract.summary());
 }
 
 namespace {
@@ -104,6 +107,8 @@ std::string contract_scope(const Capabilities& c) {
 
 // "; for finite inputs only": masked keys were poisoned with huge finite values, never NaN or inf.
 std::string inputs_scope(const Capabilities& c) {
+  if (c.inputs == InputDomain::kMaskedScored)
+    return "; for masked keys that are scored, then masked (finite, their scores in range)";
   return c.inputs == InputDomain::kFinite ? "; for finite inputs only (masked and bias-hidden keys never NaN or inf)" : "";
 }
 

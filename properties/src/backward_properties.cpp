@@ -418,7 +418,7 @@ Verdict gradient_overflow_safe(const Problem& p, const Kernel& kernel, Oracle& o
       variants.emplace_back(with_logits_up_to(p, target, dot, kernel.capabilities()), fmt::format("logits up to {:g}", target));
   // Saturating, for a kernel promised finite inputs: a masked key's 1e30 poison times 1e15 is inf.
   Problem large_values = p;
-  const bool finite_only = kernel.capabilities().inputs == InputDomain::kFinite;
+  const bool finite_only = kernel.capabilities().inputs != InputDomain::kMaskedMayBeNonFinite;
   const float largest_v = static_cast<float>(largest_input(p.storage.v, kernel.capabilities().precision.v_entry));
   for (float& v : large_values.v) {
     const float scaled = v * 1e15f;

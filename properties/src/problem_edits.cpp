@@ -16,10 +16,31 @@ namespace attest {
 namespace {
 
 // NaN, +-inf and +-1e30, cycled over keys: each catches a different way of reading masked rows.
-// A kernel whose inputs are promised finite gets +-1e30 only (a leak still dominates the row).
-float poison_value(int j, InputDomain inputs) {
+// A kernel whose inputs are promised finite gets +-1e30 only (a leak still dominates the row), and
+// an additive-mask kernel +-`scored` (below).
+float poison_value(int j, InputDomain inputs, float scored) {
   static const float values[] = {std::numeric_limits<float>::quiet_NaN(), INFINITY, -INFINITY, 1e30f, -1e30f};
+  if (inputs == InputDomain::kMaskedScored) return j % 2 ? -scored : scored;
   return inputs == InputDomain::kFinite ? values[3 + j % 2] : values[j % 5];
+}
+
+// An additive-mask kernel computes q.k for a masked key before the -inf lands, so a masked K row
+// holds the largest |k| (up to 1e30) whose scores with every query of the problem stay inside the
+// declared score range (and float's): max_i |q_i|_1 x |k| x max(1, |scale|), doubled with RoPE (a rotated pair's
+// products), within declared_range's logit bound. A leak of such a key still dominates its row.
+float scored_poison(const Problem& p, const Capabilities& caps) {
+  const int d = p.shape.head_dim;
+  double q1 = 0;
+  for (std::size_t r = 0; r + d <= p.q.size(); r += d) {
+    double sum = 0;
+    for (int c = 0; c < d; ++c) sum += std::fabs(double(p.q[r + c]));
+    q1 = std::max(q1, sum);
+  }
+  const double per_unit_k = q1 * std::max(1.0, std::fabs(p.effective_scale())) * (p.rope.enabled ? 2.0 : 1.0);
+  // The declared score format's range, and float's (f32 scores: unbounded there) with the same
+  // headroom of 4 for a bias, ALiBi or a sum order adding to the score.
+  const double limit = std::min(declared_range(caps, p.shape.k_len).logit, std::numeric_limits<float>::max() / 4.0);
+  return static_cast<float>(per_unit_k > 0 ? std::min(1e30, limit / per_unit_k) : 1e30);
 }
 
 }  // namespace
@@ -51,11 +72,12 @@ KeySet keys_masked_for_row(const Problem& p, const std::vector<std::uint8_t>& vi
 int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& caps) {
   const InputDomain inputs = caps.inputs;
   const Shape& s = p.shape;
+  const float scored = inputs == InputDomain::kMaskedScored ? scored_poison(p, caps) : 0.0f;
   // q8_head holds no NaN or infinity in one value, and its scale is fixed per sequence and kv head:
   // a masked row there gets the head's largest code (+-127 d, the sign alternating), which leaves
   // the scale, and so every visible value, as it was.
   auto row_poison = [&](const std::vector<float>& buffer, Scalar storage, int width, std::size_t kv, int j) {
-    if (storage != Scalar::kQ8Head) return poison_value(j, inputs);
+    if (storage != Scalar::kQ8Head) return poison_value(j, inputs, scored);
     const std::size_t block = std::size_t(s.k_len) * width, head = kv / s.k_len;
     const float d = canonical_scale(std::span(buffer).subspan(head * block, block), storage);
     return (j % 2 ? -127.0f : 127.0f) * d;
@@ -78,7 +100,8 @@ int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& c
   // finite f16 when the inputs are promised finite, or of the format the kernel rounds to on entry).
   auto store = [&](float x, Scalar format, Scalar entry) {
     const float largest = static_cast<float>(largest_input(format, entry));
-    return round_to(inputs == InputDomain::kFinite && std::isfinite(x) ? std::clamp(x, -largest, largest) : x, format);
+    const bool finite = inputs != InputDomain::kMaskedMayBeNonFinite;
+    return round_to(finite && std::isfinite(x) ? std::clamp(x, -largest, largest) : x, format);
   };
   for (float& x : p.k) x = store(x, p.storage.k, caps.precision.k_entry);
   for (float& x : p.v) x = store(x, p.storage.v, caps.precision.v_entry);

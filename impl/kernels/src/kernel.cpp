@@ -23,7 +23,24 @@ std::string Capabilities::unsupported_because(const Problem& p) const {
   return contract.violation(p);
 }
 
-const char* to_string(InputDomain d) { return d == InputDomain::kFinite ? "finite" : "masked_may_be_nonfinite"; }
+const char* to_string(InputDomain d) {
+  switch (d) {
+    case InputDomain::kFinite:
+      return "finite";
+    case InputDomain::kMaskedScored:
+      return "masked_scored";
+    default:
+      return "masked_may_be_nonfinite";
+  }
+}
+
+bool parse_input_domain(const std::string& name, InputDomain& out) {
+  for (InputDomain d : {InputDomain::kMaskedMayBeNonFinite, InputDomain::kFinite, InputDomain::kMaskedScored})
+    if (name == to_string(d)) return out = d, true;
+  return false;
+}
+
+std::string input_domain_names() { return "masked_may_be_nonfinite, finite or masked_scored"; }
 
 bool Capabilities::supports(const Problem& p) const { return unsupported_because(p).empty(); }
 

@@ -24,6 +24,10 @@ std::unique_ptr<Kernel> make_model_kernel(const Precision& emulated);
 // The model kernel on query rows `query_rows` of every batch entry and head only (empty: all), the
 // rest NaN: gate 2 on a long problem's sampled rows costs those rows, not Tq x Tk.
 Outputs run_model_rows(const Precision& emulated, const Problem& p, const std::vector<int>& query_rows);
+// Masks as a float mask does: every key scored, then -inf added (additive_mask_kernel.cpp). Not a
+// registered built-in: it declares `inputs` as given, honestly only as InputDomain::kMaskedScored;
+// max_before_mask takes the row max before the mask (a bug).
+std::unique_ptr<Kernel> make_additive_mask_kernel(InputDomain inputs, bool max_before_mask = false);
 std::unique_ptr<Kernel> make_blocked_kernel(int block_q = 32);
 std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config = {});
 // bf16 Q/K/V/O, f32 scores and accumulator, P rounded to bf16 before P.V (fixed: config.precision

@@ -49,9 +49,14 @@ class KernelLoadError : public std::runtime_error {
 // kernel adds decode and the score modifiers it implements.
 // What the kernel promises about its inputs, and so how attest poisons masked keys: NaN, +-inf
 // and huge values by default; only huge finite values when the kernel's users keep masked and
-// bias-hidden keys finite (a kernel that computes q.k for such a key and adds the -inf after).
-enum class InputDomain { kMaskedMayBeNonFinite, kFinite };
+// bias-hidden keys finite; and for an additive-mask kernel (masked keys are scored, then get
+// -inf: a float mask, PyTorch's math path, ONNX Runtime) finite keys whose every score stays
+// inside the declared score format's range, and finite values.
+enum class InputDomain { kMaskedMayBeNonFinite, kFinite, kMaskedScored };
 const char* to_string(InputDomain d);
+bool parse_input_domain(const std::string& name, InputDomain& out);
+// "masked_may_be_nonfinite, finite or masked_scored": for messages.
+std::string input_domain_names();
 
 struct Capabilities {
   FeatureSet features =

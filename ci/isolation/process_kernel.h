@@ -20,17 +20,10 @@
 #include "attest/cost_model.h"
 #include "attest/kernel.h"
 #include "attest/process_protocol.hpp"
+#include "containment.h"
 #include "page_size_record.h"
 
 namespace attest {
-
-struct Containment {
-  // Per call: a call is a hang once it has run max(this, kHangFactor x its predicted cost), the
-  // prediction learnt from the calls this kernel answered (cost_model.h).
-  double timeout_seconds = 30.0;
-  std::size_t memory_limit_bytes = 0;  // 0: none
-  std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end
-};
 
 class ProcessKernel final : public Kernel {
  public:

@@ -3,11 +3,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
-#include <string>
 #include <span>
+#include <string>
 #include <tuple>
 
 #include "attest/quantized.h"
+#include "attest/unwritten.h"
 
 namespace attest {
 namespace {
@@ -15,6 +16,8 @@ namespace {
 // The feature table's ABI bits are the header's (impl/model/src/features.cpp; integer_terms_test checks
 // every integer mask term).
 static_assert(ATTEST_CAP_CAUSAL == 1u << 0 && ATTEST_CAP_GQA == 1u << 6);
+// The C header's never-written NaN is the harness's (attest/unwritten.h).
+static_assert(ATTEST_UNWRITTEN_F32 == kUnwrittenF32Bits);
 // 2.1 kept 2.0's layout: its fields took reserved room, its paths follow the 2.0 struct.
 static_assert(sizeof(attest_contract) == 176 && offsetof(attest_contract, alibi_max_bias) == 152 &&
               offsetof(attest_contract, max_abs_value) == 160);

@@ -68,7 +68,7 @@ harness_target() {
 # Jobs as "function target [mutant]", run `lanes` at a time; the stage fails if any job failed.
 jobs_list=()
 while read -r target mutant; do jobs_list+=("kernel_target $target $mutant"); done < <("$attest" fuzz --list)
-for source in fuzz/harness/fuzz_*.cpp; do jobs_list+=("harness_target $(basename "$source" .cpp)"); done
+for source in fuzz/harness/fuzz_*.cpp ci/certify/fuzz_*.cpp; do jobs_list+=("harness_target $(basename "$source" .cpp)"); done
 
 failed=0
 declare -A running=()  # pid -> log

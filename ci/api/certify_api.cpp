@@ -10,10 +10,11 @@
 #include "attest/process_kernel_server.hpp"
 #include "certificate.h"
 #include "certify.h"
-#include "flags.h"
+#include "containment.h"
 #include "frozen_declaration.h"
 #include "kernel_resolver.h"
 #include "process_kernel.h"
+#include "run_flags.h"
 
 namespace attest::api {
 namespace {

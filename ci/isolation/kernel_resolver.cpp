@@ -1,13 +1,23 @@
 #include "kernel_resolver.h"
 
 #include <filesystem>
+#include <map>
 
-#include "blas_baseline.h"
 #include "attest/mutants.h"
 #include "plugin_library.h"
 #include "process_kernel.h"
 
 namespace attest {
+namespace {
+
+std::map<std::string, KernelFactory>& registered_kernels() {
+  static std::map<std::string, KernelFactory> kernels;  // built on first use: safe from static initializers
+  return kernels;
+}
+
+}  // namespace
+
+void register_named_kernel(const std::string& name, KernelFactory make) { registered_kernels()[name] = make; }
 
 std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOptions& options) {
   if (name.starts_with("cmd:")) return command_kernel(name.substr(4), options);
@@ -21,7 +31,7 @@ std::unique_ptr<Kernel> resolve_kernel(const std::string& name, const LoadOption
   if (options.isolate)
     return std::make_unique<ProcessKernel>(
         ProcessKernel::Options{kernel_host_argv({"--builtin", name}), options.containment, name});
-  if (name == "baseline:blas") return make_blas_baseline_kernel();
+  if (const auto found = registered_kernels().find(name); found != registered_kernels().end()) return found->second();
   return make_in_process_kernel(name);
 }
 

@@ -1,25 +1,17 @@
+// The protocol client of a kernel in a child process: the handshake, each call's request and
+// reply within its limit, and what a failed call means. The child's containment is containment.cpp.
 #include "process_kernel.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 
 #include "attest/abi_adapter.h"
 #include "attest/safe_text.h"
-
-extern char** environ;
 
 namespace attest {
 namespace {
@@ -27,294 +19,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using protocol::Type;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
-enum class ReadResult { kOk, kEof, kTimeout, kDied };
-
-int open_pidfd(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
-}
-
-bool has_exited(pid_t pid) {
-  siginfo_t info{};
-  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
-}
-
-// Reads n bytes before the deadline. When the child exits, whatever it wrote is still read, then
-// the wait ends: a descendant holding the pipe open must not turn a crash into a hang.
-ReadResult read_with_deadline(int fd, int pidfd, pid_t pid, char* buf, std::size_t n, Clock::time_point deadline) {
-  bool died = false;
-  while (n > 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return ReadResult::kTimeout;
-    pollfd fds[2] = {{fd, POLLIN, 0}, {pidfd, POLLIN, 0}};
-    const int wait = died ? 0 : static_cast<int>(std::min<long long>(left, pidfd >= 0 ? 1000 : 20));
-    const int ready = ::poll(fds, pidfd >= 0 ? 2 : 1, wait);
-    if (ready < 0 && errno != EINTR) return ReadResult::kEof;
-    if (ready > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-      const ssize_t r = ::read(fd, buf, n);
-      if (r == 0) return ReadResult::kEof;
-      if (r < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
-        return ReadResult::kEof;
-      }
-      buf += r;
-      n -= static_cast<std::size_t>(r);
-      continue;
-    }
-    if (died) return ReadResult::kDied;
-    died = pidfd >= 0 ? (ready > 0 && (fds[1].revents & POLLIN)) : has_exited(pid);
-  }
-  return ReadResult::kOk;
-}
-
-// Writes n bytes before the deadline, on a non-blocking descriptor: a kernel that stops reading
-// its requests (a full pipe) is a hang of the call, never a harness blocked in write().
-ReadResult write_with_deadline(int fd, const char* buf, std::size_t n, Clock::time_point deadline) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, buf, n);
-    if (w > 0) {
-      buf += w;
-      n -= static_cast<std::size_t>(w);
-      continue;
-    }
-    if (w < 0 && errno != EINTR && errno != EAGAIN) return ReadResult::kEof;  // the child closed its end
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return ReadResult::kTimeout;
-    pollfd out{fd, POLLOUT, 0};
-    if (::poll(&out, 1, static_cast<int>(std::min<long long>(left, 1000))) < 0 && errno != EINTR)
-      return ReadResult::kEof;
-  }
-  return ReadResult::kOk;
-}
-
-std::string describe_exit(int status) {
-  if (WIFSIGNALED(status))
-    return fmt::format("crashed with signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
-  return "stopped";
-}
-
-// Live children's process groups, so that attest killed by SIGINT, SIGTERM or SIGHUP takes
-// them along (after kill -9, PR_SET_PDEATHSIG takes the child; its group's other members are
-// killed whenever attest can still act).
-constexpr int kMaxChildren = 64;
-volatile sig_atomic_t child_groups[kMaxChildren];
-
-void remember_group(pid_t pid, bool live) {
-  for (int i = 0; i < kMaxChildren; ++i)
-    if (live ? child_groups[i] == 0 : child_groups[i] == pid) {
-      child_groups[i] = live ? pid : 0;
-      return;
-    }
-}
-
-void kill_groups_and_die(int sig) {
-  for (int i = 0; i < kMaxChildren; ++i)
-    if (child_groups[i] > 0) ::kill(-child_groups[i], SIGKILL);
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-void install_exit_handlers() {
-  static bool installed = false;
-  if (installed) return;
-  installed = true;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::signal(sig, kill_groups_and_die);
-}
-
-// Waits up to polls x 2 ms for the child to exit; then kills its whole process group (a kernel's
-// descendants die with it) and returns the child's wait status.
-int reap(pid_t pid, int polls) {
-  int status = 0;
-  bool done = false;
-  for (int i = 0; i < polls && !done; ++i) {
-    done = ::waitpid(pid, &status, WNOHANG) == pid;
-    if (!done) ::usleep(2000);
-  }
-  ::kill(-pid, SIGKILL);
-  if (!done) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &status, 0);
-  }
-  remember_group(pid, false);
-  return status;
-}
-
-// What the child does between clone and exec, all prepared by the parent.
-struct ChildSetup {
-  int to_read = -1, from_write = -1;
-  bool limit_data = false;
-  rlimit data_limit{};
-  pid_t parent = 0;
-  char** argv = nullptr;
-  char** envp = nullptr;
-  sigset_t signal_mask{};  // attest's own, restored in the child just before exec
-};
-
-// Runs in the child, which shares attest's memory until it execs (CLONE_VM | CLONE_VFORK): only
-// system calls on its own stack, no sanitizer instrumentation, nothing written but its locals.
-// The child's containment, before it runs the kernel: attest's signal handlers gone, its own process
-// group, death with attest, the protocol on descriptors 3 and 4, stdin empty, stdout to stderr.
-__attribute__((no_sanitize("address", "undefined"))) void enter_containment(const ChildSetup& c) {
-  // The child has its own copy of the signal handlers: none of attest's may run in it.
-  for (int sig = 1; sig < NSIG; ++sig) {
-    struct sigaction action {};
-    if (::sigaction(sig, nullptr, &action) == 0 && action.sa_handler != SIG_DFL && action.sa_handler != SIG_IGN)
-      ::signal(sig, SIG_DFL);
-  }
-  ::signal(SIGPIPE, SIG_DFL);
-  ::setpgid(0, 0);                      // one group: killed together, descendants included
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);   // dies with attest, even after kill -9
-  // Attest died before the prctl? (In a new namespace the parent is invisible, getppid() is 0:
-  // there the kernel finds its protocol closed and exits, taking the namespace along.)
-  if (::getpid() != 1 && ::getppid() != c.parent) ::_exit(127);
-  const int in = ::fcntl(c.to_read, F_DUPFD, 10), out = ::fcntl(c.from_write, F_DUPFD, 10);
-  ::dup2(in, 3);
-  ::dup2(out, 4);
-  ::close(in);
-  ::close(out);
-  const int null = ::open("/dev/null", O_RDONLY);
-  ::dup2(null, 0);
-  ::dup2(2, 1);  // a printf in the kernel lands on stderr, never in the protocol
-  if (c.limit_data) ::setrlimit(RLIMIT_DATA, &c.data_limit);
-  ::pthread_sigmask(SIG_SETMASK, &c.signal_mask, nullptr);
-}
-
-__attribute__((no_sanitize("address", "undefined"))) int exec_kernel_process(void* arg) {
-  const ChildSetup& c = *static_cast<const ChildSetup*>(arg);
-  enter_containment(c);
-  ::execvpe(c.argv[0], c.argv, c.envp);
-  ::dprintf(2, "attest: cannot run %s: %s\n", c.argv[0], strerror(errno));
-  ::_exit(127);
-}
-
-// Starts the kernel's process, as the first of a new PID namespace where the machine allows it
-// (root, or CAP_SYS_ADMIN in a container): when it exits or is killed, Linux kills every process
-// left in the namespace, a setsid() grandchild that cleared its death signal included. Elsewhere
-// a plain child (docs/trust-model.md names what may escape then). Like posix_spawn, the child shares attest's
-// memory until it execs: a fork would copy the page tables of attest's whole heap for every
-// restart (under ASan most of a crashing kernel's certify went there).
-pid_t spawn_contained(ChildSetup& setup) {
-  std::vector<char> stack(256 * 1024);
-  char* top = stack.data() + stack.size();
-  sigset_t all;
-  ::sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &setup.signal_mask);  // no handler of attest's runs in the child
-  const int flags = CLONE_VM | CLONE_VFORK | SIGCHLD;
-  pid_t pid = ::clone(exec_kernel_process, top, flags | CLONE_NEWPID, &setup);
-  if (pid < 0 && (errno == EPERM || errno == EINVAL || errno == EUSERS || errno == ENOSPC))
-    pid = ::clone(exec_kernel_process, top, flags, &setup);
-  const int error = errno;
-  ::pthread_sigmask(SIG_SETMASK, &setup.signal_mask, nullptr);
-  errno = error;
-  return pid;
-}
-
-// An in-process kernel's child: a fork of this process that serves its copy of the kernel over the
-// protocol, contained like any kernel process (a restart forks a fresh copy of the kernel as attest
-// holds it). It never returns into the caller's code: its end is _exit, so no atexit handler or
-// static destructor of the caller runs twice.
-pid_t fork_contained(ChildSetup& setup, const std::function<int(int, int)>& serve, int attest_write, int attest_read) {
-  sigset_t all;
-  ::sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &setup.signal_mask);
-  std::fflush(nullptr);  // what the caller has buffered is printed once, not again by the child
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(attest_write);  // else the child holds its own request pipe open and never sees attest leave
-    ::close(attest_read);
-    enter_containment(setup);
-    ::close_range(5, ~0U, 0);  // the caller's files and the pipes' spare ends: no exec closes them here
-    ::_exit(serve(3, 4));
-  }
-  const int error = errno;
-  ::pthread_sigmask(SIG_SETMASK, &setup.signal_mask, nullptr);
-  errno = error;
-  return pid;
-}
-
-// A fork shares its parent's data segment: the limit counts what the kernel adds to it.
-std::size_t data_in_use() {
-  std::FILE* status = std::fopen("/proc/self/status", "r");
-  if (!status) return 0;
-  std::size_t kib = 0;
-  char line[256];
-  while (std::fgets(line, sizeof line, status))
-    if (std::sscanf(line, "VmData: %zu kB", &kib) == 1) break;
-  std::fclose(status);
-  return kib * 1024;
-}
-
 std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
 
 // The least a kernel process gets to start and describe itself, whatever --timeout says.
 constexpr double kStartSeconds = 30.0;
-
-
-// The child's environment: ours, plus the protocol's descriptors, plus ASan's options when this is
-// an AddressSanitizer build (its children cannot run under RLIMIT_DATA). attest's own kernel host
-// gets one OpenBLAS thread: the library starts its pool when loaded, and an idle pool thread spins
-// on sched_yield for the short life of a host that a crashing kernel takes down.
-std::vector<std::string> child_environment(std::size_t memory_limit, bool own_host) {
-  std::vector<std::string> env;
-  std::string asan_options;
-  if (own_host && !::getenv("OPENBLAS_NUM_THREADS")) env.push_back("OPENBLAS_NUM_THREADS=1");
-  for (char** e = environ; *e; ++e) {
-    const std::string entry = *e;
-    if (entry.starts_with("ATTEST_PROTOCOL_FDS=")) continue;
-    if (entry.starts_with("ASAN_OPTIONS=")) asan_options = entry.substr(13);
-    else env.push_back(entry);
-  }
-  env.push_back("ATTEST_PROTOCOL_FDS=3,4");
-  if (kAddressSanitizer) {
-    // An ASan build's children are often ASan builds too (the host is this executable): they
-    // cannot run under RLIMIT_DATA, so ASan enforces the limit; guard faults stay with the
-    // kernel server's handler, and a crash report costs no symbolization.
-    asan_options += std::string(asan_options.empty() ? "" : ":") + "handle_segv=0:handle_sigbus=0:symbolize=0:detect_leaks=0";
-    if (memory_limit) {
-      const std::size_t mb = std::max<std::size_t>(memory_limit >> 20, 1);
-      asan_options += fmt::format(":hard_rss_limit_mb={}:malloc_limit_mb={}:allocator_may_return_null=1", mb, mb);
-    }
-  }
-  if (!asan_options.empty()) env.push_back("ASAN_OPTIONS=" + asan_options);
-  return env;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
 
 // Bytes a reply may need: its strings (each capped) and its float arrays.
 std::uint64_t reply_bound(std::size_t strings, std::uint64_t floats) {
   return 64 + strings * (4 + kMaxKernelString) + 4 * floats;
 }
 
-}  // namespace
-
-namespace {
 std::string& kernel_host_executable() {
   static std::string path;  // empty: this executable
   return path;
 }
+
 }  // namespace
 
 void set_kernel_host_executable(const std::string& path) { kernel_host_executable() = path; }
@@ -344,30 +63,7 @@ void ProcessKernel::start() const {
   const Containment& c = options_.containment;
   if (c.deadline && Clock::now() >= *c.deadline)
     throw KernelFailure(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached");
-  int to[2], from[2];
-  if (::pipe2(to, O_CLOEXEC) != 0 || ::pipe2(from, O_CLOEXEC) != 0)
-    throw KernelLoadError("cannot create pipes: " + std::string(strerror(errno)));
-  ::fcntl(to[1], F_SETFL, O_NONBLOCK);  // attest's end only: requests are written against a deadline
-  // Everything the child needs is built before it starts: it runs only system calls.
-  const bool own_host = options_.argv.size() > 1 && options_.argv[1] == "kernel-host";
-  std::vector<std::string> argv_strings = options_.argv, env_strings = child_environment(c.memory_limit_bytes, own_host);
-  std::vector<char*> argv = pointers(argv_strings), envp = pointers(env_strings);
-  const bool limit_data = c.memory_limit_bytes && !kAddressSanitizer;
-  const bool forked = static_cast<bool>(options_.serve_in_child);
-  const std::size_t data_limit_bytes = c.memory_limit_bytes + (forked ? data_in_use() : 0);
-  const rlimit data_limit{data_limit_bytes, data_limit_bytes};
-  ChildSetup setup{to[0], from[1], limit_data, data_limit, ::getpid(), argv.data(), envp.data()};
-  const pid_t pid = forked ? fork_contained(setup, options_.serve_in_child, to[1], from[0]) : spawn_contained(setup);
-  if (pid < 0) throw KernelLoadError("cannot start the kernel process: " + std::string(strerror(errno)));
-  ::setpgid(pid, pid);  // also from this side: no window in which a kill(-pid) misses
-  install_exit_handlers();
-  remember_group(pid, true);
-  ::close(to[0]);
-  ::close(from[1]);
-  pid_ = pid;
-  pidfd_ = open_pidfd(pid);
-  to_child_ = to[1];
-  from_child_ = from[0];
+  child_ = start_contained(options_.argv, options_.serve_in_child, c.memory_limit_bytes);
   ++generation_;
 
   // Handshake: HELLO, then the descriptor (or an error naming why the kernel cannot serve).
@@ -408,22 +104,12 @@ void ProcessKernel::start() const {
 }
 
 void ProcessKernel::stop() const {
-  if (pid_ < 0) return;
-  protocol::write_frame(to_child_, Type::kBye, "");
-  ::close(to_child_);
-  ::close(from_child_);
-  reap(pid_, 50);
-  if (pidfd_ >= 0) ::close(pidfd_);
-  pid_ = pidfd_ = to_child_ = from_child_ = -1;
+  if (child_.pid < 0) return;
+  protocol::write_frame(child_.to_child, Type::kBye, "");
+  end_contained(child_, 50);
 }
 
-void ProcessKernel::kill_child() const {
-  ::close(to_child_);
-  ::close(from_child_);
-  reap(pid_, 0);
-  if (pidfd_ >= 0) ::close(pidfd_);
-  pid_ = pidfd_ = to_child_ = from_child_ = -1;
-}
+void ProcessKernel::kill_child() const { end_contained(child_, 0); }
 
 void ProcessKernel::fail(KernelFailure::Kind kind, const std::string& why) const {
   kill_child();
@@ -499,18 +185,15 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, 
                                       const CallLimit& limit) const {
   auto fail_read = [&](ReadResult r) {
     if (r == ReadResult::kEof || r == ReadResult::kDied) {
-      ::close(to_child_);
-      ::close(from_child_);
-      const int status = reap(pid_, 500);  // it closed its end: give it a moment to finish dying
-      if (pidfd_ >= 0) ::close(pidfd_);
-      pid_ = pidfd_ = to_child_ = from_child_ = -1;
+      const int status = end_contained(child_, 500);  // it closed its end: give it a moment to finish dying
       throw KernelFailure(KernelFailure::Kind::kCrash,
                           fmt::format("kernel process {} while answering", describe_exit(status)));
     }
     fail_at_limit(limit, std::nullopt);
   };
   char header[16];
-  if (ReadResult r = read_with_deadline(from_child_, pidfd_, pid_, header, sizeof header, limit.deadline);
+  if (ReadResult r =
+          read_with_deadline(child_.from_child, child_.pidfd, child_.pid, header, sizeof header, limit.deadline);
       r != ReadResult::kOk)
     fail_read(r);
   Type type;
@@ -531,7 +214,8 @@ std::string ProcessKernel::read_reply(Type expected, std::uint64_t max_payload, 
                      max_payload));
   }
   std::string payload(size, '\0');
-  if (ReadResult r = read_with_deadline(from_child_, pidfd_, pid_, payload.data(), size, limit.deadline);
+  if (ReadResult r =
+          read_with_deadline(child_.from_child, child_.pidfd, child_.pid, payload.data(), size, limit.deadline);
       r != ReadResult::kOk)
     fail_read(r);
   auto message_of = [&] {
@@ -565,10 +249,10 @@ std::string ProcessKernel::exchange(Type request, std::initializer_list<std::str
                                     std::uint64_t max_reply, double work) const {
   const Containment& c = options_.containment;
   if (c.deadline && Clock::now() >= *c.deadline) {
-    if (pid_ >= 0) kill_child();
+    if (child_.pid >= 0) kill_child();
     throw KernelFailure(KernelFailure::Kind::kDeadline, "the whole-run deadline was reached");
   }
-  if (pid_ < 0) start();  // restart after a crash or hang
+  if (child_.pid < 0) start();  // restart after a crash or hang
   const CallLimit limit = limit_of(reply, work);
   send_request(request, payload, limit);
   return read_reply(reply, max_reply, work, limit);
@@ -581,9 +265,9 @@ void ProcessKernel::send_request(Type request, std::initializer_list<std::string
   std::size_t size = 0;
   for (std::string_view part : payload) size += part.size();
   const std::string header = protocol::frame_header(request, size);
-  ReadResult r = write_with_deadline(to_child_, header.data(), header.size(), limit.deadline);
+  ReadResult r = write_with_deadline(child_.to_child, header.data(), header.size(), limit.deadline);
   for (std::string_view part : payload)
-    if (r == ReadResult::kOk) r = write_with_deadline(to_child_, part.data(), part.size(), limit.deadline);
+    if (r == ReadResult::kOk) r = write_with_deadline(child_.to_child, part.data(), part.size(), limit.deadline);
   if (r == ReadResult::kTimeout) fail_at_limit(limit, header.size() + size);
 }
 

@@ -1,13 +1,11 @@
 // A kernel that runs in a child process and speaks the attest process protocol: a user's
 // program (--kernel-cmd), or `attest kernel-host` around a plugin or a built-in kernel.
-// The child is contained (docs/design.md#containment): its own process group, killed with attest (and all
+// The child is contained (containment.h): its own process group, killed with attest (and all
 // its descendants with it), a memory limit, a per-call timeout and a whole-run deadline; the
 // protocol runs on private descriptors and its stdout goes to stderr. Crashes, hangs, faults
 // and protocol violations become KernelFailure, and the child is restarted for the next call.
 // A kernel that cannot start or describe itself: KernelLoadError.
 #pragma once
-
-#include <sys/types.h>
 
 #include <chrono>
 #include <functional>
@@ -20,17 +18,10 @@
 #include "attest/cost_model.h"
 #include "attest/kernel.h"
 #include "attest/process_protocol.hpp"
+#include "containment.h"
 #include "page_size_record.h"
 
 namespace attest {
-
-struct Containment {
-  // Per call: a call is a hang once it has run max(this, kHangFactor x its predicted cost), the
-  // prediction learnt from the calls this kernel answered (cost_model.h).
-  double timeout_seconds = 30.0;
-  std::size_t memory_limit_bytes = 0;  // 0: none
-  std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end
-};
 
 class ProcessKernel final : public Kernel {
  public:
@@ -85,10 +76,7 @@ class ProcessKernel final : public Kernel {
   std::string name_;
   Capabilities caps_;
   std::uint32_t abi_version_ = 0;
-  mutable pid_t pid_ = -1;
-  mutable int pidfd_ = -1;  // readable when the child exits (so a forked grandchild holding the pipe cannot hide a crash)
-  mutable int to_child_ = -1;
-  mutable int from_child_ = -1;
+  mutable ContainedChild child_;  // none while it is not running
   mutable std::uint64_t generation_ = 0;
   mutable std::string last_path_ = "default";
   mutable CostModel costs_{kMeasurableCallSeconds};  // what this kernel's answered calls took

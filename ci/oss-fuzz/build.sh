@@ -5,8 +5,9 @@
 # and the fuzz targets (ATTEST_BUILD_TOOLS=OFF): no tests, no command line.
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${WORK:-$(mktemp -d)}/attest-oss-fuzz-build"
-# Every target: the kernel fuzzers (fuzz/targets/) and attest's own readers (fuzz/harness/).
-targets=$(cd "$root/fuzz" && ls targets/fuzz_*.cpp harness/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
+# Every target: the kernel fuzzers (fuzz/targets/) and attest's own readers (fuzz/harness/,
+# ci/certify/fuzz_baseline.cpp).
+targets=$(cd "$root" && ls fuzz/targets/fuzz_*.cpp fuzz/harness/fuzz_*.cpp ci/certify/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//' | tr '\n' ' ')
 
 cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \

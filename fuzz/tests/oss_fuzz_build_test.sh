@@ -20,7 +20,7 @@ export CXXFLAGS="$CFLAGS"
 export LIB_FUZZING_ENGINE="-fsanitize=fuzzer" OUT="$tmp/out" WORK="$tmp/work"
 mkdir -p "$OUT" "$WORK"
 bash "$root/ci/oss-fuzz/build.sh"
-targets=$(cd "$root/fuzz" && ls targets/fuzz_*.cpp harness/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//')
+targets=$(cd "$root" && ls fuzz/targets/fuzz_*.cpp fuzz/harness/fuzz_*.cpp ci/certify/fuzz_*.cpp | xargs -n1 basename | sed 's/\.cpp$//')
 for target in $targets; do
   test -x "$OUT/$target" || { echo "missing $OUT/$target"; exit 1; }
   test -s "$OUT/${target}_seed_corpus.zip" || { echo "missing ${target}_seed_corpus.zip"; exit 1; }

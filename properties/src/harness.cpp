@@ -1,12 +1,13 @@
 #include "attest/harness.h"
 
-#include "attest/attest_abi.h"
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cstring>
-#include <fmt/format.h>
 #include <limits>
 #include <memory>
+
+#include "attest/unwritten.h"
 
 namespace attest {
 namespace {
@@ -15,7 +16,7 @@ constexpr std::size_t kGuard = 64;          // floats of canary on each side of 
 constexpr std::uint32_t kCanaryBits = 0x7fa5a5a5;  // a NaN payload no kernel computes
 
 float unwritten_nan() {
-  const std::uint32_t bits = ATTEST_UNWRITTEN_F32;
+  const std::uint32_t bits = kUnwrittenF32Bits;
   float x;
   std::memcpy(&x, &bits, sizeof x);
   return x;
@@ -69,7 +70,7 @@ std::vector<float> with_nan_tail(const std::vector<float>& v) {
 bool never_written(float x) {
   std::uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
-  return bits == ATTEST_UNWRITTEN_F32;
+  return bits == kUnwrittenF32Bits;
 }
 
 namespace {

@@ -1,20 +1,22 @@
 #include "attest/property_driver.h"
 
+#include <fmt/format.h>
+#include <rapidcheck.h>
+#include <rapidcheck/detail/TestListenerAdapter.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
+#include <functional>
 #include <iostream>
-#include <rapidcheck.h>
-#include <rapidcheck/detail/TestListenerAdapter.h>
 
 #include "attest/coverage_model.h"
 #include "attest/generators.h"
 #include "attest/harness.h"
-#include "attest/session_forward.h"
 #include "attest/problem_file.h"
 #include "attest/safe_text.h"
+#include "attest/session_forward.h"
 
 namespace attest {
 
@@ -56,6 +58,105 @@ CasePath case_path(const PathLog& log, const Problem& p, const Kernel& kernel) {
   where.left = std::none_of(calls.begin(), calls.end(), [&](const PathLog::Call& c) { return c.path == where.path; });
   if (where.left) where.other = calls.front().path;
   return where;
+}
+
+// Where a run keeps its failing problem: each failure overwrites the file, so when shrinking ends
+// it holds the smallest one.
+struct CounterexampleFile {
+  std::string path;
+  std::string save_error;  // why the last failure's problem could not be written ("": it was)
+  bool saved = false;      // a failure's problem was written (an exception that is no verdict writes none)
+
+  void save(const ProblemFile& file) {
+    try {
+      save_problem_file(path, file);
+      save_error.clear();
+      saved = true;
+    } catch (const std::exception& e) {
+      save_error = e.what();  // the report then names no file: none holds this failure
+    }
+  }
+};
+
+// One case's evidence, counted once (the runs after the first failure are shrinking, not cases).
+void count_case(DriveResult& result, const Verdict& v, const Problem& p, const CasePath& where,
+                const std::vector<std::string>& classes, const std::string& target, int target_strength) {
+  ++result.asked;
+  if (v.exercised && v.applicable) {
+    ++result.effective;
+    for (const std::string& f : features_used_by(p).names()) ++result.feature_cases[f];
+    for (const std::string& c : shape_classes_of(p)) ++result.class_cases[c];
+    result.longest_q = std::max({result.longest_q, p.shape.q_len, v.ran_q_len});
+    result.longest_k = std::max({result.longest_k, p.shape.k_len, v.ran_k_len});
+  } else {
+    ++result.skipped[v.detail.empty() ? "exercised nothing" : v.detail];
+    if (!target.empty()) result.targets_skipped[target] = v.detail.empty() ? "exercised nothing" : v.detail;
+  }
+  if (!v.applicable || !(v.exercised || !v.passed)) return;  // evidence only: no vacuous case
+  // A case kept off its path is evidence for the path its probes took, not for its own.
+  PathStats& stats = path_entry(result.paths, where.left ? where.other : where.path);
+  ++stats.cases;
+  stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
+  if (v.exercised)
+    for (int strength = 1; strength <= target_strength; ++strength)
+      for (const std::string& t : targets_of(classes, strength)) ++stats.targets[t];
+}
+
+// RapidCheck over `testable`, quietly (attest reports the results, not RapidCheck at exit).
+rc::detail::TestResult check_with_rapidcheck(const std::function<void()>& testable, const std::string& id,
+                                             std::uint64_t seed, const DriveOptions& options) {
+  rc::detail::TestParams params;
+  params.seed = seed;
+  params.maxSuccess = options.cases;
+  params.maxSize = 100;
+  params.maxDiscardRatio = 20;
+  params.disableShrinking = !options.shrink;
+  rc::detail::TestMetadata metadata;
+  metadata.id = id;
+  metadata.description = id;
+  rc::detail::TestListenerAdapter quiet;
+  return rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params, quiet);
+}
+
+// RapidCheck's outcome into the result: cases, labels, the failure's message, file and reproduce line.
+void record_outcome(DriveResult& result, const rc::detail::TestResult& outcome, const std::string& id,
+                    const CounterexampleFile& file) {
+  using rc::detail::Error;
+  using rc::detail::FailureResult;
+  using rc::detail::GaveUpResult;
+  using rc::detail::SuccessResult;
+  if (outcome.is<SuccessResult>()) {
+    const SuccessResult& success = outcome.get<SuccessResult>();
+    result.cases = success.numSuccess;
+    for (const auto& [tags, count] : success.distribution)
+      for (const std::string& tag : tags) result.label_counts[tag] += count;
+  } else if (outcome.is<FailureResult>()) {
+    const FailureResult* failure = &outcome.get<FailureResult>();
+    result.passed = false;
+    result.cases = failure->numSuccess;
+    // An exception that is not a verdict (a kernel that stopped serving mid-run) ends the run with
+    // RapidCheck's description of it: keep that, not an empty message.
+    if (result.message.empty()) {
+      result.message = failure->description;  // one line: RapidCheck's runs over two
+      std::replace(result.message.begin(), result.message.end(), '\n', ' ');
+    }
+    if (!file.save_error.empty())
+      std::cerr << "attest: cannot save counterexample: " << file.save_error << "\n";
+    else if (file.saved)
+      result.counterexample_path = file.path;
+    rc::detail::Configuration config;
+    config.testParams.seed = result.seed;  // so the printed line names the seed attest printed
+    config.reproduce[id] = failure->reproduce;
+    result.reproduce = rc::detail::configToMinimalString(config);
+  } else if (outcome.is<GaveUpResult>()) {
+    const GaveUpResult* gave_up = &outcome.get<GaveUpResult>();
+    result.cases = gave_up->numSuccess;
+    result.applicable = result.cases > 0;
+    result.message = "gave up: " + gave_up->description;
+  } else if (outcome.is<Error>()) {
+    result.passed = false;
+    result.message = "RapidCheck error: " + outcome.get<Error>().description;
+  }
 }
 
 }  // namespace
@@ -136,13 +237,10 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
                              : static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
   // RapidCheck prints "Using configuration: seed=..." once per process: let it name this seed.
   ::setenv("RC_PARAMS", ("seed=" + std::to_string(result.seed)).c_str(), /*overwrite=*/0);
-  const std::string path =
-      fmt::format("{}/{}__{}.json", options.counterexample_dir, property.name, file_stem(result.kernel));
-
+  CounterexampleFile file;
+  file.path = fmt::format("{}/{}__{}.json", options.counterexample_dir, property.name, file_stem(result.kernel));
   std::error_code stale;
-  std::filesystem::remove(path, stale);  // a stale counterexample from an earlier run would mislead
-  std::string save_error;  // why the last failure's problem could not be written ("" : it was)
-  bool saved = false;      // a failure's problem was written (an exception that is no verdict writes none)
+  std::filesystem::remove(file.path, stale);  // a stale counterexample from an earlier run would mislead
   Oracle oracle(16);
   bool isolated = false;  // after a crash or hang, stop: shrinking would re-run it hundreds of times
   bool out_of_time = false;
@@ -194,100 +292,25 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
       }
       ++result.probes_kept_off_path;
     }
-    if (!failed) {
-      ++result.asked;
-      if (v.exercised && v.applicable) {
-        ++result.effective;
-        for (const std::string& f : features_used_by(p).names()) ++result.feature_cases[f];
-        for (const std::string& c : shape_classes_of(p)) ++result.class_cases[c];
-        result.longest_q = std::max({result.longest_q, p.shape.q_len, v.ran_q_len});
-        result.longest_k = std::max({result.longest_k, p.shape.k_len, v.ran_k_len});
-      } else {
-        ++result.skipped[v.detail.empty() ? "exercised nothing" : v.detail];
-        if (!target.empty()) result.targets_skipped[target] = v.detail.empty() ? "exercised nothing" : v.detail;
-      }
-    }
+    if (!failed) count_case(result, v, p, where, classes, target, options.target_strength);
     if (!v.applicable) RC_DISCARD(v.detail);
-    if (!failed && (v.exercised || !v.passed)) {  // evidence only: no vacuous case, no shrinking run
-      // A case kept off its path is evidence for the path its probes took, not for its own.
-      PathStats& stats = path_entry(result.paths, where.left ? where.other : where.path);
-      ++stats.cases;
-      stats.worst_utilisation = std::max(stats.worst_utilisation, v.utilisation);
-      if (v.exercised && v.applicable)
-        for (int strength = 1; strength <= options.target_strength; ++strength)
-          for (const std::string& target : targets_of(classes, strength)) ++stats.targets[target];
-    }
     if (!v.passed) {
       failed = true;
       isolated = isolated || v.isolation_failure;
       result.failure_utilisation = v.utilisation;
-      // Each failure overwrites the file: when shrinking ends, it holds the smallest one.
       const Problem& failed_problem = v.witness ? *v.witness : p;
       result.counterexample = failed_problem;
       result.message = v.detail;
       const std::string source = options.kernel_source.empty() ? result.kernel : options.kernel_source;
-      try {
-        save_problem_file(path, {failed_problem, v.witness ? v.witness_property : property.name, source,
-                                 options.isolated, v.detail, result.seed});
-        save_error.clear();
-        saved = true;
-      } catch (const std::exception& e) {
-        save_error = e.what();  // the report then names no file: none holds this failure
-      }
+      file.save({failed_problem, v.witness ? v.witness_property : property.name, source, options.isolated, v.detail,
+                 result.seed});
       RC_FAIL(v.detail);
     }
     result.worst_utilisation = std::max(result.worst_utilisation, v.utilisation);
   };
 
-  rc::detail::TestParams params;
-  params.seed = result.seed;
-  params.maxSuccess = options.cases;
-  params.maxSize = 100;
-  params.maxDiscardRatio = 20;
-  params.disableShrinking = !options.shrink;
-  rc::detail::TestMetadata metadata;
-  metadata.id = property.name + "/" + result.kernel;
-  metadata.description = metadata.id;
-  rc::detail::TestListenerAdapter quiet;  // results are reported by attest, not at program exit
-  const rc::detail::TestResult outcome =
-      rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params, quiet);
-
-  using rc::detail::Error;
-  using rc::detail::FailureResult;
-  using rc::detail::GaveUpResult;
-  using rc::detail::SuccessResult;
-  if (outcome.is<SuccessResult>()) {
-    const SuccessResult& success = outcome.get<SuccessResult>();
-    result.cases = success.numSuccess;
-    for (const auto& [tags, count] : success.distribution)
-      for (const std::string& tag : tags) result.label_counts[tag] += count;
-  } else if (outcome.is<FailureResult>()) {
-    const FailureResult* failure = &outcome.get<FailureResult>();
-    result.passed = false;
-    result.cases = failure->numSuccess;
-    // An exception that is not a verdict (a kernel that stopped serving mid-run) ends the run with
-    // RapidCheck's description of it: keep that, not an empty message.
-    if (result.message.empty()) {
-      result.message = failure->description;  // one line: RapidCheck's runs over two
-      std::replace(result.message.begin(), result.message.end(), '\n', ' ');
-    }
-    if (!save_error.empty())
-      std::cerr << "attest: cannot save counterexample: " << save_error << "\n";
-    else if (saved)
-      result.counterexample_path = path;
-    rc::detail::Configuration config;
-    config.testParams.seed = result.seed;  // so the printed line names the seed attest printed
-    config.reproduce[metadata.id] = failure->reproduce;
-    result.reproduce = rc::detail::configToMinimalString(config);
-  } else if (outcome.is<GaveUpResult>()) {
-    const GaveUpResult* gave_up = &outcome.get<GaveUpResult>();
-    result.cases = gave_up->numSuccess;
-    result.applicable = result.cases > 0;
-    result.message = "gave up: " + gave_up->description;
-  } else if (outcome.is<Error>()) {
-    result.passed = false;
-    result.message = "RapidCheck error: " + outcome.get<Error>().description;
-  }
+  const std::string id = property.name + "/" + result.kernel;
+  record_outcome(result, check_with_rapidcheck(testable, id, result.seed, options), id, file);
   if (out_of_time && result.passed) {
     result.passed = false;
     result.applicable = true;

@@ -103,6 +103,18 @@ bool within_float_range(const Problem& p);
 Verdict decode_matches_prefill_in_chunks(const Problem& p, const Kernel& kernel, Oracle& oracle,
                                          const std::vector<std::vector<int>>& chunkings);
 
+// What a property needs of a kernel's declaration beyond its features: without one, the property
+// has nothing to check and not_covered_because says why.
+struct DeclarationNeeds {
+  bool cache_eviction = false;   // a cache policy that evicts
+  bool block_tables = false;     // a block-table cache (page_tokens >= 1)
+  bool shareable_pages = false;  // pages two sequences may share (no q8_head K or V: its scales are per sequence)
+  bool exact_sessions = false;   // decode sessions that keep every key (no explicit eviction policy)
+  bool deterministic_backward = false;  // the promise of bitwise repeatable gradients
+  bool padding = false;                 // key or query padding (the property makes rows empty with it)
+};
+
+// One row of the catalogue: everything about a property, each field named where the row is written.
 struct PropertyInfo {
   std::string name;
   std::string summary;
@@ -111,6 +123,7 @@ struct PropertyInfo {
   ProblemNeeds needs;          // what its problems must have (the generators aim at it)
   bool needs_forward = true;   // false: runs through decode only
   bool through_sessions = false;  // a decode-only kernel runs it through decode sessions (session_forward.h)
+  DeclarationNeeds declares;      // what else the declaration must have
 };
 
 const std::vector<PropertyInfo>& property_catalogue();

@@ -1,57 +1,18 @@
-// Bridges between attest's C++ kernel interface and the C ABI / wire format (both directions),
-// so that a capability, a contract field or a problem field is mapped in one place.
+// A C++ kernel behind the C ABI (attest kernel-host serves built-in kernels and mutants so). Its
+// includers get the codecs and the wire conversion it is built on too.
 #pragma once
 
 #include <map>
 #include <memory>
-#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "attest/attest_abi.h"
 #include "attest/kernel.h"
-#include "attest/process_protocol.hpp"
+#include "attest/storage_codecs.h"
+#include "attest/wire_conversion.h"
 
 namespace attest {
-
-// The problem as the C ABI and the protocol carry it: scale and q_offset made explicit, q/k/v as
-// the bytes of the kernel's storage formats (the values must be representable there).
-protocol::WireProblem to_wire(const Problem& p, const Precision& precision);
-protocol::WireDecodeConfig to_wire(const DecodeConfig& c);
-protocol::WireBackward to_wire(const Problem& p, const BackwardInputs& in, const Precision& precision);
-// Gradients as they come back (dq, dk, dv as bytes in the storage types of q, k and v) into the
-// caller's spans. Returns false, writing nothing, when a size does not match the problem.
-bool gradients_from_storage(const std::vector<std::uint8_t>& dq, const std::vector<std::uint8_t>& dk,
-                            const std::vector<std::uint8_t>& dv, const std::vector<float>& dsinks,
-                            const Precision& precision, const GradientSpans& out);
-// Back from the C view; validates nothing (Problem::validate does).
-Problem from_wire(const attest_problem_v2& h, const Precision& precision);
-// Values from a buffer in storage format `s`, and values (representable in `s`) into one.
-// A format's attest_precision code.
-std::int32_t abi_code(Scalar s);
-// Float formats only (f32, bf16, f16).
-std::vector<float> floats_from_storage(const std::uint8_t* data, std::size_t n, Scalar s);
-std::vector<std::uint8_t> stored(const std::vector<float>& values, Scalar s);
-// K or V of a problem, [outer][tokens][width], in any storage format (quantized ones as rows in
-// attest_precision's layout; q8_head one group per kv head of a sequence), and back.
-std::vector<std::uint8_t> stored_kv(const std::vector<float>& values, Scalar s, int tokens, int width);
-std::vector<float> kv_from_storage(const std::uint8_t* data, Scalar s, std::size_t outer, int tokens, int width);
-// A decode step's q, k and v in their storage formats (q8_head K and V as codes of the session's
-// static scales).
-struct StoredStep {
-  std::vector<std::uint8_t> q, k, v;
-};
-StoredStep stored_step(const DecodeConfig& c, const Precision& precision, int n, std::span<const float> q,
-                       std::span<const float> k, std::span<const float> v);
-// A block-table call's new tokens (PagedStep's packing, sequence after sequence) in their storage formats.
-StoredStep stored_paged(const DecodeConfig& c, const Precision& precision, std::span<const std::int32_t> counts,
-                        std::span<const float> q, std::span<const float> k, std::span<const float> v);
-// A decode configuration as attest's model has it (q8_head scales from reserved[0] and [1]).
-DecodeConfig decode_config_of(const attest_decode_config_v2& c);
-
-// A descriptor as attest understands it. Throws std::invalid_argument naming the field when it
-// declares what this attest cannot certify yet, or is inconsistent (min > max, a zero tile...).
-Capabilities capabilities_from_descriptor(const protocol::Descriptor& d);
-protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const std::string& name);
 
 // A version-2 C descriptor whose calls run a C++ kernel (so `attest kernel-host` serves built-in
 // kernels and mutants the same way as plugins). The adapter owns the kernel.

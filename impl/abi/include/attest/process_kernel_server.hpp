@@ -297,13 +297,10 @@ struct GuardedProblem {
   attest_problem_v2 view;
 };
 
-}  // namespace detail
-
-// Serves a kernel (a version-1 attest_kernel or a version-2 attest_kernel_v2 descriptor) until
-// BYE or end of input. Returns the process exit code.
-inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
-  using guarded::Placement;
-  const ServedKernel kernel(descriptor);
+// The serving loop's state and one handler per request: each returns kServing to go on, or the
+// process's exit code.
+struct Server {
+  static constexpr int kServing = -1;
   struct Session {
     void* handle;
     attest_decode_config_v2 config;
@@ -311,237 +308,311 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
     std::int32_t last_step = 0;  // the last step's n
     std::shared_ptr<const WireDecodeConfig> wire;  // what `config` points to, kept for a kernel that kept it
   };
+  using Placement = guarded::Placement;
+
+  Server(const void* descriptor, int out) : kernel(descriptor), out_fd(out) {}
+
+  // HELLO: the descriptor, or why this kernel cannot serve (exit 2).
+  int hello(Reader& r) {
+    Writer w;
+    const std::uint32_t version = r.u32();
+    if (version != kVersion) {
+      write_frame(out_fd, Type::kError,
+                  Writer()
+                      .str("protocol version " + std::to_string(version) + " not supported (this kernel speaks " +
+                           std::to_string(kVersion) + ")")
+                      .bytes());
+      return 2;
+    }
+    // A negative page_tokens travels on: attest refuses it naming the value.
+    if (const std::int32_t declared = kernel.descriptor().page_tokens; declared > 0 && kernel.page_tokens() < 1) {
+      write_frame(out_fd, Type::kError,
+                  Writer()
+                      .str("the descriptor declares page_tokens " + std::to_string(declared) +
+                           " but page_bytes or decode_paged is NULL")
+                      .bytes());
+      return 2;
+    }
+    if ((kernel.capabilities() & ATTEST_CAP_BACKWARD) && !kernel.backs()) {
+      write_frame(out_fd, Type::kError,
+                  Writer().str("the descriptor declares ATTEST_CAP_BACKWARD but its backward is NULL").bytes());
+      return 2;
+    }
+    write_descriptor(w, kernel.descriptor());
+    if (w.bytes().size() > kMaxDescriptorBytes) {
+      write_frame(
+          out_fd, Type::kError,
+          Writer()
+              .str("the descriptor is over attest's cap of " + std::to_string(kMaxDescriptorBytes) + " bytes (" +
+                   std::to_string(w.bytes().size()) + " written) for its path names: " + kernel.path_counts())
+              .bytes());
+      return 2;
+    }
+    write_frame(out_fd, Type::kDescriptor, w.bytes());
+    return kServing;
+  }
+
+  // FORWARD: the problem in guarded buffers, the kernel's O and LSE back.
+  int forward(Reader& r, Placement placement) {
+    Writer w;
+    const WireProblem problem = read_problem(r, q_type, k_type, v_type, bias_type);
+    r.expect_end();
+    const attest_problem_v2& h = problem.header;
+    const std::size_t rows = std::size_t(h.batch) * h.heads * h.q_len;
+    const bool want_lse = kernel.capabilities() & ATTEST_CAP_LSE;
+    const detail::GuardedProblem inputs(problem, bias_type, placement);
+    auto o = detail::guarded_typed_output("O", rows * h.value_dim, o_type, placement);
+    auto lse = detail::guarded_output("LSE", want_lse ? rows : 0, placement);
+    attest_outputs_v2 out{};
+    out.o = o->data();
+    out.lse = want_lse ? static_cast<float*>(lse->data()) : nullptr;
+    const attest_status status = kernel.forward(inputs.view, out);
+    out.path[sizeof out.path - 1] = '\0';
+    const std::string fault = detail::damage_of({o.get(), lse.get()});
+    w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(out.path).str(fault);
+    w.array(detail::bytes_of(*o));
+    if (want_lse)
+      w.array(detail::contents(*lse));
+    else
+      w.u64(0);
+    write_frame(out_fd, Type::kForwardResult, w.bytes());
+    return kServing;
+  }
+
+  // BACKWARD: the problem, O, LSE and dO in guarded buffers, the gradients back.
+  int backward(Reader& r, Placement placement) {
+    Writer w;
+    const WireBackward request = read_backward(r, q_type, k_type, v_type, bias_type, storage_bytes(o_type));
+    const attest_problem_v2& h = request.problem.header;
+    const detail::GuardedProblem inputs(request.problem, bias_type, placement);
+    auto o = detail::guarded_input("O", request.o, placement),
+         lse = detail::guarded_input("LSE", request.lse, placement),
+         d_o = detail::guarded_input("dO", request.d_o, placement);
+    const std::size_t q_rows = std::size_t(h.batch) * h.heads * h.q_len,
+                      k_rows = std::size_t(h.batch) * h.kv_heads * h.k_len;
+    auto dq = detail::guarded_typed_output("dQ", q_rows * h.head_dim, q_type, placement),
+         dk = detail::guarded_typed_output("dK", k_rows * h.head_dim, k_type, placement),
+         dv = detail::guarded_typed_output("dV", k_rows * h.value_dim, v_type, placement),
+         dsinks = detail::guarded_output("dsinks", request.problem.sinks.size(), placement);
+    attest_backward_inputs in{};
+    in.o = o->data(), in.lse = static_cast<const float*>(lse->data()), in.d_o = d_o->data();
+    in.threads = request.threads;
+    attest_gradients out{};
+    out.dq = dq->data(), out.dk = dk->data(), out.dv = dv->data();
+    out.dsinks = request.problem.sinks.empty() ? nullptr : static_cast<float*>(dsinks->data());
+    const attest_status status = kernel.backward(inputs.view, in, out);
+    out.path[sizeof out.path - 1] = '\0';
+    const std::string fault = detail::damage_of({dq.get(), dk.get(), dv.get(), dsinks.get()});
+    w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(out.path).str(fault);
+    w.array(detail::bytes_of(*dq)).array(detail::bytes_of(*dk)).array(detail::bytes_of(*dv));
+    w.array(detail::contents(*dsinks));
+    write_frame(out_fd, Type::kBackwardResult, w.bytes());
+    return kServing;
+  }
+
+  // DECODE_OPEN: a session, kept with the configuration it points to.
+  int decode_open(Reader& r) {
+    Writer w;
+    const auto wire = std::make_shared<const WireDecodeConfig>(read_decode_config(r));
+    r.expect_end();
+    void* session = nullptr;
+    attest_status status = ATTEST_UNSUPPORTED;
+    const attest_decode_config_v2 config = wire->view();
+    if (kernel.decodes()) status = kernel.decode_open(config, &session);
+    std::uint64_t id = 0;
+    if (status == ATTEST_OK) sessions[id = next_session++] = {session, config, 0, 0, wire};
+    w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).u64(id);
+    write_frame(out_fd, Type::kDecodeOpened, w.bytes());
+    return kServing;
+  }
+
+  // DECODE_STEP: n new tokens of a session; a write outside O or LSE is a FAULT (exit 1).
+  int decode_step(Reader& r, Placement placement) {
+    Writer w;
+    const std::uint64_t id = r.u64();
+    const std::int32_t n = r.i32(), want_lse = r.i32();
+    const std::vector<std::uint8_t> q = r.array<std::uint8_t>(), k = r.array<std::uint8_t>(),
+                                    v = r.array<std::uint8_t>();
+    r.expect_end();
+    if (!sessions.count(id)) throw ProtocolError("decode step for an unknown session");
+    Session& s = sessions[id];
+    const attest_decode_config_v2& c = s.config;
+    const std::size_t rows = std::size_t(c.batch) * c.heads * (n > 0 ? n : 0);
+    const std::size_t kv_rows = std::size_t(c.batch) * c.kv_heads * (n > 0 ? n : 0);
+    if (n < 1 || q.size() != stored_size(q_type, rows, c.head_dim) ||
+        k.size() != stored_size(k_type, kv_rows, c.head_dim) || v.size() != stored_size(v_type, kv_rows, c.value_dim))
+      throw ProtocolError("decode step arrays do not match n and the session's configuration");
+    auto gq = detail::guarded_input("Q", q, placement), gk = detail::guarded_input("K", k, placement),
+         gv = detail::guarded_input("V", v, placement);
+    auto o = detail::guarded_typed_output("O", rows * c.value_dim, o_type, placement);
+    auto lse = detail::guarded_output("LSE", rows, placement);
+    char path[32] = {};
+    const attest_status status = kernel.decode_step(s.handle, n, gq->data(), gk->data(), gv->data(), o->data(),
+                                                    want_lse ? static_cast<float*>(lse->data()) : nullptr, path);
+    path[sizeof path - 1] = '\0';
+    if (const std::string fault = detail::damage_of({o.get(), lse.get()}); !fault.empty()) {
+      write_frame(out_fd, Type::kFault, Writer().str(fault).bytes());
+      return 1;
+    }
+    if (status == ATTEST_OK) s.length += n, s.last_step = n;
+    w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(path);
+    w.array(detail::bytes_of(*o)).array(want_lse ? detail::contents(*lse) : std::vector<float>());
+    write_frame(out_fd, Type::kDecodeResult, w.bytes());
+    return kServing;
+  }
+
+  // PAGE_BYTES: the kernel's page size for a configuration.
+  int page_bytes(Reader& r) {
+    Writer w;
+    const WireDecodeConfig wire = read_decode_config(r, true);
+    r.expect_end();
+    std::int64_t bytes = 0;
+    const attest_status status = kernel.page_bytes(wire.view(), &bytes);
+    w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).i64(bytes);
+    write_frame(out_fd, Type::kPageBytesResult, w.bytes());
+    return kServing;
+  }
+
+  // DECODE_PAGED: a block-table call on the pool attest sent; the pool comes back.
+  int decode_paged(Reader& r, Placement placement, std::string& payload) {
+    Writer w;
+    if (kernel.page_tokens() < 1) throw ProtocolError("DECODE_PAGED to a kernel without block tables");
+    const WireDecodeConfig wire = read_decode_config(r, true);
+    const attest_decode_config_v2 config = wire.view();
+    const WirePagedStep step = read_paged_step(r, config, kernel.page_tokens(), q_type, k_type, v_type);
+    std::int64_t own_page_bytes = 0;  // the kernel's page size, not the message's, bounds its reads
+    if (kernel.page_bytes(config, &own_page_bytes) != ATTEST_OK || own_page_bytes != step.page_bytes)
+      throw ProtocolError("DECODE_PAGED with pages of " + std::to_string(step.page_bytes) +
+                          " bytes; the kernel's are " + std::to_string(own_page_bytes));
+    std::uint64_t tokens = 0;
+    for (std::int32_t n : step.counts) tokens += std::uint64_t(n);
+    const std::size_t rows = tokens * config.heads;
+    // The pool starts a page (64-byte aligned whatever the page size) and is the kernel's to write.
+    auto pool = std::make_unique<guarded::Buffer>("pool", step.pool.size(), Placement::kStart);
+    if (!step.pool.empty()) std::memcpy(pool->data(), step.pool.data(), step.pool.size());
+    auto tables = detail::guarded_input("tables", step.tables, placement),
+         lengths = detail::guarded_input("lengths", step.lengths, placement),
+         counts = detail::guarded_input("counts", step.counts, placement),
+         q = detail::guarded_input("Q", step.q, placement), k = detail::guarded_input("K", step.k, placement),
+         v = detail::guarded_input("V", step.v, placement);
+    auto o = detail::guarded_typed_output("O", rows * config.value_dim, o_type, placement);
+    auto lse = detail::guarded_output("LSE", step.want_lse ? rows : 0, placement);
+    const bool want_lse = step.want_lse;
+    // Every array now has its guarded copy: the request (holding the pool once more) goes
+    // before the reply (holding it again) is built; step.pool, a view into it, is not read after this.
+    std::string().swap(payload);
+    attest_paged_step call{};
+    call.pool = pool->data(), call.pool_bytes = static_cast<std::int64_t>(pool->bytes());
+    call.tables = static_cast<const std::int32_t*>(tables->data()), call.table_width = step.table_width;
+    call.lengths = static_cast<const std::int64_t*>(lengths->data());
+    call.counts = static_cast<const std::int32_t*>(counts->data());
+    call.q = q->data(), call.k = k->data(), call.v = v->data(), call.o = o->data();
+    call.lse = want_lse ? static_cast<float*>(lse->data()) : nullptr;
+    const attest_status status = kernel.decode_paged(config, call);
+    call.path[sizeof call.path - 1] = '\0';
+    const std::string fault = detail::damage_of({pool.get(), o.get(), lse.get()});
+    w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(call.path).str(fault);
+    w.array(static_cast<const std::uint8_t*>(pool->data()), pool->bytes());
+    pool.reset();
+    w.array(detail::bytes_of(*o));
+    w.array(want_lse ? detail::contents(*lse) : std::vector<float>());
+    write_frame(out_fd, Type::kDecodePagedResult, w.bytes());
+    return kServing;
+  }
+
+  // DECODE_RETAINED: the positions a query of the last step attended.
+  int decode_retained(Reader& r) {
+    Writer w;
+    const std::uint64_t id = r.u64();
+    const std::int32_t b = r.i32(), t = r.i32();
+    r.expect_end();
+    if (!sessions.count(id)) throw ProtocolError("retained positions of an unknown session");
+    const Session& s = sessions[id];
+    if (b < 0 || b >= s.config.batch || t < 0 || t >= s.last_step)
+      throw ProtocolError("retained positions of a query outside the session's last step");
+    // A query at position p attends at most p + 1 positions.
+    std::vector<std::int64_t> positions(static_cast<std::size_t>(s.length - s.last_step + t + 1));
+    std::int32_t count = 0;
+    const attest_status status =
+        kernel.retained(s.handle, b, t, positions.data(), static_cast<std::int32_t>(positions.size()), &count);
+    if (status == ATTEST_OK && (count < 0 || std::size_t(count) > positions.size()))
+      throw ProtocolError("decode_retained reported " + std::to_string(count) + " positions (capacity " +
+                          std::to_string(positions.size()) + ")");
+    positions.resize(status == ATTEST_OK ? count : 0);
+    w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).array(positions);
+    write_frame(out_fd, Type::kRetained, w.bytes());
+    return kServing;
+  }
+
+  // DECODE_CLOSE: the session ends (an unknown one is already closed).
+  int decode_close(Reader& r) {
+    const std::uint64_t id = r.u64();
+    if (sessions.count(id)) {
+      kernel.decode_close(sessions[id].handle);
+      sessions.erase(id);
+    }
+    write_frame(out_fd, Type::kClosed, "");
+    return kServing;
+  }
+
+  const ServedKernel kernel;
+  const int out_fd;
   std::map<std::uint64_t, Session> sessions;
   std::uint64_t next_session = 1;
-  std::uint64_t calls = 0;  // alternates the buffers' placement: one call flush at the end, the next at the start
-  detail::install_fault_handler(out_fd);
   const std::int32_t q_type = kernel.storage('q'), k_type = kernel.storage('k'), v_type = kernel.storage('v'),
                      o_type = kernel.storage('o'), bias_type = kernel.storage('b');
+};
+
+}  // namespace detail
+
+// Serves a kernel (a version-1 attest_kernel or a version-2 attest_kernel_v2 descriptor) until
+// BYE or end of input. Returns the process exit code.
+inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
+  using guarded::Placement;
+  detail::Server server(descriptor, out_fd);
+  std::uint64_t calls = 0;  // alternates the buffers' placement: one call flush at the end, the next at the start
+  detail::install_fault_handler(out_fd);
   try {
     Type type;
     std::string payload;
     while (read_frame(in_fd, type, payload)) {
       Reader r(payload);
-      Writer w;
       const Placement placement = calls++ % 2 ? Placement::kStart : Placement::kEnd;
+      int status = detail::Server::kServing;
       switch (type) {
-        case Type::kHello: {
-          const std::uint32_t version = r.u32();
-          if (version != kVersion) {
-            write_frame(out_fd, Type::kError, Writer().str("protocol version " + std::to_string(version) +
-                                                           " not supported (this kernel speaks " +
-                                                           std::to_string(kVersion) + ")").bytes());
-            return 2;
-          }
-          // A negative page_tokens travels on: attest refuses it naming the value.
-          if (const std::int32_t declared = kernel.descriptor().page_tokens; declared > 0 && kernel.page_tokens() < 1) {
-            write_frame(out_fd, Type::kError,
-                        Writer()
-                            .str("the descriptor declares page_tokens " + std::to_string(declared) +
-                                 " but page_bytes or decode_paged is NULL")
-                            .bytes());
-            return 2;
-          }
-          if ((kernel.capabilities() & ATTEST_CAP_BACKWARD) && !kernel.backs()) {
-            write_frame(out_fd, Type::kError,
-                        Writer().str("the descriptor declares ATTEST_CAP_BACKWARD but its backward is NULL").bytes());
-            return 2;
-          }
-          write_descriptor(w, kernel.descriptor());
-          if (w.bytes().size() > kMaxDescriptorBytes) {
-            write_frame(
-                out_fd, Type::kError,
-                Writer()
-                    .str("the descriptor is over attest's cap of " + std::to_string(kMaxDescriptorBytes) + " bytes (" +
-                         std::to_string(w.bytes().size()) + " written) for its path names: " + kernel.path_counts())
-                    .bytes());
-            return 2;
-          }
-          write_frame(out_fd, Type::kDescriptor, w.bytes());
+        case Type::kHello:
+          status = server.hello(r);
           break;
-        }
-        case Type::kForward: {
-          const WireProblem problem = read_problem(r, q_type, k_type, v_type, bias_type);
-          r.expect_end();
-          const attest_problem_v2& h = problem.header;
-          const std::size_t rows = std::size_t(h.batch) * h.heads * h.q_len;
-          const bool want_lse = kernel.capabilities() & ATTEST_CAP_LSE;
-          const detail::GuardedProblem inputs(problem, bias_type, placement);
-          auto o = detail::guarded_typed_output("O", rows * h.value_dim, o_type, placement);
-          auto lse = detail::guarded_output("LSE", want_lse ? rows : 0, placement);
-          attest_outputs_v2 out{};
-          out.o = o->data();
-          out.lse = want_lse ? static_cast<float*>(lse->data()) : nullptr;
-          const attest_status status = kernel.forward(inputs.view, out);
-          out.path[sizeof out.path - 1] = '\0';
-          const std::string fault = detail::damage_of({o.get(), lse.get()});
-          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(out.path).str(fault);
-          w.array(detail::bytes_of(*o));
-          if (want_lse) w.array(detail::contents(*lse));
-          else w.u64(0);
-          write_frame(out_fd, Type::kForwardResult, w.bytes());
+        case Type::kForward:
+          status = server.forward(r, placement);
           break;
-        }
-        case Type::kBackward: {
-          const WireBackward request = read_backward(r, q_type, k_type, v_type, bias_type, storage_bytes(o_type));
-          const attest_problem_v2& h = request.problem.header;
-          const detail::GuardedProblem inputs(request.problem, bias_type, placement);
-          auto o = detail::guarded_input("O", request.o, placement), lse = detail::guarded_input("LSE", request.lse, placement),
-               d_o = detail::guarded_input("dO", request.d_o, placement);
-          const std::size_t q_rows = std::size_t(h.batch) * h.heads * h.q_len, k_rows = std::size_t(h.batch) * h.kv_heads * h.k_len;
-          auto dq = detail::guarded_typed_output("dQ", q_rows * h.head_dim, q_type, placement),
-               dk = detail::guarded_typed_output("dK", k_rows * h.head_dim, k_type, placement),
-               dv = detail::guarded_typed_output("dV", k_rows * h.value_dim, v_type, placement),
-               dsinks = detail::guarded_output("dsinks", request.problem.sinks.size(), placement);
-          attest_backward_inputs in{};
-          in.o = o->data(), in.lse = static_cast<const float*>(lse->data()), in.d_o = d_o->data();
-          in.threads = request.threads;
-          attest_gradients out{};
-          out.dq = dq->data(), out.dk = dk->data(), out.dv = dv->data();
-          out.dsinks = request.problem.sinks.empty() ? nullptr : static_cast<float*>(dsinks->data());
-          const attest_status status = kernel.backward(inputs.view, in, out);
-          out.path[sizeof out.path - 1] = '\0';
-          const std::string fault = detail::damage_of({dq.get(), dk.get(), dv.get(), dsinks.get()});
-          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(out.path).str(fault);
-          w.array(detail::bytes_of(*dq)).array(detail::bytes_of(*dk)).array(detail::bytes_of(*dv));
-          w.array(detail::contents(*dsinks));
-          write_frame(out_fd, Type::kBackwardResult, w.bytes());
+        case Type::kBackward:
+          status = server.backward(r, placement);
           break;
-        }
-        case Type::kDecodeOpen: {
-          const auto wire = std::make_shared<const WireDecodeConfig>(read_decode_config(r));
-          r.expect_end();
-          void* session = nullptr;
-          attest_status status = ATTEST_UNSUPPORTED;
-          const attest_decode_config_v2 config = wire->view();
-          if (kernel.decodes()) status = kernel.decode_open(config, &session);
-          std::uint64_t id = 0;
-          if (status == ATTEST_OK) sessions[id = next_session++] = {session, config, 0, 0, wire};
-          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).u64(id);
-          write_frame(out_fd, Type::kDecodeOpened, w.bytes());
+        case Type::kDecodeOpen:
+          status = server.decode_open(r);
           break;
-        }
-        case Type::kDecodeStep: {
-          const std::uint64_t id = r.u64();
-          const std::int32_t n = r.i32(), want_lse = r.i32();
-          const std::vector<std::uint8_t> q = r.array<std::uint8_t>(), k = r.array<std::uint8_t>(),
-                                          v = r.array<std::uint8_t>();
-          r.expect_end();
-          if (!sessions.count(id)) throw ProtocolError("decode step for an unknown session");
-          Session& s = sessions[id];
-          const attest_decode_config_v2& c = s.config;
-          const std::size_t rows = std::size_t(c.batch) * c.heads * (n > 0 ? n : 0);
-          const std::size_t kv_rows = std::size_t(c.batch) * c.kv_heads * (n > 0 ? n : 0);
-          if (n < 1 || q.size() != stored_size(q_type, rows, c.head_dim) ||
-              k.size() != stored_size(k_type, kv_rows, c.head_dim) ||
-              v.size() != stored_size(v_type, kv_rows, c.value_dim))
-            throw ProtocolError("decode step arrays do not match n and the session's configuration");
-          auto gq = detail::guarded_input("Q", q, placement), gk = detail::guarded_input("K", k, placement),
-               gv = detail::guarded_input("V", v, placement);
-          auto o = detail::guarded_typed_output("O", rows * c.value_dim, o_type, placement);
-          auto lse = detail::guarded_output("LSE", rows, placement);
-          char path[32] = {};
-          const attest_status status = kernel.decode_step(s.handle, n, gq->data(), gk->data(), gv->data(), o->data(),
-                                                          want_lse ? static_cast<float*>(lse->data()) : nullptr, path);
-          path[sizeof path - 1] = '\0';
-          if (const std::string fault = detail::damage_of({o.get(), lse.get()}); !fault.empty()) {
-            write_frame(out_fd, Type::kFault, Writer().str(fault).bytes());
-            return 1;
-          }
-          if (status == ATTEST_OK) s.length += n, s.last_step = n;
-          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(path);
-          w.array(detail::bytes_of(*o)).array(want_lse ? detail::contents(*lse) : std::vector<float>());
-          write_frame(out_fd, Type::kDecodeResult, w.bytes());
+        case Type::kDecodeStep:
+          status = server.decode_step(r, placement);
           break;
-        }
-        case Type::kPageBytes: {
-          const WireDecodeConfig wire = read_decode_config(r, true);
-          r.expect_end();
-          std::int64_t bytes = 0;
-          const attest_status status = kernel.page_bytes(wire.view(), &bytes);
-          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).i64(bytes);
-          write_frame(out_fd, Type::kPageBytesResult, w.bytes());
+        case Type::kPageBytes:
+          status = server.page_bytes(r);
           break;
-        }
-        case Type::kDecodePaged: {
-          if (kernel.page_tokens() < 1) throw ProtocolError("DECODE_PAGED to a kernel without block tables");
-          const WireDecodeConfig wire = read_decode_config(r, true);
-          const attest_decode_config_v2 config = wire.view();
-          const WirePagedStep step = read_paged_step(r, config, kernel.page_tokens(), q_type, k_type, v_type);
-          std::int64_t own_page_bytes = 0;  // the kernel's page size, not the message's, bounds its reads
-          if (kernel.page_bytes(config, &own_page_bytes) != ATTEST_OK || own_page_bytes != step.page_bytes)
-            throw ProtocolError("DECODE_PAGED with pages of " + std::to_string(step.page_bytes) +
-                                " bytes; the kernel's are " + std::to_string(own_page_bytes));
-          std::uint64_t tokens = 0;
-          for (std::int32_t n : step.counts) tokens += std::uint64_t(n);
-          const std::size_t rows = tokens * config.heads;
-          // The pool starts a page (64-byte aligned whatever the page size) and is the kernel's to write.
-          auto pool = std::make_unique<guarded::Buffer>("pool", step.pool.size(), Placement::kStart);
-          if (!step.pool.empty()) std::memcpy(pool->data(), step.pool.data(), step.pool.size());
-          auto tables = detail::guarded_input("tables", step.tables, placement),
-               lengths = detail::guarded_input("lengths", step.lengths, placement),
-               counts = detail::guarded_input("counts", step.counts, placement),
-               q = detail::guarded_input("Q", step.q, placement), k = detail::guarded_input("K", step.k, placement),
-               v = detail::guarded_input("V", step.v, placement);
-          auto o = detail::guarded_typed_output("O", rows * config.value_dim, o_type, placement);
-          auto lse = detail::guarded_output("LSE", step.want_lse ? rows : 0, placement);
-          const bool want_lse = step.want_lse;
-          // Every array now has its guarded copy: the request (holding the pool once more) goes
-          // before the reply (holding it again) is built; step.pool, a view into it, is not read after this.
-          std::string().swap(payload);
-          attest_paged_step call{};
-          call.pool = pool->data(), call.pool_bytes = static_cast<std::int64_t>(pool->bytes());
-          call.tables = static_cast<const std::int32_t*>(tables->data()), call.table_width = step.table_width;
-          call.lengths = static_cast<const std::int64_t*>(lengths->data());
-          call.counts = static_cast<const std::int32_t*>(counts->data());
-          call.q = q->data(), call.k = k->data(), call.v = v->data(), call.o = o->data();
-          call.lse = want_lse ? static_cast<float*>(lse->data()) : nullptr;
-          const attest_status status = kernel.decode_paged(config, call);
-          call.path[sizeof call.path - 1] = '\0';
-          const std::string fault = detail::damage_of({pool.get(), o.get(), lse.get()});
-          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(call.path).str(fault);
-          w.array(static_cast<const std::uint8_t*>(pool->data()), pool->bytes());
-          pool.reset();
-          w.array(detail::bytes_of(*o));
-          w.array(want_lse ? detail::contents(*lse) : std::vector<float>());
-          write_frame(out_fd, Type::kDecodePagedResult, w.bytes());
+        case Type::kDecodePaged:
+          status = server.decode_paged(r, placement, payload);
           break;
-        }
-        case Type::kDecodeRetained: {
-          const std::uint64_t id = r.u64();
-          const std::int32_t b = r.i32(), t = r.i32();
-          r.expect_end();
-          if (!sessions.count(id)) throw ProtocolError("retained positions of an unknown session");
-          const Session& s = sessions[id];
-          if (b < 0 || b >= s.config.batch || t < 0 || t >= s.last_step)
-            throw ProtocolError("retained positions of a query outside the session's last step");
-          // A query at position p attends at most p + 1 positions.
-          std::vector<std::int64_t> positions(static_cast<std::size_t>(s.length - s.last_step + t + 1));
-          std::int32_t count = 0;
-          const attest_status status = kernel.retained(s.handle, b, t, positions.data(),
-                                                       static_cast<std::int32_t>(positions.size()), &count);
-          if (status == ATTEST_OK && (count < 0 || std::size_t(count) > positions.size()))
-            throw ProtocolError("decode_retained reported " + std::to_string(count) + " positions (capacity " +
-                                std::to_string(positions.size()) + ")");
-          positions.resize(status == ATTEST_OK ? count : 0);
-          w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).array(positions);
-          write_frame(out_fd, Type::kRetained, w.bytes());
+        case Type::kDecodeRetained:
+          status = server.decode_retained(r);
           break;
-        }
-        case Type::kDecodeClose: {
-          const std::uint64_t id = r.u64();
-          if (sessions.count(id)) {
-            kernel.decode_close(sessions[id].handle);
-            sessions.erase(id);
-          }
-          write_frame(out_fd, Type::kClosed, "");
+        case Type::kDecodeClose:
+          status = server.decode_close(r);
           break;
-        }
         case Type::kBye:
           return 0;
         default:
           throw ProtocolError("unexpected message type " + std::to_string(static_cast<std::uint32_t>(type)));
       }
+      if (status != detail::Server::kServing) return status;
     }
   } catch (const std::exception& e) {
     write_frame(out_fd, Type::kError, Writer().str(e.what()).bytes());

@@ -33,7 +33,7 @@ const MutantEntry& find_mutant(const std::string& name);  // throws std::invalid
 // tiled kernel rounding as ABI 2.1's precision declarations say: calibration subjects), or
 // tiled-declared-paths (the tiled kernel with a split-KV path, declaring its paths: ABI 2.2). The lower
 // layer of the one resolver (ci/isolation/kernel_resolver.h adds plugin paths, cmd:COMMAND,
-// baseline:blas and isolation); throws std::invalid_argument.
+// registered names such as baseline:blas, and isolation); throws std::invalid_argument.
 std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name);
 
 }  // namespace attest

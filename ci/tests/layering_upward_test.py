@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""The layering check can fail: on a copy of the tree's sources it passes or fails as the tree
+does, and with one upward include added to the problem model (the lowest layer) it fails naming
+that file and line.
+
+usage: layering_upward_test.py SOURCE_DIR
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CHECK = os.path.join(HERE, "layering_test.py")
+VICTIM = "impl/model/src/problem.cpp"
+UPWARD = '#include "attest/harness.h"\n'  # properties/include: two layers up
+
+
+def run(tree):
+    return subprocess.run([sys.executable, CHECK, tree], capture_output=True, text=True, timeout=60)
+
+
+def main():
+    if len(sys.argv) != 2 or not os.path.isfile(os.path.join(sys.argv[1], VICTIM)):
+        print(f"usage: layering_upward_test.py SOURCE_DIR (a tree with {VICTIM})", file=sys.stderr)
+        return 2
+    source = sys.argv[1]
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = os.path.join(scratch, "tree")
+        ignore = shutil.ignore_patterns(".git", "build*", "python", "js", "corpus", "node_modules")
+        shutil.copytree(source, tree, ignore=ignore)
+        clean = run(tree)
+        original = run(source)
+        if clean.returncode != original.returncode:
+            print(f"the copy gives {clean.returncode}, the tree {original.returncode}:\n{clean.stdout}")
+            return 1
+        path = os.path.join(tree, VICTIM)
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+        lines.insert(1, UPWARD)  # line 2, after the file's own header
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(lines)
+        bad = run(tree)
+    expected = f"{VICTIM}:2: includes properties/include/attest/harness.h: layer impl/model may not depend on properties"
+    if bad.returncode != 1 or expected not in bad.stdout.splitlines():
+        print(f"expected exit 1 and the line\n  {expected}\ngot exit {bad.returncode}:\n{bad.stdout}{bad.stderr}")
+        return 1
+    print(f"upward include refused: {expected}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -93,6 +93,8 @@ Capabilities draw_declaration(std::uint64_t seed, int index) {
   c.empty_rows = d.chance(0.3) ? EmptyRowPolicy::kNan : EmptyRowPolicy::kZero;
   c.contract = draw_contract(d, c.features);
   c.inputs = d.chance(0.3) ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
+  // Drawn last, so that adding it moved no earlier field of any declaration.
+  if (c.inputs == InputDomain::kMaskedMayBeNonFinite && d.chance(0.3)) c.inputs = InputDomain::kMaskedScored;
   return c;
 }
 

@@ -125,8 +125,10 @@ class Contract:
     Ranges are (min, max), inclusive; None means no limit. head_dims: the only head widths Dk
     (empty: any within head_dim). dk_equals_dv: only Dv == Dk. default_scale_only: only
     scale = 1/sqrt(Dk). causal_required: only causal problems. self_attention_only: only
-    Tq == Tk with q_offset 0. query_tile, key_tile: the kernel's tiles (0: none). inputs_finite:
-    every input finite (otherwise masked keys may hold NaN or inf). max_abs_value: 0, or the
+    Tq == Tk with q_offset 0. query_tile, key_tile: the kernel's tiles (0: none). inputs: what
+    masked keys may hold (abi.INPUT_DOMAINS): "masked_may_be_nonfinite" (NaN, inf), "finite", or
+    "masked_scored" (an additive mask: masked keys are scored, then get -inf; finite, scores in
+    range); inputs_finite=True is the older spelling of inputs="finite". max_abs_value: 0, or the
     largest |V| of a visible key the kernel is built for (at least 1). alibi_slopes: "arbitrary"
     or "standard" (only the geometric set; alibi_max_bias, 0 meaning 8). decode_only: no
     forward, certified through decode only. decode_lse_optional: a decode step may skip LSE.
@@ -145,6 +147,7 @@ class Contract:
     query_tile: int = 0
     key_tile: int = 0
     inputs_finite: bool = False
+    inputs: str = ""
     max_abs_value: float = 0.0
     alibi_slopes: str = "arbitrary"
     alibi_max_bias: float = 0.0
@@ -170,6 +173,11 @@ class Contract:
         if self.alibi_slopes not in abi.ALIBI_SLOPES:
             _fail("contract.alibi_slopes", "%r is not one of %s" % (self.alibi_slopes, ", ".join(abi.ALIBI_SLOPES)))
         object.__setattr__(self, "alibi_max_bias", _number("contract.alibi_max_bias", self.alibi_max_bias))
+        if self.inputs and self.inputs not in abi.INPUT_DOMAINS:
+            _fail("contract.inputs", "%r is not one of %s" % (self.inputs, ", ".join(abi.INPUT_DOMAINS)))
+        if self.inputs and self.inputs_finite and self.inputs != "finite":
+            _fail("contract.inputs", "%r with inputs_finite=True" % self.inputs)
+        object.__setattr__(self, "inputs", self.inputs or ("finite" if self.inputs_finite else "masked_may_be_nonfinite"))
 
 
 @dataclass(frozen=True)

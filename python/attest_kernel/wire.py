@@ -185,7 +185,7 @@ def encode_descriptor(declaration):
         w.i64(low).i64(high)
     for value in (c.dk_equals_dv, c.default_scale_only, c.causal_required, c.decode_only, c.query_tile, c.key_tile,
                   c.decode_lse_optional, c.self_attention_only, abi.ALIBI_SLOPES[c.alibi_slopes],
-                  1 if c.inputs_finite else 0):
+                  abi.INPUT_DOMAINS[c.inputs]):
         w.i32(int(value))
     w.f64(c.alibi_max_bias).f64(c.max_abs_value)
     _write_precision_2_1(w, d.precision)

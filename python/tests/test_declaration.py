@@ -48,6 +48,8 @@ def test_bad_declarations_refused(fields, message):
     (lambda: Contract(max_abs_value=0.5), "contract.max_abs_value"),
     (lambda: Contract(alibi_slopes="geometric"), "contract.alibi_slopes"),
     (lambda: Contract(inputs_finite=2), "contract.inputs_finite"),
+    (lambda: Contract(inputs="scored"), "contract.inputs"),
+    (lambda: Contract(inputs="masked_scored", inputs_finite=True), "contract.inputs"),
 ])
 def test_bad_values_refused(make, message):
     with pytest.raises(DeclarationError, match=message):

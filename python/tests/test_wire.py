@@ -104,6 +104,12 @@ def test_descriptor_round_trip():
     assert d["paths"][0][1]["weight_sum"] == "f32" and d["paths"][0][1]["pv_unnormalised"]
 
 
+def test_an_additive_mask_declares_masked_scored():
+    for contract, value in ((Contract(inputs="masked_scored"), 2), (Contract(inputs_finite=True), 1), (Contract(), 0)):
+        d = wire.decode_descriptor(wire.encode_descriptor(Declaration(name="additive", contract=contract)))
+        assert d["contract"]["inputs"] == value == abi.INPUT_DOMAINS[contract.inputs]
+
+
 def test_descriptor_matches_the_cpp_layout_size():
     # 2.0 fields: u32 + str + u32 + i32 + 7 i32 + f64 + i32[] + 6 ranges + 7 i32; 2.1: 3 i32 + 2 f64 + 6 i32 +
     # u32 paths; 2.2: u32; 2.3: i32.

@@ -354,10 +354,13 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   t.max_abs_value = k.max_abs_value;
   if (t.alibi_slopes == AlibiSlopes::kStandard && !c.declares(Feature::kAlibi))
     refuse("contract.alibi_slopes is ATTEST_ALIBI_STANDARD without ATTEST_CAP_ALIBI");
-  if (k.inputs != ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE && k.inputs != ATTEST_INPUTS_FINITE)
+  if (k.inputs != ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE && k.inputs != ATTEST_INPUTS_FINITE &&
+      k.inputs != ATTEST_INPUTS_MASKED_SCORED)
     refuse("contract.inputs is " + std::to_string(k.inputs) +
-           ": ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE (0) or ATTEST_INPUTS_FINITE (1)");
-  c.inputs = k.inputs == ATTEST_INPUTS_FINITE ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
+           ": ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE (0), ATTEST_INPUTS_FINITE (1) or ATTEST_INPUTS_MASKED_SCORED (2)");
+  c.inputs = k.inputs == ATTEST_INPUTS_FINITE          ? InputDomain::kFinite
+             : k.inputs == ATTEST_INPUTS_MASKED_SCORED ? InputDomain::kMaskedScored
+                                                       : InputDomain::kMaskedMayBeNonFinite;
   if (t.decode_only && !c.decode()) refuse("contract.decode_only without ATTEST_CAP_DECODE");
   bool known_policy = false;
   for (const auto& [code, kind] : kPolicies)
@@ -417,7 +420,9 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   k.alibi_slopes = t.alibi_slopes == AlibiSlopes::kStandard ? ATTEST_ALIBI_STANDARD : ATTEST_ALIBI_ARBITRARY;
   k.alibi_max_bias = t.alibi_max_bias;
   k.max_abs_value = t.max_abs_value;
-  k.inputs = c.inputs == InputDomain::kFinite ? ATTEST_INPUTS_FINITE : ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE;
+  k.inputs = c.inputs == InputDomain::kFinite         ? ATTEST_INPUTS_FINITE
+             : c.inputs == InputDomain::kMaskedScored ? ATTEST_INPUTS_MASKED_SCORED
+                                                      : ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE;
   k.deterministic_backward = c.deterministic_backward;
   return d;
 }

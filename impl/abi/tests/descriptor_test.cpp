@@ -102,6 +102,18 @@ TEST(Descriptor, VersionTwoOneDeclarationsCrossTheProtocolWhole) {
   EXPECT_EQ(capabilities_from_descriptor(again).contract, c.contract);
 }
 
+// ABI 2.5: an additive-mask kernel's input domain crosses the protocol and comes back.
+TEST(Descriptor, VersionTwoFiveMaskedScoredCrossesTheProtocol) {
+  protocol::Descriptor d = descriptor_2_1();
+  d.contract.inputs = ATTEST_INPUTS_MASKED_SCORED;
+  protocol::Writer w;
+  protocol::write_descriptor(w, d);
+  protocol::Reader r(w.bytes());
+  const Capabilities c = capabilities_from_descriptor(protocol::read_descriptor(r));
+  EXPECT_EQ(c.inputs, InputDomain::kMaskedScored);
+  EXPECT_EQ(descriptor_from_capabilities(c, "k").contract.inputs, ATTEST_INPUTS_MASKED_SCORED);
+}
+
 // A 2.0 kernel's descriptor ends before the 2.1 section: it loads, meaning what it meant.
 TEST(Descriptor, VersionTwoZeroDescriptorsLoadAsBefore) {
   protocol::Descriptor d = causal_descriptor();

@@ -114,7 +114,7 @@ static_assert(mask_of<int>({
 #define ATTEST_INPUT_DOMAIN ROW_VALUE
 #include "attest/interface/input_domains.def"
 #undef ATTEST_INPUT_DOMAIN
-              }) == (std::uint64_t{1} << (ATTEST_INPUTS_FINITE + 1)) - 1,
+              }) == (std::uint64_t{1} << (ATTEST_INPUTS_MASKED_SCORED + 1)) - 1,
               "input_domains.def: an attest_input_domain has no row");
 static_assert(mask_of<int>({
 #define ATTEST_CACHE_POLICY ROW_VALUE

@@ -49,7 +49,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 4 /* version 2.4: the fields marked 2.1 to 2.4 below */
+#define ATTEST_ABI_MINOR 5                      /* version 2.5: the fields and values marked 2.1 to 2.5 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 /* Every constant below has its row, with the version that added it, in attest/interface/*.def
  * (interface_table_test checks both ways). */
@@ -144,7 +144,10 @@ typedef enum attest_alibi_slopes {
 /* 2.1: what the kernel promises about its inputs (contract.inputs), so how attest poisons masked keys. */
 typedef enum attest_input_domain {
   ATTEST_INPUTS_MASKED_MAY_BE_NONFINITE = 0, /* masked and bias-hidden keys may hold NaN, inf, huge values */
-  ATTEST_INPUTS_FINITE = 1                   /* every input finite (masked keys are poisoned with +-1e30 only) */
+  ATTEST_INPUTS_FINITE = 1,                  /* every input finite (masked keys are poisoned with +-1e30 only) */
+  /* 2.5: an additive mask: every key is scored, then a masked one gets -inf (a float mask). Masked
+   * keys are finite and each of their scores stays inside the declared score format's range. */
+  ATTEST_INPUTS_MASKED_SCORED = 2
 } attest_input_domain;
 
 /* ------------------------------------------------------------------------------------------

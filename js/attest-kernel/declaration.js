@@ -1,7 +1,7 @@
 // What a kernel declares: its features, where it rounds, the problems it accepts, its paths.
 // declare({...}, fn) checks every field when called: a bad value throws DeclarationError naming
 // the field, before anything is served (serve.js then answers attest's HELLO with an ERROR).
-import {ALIBI_SLOPES, CACHE_POLICIES, CAPABILITIES, EMPTY_ROWS, INPUT_DOMAINS} from './interface.js';
+import { CAPABILITIES, EMPTY_ROWS, ALIBI_SLOPES, CACHE_POLICIES, INPUT_DOMAINS } from "./interface.js";
 
 export const FEATURES = Object.keys(CAPABILITIES).filter((name) => name !== "decode" && name !== "backward");
 export const PRECISIONS = ["f32", "bf16", "f16"]; // what this package serves (quantized K/V is not)
@@ -63,10 +63,8 @@ export function precision(fields = {}, where = "precision") {
 
 /** The problems the kernel accepts (attest_contract); attest sends no other. */
 export function contract(fields = {}) {
-  unknownKeys('contract', fields, [
-    'head_dims', ...RANGES, ...FLAGS, 'query_tile', 'key_tile', 'max_abs_value', 'alibi_slopes', 'alibi_max_bias',
-    'inputs'
-  ]);
+  unknownKeys("contract", fields, ["head_dims", ...RANGES, ...FLAGS, "query_tile", "key_tile", "max_abs_value",
+    "alibi_slopes", "alibi_max_bias", "inputs"]);
   const c = {};
   const dims = fields.head_dims ?? [];
   if (!Array.isArray(dims)) fail("contract.head_dims", `${show(dims)} is not a list of head widths`);
@@ -81,10 +79,9 @@ export function contract(fields = {}) {
   if (!(c.alibi_slopes in ALIBI_SLOPES)) fail("contract.alibi_slopes", `${show(c.alibi_slopes)} is not one of ${Object.keys(ALIBI_SLOPES).join(", ")}`);
   c.alibi_max_bias = number("contract.alibi_max_bias", fields.alibi_max_bias ?? 0);
   // What masked keys may hold (INPUT_DOMAINS); inputs_finite: true is the older spelling of "finite".
-  c.inputs = fields.inputs ?? (c.inputs_finite ? 'finite' : 'masked_may_be_nonfinite');
-  if (!(c.inputs in INPUT_DOMAINS))
-    fail('contract.inputs', `${show(c.inputs)} is not one of ${Object.keys(INPUT_DOMAINS).join(', ')}`);
-  if (c.inputs_finite && c.inputs !== 'finite') fail('contract.inputs', `${show(c.inputs)} with inputs_finite: true`);
+  c.inputs = fields.inputs ?? (c.inputs_finite ? "finite" : "masked_may_be_nonfinite");
+  if (!(c.inputs in INPUT_DOMAINS)) fail("contract.inputs", `${show(c.inputs)} is not one of ${Object.keys(INPUT_DOMAINS).join(", ")}`);
+  if (c.inputs_finite && c.inputs !== "finite") fail("contract.inputs", `${show(c.inputs)} with inputs_finite: true`);
   return c;
 }
 

@@ -1,8 +1,8 @@
 // The payloads of the protocol's messages (impl/PROTOCOL.md): the DESCRIPTOR a declaration
 // becomes, the problem of FORWARD and BACKWARD, the decode configuration, and the replies.
-import {ALIBI_SLOPES, CACHE_POLICIES, EMPTY_ROWS, INPUT_DOMAINS, MASK_TERMS} from './interface.js';
-import {arrayType, FORMAT_CODES} from './storage.js';
-import {ProtocolError, Reader, Writer} from './wire.js';
+import { ALIBI_SLOPES, CACHE_POLICIES, EMPTY_ROWS, INPUT_DOMAINS, MASK_TERMS } from "./interface.js";
+import { FORMAT_CODES, arrayType } from "./storage.js";
+import { ProtocolError, Reader, Writer } from "./wire.js";
 
 export const INTEGER_MASK_TERMS = MASK_TERMS.map((row) => row[1]);
 const PRECISION_2_0 = ["q", "k", "v", "o", "scores", "p", "accumulator"];
@@ -26,10 +26,8 @@ export function encodeDescriptor(d, abiVersion) {
   writePrecision(w, d.precision);
   w.array(c.head_dims, Int32Array);
   for (const name of RANGES) w.i64(c[name][0]).i64(c[name][1]);
-  for (const value
-           of [c.dk_equals_dv, c.default_scale_only, c.causal_required, c.decode_only, c.query_tile, c.key_tile,
-               c.decode_lse_optional, c.self_attention_only, ALIBI_SLOPES[c.alibi_slopes][0],
-               INPUT_DOMAINS[c.inputs][0]]) {
+  for (const value of [c.dk_equals_dv, c.default_scale_only, c.causal_required, c.decode_only, c.query_tile,
+    c.key_tile, c.decode_lse_optional, c.self_attention_only, ALIBI_SLOPES[c.alibi_slopes][0], INPUT_DOMAINS[c.inputs][0]]) {
     w.i32(Number(value));
   }
   w.f64(c.alibi_max_bias).f64(c.max_abs_value);

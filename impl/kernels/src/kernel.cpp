@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <tuple>
@@ -34,13 +35,23 @@ const char* to_string(InputDomain d) {
   }
 }
 
+namespace {
+constexpr InputDomain kInputDomains[] = {InputDomain::kMaskedMayBeNonFinite, InputDomain::kFinite,
+                                         InputDomain::kMaskedScored};
+}  // namespace
+
 bool parse_input_domain(const std::string& name, InputDomain& out) {
-  for (InputDomain d : {InputDomain::kMaskedMayBeNonFinite, InputDomain::kFinite, InputDomain::kMaskedScored})
+  for (InputDomain d : kInputDomains)
     if (name == to_string(d)) return out = d, true;
   return false;
 }
 
-std::string input_domain_names() { return "masked_may_be_nonfinite, finite or masked_scored"; }
+std::string input_domain_names() {  // from the same list, so a new domain is named where it is parsed
+  std::string out;
+  const std::size_t n = std::size(kInputDomains);
+  for (std::size_t i = 0; i < n; ++i) out += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + to_string(kInputDomains[i]);
+  return out;
+}
 
 bool Capabilities::supports(const Problem& p) const { return unsupported_because(p).empty(); }
 

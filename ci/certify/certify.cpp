@@ -7,11 +7,11 @@
 #include <iostream>
 #include <random>
 
+#include "attest/case_id.h"
 #include "attest/declaration_fit.h"
 #include "attest/problem_file.h"
 #include "attest/property_driver.h"
 #include "attest/safe_text.h"
-#include "case_id.h"
 #include "frozen_declaration.h"
 #include "fuzz_input.h"
 #include "fuzz_targets.h"
@@ -29,8 +29,8 @@ namespace {
 // A failing deterministic case is saved like a property counterexample, so it replays too.
 std::string save_case(const CheckPlan& plan, const NamedProblem& c, const Kernel& kernel, const Verdict& v,
                       const CertifyOptions& options) {
-  const std::string path =
-      fmt::format("{}/counterexamples/{}_{}__{}.json", options.out_dir, plan.check, c.name, file_stem(kernel.name()));
+  const std::string path = counterexample_path(options.out_dir + "/counterexamples", plan.check + "_" + c.name,
+                                               kernel.name(), v.witness ? *v.witness : c.problem);
   try {
     const std::string source = options.kernel_source.empty() ? kernel.name() : options.kernel_source;
     save_problem_file(path, {v.witness ? *v.witness : c.problem, v.witness ? v.witness_property : plan.property, source,
@@ -263,7 +263,7 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
       r.failing_case = case_id(v.problem);
       r.worst_utilisation = v.verdict.utilisation;
       const std::string path =
-          fmt::format("{}/counterexamples/{}__{}.json", options.out_dir, r.check, file_stem(kernel.name()));
+          counterexample_path(options.out_dir + "/counterexamples", r.check, kernel.name(), v.problem);
       try {
         save_problem_file(path, {v.problem, v.verdict.property,
                                  options.kernel_source.empty() ? kernel.name() : options.kernel_source,

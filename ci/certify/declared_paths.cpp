@@ -8,11 +8,11 @@
 #include <chrono>
 #include <iostream>
 
+#include "attest/case_id.h"
 #include "attest/generators.h"
 #include "attest/harness.h"
 #include "attest/problem_file.h"
 #include "attest/safe_text.h"
-#include "case_id.h"
 #include "certify.h"
 #include "check_selection.h"
 #include "progress.h"
@@ -61,8 +61,8 @@ CheckResult check_declared_paths(const Kernel& kernel, const CertifyOptions& opt
           r.failures = 1;
           r.first_failure = fmt::format("Tq {} Tk {} B {}: {}", tq, tk, p.shape.batch, e.what());
           r.failing_case = case_id(p);
-          r.counterexample_path = fmt::format("{}/counterexamples/declared_paths__{}.json", options.out_dir,
-                                              file_stem(kernel.name()));
+          r.counterexample_path =
+              counterexample_path(options.out_dir + "/counterexamples", "declared_paths", kernel.name(), p);
           try {
             save_problem_file(r.counterexample_path, {p, "matches_reference", options.kernel_source.empty() ? kernel.name()
                                                                                                          : options.kernel_source,

@@ -9,11 +9,11 @@
 #include <map>
 #include <set>
 
+#include "attest/case_id.h"
 #include "attest/generators.h"
 #include "attest/harness.h"
 #include "attest/problem_file.h"
 #include "attest/safe_text.h"
-#include "case_id.h"
 #include "certify.h"
 #include "check_selection.h"
 #include "long_stage_plan.h"
@@ -30,7 +30,7 @@ std::string save_sized_case(const std::string& check, const SizedCase& c, const 
   // would hold it to exact causal attention): its failure is reported, not saved.
   if (c.retained_set) return {};
   const std::string path =
-      fmt::format("{}/counterexamples/{}_{}__{}.json", options.out_dir, check, c.name, file_stem(kernel.name()));
+      counterexample_path(options.out_dir + "/counterexamples", check + "_" + c.name, kernel.name(), c.problem);
   try {
     const std::string source = options.kernel_source.empty() ? kernel.name() : options.kernel_source;
     const std::string property = c.backward                ? "gradient_matches_reference"

@@ -106,9 +106,11 @@ int main(int argc, char** argv) {
   mrg->add_flag("--verbose", merge.verbose, "the full report, as certify --verbose prints it");
 
   ReportRequest report;
-  CLI::App* rpt = app.add_subcommand("report", "write a certificate again for people: Markdown for a CI job summary");
+  CLI::App* rpt =
+      app.add_subcommand("report", "write a certificate again for people: Markdown for a CI job summary, an HTML page");
   rpt->add_option("certificate", report.certificate, "a certificate (certify --json F, or attest merge's)")->required();
-  rpt->add_option("--markdown", report.markdown_path, "write the Markdown summary here (-: stdout)")->required();
+  rpt->add_option("--markdown", report.markdown_path, "write the Markdown summary here (-: stdout)");
+  rpt->add_option("--html", report.html_path, "write a self-contained HTML page here (-: stdout)");
 
   FuzzRequest fuzz;
   CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");

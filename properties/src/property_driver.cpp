@@ -11,6 +11,7 @@
 #include <functional>
 #include <iostream>
 
+#include "attest/case_id.h"
 #include "attest/coverage_model.h"
 #include "attest/generators.h"
 #include "attest/harness.h"
@@ -61,22 +62,46 @@ CasePath case_path(const PathLog& log, const Problem& p, const Kernel& kernel) {
 }
 
 // Where a run keeps its failing problem: each failure overwrites the file, so when shrinking ends
-// it holds the smallest one.
+// it holds the smallest one, and settle() names it after that case.
 struct CounterexampleFile {
   std::string path;
   std::string save_error;  // why the last failure's problem could not be written ("": it was)
   bool saved = false;      // a failure's problem was written (an exception that is no verdict writes none)
+  Problem last;            // the problem the file holds
 
   void save(const ProblemFile& file) {
     try {
       save_problem_file(path, file);
       save_error.clear();
       saved = true;
+      last = file.problem;
     } catch (const std::exception& e) {
       save_error = e.what();  // the report then names no file: none holds this failure
     }
   }
+
+  // PATH without ".json", then "__CASE.json" (case_id.h); the unrenamed file if the rename fails.
+  std::string settle() const {
+    const std::string named = path.substr(0, path.size() - 5) + "__" + case_file_stem(last) + ".json";
+    std::error_code error;
+    std::filesystem::rename(path, named, error);
+    return error ? path : named;
+  }
 };
+
+// Counterexamples an earlier run left for this property and kernel: a stale one would mislead.
+void remove_stale_counterexamples(const std::string& path) {
+  const std::filesystem::path base(path);
+  const std::string prefix = base.stem().string() + "__";
+  std::error_code error;
+  std::filesystem::remove(base, error);
+  std::filesystem::directory_iterator entries(base.parent_path().empty() ? "." : base.parent_path(), error);
+  if (error) return;
+  for (const auto& entry : entries) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && entry.path().extension() == ".json") std::filesystem::remove(entry.path(), error);
+  }
+}
 
 // One case's evidence, counted once (the runs after the first failure are shrinking, not cases).
 void count_case(DriveResult& result, const Verdict& v, const Problem& p, const CasePath& where,
@@ -120,7 +145,7 @@ rc::detail::TestResult check_with_rapidcheck(const std::function<void()>& testab
 
 // RapidCheck's outcome into the result: cases, labels, the failure's message, file and reproduce line.
 void record_outcome(DriveResult& result, const rc::detail::TestResult& outcome, const std::string& id,
-                    const CounterexampleFile& file) {
+                    CounterexampleFile& file) {
   using rc::detail::Error;
   using rc::detail::FailureResult;
   using rc::detail::GaveUpResult;
@@ -143,7 +168,7 @@ void record_outcome(DriveResult& result, const rc::detail::TestResult& outcome, 
     if (!file.save_error.empty())
       std::cerr << "attest: cannot save counterexample: " << file.save_error << "\n";
     else if (file.saved)
-      result.counterexample_path = file.path;
+      result.counterexample_path = file.settle();
     rc::detail::Configuration config;
     config.testParams.seed = result.seed;  // so the printed line names the seed attest printed
     config.reproduce[id] = failure->reproduce;
@@ -239,8 +264,7 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
   ::setenv("RC_PARAMS", ("seed=" + std::to_string(result.seed)).c_str(), /*overwrite=*/0);
   CounterexampleFile file;
   file.path = fmt::format("{}/{}__{}.json", options.counterexample_dir, property.name, file_stem(result.kernel));
-  std::error_code stale;
-  std::filesystem::remove(file.path, stale);  // a stale counterexample from an earlier run would mislead
+  remove_stale_counterexamples(file.path);
   Oracle oracle(16);
   bool isolated = false;  // after a crash or hang, stop: shrinking would re-run it hundreds of times
   bool out_of_time = false;

@@ -13,4 +13,12 @@ namespace attest {
 // they differ, the mask terms, the modifiers, a set scale or query offset, a storage other than f32.
 std::string case_id(const Problem& p);
 
+// case_id as a file name part: "B2_Tq5_Tk9_D64_causal+window3_bf16". Counterexample files carry it,
+// so a directory listing tells failures apart without opening them.
+std::string case_file_stem(const Problem& p);
+
+// DIR/PREFIX__KERNEL__CASE.json: where a failing case of a check is saved.
+std::string counterexample_path(const std::string& dir, const std::string& prefix, const std::string& kernel,
+                                const Problem& p);
+
 }  // namespace attest

@@ -1,11 +1,13 @@
-#include "case_id.h"
+#include "attest/case_id.h"
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <string>
 #include <vector>
 
 #include "attest/precision.h"
+#include "attest/safe_text.h"
 
 namespace attest {
 namespace {
@@ -62,6 +64,26 @@ std::string case_id(const Problem& p) {
   if (!modifiers.empty()) vars.push_back("mod=" + joined(modifiers, "+"));
   if (const std::string storage = storage_text(p.storage); !storage.empty()) vars.push_back("dtype=" + storage);
   return joined(vars, " ");
+}
+
+std::string case_file_stem(const Problem& p) {
+  std::string id = case_id(p);
+  for (const char* prefix : {"mask=", "mod=", "dtype="})
+    for (std::size_t at = id.find(prefix); at != std::string::npos; at = id.find(prefix))
+      id.erase(at, std::char_traits<char>::length(prefix));
+  std::string stem;
+  for (const char c : id) {
+    if (c == '=' || c == '(' || c == ')') continue;
+    const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '.' || c == '-' || c == '_';
+    stem += keep ? c : c == ' ' ? '_' : '-';
+  }
+  constexpr std::size_t kLongest = 100;  // file names stay well under any file system's limit
+  return stem.size() > kLongest ? stem.substr(0, kLongest) : stem;
+}
+
+std::string counterexample_path(const std::string& dir, const std::string& prefix, const std::string& kernel,
+                                const Problem& p) {
+  return fmt::format("{}/{}__{}__{}.json", dir, prefix, file_stem(kernel), case_file_stem(p));
 }
 
 }  // namespace attest

@@ -17,7 +17,7 @@ cmake --preset release
 cmake --build --preset release
 # On a failure the log ends with the machine's facts and each failing test's last lines.
 run_tests() {
-  ctest --preset "$1" "${@:2}" || { python3 ci/failure-summary.py "build/$1"; return 1; }
+  ctest --preset "$1" --parallel "$(nproc)" "${@:2}" || { python3 ci/failure-summary.py "build/$1"; return 1; }
 }
 stage "release tests"
 run_tests release --label-exclude oss-fuzz

@@ -51,7 +51,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
 #define ATTEST_ABI_MINOR 5                      /* version 2.5: the fields and values marked 2.1 to 2.5 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
-/* Every constant below has its row, with the version that added it, in attest/interface/*.def
+/* Every constant below has its row, with the version that added it, in the .def files of attest/interface/
  * (interface_table_test checks both ways). */
 
 typedef enum attest_status {

@@ -1,6 +1,7 @@
-// Progress of a certification on stderr: one line per check that ran, or, when stderr is a
-// terminal, one status line that each check overwrites (a failing check's line stays). Checks
-// that did not run, and the long stage's per-case lines, are shown with --verbose only.
+// Progress of a certification on stderr. On a terminal: one status line that each check
+// overwrites (a failing check's line stays). In a log: a line per kernel stage naming the checks
+// that passed, and a line of its own for each check that failed or was insufficient. --verbose: a
+// line per check, those that did not run and the long stage's cases included.
 #pragma once
 
 #include <string>
@@ -14,7 +15,8 @@ namespace attest {
 void report_check(const CertifyOptions& options, const CheckResult& r, const std::string& detail);
 // A line below the check level (one long case): --verbose only.
 void report_detail(const CertifyOptions& options, const std::string& line);
-// Ends the status line on a terminal, so that what follows starts on a line of its own.
+// Ends the status line on a terminal, or writes a log's pending stage line, so that what follows
+// starts on a line of its own.
 void end_progress();
 
 }  // namespace attest

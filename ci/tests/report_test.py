@@ -52,8 +52,12 @@ def refuse(text, *needles):
 
 
 def progress_checks(stderr):
-    """The checks named by progress lines: '[   1.2s] KERNEL STAGE CHECK: verdict (...)'."""
-    return [m.group(1) for m in re.finditer(r"^\[ *[0-9.]+s\] \S+ \S+ (\S+): ", stderr, re.M)]
+    """The checks named by progress lines: '[   1.2s] KERNEL STAGE CHECK: verdict (...)', or in a log
+    without --verbose a stage's passes: '[   1.2s] KERNEL STAGE: 2 pass: CHECK CHECK (slowest ...)'."""
+    checks = []
+    for m in re.finditer(r"^\[ *[0-9.]+s\] \S+ \S+(?: (\S+): | \d+ pass: ([^(]*) \()", stderr, re.M):
+        checks += [m.group(1)] if m.group(1) else m.group(2).split()
+    return checks
 
 
 CHOSEN = "golden,grid,decode_matches_prefill,ragged_batch_equals_single,gradient_matches_reference"

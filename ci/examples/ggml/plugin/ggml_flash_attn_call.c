@@ -1,6 +1,6 @@
 /* ggml_flash_attn_ext called the way llama.cpp calls it: Q f32, K and V in the cache type, a
- * contiguous f16 mask of 0 (visible) or -inf, holding the signed distance j - pos instead of 0 when
- * ALiBi is on (ggml multiplies the mask by each head's slope). */
+ * contiguous f16 mask of 0 (visible) or -inf (or no mask: options.mask_always), holding the signed distance j - pos
+ * instead of 0 when ALiBi is on (ggml multiplies the mask by each head's slope). */
 #include "ggml_flash_attn_call.h"
 
 #include <math.h>
@@ -61,7 +61,7 @@ static struct ggml_tensor* tensor_on(struct ggml_context* ctx, enum ggml_type ty
 attest_status ggml_flash_attn_forward(const ggml_cpu_variant* cpu, const ggml_flash_attn_options* options,
                                       const attest_problem_v2* p, float* o, char path[32], char* error,
                                       size_t error_size) {
-  const int use_mask = has_mask_term(p) || p->alibi_slopes;
+  const int use_mask = options->mask_always || has_mask_term(p) || p->alibi_slopes;
   const size_t out_count = (size_t)p->batch * p->q_len * p->heads * p->value_dim;
   ggml_fp16_t* mask = use_mask ? build_mask(p) : NULL;
   float* permuted = malloc(sizeof(float) * out_count);

@@ -13,6 +13,8 @@ typedef struct ggml_flash_attn_options {
   enum ggml_type kv_type; /* GGML_TYPE_F32 or GGML_TYPE_F16 */
   int threads;
   float alibi_max_bias; /* passed to ggml when the problem has ALiBi slopes (the standard set) */
+  int mask_always;      /* 1: a mask on every call, all zero when nothing is hidden (llama.cpp's call);
+                           0: mask NULL when no term hides a key and there is no ALiBi (ggml allows it) */
 } ggml_flash_attn_options;
 
 /* The name of the path ggml 0.25.1's ggml_compute_forward_flash_attn_ext_f16 takes for this problem

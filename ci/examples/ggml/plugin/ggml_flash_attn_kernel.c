@@ -1,6 +1,9 @@
 /* ggml 0.25.1's CPU flash attention (ggml_flash_attn_ext, as node-llama-cpp 3.22.1 ships it) behind
  * the attest C ABI. One source, built once per K/V type and thread count:
- *   GGML_KV_F16   K and V stored f16 (else f32);   GGML_THREADS  ggml's worker threads (1 or 4).
+ *   GGML_KV_F16   K and V stored f16 (else f32);   GGML_THREADS  ggml's worker threads (1 or 4);
+ *   GGML_NULL_MASK  no mask tensor when nothing is masked (else an all-zero one, as llama.cpp passes);
+ *   GGML_F32_DECLARED  an f16 kernel declaring f32 arithmetic throughout: wrong on purpose, so
+ *                      that a CERTIFIED here shows the honest declaration is the one that holds.
  * GGML_CPU_DIR names the folder of libggml-cpu-*.so; the best one for this CPU is loaded at entry.
  *
  * Where ggml rounds, read from ggml-cpu/ops.cpp (ggml_compute_forward_flash_attn_ext_f16 and the
@@ -26,7 +29,17 @@
 #endif
 #define STR2(x) #x
 #define STR(x) STR2(x)
-#ifdef GGML_KV_F16
+#ifdef GGML_NULL_MASK
+#define MASK_ALWAYS 0
+#define NAME_SUFFIX "-null-mask"
+#elif defined(GGML_F32_DECLARED)
+#define MASK_ALWAYS 1
+#define NAME_SUFFIX "-declared-f32"
+#else
+#define MASK_ALWAYS 1
+#define NAME_SUFFIX ""
+#endif
+#if defined(GGML_KV_F16) && !defined(GGML_F32_DECLARED)
 #define KV_TYPE GGML_TYPE_F16
 #define KV_STORAGE ATTEST_F16
 #define KV_NAME "f16"
@@ -35,6 +48,14 @@
 #define LOOP_Q_ENTRY ATTEST_F16
 #define LOOP_ACCUMULATOR ATTEST_F16
 #define LOOP_WEIGHT_SUM ATTEST_IN(ATTEST_F32)
+#elif defined(GGML_KV_F16) /* GGML_F32_DECLARED: f16 storage, f32 arithmetic claimed */
+#define KV_TYPE GGML_TYPE_F16
+#define KV_STORAGE ATTEST_F16
+#define KV_NAME "f16"
+#define MAX_ABS_VALUE 8.0
+#define LOOP_Q_ENTRY ATTEST_F32
+#define LOOP_ACCUMULATOR ATTEST_F32
+#define LOOP_WEIGHT_SUM 0
 #else
 #define KV_TYPE GGML_TYPE_F32
 #define KV_STORAGE ATTEST_F32
@@ -72,7 +93,7 @@ static attest_path_predicate path_predicates[] = {
 static attest_status forward(void* user, const attest_problem_v2* p, attest_outputs_v2* out) {
   (void)user;
   if (!cpu) return ATTEST_INTERNAL_ERROR; /* last_error says why the CPU library did not load */
-  const ggml_flash_attn_options options = {KV_TYPE, GGML_THREADS, ALIBI_MAX_BIAS};
+  const ggml_flash_attn_options options = {KV_TYPE, GGML_THREADS, ALIBI_MAX_BIAS, MASK_ALWAYS};
   return ggml_flash_attn_forward(cpu, &options, p, out->o, out->path, last_error, sizeof last_error);
 }
 
@@ -84,7 +105,7 @@ static const char* error(void* user) {
 static attest_kernel_v2 kernel = {
     .abi_version = ATTEST_ABI_VERSION_2,
     .struct_size = sizeof(attest_kernel_v2),
-    .name = "ggml-flash-attn-" KV_NAME "-t" STR(GGML_THREADS),
+    .name = "ggml-flash-attn-" KV_NAME "-t" STR(GGML_THREADS) NAME_SUFFIX,
     .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_WINDOW | ATTEST_CAP_KEY_PADDING | ATTEST_CAP_QUERY_PADDING |
                     ATTEST_CAP_SEGMENTS | ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_CHUNK |
                     ATTEST_CAP_LOOKAHEAD | ATTEST_CAP_SOFTCAP | ATTEST_CAP_ALIBI | ATTEST_CAP_SINKS,

@@ -45,7 +45,8 @@ static ggml_fp16_t* build_mask(const attest_problem_v2* p) {
   return mask;
 }
 
-const char* ggml_flash_attn_path(const attest_problem_v2* p, int f32_per_simd) {
+const char* ggml_flash_attn_path(const ggml_flash_attn_options* options, const attest_problem_v2* p, int f32_per_simd) {
+  if (options->k_type != options->v_type || options->k_type == GGML_TYPE_Q8_0) return "one_chunk";
   if (p->q_len == 1 && p->batch == 1 && p->k_len >= 512) return "split_kv";
   if (p->q_len >= 64 && p->value_dim % f32_per_simd == 0) return "tiled";
   return "one_chunk";
@@ -75,8 +76,8 @@ attest_status ggml_flash_attn_forward(const ggml_cpu_variant* cpu, const ggml_fl
   }
   /* attest's row-major [B][H][T][D] is ggml's ne = {D, T, H, B}, contiguous. */
   struct ggml_tensor* q = tensor_on(ctx, GGML_TYPE_F32, p->head_dim, p->q_len, p->heads, p->batch, p->q);
-  struct ggml_tensor* k = tensor_on(ctx, options->kv_type, p->head_dim, p->k_len, p->kv_heads, p->batch, p->k);
-  struct ggml_tensor* v = tensor_on(ctx, options->kv_type, p->value_dim, p->k_len, p->kv_heads, p->batch, p->v);
+  struct ggml_tensor* k = tensor_on(ctx, options->k_type, p->head_dim, p->k_len, p->kv_heads, p->batch, p->k);
+  struct ggml_tensor* v = tensor_on(ctx, options->v_type, p->value_dim, p->k_len, p->kv_heads, p->batch, p->v);
   struct ggml_tensor* m = use_mask ? tensor_on(ctx, GGML_TYPE_F16, p->k_len, p->q_len, 1, p->batch, mask) : NULL;
   const float max_bias = p->alibi_slopes ? options->alibi_max_bias : 0.0f;
   struct ggml_tensor* out = ggml_flash_attn_ext(ctx, q, k, v, m, (float)p->scale, max_bias, (float)p->softcap);
@@ -100,7 +101,7 @@ attest_status ggml_flash_attn_forward(const ggml_cpu_variant* cpu, const ggml_fl
       for (int i = 0; i < p->q_len; ++i)
         memcpy(o + (((size_t)b * p->heads + h) * p->q_len + i) * p->value_dim,
                permuted + (((size_t)b * p->q_len + i) * p->heads + h) * p->value_dim, row);
-  snprintf(path, 32, "%s", ggml_flash_attn_path(p, cpu->f32_per_simd));
+  snprintf(path, 32, "%s", ggml_flash_attn_path(options, p, cpu->f32_per_simd));
   status = ATTEST_OK;
 done:
   free(work);

@@ -1,6 +1,7 @@
 /* ggml 0.25.1's CPU flash attention (ggml_flash_attn_ext, as node-llama-cpp 3.22.1 ships it) behind
  * the attest C ABI. One source, built once per K/V type and thread count:
  *   GGML_KV_F16   K and V stored f16 (else f32);   GGML_THREADS  ggml's worker threads (1 or 4);
+ *   GGML_V_Q8     K f16 and V q8_0 (ggml's block_q8_0 is attest's ATTEST_Q8 byte for byte);
  *   GGML_NULL_MASK  no mask tensor when nothing is masked (else an all-zero one, as llama.cpp passes);
  *   GGML_F32_DECLARED  an f16 kernel declaring f32 arithmetic throughout: wrong on purpose, so
  *                      that a CERTIFIED here shows the honest declaration is the one that holds.
@@ -18,7 +19,8 @@
  *              the partial (m, sum, P.V) merged in f32.
  * ggml has no LSE output. Masked keys are skipped by one_chunk but scored by tiled (their scores
  * then get -inf from the mask): the inputs are declared MASKED_SCORED. */
-#include <stdio.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "attest/attest_abi.h"
 #include "ggml_cpu_variant.h"
@@ -39,9 +41,22 @@
 #define MASK_ALWAYS 1
 #define NAME_SUFFIX ""
 #endif
-#if defined(GGML_KV_F16) && !defined(GGML_F32_DECLARED)
-#define KV_TYPE GGML_TYPE_F16
-#define KV_STORAGE ATTEST_F16
+#if defined(GGML_V_Q8) /* llama.cpp's -ctk f16 -ctv q8_0: only the scalar loop takes mixed types */
+#define K_TYPE GGML_TYPE_F16
+#define V_TYPE GGML_TYPE_Q8_0
+#define K_STORAGE ATTEST_F16
+#define V_STORAGE ATTEST_Q8
+#define KV_NAME "f16-q8_0"
+#define MAX_ABS_VALUE 0.0
+#define LOOP_Q_ENTRY ATTEST_F16
+#define LOOP_ACCUMULATOR ATTEST_F32 /* a q8_0 V is widened to f32 (exactly) and summed in f32 */
+#define LOOP_WEIGHT_SUM 0
+#define FIRST_PATH 2 /* one_chunk only */
+#elif defined(GGML_KV_F16) && !defined(GGML_F32_DECLARED)
+#define K_TYPE GGML_TYPE_F16
+#define V_TYPE GGML_TYPE_F16
+#define K_STORAGE ATTEST_F16
+#define V_STORAGE ATTEST_F16
 #define KV_NAME "f16"
 /* The scalar loop's P.V sum is f16 and unnormalised: keys x |V| must stay below 65504. */
 #define MAX_ABS_VALUE 8.0
@@ -49,32 +64,48 @@
 #define LOOP_ACCUMULATOR ATTEST_F16
 #define LOOP_WEIGHT_SUM ATTEST_IN(ATTEST_F32)
 #elif defined(GGML_KV_F16) /* GGML_F32_DECLARED: f16 storage, f32 arithmetic claimed */
-#define KV_TYPE GGML_TYPE_F16
-#define KV_STORAGE ATTEST_F16
+#define K_TYPE GGML_TYPE_F16
+#define V_TYPE GGML_TYPE_F16
+#define K_STORAGE ATTEST_F16
+#define V_STORAGE ATTEST_F16
 #define KV_NAME "f16"
 #define MAX_ABS_VALUE 8.0
 #define LOOP_Q_ENTRY ATTEST_F32
 #define LOOP_ACCUMULATOR ATTEST_F32
 #define LOOP_WEIGHT_SUM 0
 #else
-#define KV_TYPE GGML_TYPE_F32
-#define KV_STORAGE ATTEST_F32
+#define K_TYPE GGML_TYPE_F32
+#define V_TYPE GGML_TYPE_F32
+#define K_STORAGE ATTEST_F32
+#define V_STORAGE ATTEST_F32
 #define KV_NAME "f32"
 #define MAX_ABS_VALUE 0.0
 #define LOOP_Q_ENTRY ATTEST_F32
 #define LOOP_ACCUMULATOR ATTEST_F32
 #define LOOP_WEIGHT_SUM 0
 #endif
+#ifdef GGML_V_Q8
+/* ggml's q8_0 rows are whole blocks of 32: Dv (here = Dk) a multiple of 32. */
+static const int32_t q8_widths[] = {32, 64, 96, 128, 160, 192, 224, 256};
+#define HEAD_DIMS q8_widths
+#define HEAD_DIM_COUNT 8
+#else
+#define HEAD_DIMS NULL
+#define HEAD_DIM_COUNT 0
+#endif
+#ifndef FIRST_PATH
+#define FIRST_PATH 0 /* all three */
+#endif
 #define ALIBI_MAX_BIAS 8.0f /* llama.cpp's f_max_alibi_bias for the ALiBi models it runs */
 
 static char last_error[256];
 static const ggml_cpu_variant* cpu;
 
-#define PRECISION(q_entry_, accumulator_, weight_sum_, exp_ulps_)                                              \
-  {                                                                                                            \
-    .q = ATTEST_F32, .k = KV_STORAGE, .v = KV_STORAGE, .o = ATTEST_F32, .scores = ATTEST_F32, .p = ATTEST_F32, \
-    .accumulator = accumulator_, .exp_ulps = exp_ulps_, .weight_sum = weight_sum_, .pv_unnormalised = 1,       \
-    .q_entry = q_entry_                                                                                        \
+#define PRECISION(q_entry_, accumulator_, weight_sum_, exp_ulps_)                                            \
+  {                                                                                                          \
+    .q = ATTEST_F32, .k = K_STORAGE, .v = V_STORAGE, .o = ATTEST_F32, .scores = ATTEST_F32, .p = ATTEST_F32, \
+    .accumulator = accumulator_, .exp_ulps = exp_ulps_, .weight_sum = weight_sum_, .pv_unnormalised = 1,     \
+    .q_entry = q_entry_                                                                                      \
   }
 
 static const attest_path_precision path_precisions[] = {
@@ -93,7 +124,7 @@ static attest_path_predicate path_predicates[] = {
 static attest_status forward(void* user, const attest_problem_v2* p, attest_outputs_v2* out) {
   (void)user;
   if (!cpu) return ATTEST_INTERNAL_ERROR; /* last_error says why the CPU library did not load */
-  const ggml_flash_attn_options options = {KV_TYPE, GGML_THREADS, ALIBI_MAX_BIAS, MASK_ALWAYS};
+  const ggml_flash_attn_options options = {K_TYPE, V_TYPE, GGML_THREADS, ALIBI_MAX_BIAS, MASK_ALWAYS};
   return ggml_flash_attn_forward(cpu, &options, p, out->o, out->path, last_error, sizeof last_error);
 }
 
@@ -111,7 +142,10 @@ static attest_kernel_v2 kernel = {
                     ATTEST_CAP_LOOKAHEAD | ATTEST_CAP_SOFTCAP | ATTEST_CAP_ALIBI | ATTEST_CAP_SINKS,
     .empty_rows = ATTEST_EMPTY_ZERO, /* a row with no visible key sums to 0 and ggml writes 0 */
     .precision = PRECISION(LOOP_Q_ENTRY, LOOP_ACCUMULATOR, LOOP_WEIGHT_SUM, 1.0),
-    .contract = {.head_dim = {1, 256},
+    .contract = {.head_dims = HEAD_DIMS,
+                 .head_dim_count = HEAD_DIM_COUNT,
+                 .dk_equals_dv = HEAD_DIMS != NULL,
+                 .head_dim = {1, 256},
                  .q_len = {1, 4096},
                  .k_len = {1, 4096},
                  .query_tile = 64,
@@ -122,10 +156,10 @@ static attest_kernel_v2 kernel = {
                  .max_abs_value = MAX_ABS_VALUE},
     .forward = forward,
     .last_error = error,
-    .paths = path_precisions,
-    .path_count = 3,
-    .path_predicates = path_predicates,
-    .path_predicate_count = 3,
+    .paths = path_precisions + FIRST_PATH,
+    .path_count = 3 - FIRST_PATH,
+    .path_predicates = path_predicates + FIRST_PATH,
+    .path_predicate_count = 3 - FIRST_PATH,
 };
 
 const attest_kernel_v2* attest_kernel_entry(void) {

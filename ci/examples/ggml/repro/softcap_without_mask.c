@@ -8,12 +8,12 @@
 #include <string.h>
 
 #include "ggml.h"
-#include "ggml_cpu_variant.h"
+#include "run_graph.h"
 
 enum { TQ = 64, TK = 5, DV = 16 };
 static const float softcap = 5.0f;
 
-static void run(const ggml_cpu_variant* cpu, int with_mask, float out[TQ][DV]) {
+static int run(int with_mask, float out[TQ][DV]) {
   static float q[TQ], k[TK], v[TK][DV];
   static ggml_fp16_t mask[TQ][TK]; /* all zero: every key visible */
   for (int i = 0; i < TQ; ++i) q[i] = 4.0f;
@@ -29,26 +29,14 @@ static void run(const ggml_cpu_variant* cpu, int with_mask, float out[TQ][DV]) {
   tq->data = q, tk->data = k, tv->data = v, tm->data = mask;
   struct ggml_tensor* o = ggml_flash_attn_ext(ctx, tq, tk, tv, with_mask ? tm : NULL, 1.0f, 0.0f, softcap);
   o->data = out;
-  struct ggml_cgraph* graph = ggml_new_graph(ctx);
-  ggml_build_forward_expand(graph, o);
-  struct ggml_cplan plan = cpu->graph_plan(graph, 1, NULL);
-  static char work[1 << 22];
-  plan.work_data = (uint8_t*)work;
-  if (plan.work_size > sizeof work || cpu->graph_compute(graph, &plan) != GGML_STATUS_SUCCESS)
-    printf("ggml_graph_compute failed\n");
+  const int status = run_graph(ctx, o, 1);
   ggml_free(ctx);
+  return status;
 }
 
 int main(void) {
-  char error[256];
-  const ggml_cpu_variant* cpu = ggml_cpu_variant_load(GGML_CPU_DIR, error, sizeof error);
-  if (!cpu) {
-    fprintf(stderr, "%s\n", error);
-    return 2;
-  }
   static float no_mask[TQ][DV], zero_mask[TQ][DV];
-  run(cpu, 0, no_mask);
-  run(cpu, 1, zero_mask);
+  if (run(0, no_mask) || run(1, zero_mask)) return 2;
   double weight[TK], sum = 0;
   for (int j = 0; j < TK; ++j) sum += weight[j] = exp(softcap * tanh(4.0 * (j - 2.0) / softcap));
   printf("softcap 5, Tq 64, Tk 5: the weight of each key for query 0\n");

@@ -12,6 +12,9 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "onnxruntime"))
+from check_reproductions import check_shown  # noqa: E402  (the same comparison, for C programs)
+
 SHOWN = re.compile(r"`repro/([a-z0-9_]+)\.c`:\n\n```\n(.*?)```", re.S)
 
 
@@ -23,25 +26,9 @@ def main(argv):
     if not os.path.isdir(os.path.join(source, "ci/examples/ggml/node_modules/@node-llama-cpp/linux-x64")):
         print("skipped: ggml's npm packages are not installed (bash ci/install-npm-deps.sh, then reconfigure)")
         return 77
-    try:
-        with open(os.path.join(source, "ci/results/ggml_certificates/README.md")) as f:
-            shown = SHOWN.findall(f.read())
-    except OSError as e:
-        print("check_reproductions: %s" % e, file=sys.stderr)
-        return 2
-    if not shown:
-        print("check_reproductions: the README shows no reproduction", file=sys.stderr)
-        return 2
-    failures = 0
-    for name, expected in shown:
-        run = subprocess.run([os.path.join(build, name)], capture_output=True, text=True, timeout=60)
-        if run.returncode != 0 or run.stdout != expected:
-            failures += 1
-            print("DIFFERS: repro/%s.c (exit %d)\n--- README\n%s--- printed\n%s%s" % (name, run.returncode, expected,
-                                                                                  run.stdout, run.stderr[-1000:]))
-        else:
-            print("ok: repro/%s.c prints what the README shows" % name)
-    return 1 if failures else 0
+    run = lambda name: subprocess.run([os.path.join(build, name)], capture_output=True, text=True, timeout=60)
+    return check_shown(os.path.join(source, "ci/results/ggml_certificates/README.md"), SHOWN, run,
+                       lambda name: "repro/%s.c" % name)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@
 #define LOOP_ACCUMULATOR ATTEST_F32 /* a q8_0 V is widened to f32 (exactly) and summed in f32 */
 #define LOOP_WEIGHT_SUM 0
 #define FIRST_PATH 2 /* one_chunk only */
-#elif defined(GGML_KV_F16) && !defined(GGML_F32_DECLARED)
+#elif defined(GGML_KV_F16)
 #define K_TYPE GGML_TYPE_F16
 #define V_TYPE GGML_TYPE_F16
 #define K_STORAGE ATTEST_F16
@@ -60,19 +60,11 @@
 #define KV_NAME "f16"
 /* The scalar loop's P.V sum is f16 and unnormalised: keys x |V| must stay below 65504. */
 #define MAX_ABS_VALUE 8.0
+#ifndef GGML_F32_DECLARED
 #define LOOP_Q_ENTRY ATTEST_F16
 #define LOOP_ACCUMULATOR ATTEST_F16
 #define LOOP_WEIGHT_SUM ATTEST_IN(ATTEST_F32)
-#elif defined(GGML_KV_F16) /* GGML_F32_DECLARED: f16 storage, f32 arithmetic claimed */
-#define K_TYPE GGML_TYPE_F16
-#define V_TYPE GGML_TYPE_F16
-#define K_STORAGE ATTEST_F16
-#define V_STORAGE ATTEST_F16
-#define KV_NAME "f16"
-#define MAX_ABS_VALUE 8.0
-#define LOOP_Q_ENTRY ATTEST_F32
-#define LOOP_ACCUMULATOR ATTEST_F32
-#define LOOP_WEIGHT_SUM 0
+#endif
 #else
 #define K_TYPE GGML_TYPE_F32
 #define V_TYPE GGML_TYPE_F32
@@ -80,9 +72,6 @@
 #define V_STORAGE ATTEST_F32
 #define KV_NAME "f32"
 #define MAX_ABS_VALUE 0.0
-#define LOOP_Q_ENTRY ATTEST_F32
-#define LOOP_ACCUMULATOR ATTEST_F32
-#define LOOP_WEIGHT_SUM 0
 #endif
 #ifdef GGML_V_Q8
 /* ggml's q8_0 rows are whole blocks of 32: Dv (here = Dk) a multiple of 32. */
@@ -92,6 +81,11 @@ static const int32_t q8_widths[] = {32, 64, 96, 128, 160, 192, 224, 256};
 #else
 #define HEAD_DIMS NULL
 #define HEAD_DIM_COUNT 0
+#endif
+#ifndef LOOP_Q_ENTRY /* f32 K/V, or GGML_F32_DECLARED's claim for f16 */
+#define LOOP_Q_ENTRY ATTEST_F32
+#define LOOP_ACCUMULATOR ATTEST_F32
+#define LOOP_WEIGHT_SUM 0
 #endif
 #ifndef FIRST_PATH
 #define FIRST_PATH 0 /* all three */

@@ -31,9 +31,10 @@
 #endif
 #define STR2(x) #x
 #define STR(x) STR2(x)
-#ifdef GGML_NULL_MASK
+#ifdef GGML_NULL_MASK /* an encoder's call: no mask term, no ALiBi (ggml needs a mask for it) */
 #define MASK_ALWAYS 0
 #define NAME_SUFFIX "-null-mask"
+#define FEATURES (ATTEST_CAP_GQA | ATTEST_CAP_SOFTCAP | ATTEST_CAP_SINKS)
 #elif defined(GGML_F32_DECLARED)
 #define MASK_ALWAYS 1
 #define NAME_SUFFIX "-declared-f32"
@@ -87,6 +88,12 @@ static const int32_t q8_widths[] = {32, 64, 96, 128, 160, 192, 224, 256};
 #define LOOP_ACCUMULATOR ATTEST_F32
 #define LOOP_WEIGHT_SUM 0
 #endif
+#ifndef FEATURES
+#define FEATURES                                                                                                     \
+  (ATTEST_CAP_CAUSAL | ATTEST_CAP_WINDOW | ATTEST_CAP_KEY_PADDING | ATTEST_CAP_QUERY_PADDING | ATTEST_CAP_SEGMENTS | \
+   ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_CHUNK | ATTEST_CAP_LOOKAHEAD | ATTEST_CAP_SOFTCAP |        \
+   ATTEST_CAP_ALIBI | ATTEST_CAP_SINKS)
+#endif
 #ifndef FIRST_PATH
 #define FIRST_PATH 0 /* all three */
 #endif
@@ -131,9 +138,7 @@ static attest_kernel_v2 kernel = {
     .abi_version = ATTEST_ABI_VERSION_2,
     .struct_size = sizeof(attest_kernel_v2),
     .name = "ggml-flash-attn-" KV_NAME "-t" STR(GGML_THREADS) NAME_SUFFIX,
-    .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_WINDOW | ATTEST_CAP_KEY_PADDING | ATTEST_CAP_QUERY_PADDING |
-                    ATTEST_CAP_SEGMENTS | ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_CHUNK |
-                    ATTEST_CAP_LOOKAHEAD | ATTEST_CAP_SOFTCAP | ATTEST_CAP_ALIBI | ATTEST_CAP_SINKS,
+    .capabilities = FEATURES,
     .empty_rows = ATTEST_EMPTY_ZERO, /* a row with no visible key sums to 0 and ggml writes 0 */
     .precision = PRECISION(LOOP_Q_ENTRY, LOOP_ACCUMULATOR, LOOP_WEIGHT_SUM, 1.0),
     .contract = {.head_dims = HEAD_DIMS,
@@ -144,8 +149,8 @@ static attest_kernel_v2 kernel = {
                  .k_len = {1, 4096},
                  .query_tile = 64,
                  .key_tile = 64,
-                 .alibi_slopes = ATTEST_ALIBI_STANDARD,
-                 .alibi_max_bias = ALIBI_MAX_BIAS,
+                 .alibi_slopes = FEATURES & ATTEST_CAP_ALIBI ? ATTEST_ALIBI_STANDARD : ATTEST_ALIBI_ARBITRARY,
+                 .alibi_max_bias = FEATURES & ATTEST_CAP_ALIBI ? ALIBI_MAX_BIAS : 0.0,
                  .inputs = ATTEST_INPUTS_MASKED_SCORED,
                  .max_abs_value = MAX_ABS_VALUE},
     .forward = forward,

@@ -2,7 +2,9 @@
 # Installs the npm packages the JavaScript examples pin (ci/examples/*/package-lock.json), with
 # `npm ci` from the committed lock files only: nothing outside them is fetched, and no package's
 # install script runs (onnxruntime-node's only fetches GPU providers; the CPU library ships in the
-# package). Without node and npm it says so and succeeds: everything else builds and runs without.
+# package; node-llama-cpp's postinstall would download or build llama.cpp, and ci/examples/ggml
+# uses only its prebuilt libraries and source bundle). Without node and npm it says so and
+# succeeds: everything else builds and runs without.
 #   ci/install-npm-deps.sh            every ci/examples/*/ with a package-lock.json
 #   ci/install-npm-deps.sh DIR...     those folders only
 set -euo pipefail

@@ -21,12 +21,13 @@ def summary(certificate):
     return kernel["certified"], failing[0] if failing else None
 
 
-def main(argv):
-    if len(argv) != 4:
-        print("usage: check_certificate.py ATTEST SOURCE_DIR EXPORT", file=sys.stderr)
-        return 2
-    attest, source, export = argv[1], os.path.abspath(argv[2]), argv[3]
-    committed_path = os.path.join(source, "ci/results/onnxruntime_certificates", export + ".json")
+def describe(s):
+    return "%s, first failing check %s" % ("CERTIFIED" if s[0] else "NOT CERTIFIED", s[1] or "none")
+
+
+def compare(committed_path, command, cwd, label):
+    """Runs `command` (attest certify at quick, with --json in a scratch folder appended) in `cwd` and compares its
+    summary with the certificate at `committed_path`; the exit code of main. Shared with ci/examples/ggml."""
     try:
         with open(committed_path) as f:
             committed = summary(json.load(f))
@@ -35,17 +36,26 @@ def main(argv):
         return 2
     with tempfile.TemporaryDirectory() as scratch:
         certificate = os.path.join(scratch, "certificate.json")
-        command = [attest, "certify", "--kernel-cmd", "node js/attest-kernel/serve.js %s:%s" % (KERNELS, export),
-                   "--budget", "quick", "--no-size-stages", "--seed", "1", "--out", os.path.join(scratch, "out"), "--json", certificate]
-        run = subprocess.run(command, cwd=source, capture_output=True, text=True)
+        run = subprocess.run(command + ["--out", os.path.join(scratch, "out"), "--json", certificate], cwd=cwd,
+                             capture_output=True, text=True)
         if run.returncode not in (0, 1):
             print("attest exited %d:\n%s" % (run.returncode, run.stderr[-3000:]))
             return 1
         with open(certificate) as f:
             now = summary(json.load(f))
-    describe = lambda s: "%s, first failing check %s" % ("CERTIFIED" if s[0] else "NOT CERTIFIED", s[1] or "none")
-    print("%s: committed (default budget) %s; now (quick) %s" % (export, describe(committed), describe(now)))
+    print("%s: committed (default budget) %s; now (quick) %s" % (label, describe(committed), describe(now)))
     return 0 if now == committed else 1
+
+
+def main(argv):
+    if len(argv) != 4:
+        print("usage: check_certificate.py ATTEST SOURCE_DIR EXPORT", file=sys.stderr)
+        return 2
+    attest, source, export = argv[1], os.path.abspath(argv[2]), argv[3]
+    committed_path = os.path.join(source, "ci/results/onnxruntime_certificates", export + ".json")
+    command = [attest, "certify", "--kernel-cmd", "node js/attest-kernel/serve.js %s:%s" % (KERNELS, export),
+               "--budget", "quick", "--no-size-stages", "--seed", "1"]
+    return compare(committed_path, command, source, export)
 
 
 if __name__ == "__main__":

@@ -13,15 +13,12 @@ import sys
 SHOWN = re.compile(r"`node (repro/[a-z_]+\.mjs)`:\n\n```\n(.*?)```", re.S)
 
 
-def main(argv):
-    if len(argv) != 2:
-        print("usage: check_reproductions.py SOURCE_DIR", file=sys.stderr)
-        return 2
-    source = os.path.abspath(argv[1])
-    example = os.path.join(source, "ci/examples/onnxruntime")
+def check_shown(readme, shown_pattern, run, label):
+    """Runs each reproduction `readme` shows (shown_pattern's groups: its name, the block it prints) with
+    run(name), a CompletedProcess, and compares; the exit code of main. Shared with ci/examples/ggml."""
     try:
-        with open(os.path.join(source, "ci/results/onnxruntime_certificates/README.md")) as f:
-            shown = SHOWN.findall(f.read())
+        with open(readme) as f:
+            shown = shown_pattern.findall(f.read())
     except OSError as e:
         print("check_reproductions: %s" % e, file=sys.stderr)
         return 2
@@ -29,15 +26,26 @@ def main(argv):
         print("check_reproductions: the README shows no reproduction", file=sys.stderr)
         return 2
     failures = 0
-    for script, expected in shown:
-        run = subprocess.run(["node", script], cwd=example, capture_output=True, text=True, timeout=120)
-        if run.returncode != 0 or run.stdout != expected:
+    for name, expected in shown:
+        result = run(name)
+        if result.returncode != 0 or result.stdout != expected:
             failures += 1
-            print("DIFFERS: node %s (exit %d)\n--- README\n%s--- printed\n%s%s" % (script, run.returncode, expected,
-                                                                              run.stdout, run.stderr[-1000:]))
+            print("DIFFERS: %s (exit %d)\n--- README\n%s--- printed\n%s%s" % (label(name), result.returncode, expected,
+                                                                          result.stdout, result.stderr[-1000:]))
         else:
-            print("ok: node %s prints what the README shows" % script)
+            print("ok: %s prints what the README shows" % label(name))
     return 1 if failures else 0
+
+
+def main(argv):
+    if len(argv) != 2:
+        print("usage: check_reproductions.py SOURCE_DIR", file=sys.stderr)
+        return 2
+    source = os.path.abspath(argv[1])
+    example = os.path.join(source, "ci/examples/onnxruntime")
+    run = lambda script: subprocess.run(["node", script], cwd=example, capture_output=True, text=True, timeout=120)
+    return check_shown(os.path.join(source, "ci/results/onnxruntime_certificates/README.md"), SHOWN, run,
+                       lambda script: "node " + script)
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def decode(raw, fmt, shape, head_scales=None):
         at += 2
         if fmt == "q4":
             packed = data[:, at:at + (n + 1) // 2]
-            nibbles = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(rows, -1)[:, :n]
+            nibbles = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(rows, 2 * packed.shape[1])[:, :n]
             codes[:, first:first + n] = nibbles.astype(np.int8) - 8
             at += (n + 1) // 2
         else:

@@ -18,7 +18,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libboost-dev libmpfr-dev libgmp-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
-  libopenblas-dev libssl-dev python3 python3-numpy python3-jsonschema python3-pytest zip unzip
+  libopenblas-dev libssl-dev python3 python3-numpy python3-jsonschema python3-pytest python3-yaml zip unzip
 )
 [ "$minimal" -eq 1 ] || packages+=(python3-torch)
 

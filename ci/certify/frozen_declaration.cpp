@@ -19,6 +19,11 @@ void FrozenDeclaration::backward(const Problem& p, const BackwardInputs& in, con
   kernel_.backward(p, in, out);
 }
 
+void FrozenDeclaration::merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const {
+  still_declared();
+  kernel_.merge(in, o, lse);
+}
+
 std::unique_ptr<DecodeSession> FrozenDeclaration::open_decode(const DecodeConfig& config) const {
   still_declared();
   return kernel_.open_decode(config);

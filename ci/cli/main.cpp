@@ -3,7 +3,6 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
-#include <tuple>
 
 #include "bench_command.h"
 #include "calibrate_command.h"
@@ -16,6 +15,7 @@
 #include "replay_command.h"
 #include "report_command.h"
 #include "selfcheck.h"
+#include "shard_environment.h"
 
 namespace {
 
@@ -90,8 +90,10 @@ int main(int argc, char** argv) {
                  "the full report: a row and a line for every check that did not run, every case the long stage "
                  "could not afford, each failure in its kernel's report; progress for every check and long case");
   std::string shard;
-  cert->add_option("--shard", shard,
-                   "K/N: run only the checks at positions p with p % N == K - 1 (attest merge joins the N certificates)");
+  cert->add_option(
+      "--shard", shard,
+      "K/N: run only the checks at positions p with p % N == K - 1 (attest merge joins the N certificates); "
+      "auto: K/N from a CI fleet's environment, auto/N with N declared (docs/fleet.md)");
 
   MergeRequest merge;
   std::string merge_factor = "2";
@@ -134,7 +136,9 @@ int main(int argc, char** argv) {
   mut->add_option("--json", mutants.json_path, "write the report as JSON");
   mut->add_option("--only", mutants.only, "one mutant by name");
   std::string mutants_shard;
-  mut->add_option("--shard", mutants_shard, "K/N: only the mutants at registry positions p with p % N == K - 1");
+  mut->add_option("--shard", mutants_shard,
+                  "K/N: only the mutants at registry positions p with p % N == K - 1; auto or auto/N: from the "
+                  "environment, as certify");
   mut->add_option("--out", mutants.out_dir, "counterexamples per mutant")->capture_default_str();
   std::string mutants_max_len = "512";
   mut->add_option("--max-len", mutants_max_len,
@@ -229,8 +233,9 @@ int main(int argc, char** argv) {
       request.required = parse_features(required);
       if (cert->count("--check")) request.options.checks = CheckSelection(check_items);
       if (cert->count("--shard")) {  // given, even as "": parsed
-        const auto [index, count] = parse_shard("--shard", shard, 1000);
-        request.shard = ShardId{index, count};
+        const ShardChoice choice = shard_from_flag("--shard", shard, 1000, process_environment());
+        if (!choice.source.empty()) std::cerr << shard_origin("certify", choice);
+        request.shard = ShardId{choice.index, choice.count};
       }
       return run_certify(std::move(request));
     }
@@ -266,8 +271,12 @@ int main(int argc, char** argv) {
       mutants.property_cases = parse_budget("--budget", mutants_budget);
       mutants.sizes = sized_flags(sizes_for_budget(mutants.property_cases), mutants_max_len, {}, {}, "");
       mutants.sizes.time_budget = 0;  // which check kills a mutant must not depend on the machine's speed
-      if (mut->count("--shard"))
-        std::tie(mutants.shard_index, mutants.shard_count) = parse_shard("--shard", mutants_shard, 1000);
+      if (mut->count("--shard")) {
+        const ShardChoice choice = shard_from_flag("--shard", mutants_shard, 1000, process_environment());
+        if (!choice.source.empty()) std::cerr << shard_origin("mutants", choice);
+        mutants.shard_index = choice.index;
+        mutants.shard_count = choice.count;
+      }
       mutants.seed = seed_or_clock(seed_of_flag(mutants_seed));
       mutants.fuzz_seconds = static_cast<int>(parse_integer("--fuzz-seconds", mutants_fuzz_seconds, 0, 86400));
       std::cerr << "attest mutants: seed " << mutants.seed << "\n";

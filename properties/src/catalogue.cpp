@@ -157,6 +157,11 @@ const std::vector<PropertyInfo>& property_catalogue() {
        .summary = "logits up to 1e4, values x 1e15: finite gradients within the bound",
        .check = gradient_overflow_safe,
        .required = {F::kBackward}},
+      // Merging partial states (Kernel::merge).
+      {.name = "merge_equals_whole",
+       .summary = "exact states of a drawn key partition merge to the exact whole",
+       .check = merge_equals_whole,
+       .declares = {.merge = true}},
   };
   return catalogue;
 }
@@ -176,6 +181,7 @@ std::string not_covered_because(const PropertyInfo& property, const Capabilities
     return "needs a forward call; the kernel is decode-only and evicts at will (explicit cache policy)";
   const DeclarationNeeds& declares = property.declares;
   if (declares.cache_eviction && !caps.cache.evicts()) return "the kernel declares no cache eviction";
+  if (declares.merge && !caps.merge) return "the kernel declares no merge";
   if (declares.block_tables && caps.page_tokens < 1) return "the kernel declares no block-table cache";
   if (declares.shareable_pages && (caps.precision.k == Scalar::kQ8Head || caps.precision.v == Scalar::kQ8Head))
     return "q8_head scales are a sequence's own: its pages are not shared";

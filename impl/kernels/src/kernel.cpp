@@ -148,6 +148,10 @@ void Kernel::backward(const Problem&, const BackwardInputs&, const GradientSpans
   throw std::logic_error("kernel " + name() + " has no backward");
 }
 
+void Kernel::merge(const MergeInputs&, std::span<float>, std::span<float>) const {
+  throw std::logic_error("kernel " + name() + " has no merge");
+}
+
 const std::vector<KernelEntry>& kernel_registry() {
   static const std::vector<KernelEntry> registry = {
       {"loop", "textbook loops: scores, stable softmax, weighted sum", [] { return make_loop_kernel(); }},

@@ -32,7 +32,11 @@ class FastTiledKernel final : public Kernel {
     c.precision.exp_ulps = 2.0;  // the polynomial exp of simd_ops
     c.features.insert(Feature::kBackward);
     c.deterministic_backward = true;
+    c.merge = true;
     return c;
+  }
+  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
+    merge_states(in, o, lse);
   }
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
     tiled_backward_fast(p, in, out, cfg_.block_q, cfg_.block_k);

@@ -33,6 +33,8 @@ class TiledKernel final : public Kernel {
     // would be correct code, certified again at every mutant's cost.
     if (cfg_.precision.all_f32() && backward_fault(faults_))
       c.features.insert(Feature::kBackward), c.deterministic_backward = true;
+    // Likewise a merge only for a merge mutant.
+    c.merge = merge_fault(faults_);
     if (cfg_.declare_paths) {
       const long long any = 1LL << 40;
       if (cfg_.split_kv) c.paths.push_back({.path = "split-kv", .batch = {1, 1}, .q_len = {1, 4}, .k_len = {512, any}});
@@ -44,6 +46,9 @@ class TiledKernel final : public Kernel {
   std::string last_path() const override { return path_; }
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
     tiled_backward(p, in, out, cfg_.block_q, cfg_.block_k, faults_);
+  }
+  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
+    merge_states(in, o, lse, faults_);
   }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {

@@ -211,8 +211,8 @@ const std::vector<MutantEntry>& mutant_registry() {
             {.initial_max = -1e4f}),
       tiled("max_over_masked", "running max taken over masked logits", "masked_inputs_have_no_influence",
             {.max_over_masked = true}),
-      tiled("mask_after_softmax", "mask applied after softmax: masked keys stay in the denominator",
-            "rows_sum_to_one", {.mask_after_softmax = true}),
+      tiled("mask_after_softmax", "mask applied after softmax: masked keys stay in the denominator", "rows_sum_to_one",
+            {.mask_after_softmax = true}),
       tiled("ignore_key_padding", "key padding ignored", "zero_masked_weight", {.ignore_key_padding = true}),
       tiled("window_one_wider", "sliding window one key too wide", "zero_masked_weight", {.window_one_wider = true}),
       tiled("chunk_from_query_index", "chunked attention: the query's chunk taken from its index, not its position",
@@ -225,53 +225,71 @@ const std::vector<MutantEntry>& mutant_registry() {
             "matches_reference", {.dk128_drops_last_lane = true}),
       tiled("kv_head_table_of_8", "more than 8 query heads only: query head h reads the kv head of h % 8",
             "matches_reference", {.kv_head_table_of_8 = true}),
-      tiled("head_dim_48_off", "Dk = 48 only, a width between the listed classes: outputs 0.1% off",
-            "grid", {.head_dim_48_off = true}),
-      tiled("pair_bug_seventeen_paths", "H > 8 with B > 4 only (a pair of classes): outputs 0.1% off, from a kernel "
-            "reporting 17 path names hashed from the shape", "matches_reference",
-            {.heads_and_batch_off = true, .paths_named_by_shape = true}),
+      tiled("head_dim_48_off", "Dk = 48 only, a width between the listed classes: outputs 0.1% off", "grid",
+            {.head_dim_48_off = true}),
+      tiled("pair_bug_seventeen_paths",
+            "H > 8 with B > 4 only (a pair of classes): outputs 0.1% off, from a kernel "
+            "reporting 17 path names hashed from the shape",
+            "matches_reference", {.heads_and_batch_off = true, .paths_named_by_shape = true}),
       tiled("batch_table_of_4", "more than 4 batch entries only: batch b reads the K and V of batch b % 4",
             "matches_reference", {.batch_table_of_4 = true}),
-      tiled("wide_path_unmasked_softcap", "a wide path (Tq >= 64, Dv % 16 == 0) drops the partial last key tile with a "
-            "softcap and no mask at all: one feature pair on one path", "matches_reference",
-            {.wide_path_unmasked_softcap = true}),
+      tiled("wide_path_unmasked_softcap",
+            "a wide path (Tq >= 64, Dv % 16 == 0) drops the partial last key tile with a "
+            "softcap and no mask at all: one feature pair on one path",
+            "matches_reference", {.wide_path_unmasked_softcap = true}),
       tiled("sinks_drop_partial_tile", "with attention sinks only: the last partial key tile is dropped",
             "matches_reference", {.sinks_drop_partial_tile = true}),
-      tiled("split_kv_drops_remainder", "a split-KV path (B = 1, Tq <= 4, Tk >= 512, splits of 256 keys) loses the keys "
-            "past the last whole split when Tk % 256 != 0", "matches_reference", {.split_kv_drops_remainder = true}),
-      declared_paths("split_kv_declared", "the same split-KV remainder bug in a kernel that declares its paths (ABI 2.2)",
+      tiled("split_kv_drops_remainder",
+            "a split-KV path (B = 1, Tq <= 4, Tk >= 512, splits of 256 keys) loses the keys "
+            "past the last whole split when Tk % 256 != 0",
+            "matches_reference", {.split_kv_drops_remainder = true}),
+      declared_paths("split_kv_declared",
+                     "the same split-KV remainder bug in a kernel that declares its paths (ABI 2.2)",
                      "matches_reference", {.split_kv_drops_remainder = true}),
       declared_paths("declared_split_wider", "a kernel declaring its split-KV path for Tq <= 4 takes it up to Tq = 8",
                      "declared_paths", {.split_kv_for_tq_8 = true}),
       tiled("dv_beyond_dk_zero", "Dv > Dk only: O's columns past Dk are written as 0 (an output loop over Dk)",
             "matches_reference", {.dv_beyond_dk_zero = true}),
+      // Merging partial states (Kernel::merge): the tiled kernel's merge with one bug each.
+      tiled("merge_empty_part_nan", "merge: an empty part's O weighted by exp(-inf) = 0, not skipped: 0 * NaN",
+            "merge_equals_whole", {.merge_reads_empty_part = true}),
+      tiled("merge_without_max", "merge: weights exp(lse_i) without subtracting the largest: inf / inf past lse 88",
+            "merge_equals_whole", {.merge_without_max = true}),
+      tiled("merge_lse_bf16", "merge: the partial LSEs read in bf16", "merge_equals_whole", {.merge_lse_bf16 = true}),
       // Backward (docs/design.md#backward): the tiled backward with one bug each.
-      tiled("backward_drops_d", "backward: dS = P dP, the D = rowsum(dO * O) term dropped", "gradient_ds_rows_sum_to_zero",
-            {.backward_drops_d = true}),
+      tiled("backward_drops_d", "backward: dS = P dP, the D = rowsum(dO * O) term dropped",
+            "gradient_ds_rows_sum_to_zero", {.backward_drops_d = true}),
       tiled("backward_d_from_bf16_o", "backward: D from a bf16 copy of O", "gradient_matches_reference",
             {.backward_d_from_bf16_o = true}),
       tiled("backward_dk_unscaled", "backward: dK not multiplied by the softmax scale", "gradient_matches_reference",
             {.backward_dk_unscaled = true}),
-      tiled("backward_gqa_last_head_wins", "backward: a kv head's dK and dV overwritten by each query head of its group",
+      tiled("backward_gqa_last_head_wins",
+            "backward: a kv head's dK and dV overwritten by each query head of its group",
             "gradient_gqa_matches_repeated_heads", {.backward_gqa_last_head_wins = true}),
       tiled("backward_masked_ds_kept", "backward: dS from P recomputed without the mask (only dV's P masked)",
             "gradient_masked_keys_zero", {.backward_masked_ds_kept = true}),
       tiled("backward_softcap_no_derivative", "backward: the softcap's 1 - tanh^2 factor missing",
             "gradient_matches_reference", {.backward_softcap_no_derivative = true}),
-      tiled("backward_dq_nondeterministic", "backward: dQ summed over key tiles in an order that changes per call "
-            "(atomics), while promising deterministic gradients", "gradient_deterministic",
-            {.backward_dq_nondeterministic = true}),
-      tiled("backward_dq_split_by_threads", "backward: dQ summed per worker over its share of the key tiles (split-K), "
-            "the order following the thread count, while promising deterministic gradients", "gradient_deterministic",
-            {.backward_dq_split_by_threads = true}),
-      tiled("backward_dq_split_from_four_threads", "backward: the split-K dQ only at 4 or more workers, while "
-            "promising deterministic gradients", "gradient_deterministic", {.backward_dq_split_from_four_threads = true}),
+      tiled("backward_dq_nondeterministic",
+            "backward: dQ summed over key tiles in an order that changes per call "
+            "(atomics), while promising deterministic gradients",
+            "gradient_deterministic", {.backward_dq_nondeterministic = true}),
+      tiled("backward_dq_split_by_threads",
+            "backward: dQ summed per worker over its share of the key tiles (split-K), "
+            "the order following the thread count, while promising deterministic gradients",
+            "gradient_deterministic", {.backward_dq_split_by_threads = true}),
+      tiled("backward_dq_split_from_four_threads",
+            "backward: the split-K dQ only at 4 or more workers, while "
+            "promising deterministic gradients",
+            "gradient_deterministic", {.backward_dq_split_from_four_threads = true}),
       tiled("backward_dq_wrong_when_threaded", "backward: dQ 1% off whenever a thread count is given",
             "gradient_matches_reference", {.backward_dq_wrong_when_threaded = true}),
-      tiled_128x128("backward_dq_wrong_past_512", "backward with 128 x 128 tiles: dQ 1% off when Tk > 512",
-                    "sizes", {.backward_dq_wrong_past_512 = true}),
-      tiled_128x128("backward_dq_wrong_past_2048", "backward with 128 x 128 tiles: dQ 1% off when Tk > 2048 (past "
-                    "the size ladder's backward)", "backward_sampled_rows", {.backward_dq_wrong_past_2048 = true}, 4096),
+      tiled_128x128("backward_dq_wrong_past_512", "backward with 128 x 128 tiles: dQ 1% off when Tk > 512", "sizes",
+                    {.backward_dq_wrong_past_512 = true}),
+      tiled_128x128("backward_dq_wrong_past_2048",
+                    "backward with 128 x 128 tiles: dQ 1% off when Tk > 2048 (past "
+                    "the size ladder's backward)",
+                    "backward_sampled_rows", {.backward_dq_wrong_past_2048 = true}, 4096),
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",
@@ -305,7 +323,8 @@ const std::vector<MutantEntry>& mutant_registry() {
                  {.f16_accumulator_multi_tile = true}),
       // Truncation at most doubles O's rounding error: with P rounded to bf16 as well, the declaration
       // allows that much. This host keeps P in f32, so O's rounding is what its bound charges.
-      tiled_bf16("bf16_o_truncated", "bf16-storage kernel (P in f32): O converted by truncation, not round to nearest even",
+      tiled_bf16("bf16_o_truncated",
+                 "bf16-storage kernel (P in f32): O converted by truncation, not round to nearest even",
                  "matches_reference", {.o_truncated = true}, /*p_rounded=*/false),
       tiled_bf16("bf16_scale_in_storage", "bf16 kernel: the scale folded into Q in bf16", "matches_reference",
                  {.scale_in_storage = true}),
@@ -328,60 +347,83 @@ const std::vector<MutantEntry>& mutant_registry() {
             "bias_minus_inf_equals_mask", {.bias_inf_as_lowest = true}),
       tiled("bias_in_f16", "the bias rounded to f16 while declaring it f32 (an additive mask kept in half precision)",
             "matches_reference", {.bias_in_f16 = true}),
-      tiled("sink_outside_max", "the sink added to the sum at the end, not to the running max: exp(sigma - m) overflows",
-            "sink_takes_mass", {.sink_outside_max = true}),
+      tiled("sink_outside_max",
+            "the sink added to the sum at the end, not to the running max: exp(sigma - m) overflows", "sink_takes_mass",
+            {.sink_outside_max = true}),
       tiled("sink_per_key_tile", "split-KV merge with the sink in every split's state: counted once per key tile",
             "sink_takes_mass", {.sink_per_key_tile = true}),
-      tiled_128x64("third_key_tile_stale", "128x64 tiles: the third key tile scores the first tile's keys (a stale "
-                   "double buffer)", "sizes", {.third_key_tile_stale = true}),
-      tiled_128x64("query_tile_local_positions", "128x64 tiles: past the first query tile a row's mask position comes "
-                   "from its index within the tile", "sizes", {.query_tile_local_positions = true}),
+      tiled_128x64("third_key_tile_stale",
+                   "128x64 tiles: the third key tile scores the first tile's keys (a stale "
+                   "double buffer)",
+                   "sizes", {.third_key_tile_stale = true}),
+      tiled_128x64("query_tile_local_positions",
+                   "128x64 tiles: past the first query tile a row's mask position comes "
+                   "from its index within the tile",
+                   "sizes", {.query_tile_local_positions = true}),
       decode("decode_skips_self", "decode: the new token does not attend to itself", "decode_matches_prefill",
              {.decode_skips_self = true}),
       decode("decode_page_off_by_one", "decode: the last key of every page is skipped", "decode_matches_prefill",
              {.decode_page_off_by_one = true}),
       decode("decode_rope_at_zero", "decode: new queries rotated from position 0, not the cache length",
              "decode_matches_prefill", {.rope_query_at_zero = true}),
-      decode("decode_window_evicts_page", "decode with a window: a page is evicted once its first key leaves the "
-             "window, losing its keys still inside", "decode_matches_prefill", {.decode_window_evicts_page = true}),
+      decode("decode_window_evicts_page",
+             "decode with a window: a page is evicted once its first key leaves the "
+             "window, losing its keys still inside",
+             "decode_matches_prefill", {.decode_window_evicts_page = true}),
       decode("decode_gqa_modulo", "decode: GQA maps query head h to kv head h % Hkv", "gqa_matches_repeated_heads",
              {.gqa_modulo = true}),
-      decode_only("decode_only_finite_max", "a decode-only kernel whose running max starts at -10000: rows whose "
-                  "logits all lie below it divide 0 by 0", "overflow_safe", {.finite_max_sentinel = true}),
+      decode_only("decode_only_finite_max",
+                  "a decode-only kernel whose running max starts at -10000: rows whose "
+                  "logits all lie below it divide 0 by 0",
+                  "overflow_safe", {.finite_max_sentinel = true}),
       quantized(Scalar::kQ8, "q8_scale_next_block", "q8 cache: each block of 32 codes scaled by the next block's scale",
                 "decode_matches_prefill", {.q8_scale_next_block = true}),
       quantized(Scalar::kQ8, "kv_drops_partial_page", "q8 cache: the sequence's last page is not read until it is full",
                 "decode_matches_prefill", {.decode_drops_partial_page = true}),
-      quantized(Scalar::kQ8, "kv_page_table_off_by_one", "q8 cache: logical page p read through the block table's "
-                "entry p + 1", "decode_matches_prefill", {.page_table_off_by_one = true}),
+      quantized(Scalar::kQ8, "kv_page_table_off_by_one",
+                "q8 cache: logical page p read through the block table's "
+                "entry p + 1",
+                "decode_matches_prefill", {.page_table_off_by_one = true}),
       quantized(Scalar::kQ4, "q4_nibbles_swapped", "q4 cache: each pair of 4-bit codes written high nibble first",
                 "decode_matches_prefill", {.q4_nibbles_swapped = true}),
       quantized(Scalar::kE4M3, "e4m3_saturated_as_inf", "e4m3 cache: the saturated code 448 read as infinity",
                 "decode_matches_prefill", {.e4m3_saturated_as_inf = true}),
-      quantized(Scalar::kQ8Head, "q8_head_scale_of_next_head", "q8_head cache: kv head g's rows quantized with the "
-                "static scale of kv head g + 1 (another group's)", "decode_matches_prefill",
-                {.q8_head_scale_of_next_head = true}),
-      quantized(Scalar::kQ8, "kv_shared_page_written_through", "q8 cache behind block tables: new tokens written "
+      quantized(Scalar::kQ8Head, "q8_head_scale_of_next_head",
+                "q8_head cache: kv head g's rows quantized with the "
+                "static scale of kv head g + 1 (another group's)",
+                "decode_matches_prefill", {.q8_head_scale_of_next_head = true}),
+      quantized(Scalar::kQ8, "kv_shared_page_written_through",
+                "q8 cache behind block tables: new tokens written "
                 "through sequence 0's table, into a page another sequence owns or shares",
                 "shared_prefix_equals_private", {.paged_writes_through_first_table = true}),
-      quantized(Scalar::kQ8, "kv_pages_assumed_contiguous", "q8 cache behind block tables: a sequence's pages read as "
-                "consecutive physical pages from its first", "page_order_invariance", {.paged_pages_contiguous = true}),
-      quantized(Scalar::kQ8, "kv_batch_positions_of_first", "q8 cache behind block tables: every sequence's new tokens "
-                "at sequence 0's length (a batch of equal lengths assumed)", "ragged_batch_equals_single",
-                {.paged_positions_of_first_sequence = true}),
-      quantized(Scalar::kQ8, "kv_table_copy_of_eight", "q8 cache behind block tables: the kernel's copy of a table "
-                "holds 8 entries, so keys past 128 tokens are read through entry 7", "ragged_batch_equals_single",
-                {.paged_table_of_eight = true}),
+      quantized(Scalar::kQ8, "kv_pages_assumed_contiguous",
+                "q8 cache behind block tables: a sequence's pages read as "
+                "consecutive physical pages from its first",
+                "page_order_invariance", {.paged_pages_contiguous = true}),
+      quantized(Scalar::kQ8, "kv_batch_positions_of_first",
+                "q8 cache behind block tables: every sequence's new tokens "
+                "at sequence 0's length (a batch of equal lengths assumed)",
+                "ragged_batch_equals_single", {.paged_positions_of_first_sequence = true}),
+      quantized(Scalar::kQ8, "kv_table_copy_of_eight",
+                "q8 cache behind block tables: the kernel's copy of a table "
+                "holds 8 entries, so keys past 128 tokens are read through entry 7",
+                "ragged_batch_equals_single", {.paged_table_of_eight = true}),
       evicting("eviction_fencepost", "sinks + recent cache: one key more than the recent 32 kept (p - j <= 32)",
                {.eviction_fencepost = true}),
-      evicting("ring_wrap_current_lap", "sinks + recent cache: only the ring's current lap read, the previous lap's "
-               "still-recent keys taken as evicted", {.ring_wrap_current_lap = true}),
+      evicting("ring_wrap_current_lap",
+               "sinks + recent cache: only the ring's current lap read, the previous lap's "
+               "still-recent keys taken as evicted",
+               {.ring_wrap_current_lap = true}),
       evicting("sinks_evicted", "sinks + recent cache: the sinks dropped once the cache is full",
                {.sinks_evicted = true}),
-      evicting("sinks_evicted_from_150", "sinks + recent cache: the sinks dropped from position 150 on (the cache "
-               "holds 36)", {.sinks_evicted_from_150 = true}),
-      evicting("sinks_evicted_from_5000", "sinks + recent cache: the sinks dropped from position 5000 on (long "
-               "sessions only)", {.sinks_evicted_from_5000 = true}, "eviction_sampled_steps", 8192),
+      evicting("sinks_evicted_from_150",
+               "sinks + recent cache: the sinks dropped from position 150 on (the cache "
+               "holds 36)",
+               {.sinks_evicted_from_150 = true}),
+      evicting("sinks_evicted_from_5000",
+               "sinks + recent cache: the sinks dropped from position 5000 on (long "
+               "sessions only)",
+               {.sinks_evicted_from_5000 = true}, "eviction_sampled_steps", 8192),
   };
   return registry;
 }

@@ -69,6 +69,10 @@ Verdict softcap_saturates(const Problem& p, const Kernel& kernel, Oracle& oracle
 // outputs 0 and LSE = sigma_h.
 Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle);
 
+// A kernel declaring merge: the exact states of a drawn partition of the keys (empty parts, single
+// keys, one part holding every key; partial O in f32 or bf16) merge to the exact whole.
+Verdict merge_equals_whole(const Problem& p, const Kernel& kernel, Oracle& oracle);
+
 // Backward (docs/design.md#backward), each on the exact forward's O and LSE and a dO drawn from the problem:
 // dQ, dK, dV and dsinks within the gradient bound of the exact gradient (gate 1).
 Verdict gradient_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle);
@@ -109,6 +113,7 @@ struct DeclarationNeeds {
   bool cache_eviction = false;   // a cache policy that evicts
   bool block_tables = false;     // a block-table cache (page_tokens >= 1)
   bool shareable_pages = false;  // pages two sequences may share (no q8_head K or V: its scales are per sequence)
+  bool merge = false;            // Kernel::merge (Capabilities::merge)
   bool exact_sessions = false;   // decode sessions that keep every key (no explicit eviction policy)
   bool deterministic_backward = false;  // the promise of bitwise repeatable gradients
   bool padding = false;                 // key or query padding (the property makes rows empty with it)

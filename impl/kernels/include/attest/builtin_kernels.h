@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "attest/faults.h"
 #include "attest/kernel.h"
@@ -46,6 +47,10 @@ std::unique_ptr<Kernel> make_sinks_recent_decode_kernel(int sinks = 4, int recen
 // `decoder` declaring itself decode-only (no forward: held to its sessions), as a serving
 // library's decoder does.
 std::unique_ptr<Kernel> make_decode_only(std::unique_ptr<Kernel> decoder);
+
+// The exact merge of partial states (Kernel::merge), in f32 with the running max subtracted; with
+// `faults`, one of the merge mutants.
+void merge_states(const MergeInputs& in, std::span<float> o, std::span<float> lse, const KernelFaults& faults = {});
 
 // The same kernels with mutation switches on (for impl/mutants/ only).
 std::unique_ptr<Kernel> make_faulty_tiled_kernel(TiledConfig config, const KernelFaults& faults, std::string name);

@@ -116,6 +116,10 @@ struct KernelFaults {
   bool backward_dv_unnormalised = false;  // dV from exp(s - rowmax) instead of exp(s - LSE): unnormalised P
   bool backward_sink_gradient_sign = false;  // dsinks = +sum p_sink D instead of -sum p_sink D
   bool backward_skipped_rows_unwritten = false;  // dQ zeroed only for rows that see a key: an empty row's dQ never written
+  // Merging partial states (Kernel::merge)
+  bool merge_reads_empty_part = false;  // an empty part's O weighted by 0, not skipped: 0 * NaN
+  bool merge_without_max = false;       // weights exp(lse_i), not exp(lse_i - max): overflows past lse 88
+  bool merge_lse_bf16 = false;          // the partial LSEs read as bf16
   // Sizes: bugs only past the first tiles
   bool third_key_tile_stale = false;     // double-buffered K: the third key tile scores the first tile's keys
   bool query_tile_local_positions = false;  // a row's mask position from its index within its query tile
@@ -128,6 +132,11 @@ inline bool backward_fault(const KernelFaults& f) {
          f.backward_dq_split_by_threads || f.backward_dq_split_from_four_threads || f.backward_dq_wrong_when_threaded ||
          f.backward_dq_wrong_past_512 || f.backward_dq_wrong_past_2048 || f.backward_lse_wrong_row ||
          f.backward_dv_unnormalised || f.backward_sink_gradient_sign || f.backward_skipped_rows_unwritten;
+}
+
+// Whether any merge switch is on.
+inline bool merge_fault(const KernelFaults& f) {
+  return f.merge_reads_empty_part || f.merge_without_max || f.merge_lse_bf16;
 }
 
 }  // namespace attest

@@ -74,6 +74,8 @@ struct Capabilities {
   bool deterministic_backward = false;
   // With decode: which cached positions its sessions keep (cache_policy.h).
   CachePolicy cache;
+  // Kernel::merge is implemented: partial attention states merge into one.
+  bool merge = false;
   // With decode: tokens per page of a block-table cache that attest owns (Kernel::decode_paged);
   // 0: the kernel keeps its cache in its sessions only.
   int page_tokens = 0;
@@ -168,6 +170,22 @@ struct GradientSpans {
   std::span<float> dq, dk, dv, dsinks;
 };
 
+// Partial attention states over disjoint sets of keys, to be merged into the state over their union
+// (split-KV decoding, cascade and ring attention). Part i holds o [rows][Dv] and lse [rows]; a row
+// whose part saw no key has lse = -inf and an o that must not be read (attest sends NaN). o holds
+// values of `storage` (f32 or bf16, held in floats); lse is f32.
+struct MergeInputs {
+  int parts = 0;
+  int rows = 0;
+  int value_dim = 0;
+  Scalar storage = Scalar::kF32;
+  std::span<const float> o;    // [parts][rows][value_dim]
+  std::span<const float> lse;  // [parts][rows]
+};
+// Throws ProblemError naming what is wrong: counts out of range, spans of other sizes, a storage
+// other than f32 or bf16.
+void check_merge_inputs(const MergeInputs& in, std::span<const float> o, std::span<const float> lse);
+
 class Kernel {
  public:
   virtual ~Kernel() = default;
@@ -177,6 +195,10 @@ class Kernel {
   virtual void forward(const Problem& p, std::span<float> o, std::span<float> lse) const = 0;
   // Only for kernels whose capabilities declare backward. The problem is valid and its storage float32.
   virtual void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const;
+  // Only for kernels whose capabilities declare merge: o [rows][Dv] = sum_i w_i o_i / sum_i w_i with
+  // w_i = exp(lse_i), and lse [rows] = log(sum_i w_i); a row no part saw a key of: o = 0, lse = -inf.
+  // The inputs are valid (check_merge_inputs).
+  virtual void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const;
   // Only for kernels whose capabilities declare decode.
   virtual std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const;
   // With Capabilities::page_tokens: the bytes of one page for `config`, and one block-table call.

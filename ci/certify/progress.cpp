@@ -26,6 +26,7 @@ struct StageTally {
   std::vector<std::string> checks;
   std::string slowest;
   double slowest_seconds = -1;
+  double ended = 0;  // when its last check finished: the line's time, though it is written later
 };
 std::optional<StageTally> tally;
 
@@ -33,15 +34,16 @@ void flush_tally() {
   if (!tally) return;
   std::string names;
   for (const std::string& check : tally->checks) names += (names.empty() ? "" : " ") + check;
-  std::cerr << fmt::format("[{:7.1f}s] {} {}: {} pass: {} (slowest {} {:.1f} s)\n", elapsed_seconds(), tally->kernel,
+  std::cerr << fmt::format("[{:7.1f}s] {} {}: {} pass: {} (slowest {} {:.1f} s)\n", tally->ended, tally->kernel,
                            tally->stage, tally->checks.size(), names, tally->slowest, tally->slowest_seconds);
   tally.reset();
 }
 
 void add_to_tally(const CheckResult& r) {
   if (tally && (tally->kernel != r.kernel || tally->stage != r.stage)) flush_tally();
-  if (!tally) tally = StageTally{r.kernel, r.stage, {}, {}, -1};
+  if (!tally) tally = StageTally{r.kernel, r.stage, {}, {}, -1, 0};
   tally->checks.push_back(r.check);
+  tally->ended = elapsed_seconds();
   if (r.seconds > tally->slowest_seconds) tally->slowest = r.check, tally->slowest_seconds = r.seconds;
 }
 

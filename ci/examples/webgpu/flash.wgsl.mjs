@@ -94,13 +94,22 @@ fn stable_tanh(x: f32) -> f32 {
   return sign(x) * (1.0 - e) / (1.0 + e);
 }
 
-// Weights carry a factor 2^64, so the largest is 2^64 and none we need is subnormal; an output
-// below 2^-100 is computed times 2^100, then unscaled by hand (SwiftShader flushes subnormals).
+// SwiftShader flushes subnormal results, and attest checks that weights down to e^-103 count: a
+// weight below e^-80 goes, times 2^64, into a second accumulator; an output below 2^-100 is
+// computed times 2^100, then unscaled by hand.
 // y * 2^-100, rounded to the nearest subnormal by hand when it is one.
 fn unscale(y: f32) -> f32 {
   if (abs(y) >= exp2(-26.0)) { return ldexp(y, -100); }
   let bits = u32(round(abs(y) * exp2(49.0))); // 2^(149 - 100): the subnormal's integer
   return bitcast<f32>(select(0u, 0x80000000u, y < 0.0) | bits);
+}
+
+// v * 2^64 exactly, a subnormal v included (from its bits: arithmetic may read it as 0).
+fn times_2_to_64(v: f32) -> f32 {
+  let bits = bitcast<u32>(v);
+  if ((bits & 0x7f800000u) != 0u) { return ldexp(v, 64); }
+  let magnitude = f32(bits & 0x007fffffu) * exp2(-85.0); // mantissa * 2^-149 * 2^64
+  return select(magnitude, -magnitude, (bits & 0x80000000u) != 0u);
 }
 
 fn score(b: u32, h: u32, r: u32, c: u32, i: u32, j: u32) -> f32 {
@@ -145,6 +154,7 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   var m = HIDDEN; // the running max of this row's visible scores (the sink joins at the end)
   var l = 0.0;
   var acc: array<f32, SLICE>;
+  var acc_tiny: array<f32, SLICE>; // weights below e^-80 (relative to m), times 2^64
 
   for (var tile = tile_begin; tile < tile_end; tile++) {
     let key0 = tile * BC;
@@ -174,15 +184,29 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if (m_new > HIDDEN) {
       let alpha = exp_shifted(m - m_new, 0);
       l *= alpha;
-      for (var n = 0u; n < SLICE; n++) { acc[n] *= alpha; }
+      let alpha_tiny = exp_shifted(m - m_new, 64);
+      for (var n = 0u; n < SLICE; n++) {
+        let rescaled = acc[n] * alpha;
+        acc_tiny[n] *= alpha;
+        if (abs(rescaled) >= 1.1754944e-38 || acc[n] == 0.0) { acc[n] = rescaled; }
+        else { acc_tiny[n] += acc[n] * alpha_tiny; acc[n] = 0.0; } // would be flushed: into acc_tiny
+      }
       for (var c = 0u; c < BC; c++) {
         let s = s_tile[r * BC + c];
         if (s > HIDDEN) {
-          let w = exp_shifted(s - m_new, 64);
-          l += w;
+          let x = s - m_new;
+          let tiny = x < -80.0; // not in l: below 2^-115 of its largest weight, 1
+          let w = exp_shifted(x, select(0, 64, tiny));
+          if (!tiny) { l += w; }
           for (var n = 0u; n < SLICE; n++) {
             let d = lane + n * LANES;
-            if (d < p.dv) { acc[n] += w * v_tile[c * D_MAX + d]; }
+            if (d >= p.dv) { break; }
+            let value = v_tile[c * D_MAX + d];
+            let wv = w * value;
+            // A product below the normal range (a tiny or subnormal V) would be flushed: acc_tiny.
+            if (tiny) { acc_tiny[n] += wv; }
+            else if (abs(wv) >= 1.1754944e-38 || bitcast<u32>(value) << 1u == 0u) { acc[n] += wv; }
+            else { acc_tiny[n] += w * times_2_to_64(value); }
           }
         }
       }
@@ -194,18 +218,18 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
   // An empty row's LSE is -inf: written as its bits, never computed (the OR with lane keeps the
   // bits a run-time value, which WGSL's constant evaluation would reject as unrepresentable).
   var lse = bitcast<f32>(0xff800000u | (lane & 0u));
-  var mass = l;         // the softmax's denominator, times 2^64 / e^m
+  var mass = l;         // the softmax's denominator over e^m
   var far_sink = false; // a sink above the keys by more than e^40: O in the log domain
   var log_keep = 0.0;   // then log(O / (acc / l))
-  if (l > 0.0) { lse = m + log_accurate(ldexp(l, -64)); }
+  if (l > 0.0) { lse = m + log_accurate(l); }
   if (p.sinks_at >= 0) {
     let sink = floats[u32(p.sinks_at) + h];
     let above = sink - m;
     if (l == 0.0) {
       lse = sink;
     } else if (above < 40.0) {
-      mass = l + exp_shifted(above, 64);
-      lse = m + log_accurate(ldexp(mass, -64));
+      mass = l + exp_shifted(above, 0);
+      lse = m + log_accurate(mass);
     } else {
       far_sink = true;
       log_keep = (lse - sink);
@@ -218,10 +242,13 @@ fn main(@builtin(workgroup_id) group: vec3<u32>, @builtin(local_invocation_index
     if (d >= p.dv || l == 0.0) { continue; }
     var value: f32;
     if (far_sink) {
-      value = unscale(acc[n] / l * exp_shifted(log_keep, 100));
+      value = (acc[n] + ldexp(acc_tiny[n], -64)) / l * exp_shifted(log_keep, 0);
+      if (abs(value) < exp2(-100.0)) { // tiny or flushed: again times 2^100
+        value = unscale(acc[n] / l * exp_shifted(log_keep, 100) + acc_tiny[n] / l * exp_shifted(log_keep, 36));
+      }
     } else {
-      value = acc[n] / mass;
-      if (abs(value) < exp2(-100.0)) { value = unscale(acc[n] / ldexp(mass, -100)); } // tiny or flushed
+      value = (acc[n] + ldexp(acc_tiny[n], -64)) / mass;
+      if (abs(value) < exp2(-100.0)) { value = unscale((ldexp(acc[n], 100) + ldexp(acc_tiny[n], 36)) / mass); }
     }
     out[row * p.dv + d] = value;
   }

@@ -1,5 +1,5 @@
-// A problem and a result crossing page.evaluate: typed arrays as {type, base64} (measured faster
-// than plain arrays: docs/webgpu.md), every other field as it is. The page decodes in page.mjs.
+// A problem and a result crossing page.evaluate: typed arrays as {type, base64} (65536 floats: 40 ms
+// a round trip, 1.7 s as a plain array), every other field as it is. The page decodes in page.mjs.
 
 /** The problem's fields as one JSON-able object for the page. */
 export function encodeProblem(problem) {

@@ -2,7 +2,8 @@
 # Installs every build and test dependency from Debian 12 packages. Idempotent:
 # packages already present are skipped, so a second run costs one dpkg query.
 # --minimal leaves out python3-torch (and with it Qt5, OpenCV and GDAL): enough to build attest and
-# certify a C, C++ or Python kernel; only the PyTorch certificates' tests need torch.
+# certify a C, C++ or Python kernel; only the PyTorch certificates' tests need torch, and only the
+# WebGPU kernels' tests need chromium (its SwiftShader gives WebGPU a CPU adapter).
 set -euo pipefail
 
 minimal=0
@@ -20,7 +21,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libopenblas-dev libssl-dev python3 python3-numpy python3-jsonschema python3-pytest python3-yaml zip unzip
 )
-[ "$minimal" -eq 1 ] || packages+=(python3-torch)
+[ "$minimal" -eq 1 ] || packages+=(python3-torch chromium)
 
 missing=()
 for p in "${packages[@]}"; do

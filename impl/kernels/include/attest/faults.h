@@ -57,6 +57,8 @@ struct KernelFaults {
                                                    // length (one cache position for the batch), its keys cut there
   bool paged_table_of_eight = false;     // block tables: the kernel's copy of a table holds 8 entries (reads past
                                          // 128 tokens go through entry 7)
+  bool paged_table_of_256 = false;       // block tables: the kernel's copy of a table holds 256 entries (reads
+                                         // past 4096 tokens go through entry 255: long sessions only)
   bool eviction_fencepost = false;       // sinks + recent: one key more than `recent` kept (p - j <= recent)
   bool ring_wrap_current_lap = false;    // sinks + recent: only the ring's current lap read; the previous lap's
                                          // tail, still recent, taken as evicted

@@ -104,10 +104,19 @@ void add_backward(std::vector<SizedCase>& out, const Capabilities& caps, int t, 
   add_case(out, caps, rect, r, false, options, {}, true);
 }
 
-// The long stage's backward at length t: Tq = Tk = t causal (past square_limit with a window of
-// 512 keys, as the forward's), judged on sampled rows (sampled_gradient.h: dQ of those rows, dK and
-// dV of every key).
-void add_sampled_backward(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d,
+// The backward case on sampled rows, unless the declaration fits RoPE or ALiBi in: the sampled rows
+// would lose their positions.
+void add_sampled_backward_case(std::vector<SizedCase>& out, const Capabilities& caps, const std::string& name,
+                               const Problem& p, const SizeOptions& options) {
+  add_case(out, caps, name, p, true, options, {}, true);
+  if (!out.empty() && out.back().name == name && !samples_backward(out.back().problem)) out.pop_back();
+}
+
+// The long stage's backward at length t, judged on sampled rows (sampled_gradient.h: dQ of those
+// rows, dK and dV of every key): Tq = Tk = t causal (past square_limit with a window of 512 keys, as
+// the forward's), and up to square_limit the ladder's rectangular problem (Tq = t against a whole key
+// tile and one key more, no causality) with the second batch entry's keys padded to t.
+void add_sampled_backward(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d, int key_step,
                           const SizeOptions& options) {
   if (!caps.backward()) return;
   const bool windowed = t > options.square_limit;
@@ -116,9 +125,12 @@ void add_sampled_backward(std::vector<SizedCase>& out, const Capabilities& caps,
   Problem p = shaped({1, 1, 1, t, t, d, d}, name);
   p.mask.causal = true;
   if (windowed) p.mask.window = 512;
-  add_case(out, caps, name, p, true, options, {}, true);
-  // A declaration that fits RoPE or ALiBi in: the sampled rows would lose their positions.
-  if (!out.empty() && out.back().name == name && !samples_backward(out.back().problem)) out.pop_back();
+  add_sampled_backward_case(out, caps, name, p, options);
+  if (windowed) return;
+  const std::string rect = fmt::format("backward_rect_t{}_d{}", t, d);
+  Problem r = shaped({2, 1, 1, t, t + key_step + 1, d, d}, rect);
+  r.mask.kv_valid = {t + key_step + 1, t};
+  add_sampled_backward_case(out, caps, rect, r, options);
 }
 
 // A decode session through an evicting cache to t tokens, in steps of 1 to 40 tokens: judged on
@@ -261,6 +273,7 @@ std::vector<SizedCase> ladder_cases(const Capabilities& caps, const SizeOptions&
 std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& options) {
   std::vector<SizedCase> out;
   const std::vector<int> lengths = ladder_lengths(caps, options);
+  const int key_step = caps.contract.key_tile > 0 ? caps.contract.key_tile : 16;
   const int query_tile = caps.contract.query_tile > 0 ? caps.contract.query_tile : 64;
   for (int d : widths(options)) {
     for (int t : lengths) {
@@ -269,7 +282,7 @@ std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& o
       add_decode_shape(out, caps, t, d, options);
       add_decode_shape(out, caps, t, d, options, 1);
       if (t <= options.square_limit) add_session(out, caps, t, d, true, options);
-      add_sampled_backward(out, caps, t, d, options);
+      add_sampled_backward(out, caps, t, d, key_step, options);
       add_retained_session(out, caps, t, d, options);
       add_paged_session(out, caps, t, d, options);
     }

@@ -279,6 +279,12 @@ const std::vector<MutantEntry>& mutant_registry() {
                     "sizes", {.backward_dq_wrong_past_512 = true}),
       tiled_128x128("backward_dq_wrong_past_2048", "backward with 128 x 128 tiles: dQ 1% off when Tk > 2048 (past "
                     "the size ladder's backward)", "backward_sampled_rows", {.backward_dq_wrong_past_2048 = true}, 4096),
+      tiled_128x128("backward_dk_wrong_rect_past_2048", "backward with 128 x 128 tiles: dK 1% off when Tq != Tk and "
+                    "Tk > 2048 (a cross-attention path past the size ladder)", "backward_sampled_rows",
+                    {.backward_dk_wrong_rect_past_2048 = true}, 4096),
+      tiled_128x128("backward_dv_wrong_padded_past_2048", "backward with 128 x 128 tiles: dV 1% off in a batch entry "
+                    "with padded keys when Tk > 2048", "backward_sampled_rows",
+                    {.backward_dv_wrong_padded_past_2048 = true}, 4096),
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",

@@ -114,6 +114,8 @@ struct KernelFaults {
   bool backward_dq_wrong_when_threaded = false;      // dQ 1% off whenever a thread count is given (threads != 0)
   bool backward_dq_wrong_past_512 = false;           // dQ 1% off when Tk > 512 (past four 128-key tiles)
   bool backward_dq_wrong_past_2048 = false;          // dQ 1% off when Tk > 2048 (past the size ladder's backward)
+  bool backward_dk_wrong_rect_past_2048 = false;     // dK 1% off when Tq != Tk and Tk > 2048 (a cross-attention path)
+  bool backward_dv_wrong_padded_past_2048 = false;   // dV 1% off in a batch entry with padded keys when Tk > 2048
   bool backward_lse_wrong_row = false;    // P recomputed with the LSE of the next row of the query tile
   bool backward_dv_unnormalised = false;  // dV from exp(s - rowmax) instead of exp(s - LSE): unnormalised P
   bool backward_sink_gradient_sign = false;  // dsinks = +sum p_sink D instead of -sum p_sink D
@@ -128,8 +130,9 @@ inline bool backward_fault(const KernelFaults& f) {
   return f.backward_drops_d || f.backward_d_from_bf16_o || f.backward_dk_unscaled || f.backward_gqa_last_head_wins ||
          f.backward_masked_ds_kept || f.backward_softcap_no_derivative || f.backward_dq_nondeterministic ||
          f.backward_dq_split_by_threads || f.backward_dq_split_from_four_threads || f.backward_dq_wrong_when_threaded ||
-         f.backward_dq_wrong_past_512 || f.backward_dq_wrong_past_2048 || f.backward_lse_wrong_row ||
-         f.backward_dv_unnormalised || f.backward_sink_gradient_sign || f.backward_skipped_rows_unwritten;
+         f.backward_dq_wrong_past_512 || f.backward_dq_wrong_past_2048 || f.backward_dk_wrong_rect_past_2048 ||
+         f.backward_dv_wrong_padded_past_2048 || f.backward_lse_wrong_row || f.backward_dv_unnormalised ||
+         f.backward_sink_gradient_sign || f.backward_skipped_rows_unwritten;
 }
 
 }  // namespace attest

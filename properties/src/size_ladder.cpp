@@ -165,7 +165,9 @@ void add_retained_session(std::vector<SizedCase>& out, const Capabilities& caps,
 // (each call moves the whole pool), the last few one token each: judged on sampled steps (tile and
 // page edges, the rows where the table passes 2^k entries, the last ones, random ones) against exact
 // causal attention. Where a kernel's copy of a table, its page arithmetic or its positions break
-// past the block-table properties' 4096 tokens.
+// past the block-table properties' 4096 tokens. Every token attends to all before it (T^2 / 2
+// work, like a square problem): up to square_limit, as the square cases (8192 tokens at default take
+// a q8 decoder about 5 s; 32768 would take 16 times that).
 void add_paged_session(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d,
                        const SizeOptions& options) {
   if (!caps.decode() || caps.page_tokens < 1) return;
@@ -284,7 +286,7 @@ std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& o
       if (t <= options.square_limit) add_session(out, caps, t, d, true, options);
       add_sampled_backward(out, caps, t, d, key_step, options);
       add_retained_session(out, caps, t, d, options);
-      add_paged_session(out, caps, t, d, options);
+      if (t <= options.square_limit) add_paged_session(out, caps, t, d, options);
     }
     // Chunked prefill at the longest length: two query tiles and one row past them, every key
     // before them visible (bottom-right causal), the last few keys padded away.

@@ -25,7 +25,7 @@ const SizedCase& paged_case(const std::vector<SizedCase>& cases, int t) {
 
 bool has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// A block-table decoder gets a paged session at every long length, whose steps include both sides
+// A block-table decoder gets a paged session at every long length to square_limit, whose steps include both sides
 // of each table size 2^k (pages of 16 tokens: 4095 and 4096 are the 256th entry's edge) and the last
 // tokens, decoded in calls of many sizes.
 TEST(PagedSessions, ReachEveryLongLengthWithTheTableEdgesSampled) {
@@ -44,6 +44,9 @@ TEST(PagedSessions, ReachEveryLongLengthWithTheTableEdgesSampled) {
     for (int row : {0, 15, 16, 127, 128, t / 2 - 1, t / 2, t - 2, t - 1})
       EXPECT_TRUE(has(c.rows, row)) << t << " " << row;
   }
+  // Like a square problem, a session's work grows as T^2: none past square_limit.
+  for (const SizedCase& c : long_cases(decoder->capabilities(), {.max_len = 16384, .head_dims = {32}}))
+    if (c.paged) EXPECT_LE(c.problem.shape.k_len, 8192) << c.name;
   // A kernel without block tables has none.
   for (const SizedCase& c : long_cases(make_decode_kernel(16)->capabilities(), kOptions))
     EXPECT_FALSE(c.paged) << c.name;

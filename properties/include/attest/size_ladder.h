@@ -50,7 +50,7 @@ struct SizedCase {
 std::vector<SizedCase> ladder_cases(const Capabilities& caps, const SizeOptions& options);
 // Cases above it (the `long` stage: a sample of rows): the forward's, the backward's (dQ on the
 // sampled rows, dK and dV on every key), for an evicting cache decode sessions to max_len, and for
-// a block-table cache paged decode sessions to max_len.
+// a block-table cache paged decode sessions to square_limit (their work grows as T^2).
 std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& options);
 
 // Rows worth checking in a long problem: the first and last, both sides of the first and last

@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 
 #include "attest/abi_adapter.h"
 #include "attest/process_kernel_server.hpp"
+#include "attest/wire_conversion.h"
 #include "certificate.h"
 #include "certify.h"
 #include "containment.h"
@@ -33,12 +35,27 @@ attest::CertifyOptions internal_options(const CertifyOptions& o, const std::stri
   return options;
 }
 
+// The caller's kernel as the certificate and its messages name it, contained or not.
+std::string description_of(const Kernel& kernel) { return "the in-process kernel " + kernel.name(); }
+
+// A declaration the C ABI refuses (a contract range with min > max, tiles below 0, |V| <= 0.5, ...) is
+// refused before any check, in process as contained: one line, the same either way. Contained, the
+// child's descriptor would be refused in the handshake; in process nothing read it through the ABI,
+// and certify judged the kernel against a declaration no plugin could make.
+void refuse_what_the_abi_refuses(const Kernel& kernel) {
+  try {
+    capabilities_from_descriptor(descriptor_from_capabilities(kernel.capabilities(), kernel.name()));
+  } catch (const std::invalid_argument& e) {
+    throw KernelLoadError(description_of(kernel) + ": " + e.what());
+  }
+}
+
 // An attest::Kernel of the caller's, served from a fork of this process like any kernel process: its
 // exit(0), crash or hang is a failed call with a message (and a fresh copy serves the next), never the
 // end or a hang of the caller's test binary.
 std::unique_ptr<ProcessKernel> contained(const Kernel& kernel, const CertifyOptions& o) {
   ProcessKernel::Options served;
-  served.description = "the in-process kernel " + kernel.name();
+  served.description = description_of(kernel);
   served.containment.timeout_seconds = o.timeout_seconds;
   served.containment.memory_limit_bytes = default_memory_limit();
   served.serve_in_child = [&kernel](int in, int out) {
@@ -94,6 +111,7 @@ static void check_timeout(const CertifyOptions& options) {
 Certificate certify(const Kernel& kernel, const CertifyOptions& options) {
   check_timeout(options);
   const std::string source = "library:" + kernel.name();
+  refuse_what_the_abi_refuses(kernel);
   if (options.in_process) return certificate_of(kernel, source, options);
   return certificate_of(*contained(kernel, options), source, options);
 }

@@ -150,7 +150,7 @@ CheckResult check_declared_paths(const Kernel& kernel, const CertifyOptions& opt
 std::string sized_not_covered(const Capabilities& caps);
 // The long stage's cases, cheapest first, by check: the forward's, the backward's, an evicting cache's.
 struct LongCases {
-  std::vector<SizedCase> forward, backward, retained;
+  std::vector<SizedCase> forward, backward, retained, paged;
 };
 LongCases split_long_cases(const Capabilities& caps, const SizeOptions& sizes);
 std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options);

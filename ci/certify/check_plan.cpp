@@ -54,6 +54,7 @@ std::vector<PlannedCheck> plan_checks(const Kernel& kernel, const CertifyOptions
   present(kLongBackwardCheck, !long_cases.backward.empty(), "no backward case: the kernel declares no backward");
   present(kLongEvictionCheck, !long_cases.retained.empty(),
           "no session past an eviction: the kernel's cache evicts nothing");
+  present(kLongPagedCheck, !long_cases.paged.empty(), "no paged session: the kernel declares no block-table cache");
 
   const std::string properties_off = options.property_cases > 0 ? "" : "--budget 0: no property stage";
   for (const PropertyInfo& property : property_catalogue()) {

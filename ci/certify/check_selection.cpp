@@ -14,7 +14,8 @@ std::vector<CheckName> every_check() {
   for (const CheckPlan& plan : deterministic_plans()) out.push_back({plan.stage, plan.check});
   out.push_back({"deterministic", kDeclaredPathsCheck});
   out.push_back({"ladder", kLadderCheck});
-  for (const char* name : {kLongCheck, kLongBackwardCheck, kLongEvictionCheck}) out.push_back({"long", name});
+  for (const char* name : {kLongCheck, kLongBackwardCheck, kLongEvictionCheck, kLongPagedCheck})
+    out.push_back({"long", name});
   for (const PropertyInfo& property : property_catalogue()) out.push_back({"property", property.name});
   for (const fuzz::TargetInfo& target : fuzz::target_table()) out.push_back({"fuzz", target.name});
   return out;

@@ -15,6 +15,7 @@ inline constexpr const char* kLadderCheck = "sizes";
 inline constexpr const char* kLongCheck = "sampled_rows";
 inline constexpr const char* kLongBackwardCheck = "backward_sampled_rows";
 inline constexpr const char* kLongEvictionCheck = "eviction_sampled_steps";
+inline constexpr const char* kLongPagedCheck = "paged_sampled_steps";
 
 struct CheckName {
   std::string stage;

@@ -27,8 +27,9 @@ namespace {
 std::string save_sized_case(const std::string& check, const SizedCase& c, const Kernel& kernel, const Verdict& v,
                             const CertifyOptions& options) {
   // A session through an evicting cache has no replayable property of its own (decode_matches_prefill
-  // would hold it to exact causal attention): its failure is reported, not saved.
-  if (c.retained_set) return {};
+  // would hold it to exact causal attention), nor one through block tables (replay decodes without
+  // them): its failure is reported, not saved.
+  if (c.retained_set || c.paged) return {};
   const std::string path =
       counterexample_path(options.out_dir + "/counterexamples", check + "_" + c.name, kernel.name(), c.problem);
   try {
@@ -223,7 +224,11 @@ LongCases split_long_cases(const Capabilities& caps, const SizeOptions& sizes) {
   cheapest_first(all);
   LongCases out;
   for (SizedCase& c : all)
-    (c.backward ? out.backward : c.retained_set ? out.retained : out.forward).push_back(std::move(c));
+    (c.backward       ? out.backward
+     : c.retained_set ? out.retained
+     : c.paged        ? out.paged
+                      : out.forward)
+        .push_back(std::move(c));
   return out;
 }
 
@@ -302,15 +307,18 @@ std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, 
     results.push_back(
         run_sized_check("ladder", kLadderCheck, ladder_cases(caps, options.sizes), kernel, oracle, options));
   // The long stage: the forward's cases, then (each its own check, on what is left of the stage's
-  // one time budget) the backward's and an evicting cache's sessions, when the kernel has them.
+  // one time budget) the backward's, an evicting cache's sessions and block-table sessions, when the
+  // kernel has them.
   const LongCases split = split_long_cases(caps, options.sizes);
   const bool forward_check = takes_check(options, kLongCheck);
   const bool backward_check = !split.backward.empty() && takes_check(options, kLongBackwardCheck);
   const bool retained_check = !split.retained.empty() && takes_check(options, kLongEvictionCheck);
-  if (!forward_check && !backward_check && !retained_check) return results;
+  const bool paged_check = !split.paged.empty() && takes_check(options, kLongPagedCheck);
+  if (!forward_check && !backward_check && !retained_check && !paged_check) return results;
   std::vector<SizedCase> all = split.forward;
   all.insert(all.end(), split.backward.begin(), split.backward.end());
   all.insert(all.end(), split.retained.begin(), split.retained.end());
+  all.insert(all.end(), split.paged.begin(), split.paged.end());
   LongStagePlan plan(kernel, options.sizes.time_budget,
                      shortest_reaching(all, required_length(caps, options.sizes, all)),
                      calibration_cases(caps, options.sizes, all));
@@ -319,6 +327,7 @@ std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, 
     results.push_back(run_long_check(kLongBackwardCheck, split.backward, kernel, oracle, options, plan));
   if (retained_check)
     results.push_back(run_long_check(kLongEvictionCheck, split.retained, kernel, oracle, options, plan));
+  if (paged_check) results.push_back(run_long_check(kLongPagedCheck, split.paged, kernel, oracle, options, plan));
   return results;
 }
 

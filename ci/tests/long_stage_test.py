@@ -9,6 +9,9 @@ Usage: long_stage_test.py ATTEST WORKDIR CASE
                  with a window), and kills a backward wrong only past Tk 2048, which the ladder misses
   eviction       an evicting cache gets long decode sessions judged on sampled steps (quick: 4096
                  tokens), and they kill a cache that drops its sinks only from position 5000
+  paged          a block-table decoder gets long paged decode sessions judged on sampled steps (quick:
+                 to 2048 tokens, its square limit), and at the default budget's 8192 they kill a
+                 decoder whose copy of a table holds 256 entries
 """
 import json
 import os
@@ -131,6 +134,14 @@ def case_eviction():
     killed_by("sinks_evicted_from_5000", "eviction_sampled_steps")
 
 
+def case_paged():
+    doc, out = certificate("--kernel", "decode_q8", "--budget", "quick", "--long-seconds", "0")
+    long_check(doc, "paged_sampled_steps", 2048)
+    # Keys past 4096 tokens read through the table's entry 255: past what the block-table properties
+    # decode (4096 tokens at most); only the long stage's paged sessions (8192 at default) reach it.
+    killed_by("kv_table_copy_of_256", "paged_sampled_steps")
+
+
 {"default_tiled": case_default_tiled, "paths": case_paths, "flags": case_flags, "backward": case_backward,
- "eviction": case_eviction}[CASE]()
+ "eviction": case_eviction, "paged": case_paged}[CASE]()
 print("ok")

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <random>
 #include <tuple>
+#include <vector>
 
 #include "attest/cases.h"
+#include "attest/contract.h"
 #include "attest/oracle.h"
 #include "declared_range.h"
 
@@ -132,10 +134,21 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
       if (std::isfinite(x)) x = round_to(std::clamp(x, -largest, largest), to);
     *from = to;
   }
-  // V within the contract's value range (masked keys too: a fitted problem is drawn again anyway).
-  if (c.max_abs_value > 0)
-    for (float& x : p.v)
-      if (std::isfinite(x)) x = round_to(std::clamp(x, -float(c.max_abs_value), float(c.max_abs_value)), p.storage.v);
+  // The V of keys some query sees within the contract's value range; a masked key's (poison, in a
+  // grid or fuzz problem) is the input domain's, which the contract leaves alone (Contract::violation).
+  if (c.max_abs_value > 0) {
+    const std::vector<std::vector<char>> seen = keys_seen(p);
+    const Shape& s = p.shape;
+    for (int b = 0; b < s.batch; ++b)
+      for (int g = 0; g < s.kv_heads; ++g)
+        for (int j = 0; j < s.k_len; ++j) {
+          if (!seen[b][j]) continue;
+          float* row = &p.v[((std::size_t(b) * s.kv_heads + g) * s.k_len + j) * s.value_dim];
+          for (int e = 0; e < s.value_dim; ++e)
+            if (std::isfinite(row[e]))
+              row[e] = round_to(std::clamp(row[e], -float(c.max_abs_value), float(c.max_abs_value)), p.storage.v);
+        }
+  }
   // And within the range of the format each input is rounded to on entry.
   for (auto [values, entry] : {std::pair{&p.q, precision.q_entry}, {&p.k, precision.k_entry}, {&p.v, precision.v_entry}}) {
     const float largest = static_cast<float>(info(entry).max_finite);

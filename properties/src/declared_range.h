@@ -3,6 +3,8 @@
 // the problems it builds inside that range, so an overflow there is never blamed on the kernel.
 #pragma once
 
+#include <vector>
+
 #include "attest/kernel.h"
 
 namespace attest {
@@ -14,11 +16,17 @@ struct DeclaredRange {
 DeclaredRange declared_range(const Capabilities& caps, int k_len);
 
 // Brings p inside the range: Q (then V) scaled down by powers of two, rounded to their storage. The
-// logit bound is the cheap max_i |q_i|_1 x max |k| over finite K, so call it before poisoning
-// masked keys.
+// logit bound is the cheap max_i |q_i|_1 x max |k| over the finite K of keys some query sees (of
+// every key when the kernel scores masked ones, inputs masked_scored), the value bound over the
+// V of seen keys: a masked key's poison never shrinks the visible values.
 void fit_to_declared_range(Problem& p, const Capabilities& caps);
 
-// Whether every pair's sum_c |q_c k_c| (times the scale) is inside the score format's range.
+// The keys whose logits the declared arithmetic must hold ([b][j]): those some query sees, or every
+// key for a kernel that scores masked keys (inputs masked_scored). Any other masked key's logit is
+// the input domain's (a NaN or +-1e30 poison goes past every range).
+std::vector<std::vector<char>> scored_keys(const Problem& p, const Capabilities& caps);
+
+// Whether every scored pair's sum_c |q_c k_c| (times the scale) is inside the score format's range.
 bool logits_within_declared_range(const Problem& p, const Capabilities& caps);
 
 }  // namespace attest

@@ -300,16 +300,18 @@ Problem lengthened_prefill(const Problem& prefill, int length, std::uint64_t see
 
 namespace {
 
-// Calls f(q_row, k_row) for every query row and every key row its head reads.
+// Calls f(q_row, k_row) for every query row and every key row its head reads (of the keys
+// `counted` marks, when given).
 template <typename F>
-void for_each_pair(const Problem& p, F f) {
+void for_each_pair(const Problem& p, F f, const KeySet* counted = nullptr) {
   const Shape& s = p.shape;
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h)
       for (int i = 0; i < s.q_len; ++i)
         for (int j = 0; j < s.k_len; ++j)
-          f(&p.q[((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim],
-            &p.k[((std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len + j) * s.head_dim]);
+          if (!counted || (*counted)[b][j])
+            f(&p.q[((std::size_t(b) * s.heads + h) * s.q_len + i) * s.head_dim],
+              &p.k[((std::size_t(b) * s.kv_heads + p.kv_head_of(h)) * s.k_len + j) * s.head_dim]);
 }
 
 // sum_k |q_k k_k|, or with RoPE the pairwise bound (|q0| + |q1|)(|k0| + |k1|) of the rotated products.
@@ -326,14 +328,17 @@ double abs_product_sum(const Problem& p, const float* q, const float* k) {
 
 }  // namespace
 
-double max_abs_product_sum(const Problem& p) {
+double max_abs_product_sum(const Problem& p, const KeySet* counted) {
   double best = 0;
   bool nan = false;
-  for_each_pair(p, [&](const float* q, const float* k) {
-    const double sum = abs_product_sum(p, q, k);
-    nan = nan || std::isnan(sum);
-    best = std::max(best, sum);
-  });
+  for_each_pair(
+      p,
+      [&](const float* q, const float* k) {
+        const double sum = abs_product_sum(p, q, k);
+        nan = nan || std::isnan(sum);
+        best = std::max(best, sum);
+      },
+      counted);
   return nan ? NAN : best;
 }
 

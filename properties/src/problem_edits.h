@@ -82,7 +82,9 @@ Problem single_slice(const Problem& p, int b, int h);
 // there); with RoPE the rotated products' bound, since rotation can raise a dot product up to it.
 double max_abs_dot(const Problem& p);
 // Largest sum_k |q_k k_k| over those pairs (with RoPE the pairwise bound); NaN if any is NaN.
-double max_abs_product_sum(const Problem& p);
+// `counted` ([b][j]), when given: only the pairs of those keys.
+using KeySet = std::vector<std::vector<char>>;
+double max_abs_product_sum(const Problem& p, const KeySet* counted = nullptr);
 // p with its largest logit magnitude brought to |target| (sign included), given dot = max_abs_dot(p)
 // > 0: through the scale (up to 1e30; not at all when the contract takes the default scale only),
 // then through Q, rounded to Q's storage format and saturating at its largest value.
@@ -112,7 +114,6 @@ Outputs run_decode(const Kernel& kernel, const Problem& prefill, const std::vect
                    const AfterStep& after_step = {});
 
 // Masked-key poisoning (docs/design.md#property-catalogue): the chosen keys of each batch, keys[b][j].
-using KeySet = std::vector<std::vector<char>>;
 enum class Poisoned { kKeys, kValues };
 // Keys that no query row of their batch may see (`visible`: the mask, [B][Tq][Tk]).
 KeySet unseen_keys(const Problem& p, const std::vector<std::uint8_t>& visible);

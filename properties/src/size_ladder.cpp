@@ -8,6 +8,8 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include "attest/builtin_kernels.h"
@@ -18,6 +20,7 @@
 #include "attest/precision_gate.h"
 #include "attest/session_forward.h"
 #include "gradient_checks.h"
+#include "page_pool.h"
 #include "problem_edits.h"
 #include "retained_session.h"
 #include "sampled_gradient.h"
@@ -48,7 +51,8 @@ void add_decode_modifiers(Problem& p) {
 
 // The case as the kernel declares it can take it; dropped (with nothing) when it cannot.
 void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string name, const Problem& p, bool sample,
-              const SizeOptions& options, std::vector<int> chunks = {}, bool backward = false, bool retained = false) {
+              const SizeOptions& options, std::vector<int> chunks = {}, bool backward = false, bool retained = false,
+              bool paged = false) {
   if (chunks.empty() && !caps.forward()) return;  // a decode-only kernel is held to its sessions
   // Sessions are exact causal attention only up to a declared cache's first eviction (past it,
   // eviction_matches_retained_set and the long stage's retained-set sessions hold them to what is kept).
@@ -62,10 +66,10 @@ void add_case(std::vector<SizedCase>& out, const Capabilities& caps, std::string
                std::tie(b.batch, b.heads, b.kv_heads, b.q_len, b.k_len, b.head_dim, b.value_dim) &&
            o.problem.mask.causal == fitted->mask.causal && o.problem.mask.window == fitted->mask.window &&
            o.problem.mask.kv_valid == fitted->mask.kv_valid && o.decode_chunks == chunks && o.backward == backward &&
-           o.retained_set == retained;
+           o.retained_set == retained && o.paged == paged;
   };
   if (std::any_of(out.begin(), out.end(), same)) return;
-  SizedCase c{std::move(name), *fitted, {}, std::move(chunks), backward, retained};
+  SizedCase c{std::move(name), *fitted, {}, std::move(chunks), backward, retained, paged};
   if (sample) c.rows = sample_rows(c.problem, caps, options.sampled_rows, std::hash<std::string>{}(c.name));
   out.push_back(std::move(c));
 }
@@ -100,10 +104,19 @@ void add_backward(std::vector<SizedCase>& out, const Capabilities& caps, int t, 
   add_case(out, caps, rect, r, false, options, {}, true);
 }
 
-// The long stage's backward at length t: Tq = Tk = t causal (past square_limit with a window of
-// 512 keys, as the forward's), judged on sampled rows (sampled_gradient.h: dQ of those rows, dK and
-// dV of every key).
-void add_sampled_backward(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d,
+// The backward case on sampled rows, unless the declaration fits RoPE or ALiBi in: the sampled rows
+// would lose their positions.
+void add_sampled_backward_case(std::vector<SizedCase>& out, const Capabilities& caps, const std::string& name,
+                               const Problem& p, const SizeOptions& options) {
+  add_case(out, caps, name, p, true, options, {}, true);
+  if (!out.empty() && out.back().name == name && !samples_backward(out.back().problem)) out.pop_back();
+}
+
+// The long stage's backward at length t, judged on sampled rows (sampled_gradient.h: dQ of those
+// rows, dK and dV of every key): Tq = Tk = t causal (past square_limit with a window of 512 keys, as
+// the forward's), and up to square_limit the ladder's rectangular problem (Tq = t against a whole key
+// tile and one key more, no causality) with the second batch entry's keys padded to t.
+void add_sampled_backward(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d, int key_step,
                           const SizeOptions& options) {
   if (!caps.backward()) return;
   const bool windowed = t > options.square_limit;
@@ -112,9 +125,12 @@ void add_sampled_backward(std::vector<SizedCase>& out, const Capabilities& caps,
   Problem p = shaped({1, 1, 1, t, t, d, d}, name);
   p.mask.causal = true;
   if (windowed) p.mask.window = 512;
-  add_case(out, caps, name, p, true, options, {}, true);
-  // A declaration that fits RoPE or ALiBi in: the sampled rows would lose their positions.
-  if (!out.empty() && out.back().name == name && !samples_backward(out.back().problem)) out.pop_back();
+  add_sampled_backward_case(out, caps, name, p, options);
+  if (windowed) return;
+  const std::string rect = fmt::format("backward_rect_t{}_d{}", t, d);
+  Problem r = shaped({2, 1, 1, t, t + key_step + 1, d, d}, rect);
+  r.mask.kv_valid = {t + key_step + 1, t};
+  add_sampled_backward_case(out, caps, rect, r, options);
 }
 
 // A decode session through an evicting cache to t tokens, in steps of 1 to 40 tokens: judged on
@@ -141,6 +157,44 @@ void add_retained_session(std::vector<SizedCase>& out, const Capabilities& caps,
   for (long long turn = caps.cache.exact_up_to(), i = turn - 1; i <= turn + 1; ++i)
     if (i >= 0 && i < n) rows.push_back(static_cast<int>(i));
   for (int i = std::max(0, n - 4); i < n; ++i) rows.push_back(i);
+  std::sort(rows.begin(), rows.end());
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+}
+
+// A decode session of t tokens through the kernel's block tables, in about 64 calls of drawn sizes
+// (each call moves the whole pool), the last few one token each: judged on sampled steps (tile and
+// page edges, the rows where the table passes 2^k entries, the last ones, random ones) against exact
+// causal attention. Where a kernel's copy of a table, its page arithmetic or its positions break
+// past the block-table properties' 4096 tokens. Every token attends to all before it (T^2 / 2
+// work, like a square problem): up to square_limit, as the square cases (8192 tokens at default take
+// a q8 decoder about 5 s; 32768 would take 16 times that).
+void add_paged_session(std::vector<SizedCase>& out, const Capabilities& caps, int t, int d,
+                       const SizeOptions& options) {
+  if (!caps.decode() || caps.page_tokens < 1) return;
+  const std::string name = fmt::format("paged_session_t{}_d{}", t, d);
+  Problem p = shaped({1, 2, 1, t, t, d, d}, name);
+  p.mask.causal = true;
+  // Softmax sinks, no ALiBi: its distance penalty would leave the first pages no weight at these lengths.
+  for (int h = 0; h < p.shape.heads; ++h) p.modifiers.sinks.push_back(h % 2 ? 1.0f : -2.0f);
+  const std::optional<Problem> fitted = fit_to_declaration(p, caps);
+  if (!fitted || !exact_session(caps, fitted->shape.k_len)) return;
+  const int n = fitted->shape.k_len, singles = std::min(4, n - 1);
+  std::mt19937_64 rng(std::hash<std::string>{}(name));
+  std::vector<int> chunks;
+  for (int left = n - singles; left > 0;)
+    chunks.push_back(std::min(left, 1 + int(rng() % std::max(1, n / 32)))), left -= chunks.back();
+  chunks.insert(chunks.end(), singles, 1);
+  add_case(out, caps, name, p, true, options, chunks, false, false, true);
+  if (out.empty() || out.back().name != name) return;
+  std::vector<int>& rows = out.back().rows;
+  if (rows.empty()) return;
+  const long long page = caps.page_tokens;
+  auto add = [&](long long i) {
+    if (i >= 0 && i < n) rows.push_back(static_cast<int>(i));
+  };
+  for (long long entries = 1; entries * page < n; entries *= 2) add(entries * page - 1), add(entries * page);
+  for (long long e = (n - 1) / page, k = 0; k < 3 && e > 0; ++k, --e) add(e * page - 1), add(e * page);
+  for (int i = n - singles; i < n; ++i) add(i);
   std::sort(rows.begin(), rows.end());
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
 }
@@ -221,6 +275,7 @@ std::vector<SizedCase> ladder_cases(const Capabilities& caps, const SizeOptions&
 std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& options) {
   std::vector<SizedCase> out;
   const std::vector<int> lengths = ladder_lengths(caps, options);
+  const int key_step = caps.contract.key_tile > 0 ? caps.contract.key_tile : 16;
   const int query_tile = caps.contract.query_tile > 0 ? caps.contract.query_tile : 64;
   for (int d : widths(options)) {
     for (int t : lengths) {
@@ -229,8 +284,9 @@ std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& o
       add_decode_shape(out, caps, t, d, options);
       add_decode_shape(out, caps, t, d, options, 1);
       if (t <= options.square_limit) add_session(out, caps, t, d, true, options);
-      add_sampled_backward(out, caps, t, d, options);
+      add_sampled_backward(out, caps, t, d, key_step, options);
       add_retained_session(out, caps, t, d, options);
+      if (t <= options.square_limit) add_paged_session(out, caps, t, d, options);
     }
     // Chunked prefill at the longest length: two query tiles and one row past them, every key
     // before them visible (bottom-right causal), the last few keys padded away.
@@ -245,7 +301,25 @@ std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& o
   return out;
 }
 
+namespace {
+
+// The case's paged session; `broken`: the contract breach the pool saw, or empty.
+Outputs run_paged_case(const SizedCase& c, const Kernel& kernel, std::string& broken) {
+  std::vector<PagedCall> calls;
+  for (int n : c.decode_chunks) calls.push_back({.counts = std::vector<int>(c.problem.shape.batch, n)});
+  // Pages handed out in an order drawn from the case's name: a sequence's pages are not consecutive.
+  return run_paged(kernel, c.problem, calls, kernel.capabilities().lse(), std::hash<std::string>{}(c.name) | 1, broken);
+}
+
+}  // namespace
+
 Outputs run_sized_case(const SizedCase& c, const Kernel& kernel) {
+  if (c.paged) {
+    std::string broken;
+    Outputs out = run_paged_case(c, kernel, broken);
+    if (!broken.empty()) throw std::runtime_error(broken);
+    return out;
+  }
   if (c.backward) {  // the backward alone, on sampled rows (what the long stage times)
     std::vector<int> rows = c.rows.empty() ? sample_rows(c.problem, kernel.capabilities(), 64, 0) : c.rows;
     if (rows.empty())
@@ -319,7 +393,11 @@ Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Ora
     if (!v.passed) v.detail = "backward: " + v.detail;
     return v;
   }
-  const Outputs out = run_sized_case(c, kernel);
+  std::string broken;
+  const Outputs out = c.paged ? run_paged_case(c, kernel, broken) : run_sized_case(c, kernel);
+  if (!broken.empty())
+    return Verdict::fail("matches_reference",
+                         fmt::format("paged decode in {} calls: {}", c.decode_chunks.size(), broken), INFINITY);
   if (kernel_seconds) *kernel_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::optional<Reference> own;
   if (!oracle || !c.rows.empty()) own = compute_reference_fast(p, {.query_rows = c.rows, .jobs = jobs});
@@ -327,7 +405,8 @@ Verdict check_sized_case(const SizedCase& c, const Kernel& kernel, int jobs, Ora
   Comparison result = compare_with_reference(p, ref, out, caps);
   if (result.verdict.bound_vacuous) result.verdict = gate_two_on_rows(c, ref, out, caps);
   if (!result.verdict.passed && !c.decode_chunks.empty())
-    result.verdict.detail = fmt::format("decode in {} steps: {}", c.decode_chunks.size(), result.verdict.detail);
+    result.verdict.detail = fmt::format("{} in {} {}: {}", c.paged ? "paged decode" : "decode", c.decode_chunks.size(),
+                                        c.paged ? "calls" : "steps", result.verdict.detail);
   return result.verdict;
 }
 

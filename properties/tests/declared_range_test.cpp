@@ -9,13 +9,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "../src/problem_edits.h"
 #include "attest/builtin_kernels.h"
+#include "attest/cases.h"
+#include "attest/contract.h"
 #include "attest/declaration_fit.h"
 #include "attest/generators.h"
 #include "attest/oracle.h"
 #include "attest/properties.h"
 #include "attest/property_driver.h"
+#include "attest/reference.h"
 
 namespace attest {
 namespace {
@@ -32,10 +39,18 @@ Capabilities f16_arithmetic() {
   return caps;
 }
 
+// The V of every key some query sees (a masked key's is the input domain's).
 bool values_within(const Problem& p, const Capabilities& caps) {
   const double limit = declared_range(caps, p.shape.k_len).value;
-  for (float v : p.v)
-    if (std::isfinite(v) && std::fabs(v) > limit) return false;
+  const Shape& s = p.shape;
+  const std::vector<std::vector<char>> seen = keys_seen(p);
+  for (int b = 0; b < s.batch; ++b)
+    for (int g = 0; g < s.kv_heads; ++g)
+      for (int j = 0; j < s.k_len; ++j)
+        for (int c = 0; seen[b][j] && c < s.value_dim; ++c) {
+          const float v = p.v[((std::size_t(b) * s.kv_heads + g) * s.k_len + j) * s.value_dim + c];
+          if (std::isfinite(v) && std::fabs(v) > limit) return false;
+        }
   return true;
 }
 
@@ -91,6 +106,45 @@ TEST(DeclaredRange, ScaledLogitsStayInside) {
   }
   EXPECT_GT(kernel.calls, 300);
   EXPECT_EQ(kernel.outside, 0) << "of " << kernel.calls << " calls";
+}
+
+// The largest |x| of the K or V rows of batch 0's keys [from, to) (one kv head).
+double largest(const std::vector<float>& rows, int width, int from, int to) {
+  double m = 0;
+  for (std::size_t e = std::size_t(from) * width; e < std::size_t(to) * width; ++e)
+    m = std::max(m, double(std::fabs(rows[e])));
+  return m;
+}
+
+// A problem whose padded keys hold finite poison (inputs finite: +-1e30, or masked_scored: the
+// largest |k| whose scores fit) is fitted by what its visible keys need: the poison neither halves
+// the visible Q and V to nothing (as it did, counted as a value the arithmetic must hold) nor is
+// clipped to the contract's |V| (which covers visible keys only).
+TEST(DeclaredRange, MaskedPoisonNeitherShrinksTheVisibleValuesNorIsClipped) {
+  for (const InputDomain inputs : {InputDomain::kFinite, InputDomain::kMaskedScored}) {
+    Capabilities caps = f16_arithmetic();
+    caps.inputs = inputs;
+    caps.contract.max_abs_value = 8;
+    Problem p;
+    p.shape = {1, 1, 1, 4, 12, 16, 16};
+    p.resize_buffers();
+    fill_random(p, 7);
+    p.mask.kv_valid = {8};  // keys 8..11 padded: no query sees them
+    for (const Poisoned which : {Poisoned::kKeys, Poisoned::kValues}) {
+      Problem poisoned = p;
+      ASSERT_EQ(poison(poisoned, unseen_keys(poisoned, reference_mask(poisoned)), which, caps), 4);
+      const std::optional<Problem> fitted = fit_to_declaration(poisoned, caps);
+      ASSERT_TRUE(fitted) << to_string(inputs);
+      const std::string what = std::string(to_string(inputs)) + (which == Poisoned::kKeys ? " keys" : " values");
+      // The visible inputs as drawn (unit variance: inside an f16 arithmetic's range already; a
+      // masked_scored kernel's poison is scored, made to fit the range: Q may lose its rounding's worth).
+      EXPECT_GE(largest(fitted->q, 16, 0, 4), largest(p.q, 16, 0, 4) / 2) << what;
+      EXPECT_EQ(largest(fitted->v, 16, 0, 8), largest(p.v, 16, 0, 8)) << what;
+      const std::vector<float>& rows = which == Poisoned::kKeys ? fitted->k : fitted->v;
+      EXPECT_GT(largest(rows, 16, 8, 12), 100.0) << what << ": the poison was clipped";
+      if (inputs == InputDomain::kMaskedScored) EXPECT_TRUE(logits_within_declared_range(*fitted, caps)) << what;
+    }
+  }
 }
 
 }  // namespace

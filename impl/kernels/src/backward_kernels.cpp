@@ -212,6 +212,13 @@ void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSp
   if ((f.backward_dq_wrong_when_threaded && in.threads != 0) || (f.backward_dq_wrong_past_512 && s.k_len > 512) ||
       (f.backward_dq_wrong_past_2048 && s.k_len > 2048))
     for (float& x : out.dq) x *= 1.01f;
+  if (f.backward_dk_wrong_rect_past_2048 && s.q_len != s.k_len && s.k_len > 2048)
+    for (float& x : out.dk) x *= 1.01f;
+  if (f.backward_dv_wrong_padded_past_2048 && s.k_len > 2048)
+    for (int b = 0; b < s.batch && b < static_cast<int>(p.mask.kv_valid.size()); ++b)
+      if (p.mask.kv_valid[b] < s.k_len)
+        for (int g = 0; g < s.kv_heads; ++g)
+          for (std::size_t e = 0; e < std::size_t(s.k_len) * dv; ++e) out.dv[at.v(b, g, 0) + e] *= 1.01f;
   grad::rotate_back_dq(p, out.dq);
   if (mod.has_sinks())
     for (int b = 0; b < s.batch; ++b)

@@ -43,19 +43,15 @@ void Contract::fit_alibi_slopes(Problem& p) const {
     p.modifiers.alibi_slopes = standard_alibi_slopes(p.shape.heads, alibi_max_bias);
 }
 
-namespace {
-
-// "V = 40 of a visible key beyond |V| <= 16", or empty: keys no query of the batch entry sees in any
-// head (masked, padded, hidden by a -inf bias) may hold anything (the input domain says what).
-std::string value_beyond(const Problem& p, double limit) {
+std::vector<std::vector<char>> keys_seen(const Problem& p) {
   const Shape& s = p.shape;
   const kernels::MaskView mask(p);
   const kernels::ModifierView modifiers(p);
   const bool per_key = mask.elementwise() || !p.modifiers.bias.empty();
-  std::vector<char> seen(s.k_len);
+  std::vector<std::vector<char>> out(s.batch, std::vector<char>(s.k_len, 0));
   std::vector<int> starts(s.k_len + 1);  // without per-key terms: the union of the rows' ranges
   for (int b = 0; b < s.batch; ++b) {
-    std::fill(seen.begin(), seen.end(), 0);
+    std::vector<char>& seen = out[b];
     std::fill(starts.begin(), starts.end(), 0);
     for (int i = 0; i < s.q_len; ++i) {
       const kernels::KeyRange range = mask.range(b, i);
@@ -70,9 +66,21 @@ std::string value_beyond(const Problem& p, double limit) {
     }
     if (!per_key)
       for (int j = 0, open = 0; j < s.k_len; ++j) seen[j] = (open += starts[j]) > 0;
+  }
+  return out;
+}
+
+namespace {
+
+// "V = 40 of a visible key beyond |V| <= 16", or empty: keys no query of the batch entry sees in any
+// head (masked, padded, hidden by a -inf bias) may hold anything (the input domain says what).
+std::string value_beyond(const Problem& p, double limit) {
+  const Shape& s = p.shape;
+  const std::vector<std::vector<char>> seen = keys_seen(p);
+  for (int b = 0; b < s.batch; ++b) {
     for (int g = 0; g < s.kv_heads; ++g)
       for (int j = 0; j < s.k_len; ++j) {
-        if (!seen[j]) continue;
+        if (!seen[b][j]) continue;
         const float* v = &p.v[((std::size_t(b) * s.kv_heads + g) * s.k_len + j) * s.value_dim];
         for (int c = 0; c < s.value_dim; ++c)
           if (!(std::fabs(v[c]) <= limit))

@@ -202,13 +202,15 @@ void QuantizedDecodeKernel::decode_paged(const DecodeConfig& c, const PagedStep&
     const long long length = step.lengths[b] + static_cast<long long>(n);
     const std::int32_t* table = step.tables.data() + b * width;
     const std::size_t pages = step.pool.size() / format.bytes();
+    // Mutants: a copy of the table holding 8 or 256 entries.
+    const std::size_t copied = faults_.paged_table_of_eight ? std::min<std::size_t>(used, 8)
+                               : faults_.paged_table_of_256 ? std::min<std::size_t>(used, 256)
+                                                            : used;
     auto page_of = [&](long long j) {
-      // Mutants: the sequence's pages taken as consecutive from its first (kept inside the pool); a
-      // copy of the table holding 8 entries.
+      // Mutant: the sequence's pages taken as consecutive from its first (kept inside the pool).
       const std::size_t page = faults_.paged_pages_contiguous
                                    ? std::min<std::size_t>(table[0] + j / kPageTokens, pages - 1)
-                                   : physical_page(table, faults_.paged_table_of_eight ? std::min<std::size_t>(used, 8) : used,
-                                                   j / kPageTokens, faults_);
+                                   : physical_page(table, copied, j / kPageTokens, faults_);
       return pool + page * format.bytes();
     };
     // Mutant: the new tokens placed at sequence 0's length, as in a batch of equal lengths.

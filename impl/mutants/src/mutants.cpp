@@ -177,6 +177,13 @@ MutantEntry quantized(Scalar format, std::string name, std::string bug, std::str
           [=] { return make_faulty_quantized_decode_kernel(format, faults, "mutant:" + name); }};
 }
 
+// The same with a fault only past the block-table properties' 4096 tokens: the long stage's paged
+// sessions (at least 8192 tokens) are expected to kill it.
+MutantEntry quantized_long(Scalar format, std::string name, std::string bug, KernelFaults faults) {
+  return {name, std::move(bug), "paged_sampled_steps",
+          [=] { return make_faulty_quantized_decode_kernel(format, faults, "mutant:" + name); }, 8192};
+}
+
 // The sinks + recent decoder (4 sinks, 32 recent, decode-only) with one fault; `property`: the
 // check expected to kill it (a bug far past the cache's capacity: the long stage's sessions).
 MutantEntry evicting(std::string name, std::string bug, KernelFaults faults,
@@ -290,6 +297,12 @@ const std::vector<MutantEntry>& mutant_registry() {
                     "backward with 128 x 128 tiles: dQ 1% off when Tk > 2048 (past "
                     "the size ladder's backward)",
                     "backward_sampled_rows", {.backward_dq_wrong_past_2048 = true}, 4096),
+      tiled_128x128("backward_dk_wrong_rect_past_2048", "backward with 128 x 128 tiles: dK 1% off when Tq != Tk and "
+                    "Tk > 2048 (a cross-attention path past the size ladder)", "backward_sampled_rows",
+                    {.backward_dk_wrong_rect_past_2048 = true}, 4096),
+      tiled_128x128("backward_dv_wrong_padded_past_2048", "backward with 128 x 128 tiles: dV 1% off in a batch entry "
+                    "with padded keys when Tk > 2048", "backward_sampled_rows",
+                    {.backward_dv_wrong_padded_past_2048 = true}, 4096),
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",
@@ -408,6 +421,9 @@ const std::vector<MutantEntry>& mutant_registry() {
                 "q8 cache behind block tables: the kernel's copy of a table "
                 "holds 8 entries, so keys past 128 tokens are read through entry 7",
                 "ragged_batch_equals_single", {.paged_table_of_eight = true}),
+      quantized_long(Scalar::kQ8, "kv_table_copy_of_256", "q8 cache behind block tables: the kernel's copy of a table "
+                     "holds 256 entries, so keys past 4096 tokens are read through entry 255 (long sessions only)",
+                     {.paged_table_of_256 = true}),
       evicting("eviction_fencepost", "sinks + recent cache: one key more than the recent 32 kept (p - j <= 32)",
                {.eviction_fencepost = true}),
       evicting("ring_wrap_current_lap",

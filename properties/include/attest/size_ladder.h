@@ -40,13 +40,17 @@ struct SizedCase {
   // A decode session past its cache's first eviction, judged on `rows` against exact attention
   // over the positions the cache declares it keeps.
   bool retained_set = false;
+  // A decode session through the kernel's block tables (Kernel::decode_paged), in
+  // `decode_chunks` calls, judged on `rows` against exact causal attention.
+  bool paged = false;
 };
 
 // Cases at ladder lengths up to full_rows_limit (the `ladder` stage: every row checked); for a
 // kernel declaring a backward, its backward at those lengths too (every gradient element).
 std::vector<SizedCase> ladder_cases(const Capabilities& caps, const SizeOptions& options);
 // Cases above it (the `long` stage: a sample of rows): the forward's, the backward's (dQ on the
-// sampled rows, dK and dV on every key) and, for an evicting cache, decode sessions to max_len.
+// sampled rows, dK and dV on every key), for an evicting cache decode sessions to max_len, and for
+// a block-table cache paged decode sessions to square_limit (their work grows as T^2).
 std::vector<SizedCase> long_cases(const Capabilities& caps, const SizeOptions& options);
 
 // Rows worth checking in a long problem: the first and last, both sides of the first and last

@@ -17,6 +17,11 @@ enum class AlibiSlopes { kArbitrary, kStandard };
 // slope h = m0^(h+1) for h < n, else m1^(2(h-n)+1), with m0 = 2^(-max_bias/n), m1 = 2^(-max_bias/(2n)).
 std::vector<float> standard_alibi_slopes(int heads, double max_bias = 8.0);
 
+// [b][j]: whether some query of batch entry b sees key j in some head (its mask and modifiers: a
+// -inf bias or a softcap mask hides a key). Keys nobody sees may hold anything the input domain
+// allows; in O(B x (Tq + Tk)) unless the mask is elementwise or there is a bias.
+std::vector<std::vector<char>> keys_seen(const Problem& p);
+
 // Inclusive; {0, 0} is no limit.
 struct Range {
   long long min = 0, max = 0;

@@ -57,6 +57,8 @@ struct KernelFaults {
                                                    // length (one cache position for the batch), its keys cut there
   bool paged_table_of_eight = false;     // block tables: the kernel's copy of a table holds 8 entries (reads past
                                          // 128 tokens go through entry 7)
+  bool paged_table_of_256 = false;       // block tables: the kernel's copy of a table holds 256 entries (reads
+                                         // past 4096 tokens go through entry 255: long sessions only)
   bool eviction_fencepost = false;       // sinks + recent: one key more than `recent` kept (p - j <= recent)
   bool ring_wrap_current_lap = false;    // sinks + recent: only the ring's current lap read; the previous lap's
                                          // tail, still recent, taken as evicted
@@ -112,6 +114,8 @@ struct KernelFaults {
   bool backward_dq_wrong_when_threaded = false;      // dQ 1% off whenever a thread count is given (threads != 0)
   bool backward_dq_wrong_past_512 = false;           // dQ 1% off when Tk > 512 (past four 128-key tiles)
   bool backward_dq_wrong_past_2048 = false;          // dQ 1% off when Tk > 2048 (past the size ladder's backward)
+  bool backward_dk_wrong_rect_past_2048 = false;     // dK 1% off when Tq != Tk and Tk > 2048 (a cross-attention path)
+  bool backward_dv_wrong_padded_past_2048 = false;   // dV 1% off in a batch entry with padded keys when Tk > 2048
   bool backward_lse_wrong_row = false;    // P recomputed with the LSE of the next row of the query tile
   bool backward_dv_unnormalised = false;  // dV from exp(s - rowmax) instead of exp(s - LSE): unnormalised P
   bool backward_sink_gradient_sign = false;  // dsinks = +sum p_sink D instead of -sum p_sink D
@@ -130,8 +134,9 @@ inline bool backward_fault(const KernelFaults& f) {
   return f.backward_drops_d || f.backward_d_from_bf16_o || f.backward_dk_unscaled || f.backward_gqa_last_head_wins ||
          f.backward_masked_ds_kept || f.backward_softcap_no_derivative || f.backward_dq_nondeterministic ||
          f.backward_dq_split_by_threads || f.backward_dq_split_from_four_threads || f.backward_dq_wrong_when_threaded ||
-         f.backward_dq_wrong_past_512 || f.backward_dq_wrong_past_2048 || f.backward_lse_wrong_row ||
-         f.backward_dv_unnormalised || f.backward_sink_gradient_sign || f.backward_skipped_rows_unwritten;
+         f.backward_dq_wrong_past_512 || f.backward_dq_wrong_past_2048 || f.backward_dk_wrong_rect_past_2048 ||
+         f.backward_dv_wrong_padded_past_2048 || f.backward_lse_wrong_row || f.backward_dv_unnormalised ||
+         f.backward_sink_gradient_sign || f.backward_skipped_rows_unwritten;
 }
 
 // Whether any merge switch is on.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "attest/harness.h"
 
 namespace attest {
@@ -42,12 +44,17 @@ std::string case_family(const std::string& name) {
 }
 
 LongStagePlan::LongStagePlan(const Kernel& kernel, double budget_seconds, int required_len,
-                             const std::vector<SizedCase>& calibration)
+                             const std::vector<SizedCase>& cases, const std::vector<SizedCase>& calibration)
     : budget_(budget_seconds),
       required_len_(required_len),
       capacity_(kernel.capabilities().cache.evicts() ? kernel.capabilities().cache.exact_up_to() : 0),
       start_(Clock::now()) {
   if (budget_ <= 0) return;  // no budget: nothing to plan
+  for (const SizedCase& c : cases)
+    if (c.problem.shape.k_len <= required_len_) {
+      required_work_ = std::max(required_work_, case_work(c, capacity_));
+      required_size_ = std::max(required_size_, case_size(c));
+    }
   for (const SizedCase& c : calibration) {
     try {
       const auto start = Clock::now();
@@ -65,6 +72,11 @@ LongStagePlan::LongStagePlan(const Kernel& kernel, double budget_seconds, int re
 
 double LongStagePlan::seconds_left() const {
   return budget_ - std::chrono::duration<double>(Clock::now() - start_).count();
+}
+
+bool LongStagePlan::required(const SizedCase& c) const {
+  return c.problem.shape.k_len <= required_len_ ||
+         (case_work(c, capacity_) <= required_work_ && case_size(c) <= required_size_);
 }
 
 std::optional<Clock::time_point> LongStagePlan::cutoff(const SizedCase& c) const {

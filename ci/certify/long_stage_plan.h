@@ -16,10 +16,12 @@ namespace attest {
 class LongStagePlan {
  public:
   // `budget_seconds` 0: no time budget. Cases of up to `required_len` keys are outside the budget:
-  // a slow machine never keeps the stage from the length its budget level counts on. `calibration`
-  // are cases of every family the long stage has, at ladder sizes: timed once each (the kernel
-  // alone) so the first long case has a prediction.
-  LongStagePlan(const Kernel& kernel, double budget_seconds, int required_len,
+  // a slow machine never keeps the stage from the length its budget level counts on. So is every
+  // case of `cases` no costlier than the costliest of those (a 1 x 32768 call beside a 512 x 512
+  // one): the budget could afford it whenever it affords them, and a kernel that hangs on such a
+  // call is found however busy the machine. `calibration` are cases of every family the long stage
+  // has, at ladder sizes: timed once each (the kernel alone) so the first long case has a prediction.
+  LongStagePlan(const Kernel& kernel, double budget_seconds, int required_len, const std::vector<SizedCase>& cases,
                 const std::vector<SizedCase>& calibration);
 
   // Why the case cannot be afforded now ("predicted 41 s, 6.2 s of the budget left"), or empty.
@@ -36,11 +38,12 @@ class LongStagePlan {
   std::optional<double> predict_overhead(const SizedCase& c) const;
   double seconds_left() const;
 
-  bool required(const SizedCase& c) const { return c.problem.shape.k_len <= required_len_; }
+  bool required(const SizedCase& c) const;
   CostModel& model(const std::string& family);  // the family's kernel timings, measurable calls only
 
   double budget_;
   int required_len_;
+  double required_work_ = 0, required_size_ = 0;  // of the costliest case of up to required_len_ keys
   long long capacity_;  // positions an evicting cache keeps (0: every one)
   std::chrono::steady_clock::time_point start_;
   std::map<std::string, CostModel> kernel_by_family_;  // "square", "window", "decode_shape", ...

@@ -320,7 +320,7 @@ std::vector<CheckResult> run_sized_stages(const Kernel& kernel, Oracle& oracle, 
   all.insert(all.end(), split.retained.begin(), split.retained.end());
   all.insert(all.end(), split.paged.begin(), split.paged.end());
   LongStagePlan plan(kernel, options.sizes.time_budget,
-                     shortest_reaching(all, required_length(caps, options.sizes, all)),
+                     shortest_reaching(all, required_length(caps, options.sizes, all)), all,
                      calibration_cases(caps, options.sizes, all));
   if (forward_check) results.push_back(run_long_check(kLongCheck, split.forward, kernel, oracle, options, plan));
   if (backward_check)

@@ -171,6 +171,17 @@ def test_a_hang_on_a_tiny_call_is_a_hang_not_slowness(tmp_path):
 
 
 @needs_attest
+def test_a_hang_on_a_tiny_call_is_found_with_the_budget_spent(tmp_path):
+    # The long stage's budget spent at once (as on a machine too busy for any of it): the 1 x 1024
+    # call costs less than the 512 x 512 case the stage must run anyway, so the budget never drops
+    # it, and the hang is a hang. It was CERTIFIED with "long: to T = 512 (time budget)".
+    result = certify(spins_past_600, out_dir=tmp_path, extra_args=["--timeout", "20", "--long-seconds", "0.01"],
+                     timeout=400)
+    assert not result.certified, result.verdict
+    assert "did not answer within" in result.report, result.report
+
+
+@needs_attest
 def test_an_off_by_one_fails_with_the_checks_and_their_replay_commands(tmp_path):
     with pytest.raises(AssertionError) as error:
         assert_certified(causal_off_by_one, out_dir=tmp_path)

@@ -31,7 +31,7 @@ LAYERS = {
     "reference/tests": ["reference"],
     "properties/tests": ["properties", "impl/mutants"],
     "fuzz/tests": ["fuzz"],
-    "ci/tests": ["ci/api", "ci/selfcheck"],
+    "ci/tests": ["ci/api", "ci/selfcheck", "ci/cli"],
     # Example kernels see only what a user of the installed package sees.
     "ci/examples": ["ci/api", "impl/abi"],
 }

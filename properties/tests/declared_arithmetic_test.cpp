@@ -135,6 +135,34 @@ TEST(DeclaredArithmetic, RoundingOnEntryIsChargedAndNamed) {
             "P not rounded, accumulator f32");
 }
 
+// f16 behind bf16 storage rounds no bf16 digit away, but flushes what lies below f16's normal
+// range: one key whose V is 1e-30 enters as 0, and so does the output. The bound charged such a
+// rounding only when the entry format was coarser (selfcheck seed 3, declarations 5 and 44).
+TEST(DeclaredArithmetic, AFinerEntryFormatWithANarrowerRangeIsCharged) {
+  Problem p = uniform_problem(1, 1);
+  for (float& x : p.v) x = round_to(x * 1e-30f, Scalar::kBF16);
+  for (float& x : p.k) x = round_to(x, Scalar::kBF16);
+  p.storage = {Scalar::kF32, Scalar::kBF16, Scalar::kBF16};
+  Precision entry;
+  entry.k = entry.v = Scalar::kBF16;
+  entry.k_entry = entry.v_entry = Scalar::kF16;
+  EXPECT_TRUE(flushes_on_entry(Scalar::kF16, Scalar::kBF16));
+  EXPECT_TRUE(flushes_on_entry(Scalar::kBF16, Scalar::kF16));   // coarser
+  EXPECT_FALSE(flushes_on_entry(Scalar::kF32, Scalar::kBF16));  // used as stored
+  EXPECT_FALSE(flushes_on_entry(Scalar::kF16, Scalar::kF16));   // the identity
+  const Declaring honest(entry, entry);
+  ASSERT_EQ(run_forward(honest, p).o[0], 0.0f);  // the honest kernel's V entered as 0
+  Oracle oracle;
+  const Verdict bound = matches_reference(p, honest, oracle);
+  EXPECT_TRUE(bound.passed && bound.exercised) << bound.detail;
+  EXPECT_EQ(entry.summary(),
+            "q f32, k bf16, v bf16, o f32, K rounded to f16 on entry, V rounded to f16 on entry, scores f32, "
+            "P not rounded, accumulator f32");
+  // Declared without the entry rounding, the flush is an error.
+  const Declaring lying(entry, Precision{.k = Scalar::kBF16, .v = Scalar::kBF16});
+  EXPECT_FALSE(matches_reference(p, lying, oracle).passed);
+}
+
 TEST(DeclaredArithmetic, EachPathIsJudgedAtItsOwnPrecision) {
   Precision f16_acc;
   f16_acc.accumulator = Scalar::kF16;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "attest/builtin_kernels.h"
@@ -161,6 +162,25 @@ TEST(DeclaredArithmetic, AFinerEntryFormatWithANarrowerRangeIsCharged) {
   // Declared without the entry rounding, the flush is an error.
   const Declaring lying(entry, Precision{.k = Scalar::kBF16, .v = Scalar::kBF16});
   EXPECT_FALSE(matches_reference(p, lying, oracle).passed);
+}
+
+// A padded query's row may hold NaN (no visible score reads it). The entry rounding's flush term
+// sums |q| over query rows: counting that row made every bound NaN, and a NaN bound fails every
+// comparison (selfcheck seed 11, declaration 36, once K's f16 entry behind bf16 was charged).
+TEST(DeclaredArithmetic, APoisonedRowLeavesTheEntryFlushTermFinite) {
+  Problem p = uniform_problem(2, 4);
+  for (float& x : p.k) x = round_to(x, Scalar::kBF16);
+  p.storage.k = Scalar::kBF16;
+  p.mask.q_valid = {1};
+  std::fill(p.q.begin() + 16, p.q.end(), std::numeric_limits<float>::quiet_NaN());  // query 1, padded
+  Precision entry;
+  entry.k = Scalar::kBF16;
+  entry.k_entry = Scalar::kF16;
+  const Declaring honest(entry, entry);
+  const KernelNumerics k = numerics_of(honest.capabilities(), p);
+  EXPECT_TRUE(std::isfinite(k.entry_score_absolute) && k.entry_score_absolute > 0) << k.entry_score_absolute;
+  Oracle oracle;
+  EXPECT_TRUE(std::isfinite(output_bound(p, oracle.reference(p), 0, k)));
 }
 
 TEST(DeclaredArithmetic, EachPathIsJudgedAtItsOwnPrecision) {

@@ -95,6 +95,16 @@ Capabilities draw_declaration(std::uint64_t seed, int index) {
   c.inputs = d.chance(0.3) ? InputDomain::kFinite : InputDomain::kMaskedMayBeNonFinite;
   // Drawn last, so that adding it moved no earlier field of any declaration.
   if (c.inputs == InputDomain::kMaskedMayBeNonFinite && d.chance(0.3)) c.inputs = InputDomain::kMaskedScored;
+  // Decode (served by the model's own sessions), half of it decode-only, as serving libraries
+  // declare; drawn after every other field for the same reason.
+  // Decode is causal attention: a decoder declares causal (attest's decoders and the ABI's default
+  // do; without it decode_matches_prefill has no forward to compare with, ci/selfcheck's
+  // known_false_alarms.txt).
+  if (d.chance(0.25)) {
+    c.features.insert(Feature::kDecode);
+    c.features.insert(Feature::kCausal);
+    c.contract.decode_only = !c.features.contains(Feature::kBackward) && d.chance(0.5);
+  }
   return c;
 }
 

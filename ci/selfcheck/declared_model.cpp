@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attest/builtin_kernels.h"
+#include "model_decode.h"
 
 namespace attest {
 namespace {
@@ -35,6 +36,12 @@ class DeclaredModel final : public Kernel {
         }
     }
     if (!lse.empty()) std::copy(own_lse.begin(), own_lse.end(), lse.begin());
+  }
+
+  // Decode sessions attend through this forward: the same roundings, the same empty-row policy.
+  std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override {
+    const Precision& p = declaration_.precision;
+    return open_model_decode(*this, config, {p.q, p.k, p.v, p.bias});
   }
 
   // A backward is declared only in float32 (the gradient's bound is a float32 backward's): the

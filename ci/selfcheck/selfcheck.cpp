@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -69,6 +70,7 @@ bool certify_declaration(int index, const SelfcheckOptions& o, Oracle& oracle, c
     return true;
   }
   const std::string text = format_report(report);
+  std::filesystem::create_directories(options.out_dir);  // a failure without a counterexample made none
   write_file_atomically(options.out_dir + "/report.txt", text);
   std::cout << fmt::format("{:<10} {:<9} FALSE ALARM ({:.1f} s): {}\n  declaration: {}\n", name, route, seconds,
                            verdict_line(text), declared_scope(declaration));

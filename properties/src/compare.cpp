@@ -18,13 +18,15 @@ KernelNumerics numerics_of(const Capabilities& caps, const std::string& path, co
 
 namespace {
 
-// The largest L1 norm of a row of width d in `values` (a query's or a key's components).
+// The largest L1 norm of a row of width d in `values` (a query's or a key's components). A row
+// holding NaN or inf is poison of a masked key or a padded query, which no visible score reads:
+// counted, it made the bound NaN.
 double largest_l1(const std::vector<float>& values, int d) {
   double worst = 0;
   for (std::size_t r = 0; r + d <= values.size(); r += d) {
     double sum = 0;
     for (int i = 0; i < d; ++i) sum += std::fabs(double(values[r + i]));
-    worst = std::max(worst, sum);
+    if (std::isfinite(sum)) worst = std::max(worst, sum);
   }
   return worst;
 }
@@ -36,7 +38,8 @@ KernelNumerics numerics_of(const Capabilities& caps, const Precision& p, const P
   k.score_roundoff = unit_roundoff(p.scores);
   k.sum_roundoff = unit_roundoff(p.accumulator);
   k.weight_sum_roundoff = unit_roundoff(p.sum_precision());
-  // Rounding on entry counts only where it is coarser than the storage (else it changes nothing).
+  // Rounding on entry costs relative error only where it is coarser than the storage; a finer
+  // format with a narrower range flushes (below), and its overflow the problem builders avoid.
   auto entry = [](Scalar rounded, Scalar stored) { return unit_roundoff(rounded) > unit_roundoff(stored) ? unit_roundoff(rounded) : 0.0; };
   const double uq = entry(p.q_entry, p.q), uk = entry(p.k_entry, p.k);
   k.entry_score = uq + uk + uq * uk;
@@ -44,15 +47,19 @@ KernelNumerics numerics_of(const Capabilities& caps, const Precision& p, const P
   // Below the entry format's normal range a rounding errs by up to half its smallest spacing,
   // whatever the value (charged a whole spacing: a tie rounded to zero would use the bound to its
   // last bit): each logit by |scale| (dq |k|_1 + dk |q|_1 + d dq dk), doubled for RoPE's rotations
-  // and the products of the relative and absolute parts.
-  auto flush = [](Scalar rounded, double u) { return u > 0 ? info(rounded).min_subnormal : 0.0; };
-  const double dq = flush(p.q_entry, uq), dk = flush(p.k_entry, uk);
+  // and the products of the relative and absolute parts. That holds for a finer entry format too
+  // when its normal range ends higher than the storage's: f16 behind bf16 keeps every bf16 digit
+  // but flushes what lies below 2^-14 (a V of 1e-30 enters as 0).
+  auto flush = [](Scalar rounded, Scalar stored) {
+    return flushes_on_entry(rounded, stored) ? info(rounded).min_subnormal : 0.0;
+  };
+  const double dq = flush(p.q_entry, p.q), dk = flush(p.k_entry, p.k);
   if (dq > 0 || dk > 0) {
     const int d = problem.shape.head_dim;
     k.entry_score_absolute = 2 * std::fabs(problem.effective_scale()) *
                              (dq * largest_l1(problem.k, d) + dk * largest_l1(problem.q, d) + d * dq * dk);
   }
-  k.entry_value_absolute = flush(p.v_entry, k.entry_value);
+  k.entry_value_absolute = flush(p.v_entry, p.v);
   k.output_roundoff = unit_roundoff(p.o);
   k.exp_error = 2 * k.score_roundoff * p.exp_ulps;  // one ulp is 2u
   k.underflow_quantum = info(p.accumulator).min_subnormal;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "attest/builtin_kernels.h"
@@ -133,6 +134,53 @@ TEST(DeclaredArithmetic, RoundingOnEntryIsChargedAndNamed) {
   EXPECT_EQ(entry.summary(),
             "q/k/v/o f32, Q rounded to f16 on entry, K rounded to f16 on entry, V rounded to f16 on entry, scores f32, "
             "P not rounded, accumulator f32");
+}
+
+// f16 behind bf16 storage rounds no bf16 digit away, but flushes what lies below f16's normal
+// range: one key whose V is 1e-30 enters as 0, and so does the output. The bound charged such a
+// rounding only when the entry format was coarser (selfcheck seed 3, declarations 5 and 44).
+TEST(DeclaredArithmetic, AFinerEntryFormatWithANarrowerRangeIsCharged) {
+  Problem p = uniform_problem(1, 1);
+  for (float& x : p.v) x = round_to(x * 1e-30f, Scalar::kBF16);
+  for (float& x : p.k) x = round_to(x, Scalar::kBF16);
+  p.storage = {Scalar::kF32, Scalar::kBF16, Scalar::kBF16};
+  Precision entry;
+  entry.k = entry.v = Scalar::kBF16;
+  entry.k_entry = entry.v_entry = Scalar::kF16;
+  EXPECT_TRUE(flushes_on_entry(Scalar::kF16, Scalar::kBF16));
+  EXPECT_TRUE(flushes_on_entry(Scalar::kBF16, Scalar::kF16));   // coarser
+  EXPECT_FALSE(flushes_on_entry(Scalar::kF32, Scalar::kBF16));  // used as stored
+  EXPECT_FALSE(flushes_on_entry(Scalar::kF16, Scalar::kF16));   // the identity
+  const Declaring honest(entry, entry);
+  ASSERT_EQ(run_forward(honest, p).o[0], 0.0f);  // the honest kernel's V entered as 0
+  Oracle oracle;
+  const Verdict bound = matches_reference(p, honest, oracle);
+  EXPECT_TRUE(bound.passed && bound.exercised) << bound.detail;
+  EXPECT_EQ(entry.summary(),
+            "q f32, k bf16, v bf16, o f32, K rounded to f16 on entry, V rounded to f16 on entry, scores f32, "
+            "P not rounded, accumulator f32");
+  // Declared without the entry rounding, the flush is an error.
+  const Declaring lying(entry, Precision{.k = Scalar::kBF16, .v = Scalar::kBF16});
+  EXPECT_FALSE(matches_reference(p, lying, oracle).passed);
+}
+
+// A padded query's row may hold NaN (no visible score reads it). The entry rounding's flush term
+// sums |q| over query rows: counting that row made every bound NaN, and a NaN bound fails every
+// comparison (selfcheck seed 11, declaration 36, once K's f16 entry behind bf16 was charged).
+TEST(DeclaredArithmetic, APoisonedRowLeavesTheEntryFlushTermFinite) {
+  Problem p = uniform_problem(2, 4);
+  for (float& x : p.k) x = round_to(x, Scalar::kBF16);
+  p.storage.k = Scalar::kBF16;
+  p.mask.q_valid = {1};
+  std::fill(p.q.begin() + 16, p.q.end(), std::numeric_limits<float>::quiet_NaN());  // query 1, padded
+  Precision entry;
+  entry.k = Scalar::kBF16;
+  entry.k_entry = Scalar::kF16;
+  const Declaring honest(entry, entry);
+  const KernelNumerics k = numerics_of(honest.capabilities(), p);
+  EXPECT_TRUE(std::isfinite(k.entry_score_absolute) && k.entry_score_absolute > 0) << k.entry_score_absolute;
+  Oracle oracle;
+  EXPECT_TRUE(std::isfinite(output_bound(p, oracle.reference(p), 0, k)));
 }
 
 TEST(DeclaredArithmetic, EachPathIsJudgedAtItsOwnPrecision) {

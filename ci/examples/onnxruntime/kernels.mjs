@@ -111,17 +111,19 @@ export const attention = declare({
 // where a top-left causal mask is attest's).
 // MultiHeadAttention without its bias: a -inf bias hiding every causally visible key moves the
 // row's weight to the keys the causal mask hides with -10000 (or gives NaN when none is).
+// Both operators score every key, then mask it: "masked_scored" is their honest input domain (a
+// masked key's K keeps its score finite, its V finite), where "finite" let a masked score overflow.
 export const mhaSelf = declare({
   name: "onnxruntime-mha-f32-self",
   features: ["causal"],
-  contract: { inputs_finite: true, self_attention_only: true },
+  contract: { inputs: "masked_scored", self_attention_only: true },
 }, multiHeadAttention);
 
 // ONNX Attention's masks exclude keys (an empty row outputs 0): its mask terms stay declared.
 export const attentionSelf = declare({
   name: "onnxruntime-attention-f32-self",
   features: ["causal", "gqa", "explicit_mask", "key_padding", "softcap", "bias"],
-  contract: { inputs_finite: true, self_attention_only: true },
+  contract: { inputs: "masked_scored", self_attention_only: true },
 }, onnxAttention);
 
 // ONNX Attention with no mask term at all: what it certifies without reading a masked key.

@@ -95,6 +95,10 @@ double largest_input(Scalar stored, Scalar entry) {
 
 bool representable(float x, Scalar s) { return std::isnan(x) || round_to(x, s) == x; }
 
+bool flushes_on_entry(Scalar rounded, Scalar stored) {
+  return unit_roundoff(rounded) > unit_roundoff(stored) || info(rounded).min_normal > info(stored).min_normal;
+}
+
 std::uint16_t to_bits16(float x, Scalar s) {
   if (s == Scalar::kBF16) return static_cast<std::uint16_t>(bits_of(round_to(x, s)) >> 16);
   // f16 from a value already rounded to f16 (exact), by fields.
@@ -148,7 +152,8 @@ std::string Precision::summary() const {
   if (bias != Scalar::kF32) storage += std::string(", bias ") + to_string(bias);
   std::string entry;
   for (auto [name, rounded, stored] : {std::tuple{"Q", q_entry, q}, {"K", k_entry, k}, {"V", v_entry, v}})
-    if (unit_roundoff(rounded) > unit_roundoff(stored)) entry += std::string(", ") + name + " rounded to " + to_string(rounded) + " on entry";
+    if (flushes_on_entry(rounded, stored))
+      entry += std::string(", ") + name + " rounded to " + to_string(rounded) + " on entry";
   std::string sums = "accumulator " + std::string(to_string(accumulator));
   if (weight_sum) sums = "P.V accumulator " + std::string(to_string(accumulator)) + ", weight sum " + to_string(*weight_sum);
   return storage + entry + ", scores " + to_string(scores) + ", P " + (p == Scalar::kF32 ? "not rounded" : to_string(p)) +

@@ -39,6 +39,10 @@ float round_to(float x, Scalar s);
 // the kernel rounds it to on entry is narrower, the storage's largest value that rounding keeps finite.
 double largest_input(Scalar stored, Scalar entry);
 bool representable(float x, Scalar s);  // NaN counts as representable
+// Whether rounding a value stored as `stored` to `rounded` on entry can flush it below the normal
+// range of `rounded`: a coarser format, or a finer one whose normal range ends higher (f16 behind
+// bf16 keeps every bf16 digit but turns 1e-30 into 0).
+bool flushes_on_entry(Scalar rounded, Scalar stored);
 // The 16-bit pattern of a value representable in bf16 or f16, and back.
 std::uint16_t to_bits16(float x, Scalar s);
 float from_bits16(std::uint16_t bits, Scalar s);

@@ -1,0 +1,70 @@
+// The model kernel's decode session (ci/selfcheck/model_decode.h) attends each step exactly as its
+// forward attends the same rows of the whole sequence: selfcheck's decode declarations rest on it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "attest/kernel.h"
+#include "declared_model.h"
+
+namespace attest {
+namespace {
+
+// B = 1, H = 2 over Hkv = 1, Dk = Dv = 4, T tokens with values from `seed`.
+Problem sequence(int t, unsigned seed) {
+  Problem p;
+  p.shape = {1, 2, 1, t, t, 4, 4};
+  p.mask.causal = true;
+  p.resize_buffers();
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> unit(-2.0f, 2.0f);
+  for (auto* v : {&p.q, &p.k, &p.v})
+    for (float& x : *v) x = unit(rng);
+  return p;
+}
+
+// Rows [from, from + n) of a [H][T][D] buffer, as a step's [H][n][D].
+std::vector<float> rows(const std::vector<float>& all, int heads, int t, int d, int from, int n) {
+  std::vector<float> out;
+  for (int h = 0; h < heads; ++h)
+    out.insert(out.end(), all.begin() + (std::size_t(h) * t + from) * d,
+               all.begin() + (std::size_t(h) * t + from + n) * d);
+  return out;
+}
+
+TEST(ModelDecode, StepsEqualTheForwardOfTheWholeSequence) {
+  Capabilities declaration;
+  declaration.features.insert(Feature::kDecode);
+  declaration.features.insert(Feature::kCausal);
+  declaration.precision.k = declaration.precision.v = Scalar::kBF16;
+  declaration.precision.accumulator = Scalar::kF16;
+  Problem whole = sequence(5, 3);
+  for (float& x : whole.k) x = round_to(x, Scalar::kBF16);
+  for (float& x : whole.v) x = round_to(x, Scalar::kBF16);
+  whole.storage = {Scalar::kF32, Scalar::kBF16, Scalar::kBF16};
+  const auto model = make_declared_model(declaration, "model");
+  std::vector<float> o(whole.o_size()), lse(whole.lse_size());
+  model->forward(whole, o, lse);
+
+  DecodeConfig config;
+  config.heads = 2;
+  config.head_dim = config.value_dim = 4;
+  config.scale = whole.effective_scale();
+  const auto session = model->open_decode(config);
+  int start = 0;
+  for (const int n : {3, 1, 1}) {
+    std::vector<float> step_o(2 * n * 4), step_lse(2 * n);
+    session->step(n, rows(whole.q, 2, 5, 4, start, n), rows(whole.k, 1, 5, 4, start, n),
+                  rows(whole.v, 1, 5, 4, start, n), step_o, step_lse);
+    EXPECT_EQ(step_o, rows(o, 2, 5, 4, start, n)) << "step from " << start;
+    EXPECT_EQ(step_lse, rows(lse, 2, 5, 1, start, n)) << "step from " << start;
+    start += n;
+  }
+  EXPECT_EQ(session->length(), 5);
+  EXPECT_THROW(session->step(1, {}, {}, {}, {}, {}), ProblemError);
+}
+
+}  // namespace
+}  // namespace attest

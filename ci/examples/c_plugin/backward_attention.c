@@ -91,8 +91,9 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
   return ATTEST_OK;
 }
 
-static attest_status backward(void* user, const attest_problem_v2* p, const attest_backward_inputs* in,
-                              attest_gradients* out) {
+/* Unused in the BROKEN_BACKWARD_NULL build, which declares the capability without it. */
+__attribute__((unused)) static attest_status backward(void* user, const attest_problem_v2* p,
+                                                      const attest_backward_inputs* in, attest_gradients* out) {
   (void)user; /* in->threads: one thread always, which a deterministic backward may do */
   const int tk = p->k_len, dk = p->head_dim, dv = p->value_dim, group = p->heads / p->kv_heads;
   const size_t rows = (size_t)p->batch * p->heads * p->q_len, keys = (size_t)p->batch * p->kv_heads * tk;

@@ -31,7 +31,10 @@ struct KernelReport {
   FeatureSet declared_unexercised() const;
   FeatureSet undeclared() const;
   FeatureSet missing_required() const;
-  bool passed() const;  // certified: no check fails or is insufficient, every required feature covered
+  bool any_check_ran() const;  // a check that is not "not covered" (a whole run's certificate needs one)
+  // Certified: some check ran (a shard's share may have none), none fails or is insufficient, every
+  // required feature covered.
+  bool passed() const;
 };
 
 struct CertificateInfo {

@@ -40,7 +40,15 @@ FeatureSet KernelReport::declared_unexercised() const { return capabilities.feat
 FeatureSet KernelReport::undeclared() const { return FeatureSet::all().minus(capabilities.features); }
 FeatureSet KernelReport::missing_required() const { return required.minus(exercised()); }
 
+bool KernelReport::any_check_ran() const {
+  return std::any_of(checks.begin(), checks.end(),
+                     [](const CheckResult& r) { return r.status() != CheckStatus::kNotCovered; });
+}
+
 bool KernelReport::passed() const {
+  // No evidence is never a pass: --check naming only checks the kernel does not have once gave
+  // "CERTIFIED k for nothing" and exit 0.
+  if (!shard && !any_check_ran()) return false;
   for (const CheckResult& r : checks)
     if (r.blocks()) return false;
   return shard || missing_required().empty();  // a shard's share need not cover every required feature
@@ -331,6 +339,7 @@ std::string format_verdict_line(const KernelReport& k) {
     if (!failed.empty()) why.push_back(fmt::format("failed: {}", names_of(failed)));
     if (!insufficient.empty()) why.push_back(fmt::format("insufficient evidence: {}", names_of(insufficient)));
     if (!k.missing_required().empty()) why.push_back(fmt::format("required but not covered: {}", k.missing_required().joined()));
+    if (!k.shard && !k.any_check_ran()) why.push_back("no check ran: every check is not covered");
     std::string joined;
     for (const std::string& w : why) joined += (joined.empty() ? "" : "; ") + w;
     out += fmt::format("NOT CERTIFIED {}: {}{}\n", k.name, joined, selection_scope(k));

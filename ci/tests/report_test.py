@@ -140,6 +140,12 @@ def case_check_errors():
             sys.exit("--check %s: expected one line naming --check and %r, got:\n%s" % (items, message, done.stderr))
         if done.stdout:
             sys.exit("--check %s: something ran:\n%s" % (items, done.stdout))
+    # Checks that exist but that the kernel does not have: nothing ran, and no evidence is no pass
+    # (this was "CERTIFIED blocked for nothing" and exit 0).
+    done, checks = certify("--kernel", "blocked", "--check", "gradient_.*", expect=1)
+    need(done.stdout, "  checks: 0 ran, ", "NOT CERTIFIED blocked: no check ran: every check is not covered")
+    if any(c["verdict"] != "not covered" for c in checks.values()):
+        sys.exit("a gradient check ran on a kernel without a backward: %s" % checks)
 
 
 def plan_of(*args):

@@ -81,10 +81,17 @@ std::string names_of(const std::vector<const CheckResult*>& checks) {
 
 // "; long: to T = 8192 (time budget)" when slowness kept a stage short of its lengths.
 std::string reach_scope(const KernelReport& k) {
+  // One clause per stage: the length every one of its checks that fell short reached (the forward's
+  // and the backward's long checks once printed the same clause twice).
+  std::map<std::string, std::pair<int, bool>> reached;  // stage -> (length, within a time budget)
+  for (const CheckResult& r : k.checks) {
+    if (r.not_reached.empty()) continue;
+    auto [at, fresh] = reached.try_emplace(r.stage, r.reached_len, r.time_budget > 0);
+    if (!fresh) at->second = {std::min(at->second.first, r.reached_len), at->second.second || r.time_budget > 0};
+  }
   std::string out;
-  for (const CheckResult& r : k.checks)
-    if (!r.not_reached.empty())
-      out += fmt::format("; {}: to T = {} ({})", r.stage, r.reached_len, r.time_budget > 0 ? "time budget" : "too slow");
+  for (const auto& [stage, reach] : reached)
+    out += fmt::format("; {}: to T = {} ({})", stage, reach.first, reach.second ? "time budget" : "too slow");
   return out;
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""attest report CERT --html FILE, rendered in a real browser (issue 43):
+"""attest report CERT --html FILE, rendered in a real browser (docs/reading-a-report.md):
     html_report_test.py ATTEST WORKDIR
 A certificate of a certified kernel and a failing mutant becomes one self-contained page. Headless
 Chromium (Debian's) loads it: the DOM it built holds the summary, both verdicts, a row and an

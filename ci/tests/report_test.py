@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The compact report and the check selection, as a user sees them (issue 43):
+"""The compact report and the check selection, as a user sees them (docs/reading-a-report.md):
     report_test.py ATTEST WORKDIR CASE
   compact       the default report: a "checks:" line instead of not-covered rows, the closing
                 summary, progress only for checks that ran; --verbose the full report; JSON keeps all

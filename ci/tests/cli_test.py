@@ -496,8 +496,11 @@ def broken_modifier(library, feature, needles):
     failing checks, its shrunk counterexample carries the modifier and replays to the same verdict."""
     out = certify("--kernel", plugin(library), expect=1)
     require(out, "FAIL example-c matches_reference: ", "NOT CERTIFIED example-c: failed: ", *needles)
-    saved = dict(saved_problems())
-    problem = saved["matches_reference__example-c.json"]["problem"]
+    # The property's counterexample: matches_reference__KERNEL__CASE.json (the shrunk case's id).
+    saved = [doc for name, doc in saved_problems() if name.startswith("matches_reference__example-c__")]
+    if len(saved) != 1:
+        sys.exit("expected one matches_reference counterexample, found %d" % len(saved))
+    problem = saved[0]["problem"]
     modifiers = problem["modifiers"]
     if not modifiers.get(feature):
         sys.exit("the counterexample has no %s: %s" % (feature, modifiers))

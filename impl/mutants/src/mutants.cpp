@@ -65,6 +65,10 @@ class SelfAttentionOnly final : public Kernel {
       throw std::invalid_argument("self-attention only: Tq == Tk and q_offset 0");
     inner_->backward(p, in, out);
   }
+  // The inner kernel's capabilities include its merge: it must be served too.
+  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
+    inner_->merge(in, o, lse);
+  }
   std::string last_path() const override { return inner_->last_path(); }
 
  private:
@@ -94,6 +98,10 @@ class StandardAlibiOnly final : public Kernel {
     Problem own = p;
     if (!p.modifiers.alibi_slopes.empty()) own.modifiers.alibi_slopes = standard_alibi_slopes(p.shape.heads);
     inner_->backward(own, in, out);
+  }
+  // The inner kernel's capabilities include its merge: it must be served too.
+  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
+    inner_->merge(in, o, lse);
   }
   std::string last_path() const override { return inner_->last_path(); }
 

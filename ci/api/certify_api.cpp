@@ -24,8 +24,8 @@ namespace {
 attest::CertifyOptions internal_options(const CertifyOptions& o, const std::string& source) {
   attest::CertifyOptions options;
   options.property_cases = parse_budget("budget", o.budget);
-  options.sizes = sized_flags(sizes_for_budget(options.property_cases), o.max_len > 0 ? std::to_string(o.max_len) : "",
-                              {}, {}, "");
+  options.sizes =
+      sized_flags(sizes_for_budget(options.property_cases), o.max_len > 0 ? std::to_string(o.max_len) : "", {}, {}, "");
   if (o.long_seconds >= 0) options.sizes.time_budget = o.long_seconds;
   options.sized_stages = o.size_stages;
   options.seed = seed_or_clock(o.seed);
@@ -70,7 +70,8 @@ Certificate certificate_of(const Kernel& kernel, const std::string& source, cons
   options.isolated = dynamic_cast<const ProcessKernel*>(&kernel) != nullptr;
   Oracle oracle(1024);
   const FrozenDeclaration frozen(kernel);  // one reading of its declaration: the report's and the checks'
-  KernelReport report{source, frozen.name(), frozen.capabilities(), certify_kernel(frozen, oracle, options), {}, {}, {}};
+  KernelReport report{source, frozen.name(), frozen.capabilities(), certify_kernel(frozen, oracle, options), {}, {},
+                      {}};
   report.uncontained = !options.isolated;
   Certificate c;
   c.certified = report.passed();

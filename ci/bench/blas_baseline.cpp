@@ -17,9 +17,9 @@ class BlasBaselineKernel final : public Kernel {
   // feature table gains, chunk and lookahead included).
   Capabilities capabilities() const override {
     Capabilities c;
-    c.features = {Feature::kCausal,  Feature::kWindow,       Feature::kKeyPadding, Feature::kQueryPadding,
-                  Feature::kSegments, Feature::kExplicitMask, Feature::kGqa,        Feature::kRope,
-                  Feature::kLse};
+    c.features = {Feature::kCausal,       Feature::kWindow,   Feature::kKeyPadding,
+                  Feature::kQueryPadding, Feature::kSegments, Feature::kExplicitMask,
+                  Feature::kGqa,          Feature::kRope,     Feature::kLse};
     return c;
   }
 
@@ -59,7 +59,8 @@ class BlasBaselineKernel final : public Kernel {
           }
           const float inv = max == neg_inf ? 0.0f : 1.0f / sum;  // an empty row: weights 0, O = 0
           for (int j = 0; j < tk; ++j) row[j] *= inv;
-          if (!lse.empty()) lse[(std::size_t(b) * s.heads + h) * tq + i] = max == neg_inf ? neg_inf : max + std::log(sum);
+          if (!lse.empty())
+            lse[(std::size_t(b) * s.heads + h) * tq + i] = max == neg_inf ? neg_inf : max + std::log(sum);
         }
         // O = P V. sgemm would spread 0 * NaN from a non-finite V row to every query that gives it
         // weight 0 (masked for it, seen by another): such rows leave the product and are added
@@ -72,8 +73,8 @@ class BlasBaselineKernel final : public Kernel {
           nonfinite.push_back(j);
           std::fill_n(vj, dv, 0.0f);
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, dv, tk, 1.0f, scores.data(), tk, v.data(), dv,
-                    0.0f, out, dv);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, dv, tk, 1.0f, scores.data(), tk, v.data(), dv, 0.0f,
+                    out, dv);
         for (int j : nonfinite)
           for (int i = 0; i < tq; ++i)
             if (const float w = scores[std::size_t(i) * tk + j]; w != 0.0f)

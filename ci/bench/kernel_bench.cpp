@@ -2,7 +2,6 @@
 // OpenBLAS baseline, memory and a plot). Run: build/release/ci/bench/kernel_bench
 #include <benchmark/benchmark.h>
 
-
 #include "attest/cases.h"
 #include "attest/kernel.h"
 #include "attest/reference.h"
@@ -11,11 +10,11 @@
 namespace attest {
 namespace {
 
-
 // args: sequence length, head width, causal
 void prefill(benchmark::State& state, const std::string& name) {
   const auto kernel = make_kernel(name);
-  const Problem p = benchmark_problem(int(state.range(0)), int(state.range(0)), int(state.range(1)), state.range(2) != 0);
+  const Problem p =
+      benchmark_problem(int(state.range(0)), int(state.range(0)), int(state.range(1)), state.range(2) != 0);
   std::vector<float> o(p.o_size()), lse(p.lse_size());
   for (auto _ : state) {
     kernel->forward(p, o, lse);
@@ -29,7 +28,8 @@ void prefill(benchmark::State& state, const std::string& name) {
 void decode_step(benchmark::State& state) {
   const auto kernel = make_kernel("decode");
   const int t = int(state.range(0)), d = 64;
-  auto session = kernel->open_decode({.batch = 1, .heads = 1, .kv_heads = 1, .head_dim = d, .value_dim = d, .scale = 0.125});
+  auto session =
+      kernel->open_decode({.batch = 1, .heads = 1, .kv_heads = 1, .head_dim = d, .value_dim = d, .scale = 0.125});
   const Problem p = benchmark_problem(t, t, d, true);
   std::vector<float> o(p.o_size()), lse(p.lse_size());
   session->step(t, p.q, p.k, p.v, o, lse);

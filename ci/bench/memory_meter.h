@@ -7,7 +7,7 @@
 
 namespace attest::memory_meter {
 
-void start();            // peak := current
+void start();              // peak := current
 std::size_t peak_extra();  // peak since start() minus what was live at start()
 
 }  // namespace attest::memory_meter

@@ -1,6 +1,7 @@
 #include "baseline.h"
 
 #include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "attest/file_io.h"
@@ -40,12 +41,16 @@ BaselineCheck check_of(const json& j, const std::string& where, int version) {
   const bool known = version == 1 ? (c.verdict == "pass" || c.verdict == "fail" || c.verdict == "n/a")
                                   : (c.verdict == "pass" || c.verdict == "fail" || c.verdict == "not covered" ||
                                      c.verdict == "insufficient");
-  if (!known) bad(where + ".verdict", "is not a verdict of a version " + std::to_string(version) + " certificate: \"" + c.verdict + "\"");
+  if (!known)
+    bad(where + ".verdict",
+        "is not a verdict of a version " + std::to_string(version) + " certificate: \"" + c.verdict + "\"");
   c.cases = count(j, where, "cases");
   c.effective = version == 1 ? c.cases : count(j, where, "effective_cases");
   const json& util = member(j, where, "worst_utilisation");
-  if (util.is_number()) c.worst_utilisation = util.get<double>();
-  else if (!util.is_null()) bad(where + ".worst_utilisation", "must be a number or null");
+  if (util.is_number())
+    c.worst_utilisation = util.get<double>();
+  else if (!util.is_null())
+    bad(where + ".worst_utilisation", "must be a number or null");
   return c;
 }
 
@@ -57,11 +62,13 @@ BaselineClaims claims_of(const json& kernel, const std::string& where) {
   c.features = texts(descriptor, d, "features");
   const json& precision = member(descriptor, d, "precision");
   if (precision.is_string()) {  // one format for everything
-    for (const char* field : {"q", "k", "v", "o", "scores", "p", "accumulator"}) c.precision[field] = text(descriptor, d, "precision");
+    for (const char* field : {"q", "k", "v", "o", "scores", "p", "accumulator"})
+      c.precision[field] = text(descriptor, d, "precision");
   } else {
     for (const char* field : {"q", "k", "v", "o", "scores", "p", "accumulator"})
       c.precision[field] = text(precision, d + ".precision", field);
-    for (const char* field : {"bias", "q_entry", "k_entry", "v_entry", "weight_sum"})  // added later: absent in older files
+    for (const char* field :
+         {"bias", "q_entry", "k_entry", "v_entry", "weight_sum"})  // added later: absent in older files
       if (precision.contains(field)) c.precision[field] = text(precision, d + ".precision", field);
   }
   const json& ulps = member(descriptor, d, "exp_ulps");
@@ -87,7 +94,8 @@ BaselineClaims claims_of(const json& kernel, const std::string& where) {
   for (const char* name : {"dk_equals_dv", "default_scale_only", "causal_required", "decode_only"})
     c.restrictions[name] = flag(contract, t, name);
   c.restrictions["self_attention_only"] = flag_or_false(contract, t, "self_attention_only");
-  c.restrictions["standard_alibi_slopes"] = contract.contains("alibi_slopes") && text(contract, t, "alibi_slopes") == "standard";
+  c.restrictions["standard_alibi_slopes"] =
+      contract.contains("alibi_slopes") && text(contract, t, "alibi_slopes") == "standard";
   c.contract_summary = text(contract, t, "summary");
   for (const char* field : kComparedDeclarationFields)
     if (descriptor.contains(field))
@@ -104,7 +112,8 @@ Baseline parse_fields(const std::string& text_in) {
     throw BaselineError(e.what());
   }
   if (!doc.is_object() || !doc.contains("format") || doc["format"] != kCertificateFormat)
-    throw BaselineError("baseline: not an attest certificate (format must be \"" + std::string(kCertificateFormat) + "\")");
+    throw BaselineError("baseline: not an attest certificate (format must be \"" + std::string(kCertificateFormat) +
+                        "\")");
   const json& version = member(doc, "certificate", "version");
   if (version != 1 && version != kCertificateVersion)
     throw BaselineError(fmt::format("baseline: certificate version {} (this attest reads version {})",

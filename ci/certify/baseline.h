@@ -6,9 +6,9 @@
 
 #include <map>
 #include <optional>
-#include <utility>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attest {
@@ -22,20 +22,20 @@ struct BaselineCheck {
   std::string stage, check;
   std::string verdict;  // "pass", "fail", "not covered", "insufficient" (version 1: "n/a")
   long cases = 0;
-  long effective = 0;  // version 1: cases
+  long effective = 0;                       // version 1: cases
   std::optional<double> worst_utilisation;  // null in the file: unbounded
 };
 
 // What a kernel claimed; empty for version 1, which did not record it.
 struct BaselineClaims {
-  std::vector<std::string> features;            // declared
-  std::vector<std::string> exercised_features;  // covered by effective cases
+  std::vector<std::string> features;             // declared
+  std::vector<std::string> exercised_features;   // covered by effective cases
   std::map<std::string, std::string> precision;  // q, k, v, o, scores, p, accumulator -> f32, bf16, f16
   double exp_ulps = 1.0;
   std::vector<long long> head_dims;
   std::map<std::string, std::optional<std::pair<long long, long long>>> ranges;  // head_dim, batch, ...: null = any
-  std::map<std::string, bool> restrictions;     // dk_equals_dv, default_scale_only, causal_required, decode_only,
-                                                // self_attention_only
+  std::map<std::string, bool> restrictions;  // dk_equals_dv, default_scale_only, causal_required, decode_only,
+                                             // self_attention_only
   std::string contract_summary;
   // The rest of the declaration the certificate records (cache, inputs, empty_rows, paths, key
   // tile, ...), each field as its compact JSON: any difference is a regression.

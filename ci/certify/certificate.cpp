@@ -1,12 +1,14 @@
 #include "certificate.h"
-#include "attest/precision_limit.h"
-#include "attest/safe_text.h"
+
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "attest/precision_limit.h"
+#include "attest/safe_text.h"
 
 namespace attest {
 namespace {
@@ -21,17 +23,24 @@ json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr
 json range_json(const Range& r) { return r.unlimited() ? json(nullptr) : json::array({r.min, r.max}); }
 
 json contract_json(const Contract& c) {
-  return {{"head_dims", c.head_dims},          {"head_dim", range_json(c.head_dim)},
-          {"batch", range_json(c.batch)},      {"heads", range_json(c.heads)},
-          {"q_len", range_json(c.q_len)},      {"k_len", range_json(c.k_len)},
-          {"q_offset", range_json(c.q_offset)}, {"dk_equals_dv", c.dk_equals_dv},
-          {"default_scale_only", c.default_scale_only}, {"causal_required", c.causal_required},
-          {"decode_only", c.decode_only},      {"self_attention_only", c.self_attention_only},
+  return {{"head_dims", c.head_dims},
+          {"head_dim", range_json(c.head_dim)},
+          {"batch", range_json(c.batch)},
+          {"heads", range_json(c.heads)},
+          {"q_len", range_json(c.q_len)},
+          {"k_len", range_json(c.k_len)},
+          {"q_offset", range_json(c.q_offset)},
+          {"dk_equals_dv", c.dk_equals_dv},
+          {"default_scale_only", c.default_scale_only},
+          {"causal_required", c.causal_required},
+          {"decode_only", c.decode_only},
+          {"self_attention_only", c.self_attention_only},
           {"alibi_slopes", c.alibi_slopes == AlibiSlopes::kStandard ? "standard" : "arbitrary"},
           {"alibi_max_bias", c.alibi_max_bias},
           {"max_abs_value", c.max_abs_value},
           {"query_tile", c.query_tile},
-          {"key_tile", c.key_tile},            {"decode_lse_optional", c.decode_lse_optional},
+          {"key_tile", c.key_tile},
+          {"decode_lse_optional", c.decode_lse_optional},
           {"summary", c.summary()}};
 }
 
@@ -61,12 +70,21 @@ json path_precision_json(const Capabilities& c) {
 json declared_paths_json(const std::vector<PathPredicate>& paths) {
   json out = json::array();
   for (const PathPredicate& d : paths)
-    out.push_back({{"path", d.path}, {"batch", range_json(d.batch)}, {"heads", range_json(d.heads)},
-                   {"q_len", range_json(d.q_len)}, {"k_len", range_json(d.k_len)}, {"head_dim", range_json(d.head_dim)},
-                   {"value_dim", range_json(d.value_dim)}, {"head_dim_multiple", d.head_dim_multiple},
-                   {"value_dim_multiple", d.value_dim_multiple}, {"k_len_multiple", d.k_len_multiple},
-                   {"k_len_not_multiple", d.k_len_not_multiple}, {"required", d.required.names()},
-                   {"excluded", d.excluded.names()}, {"no_mask", d.no_mask}, {"summary", d.summary()}});
+    out.push_back({{"path", d.path},
+                   {"batch", range_json(d.batch)},
+                   {"heads", range_json(d.heads)},
+                   {"q_len", range_json(d.q_len)},
+                   {"k_len", range_json(d.k_len)},
+                   {"head_dim", range_json(d.head_dim)},
+                   {"value_dim", range_json(d.value_dim)},
+                   {"head_dim_multiple", d.head_dim_multiple},
+                   {"value_dim_multiple", d.value_dim_multiple},
+                   {"k_len_multiple", d.k_len_multiple},
+                   {"k_len_not_multiple", d.k_len_not_multiple},
+                   {"required", d.required.names()},
+                   {"excluded", d.excluded.names()},
+                   {"no_mask", d.no_mask},
+                   {"summary", d.summary()}});
   return out;
 }
 
@@ -81,8 +99,12 @@ json capabilities_json(const Capabilities& c) {
           {"key_tile", c.key_tile()},
           {"contract", contract_json(c.contract)},
           {"declared_paths", declared_paths_json(c.paths)},
-          {"cache", {{"policy", to_string(c.cache.kind)}, {"sinks", c.cache.sinks}, {"recent", c.cache.recent},
-                     {"summary", c.cache.summary()}, {"page_tokens", c.page_tokens}}}};
+          {"cache",
+           {{"policy", to_string(c.cache.kind)},
+            {"sinks", c.cache.sinks},
+            {"recent", c.cache.recent},
+            {"summary", c.cache.summary()},
+            {"page_tokens", c.page_tokens}}}};
 }
 
 std::string now_utc() {
@@ -96,11 +118,20 @@ std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
     }
   }
   return out;
@@ -139,18 +170,20 @@ std::string certificate_json(const CertificateInfo& info) {
         check["probes_off_path"] = {{"redone", r.probes_redone}, {"kept", r.probes_kept_off_path}};
       for (const auto& [path, stats] : r.paths)
         if (stats.targets_required > 0)
-          check["coverage"][path] = {{"required", stats.targets_required},
-                                     {"covered", stats.targets_required - static_cast<long>(stats.targets_uncovered.size())},
-                                     {"uncovered", stats.targets_uncovered},
-                                     {"unexercised", stats.targets_unexercised},
-                                     {"not_taken", stats.targets_not_taken}};
+          check["coverage"][path] = {
+              {"required", stats.targets_required},
+              {"covered", stats.targets_required - static_cast<long>(stats.targets_uncovered.size())},
+              {"uncovered", stats.targets_uncovered},
+              {"unexercised", stats.targets_unexercised},
+              {"not_taken", stats.targets_not_taken}};
       if (r.time_budget > 0) check["time_budget_seconds"] = r.time_budget;
       if (!r.not_reached.empty()) check["not_reached"] = r.not_reached;
       if (r.required_len > 0) check["required_length"] = r.required_len, check["reached_length"] = r.reached_len;
       // A shard keeps each check's paths: the merge sums the kernel's paths over the merged checks.
       if (info.shard)
         for (const auto& [path, stats] : r.paths)
-          check["paths"][path] = {{"cases", stats.cases}, {"worst_utilisation", finite_or_null(stats.worst_utilisation)}};
+          check["paths"][path] = {{"cases", stats.cases},
+                                  {"worst_utilisation", finite_or_null(stats.worst_utilisation)}};
       checks.push_back(check);
       for (const auto& [path, stats] : r.paths) {
         PathStats& mine = path_entry(paths, path);
@@ -163,10 +196,12 @@ std::string certificate_json(const CertificateInfo& info) {
     }
     json path_list = json::array();
     for (const auto& [path, stats] : paths)
-      path_list.push_back({{"path", path}, {"cases", stats.cases},
-                           {"worst_utilisation", finite_or_null(stats.worst_utilisation)},
-                           {"targets_required", stats.targets_required},
-                           {"targets_covered", stats.targets_required - static_cast<long>(stats.targets_uncovered.size())}});
+      path_list.push_back(
+          {{"path", path},
+           {"cases", stats.cases},
+           {"worst_utilisation", finite_or_null(stats.worst_utilisation)},
+           {"targets_required", stats.targets_required},
+           {"targets_covered", stats.targets_required - static_cast<long>(stats.targets_uncovered.size())}});
     all = all && k.passed();
     json limits = json::array();
     for (const PrecisionLimit& l : precision_limits(k.capabilities))
@@ -212,13 +247,14 @@ std::string certificate_junit(const CertificateInfo& info) {
     for (const CheckResult& r : k.checks) {
       out += fmt::format("    <testcase classname=\"attest.{}.{}\" name=\"{}\" time=\"{:.3f}\">", xml_escape(k.name),
                          r.stage, r.check, r.seconds);
-      if (r.status() == CheckStatus::kNotCovered) out += fmt::format("<skipped message=\"{}\"/>", xml_escape(r.not_covered));
+      if (r.status() == CheckStatus::kNotCovered)
+        out += fmt::format("<skipped message=\"{}\"/>", xml_escape(r.not_covered));
       if (r.status() == CheckStatus::kInsufficient)
         out += fmt::format("<failure message=\"insufficient: {} of {} cases exercised it\"/>", r.effective, r.cases);
       if (!r.passed())
-        out += fmt::format("<failure message=\"{}\">{}{}</failure>", xml_escape(r.first_failure),
-                           xml_escape(r.first_failure),
-                           r.counterexample_path.empty() ? "" : "\ncounterexample: " + xml_escape(r.counterexample_path));
+        out += fmt::format(
+            "<failure message=\"{}\">{}{}</failure>", xml_escape(r.first_failure), xml_escape(r.first_failure),
+            r.counterexample_path.empty() ? "" : "\ncounterexample: " + xml_escape(r.counterexample_path));
       out += "</testcase>\n";
     }
     out += "  </testsuite>\n";
@@ -239,48 +275,62 @@ void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::v
     if (const auto feature = feature_named(f); feature && c.declares(*feature) && !exercised.contains(*feature))
       reasons.push_back(fmt::format("{}: {} was covered in the baseline, not now", k.name, f));
   const Precision& p = c.precision;
-  const std::pair<const char*, Scalar> now_formats[] = {
-      {"q", p.q},           {"k", p.k},           {"v", p.v},       {"o", p.o},     {"bias", p.bias},
-      {"q_entry", p.q_entry}, {"k_entry", p.k_entry}, {"v_entry", p.v_entry}, {"scores", p.scores},
-      {"p", p.p},           {"accumulator", p.accumulator}, {"weight_sum", p.sum_precision()}};
+  const std::pair<const char*, Scalar> now_formats[] = {{"q", p.q},
+                                                        {"k", p.k},
+                                                        {"v", p.v},
+                                                        {"o", p.o},
+                                                        {"bias", p.bias},
+                                                        {"q_entry", p.q_entry},
+                                                        {"k_entry", p.k_entry},
+                                                        {"v_entry", p.v_entry},
+                                                        {"scores", p.scores},
+                                                        {"p", p.p},
+                                                        {"accumulator", p.accumulator},
+                                                        {"weight_sum", p.sum_precision()}};
   for (auto [field, now_format] : now_formats) {
     Scalar before = Scalar::kF32;
     const auto it = old.precision.find(field);
-    if (it != old.precision.end() && parse_scalar(it->second, before) && unit_roundoff(now_format) > unit_roundoff(before))
-      reasons.push_back(fmt::format("{}: looser precision: {} {} (was {})", k.name, field, to_string(now_format), it->second));
+    if (it != old.precision.end() && parse_scalar(it->second, before) &&
+        unit_roundoff(now_format) > unit_roundoff(before))
+      reasons.push_back(
+          fmt::format("{}: looser precision: {} {} (was {})", k.name, field, to_string(now_format), it->second));
   }
   if (p.exp_ulps > old.exp_ulps)
     reasons.push_back(fmt::format("{}: looser exp: {:g} ulp (was {:g})", k.name, p.exp_ulps, old.exp_ulps));
   const Contract& t = c.contract;
-  const std::pair<const char*, bool> restrictions[] = {{"dk_equals_dv", t.dk_equals_dv},
-                                                        {"default_scale_only", t.default_scale_only},
-                                                        {"causal_required", t.causal_required},
-                                                        {"decode_only", t.decode_only},
-                                                        {"self_attention_only", t.self_attention_only},
-                                                        {"standard_alibi_slopes", t.alibi_slopes == AlibiSlopes::kStandard}};
+  const std::pair<const char*, bool> restrictions[] = {
+      {"dk_equals_dv", t.dk_equals_dv},
+      {"default_scale_only", t.default_scale_only},
+      {"causal_required", t.causal_required},
+      {"decode_only", t.decode_only},
+      {"self_attention_only", t.self_attention_only},
+      {"standard_alibi_slopes", t.alibi_slopes == AlibiSlopes::kStandard}};
   for (auto [name, now_on] : restrictions)
     if (now_on && !old.restrictions.at(name))
       reasons.push_back(fmt::format("{}: contract narrowed: {} (the baseline had no such restriction)", k.name, name));
   for (long long d : old.head_dims)
     if (!t.accepts_head_dim(static_cast<int>(d)))
-        reasons.push_back(fmt::format("{}: contract narrowed: head width {} no longer accepted", k.name, d));
+      reasons.push_back(fmt::format("{}: contract narrowed: head width {} no longer accepted", k.name, d));
   if (old.head_dims.empty() && !t.head_dims.empty())
-    reasons.push_back(fmt::format("{}: contract narrowed to head widths {} (the baseline accepted a range)", k.name,
-                                  t.summary()));
+    reasons.push_back(
+        fmt::format("{}: contract narrowed to head widths {} (the baseline accepted a range)", k.name, t.summary()));
   const std::pair<const char*, const Range*> ranges[] = {{"head_dim", &t.head_dim}, {"batch", &t.batch},
                                                          {"heads", &t.heads},       {"q_len", &t.q_len},
                                                          {"k_len", &t.k_len},       {"q_offset", &t.q_offset}};
   const json now_declaration = capabilities_json(c);
   for (const auto& [field, before] : old.declaration) {
     if (!now_declaration.contains(field)) continue;
-    const std::string now = safe_text(now_declaration[field].dump(-1, ' ', false, json::error_handler_t::replace), 1024);
+    const std::string now =
+        safe_text(now_declaration[field].dump(-1, ' ', false, json::error_handler_t::replace), 1024);
     if (now != before)
-      reasons.push_back(fmt::format("{}: declaration changed: {} is {} (the baseline: {})", k.name, field, now, before));
+      reasons.push_back(
+          fmt::format("{}: declaration changed: {} is {} (the baseline: {})", k.name, field, now, before));
   }
   for (auto [name, now_range] : ranges) {
     const auto& before = old.ranges.at(name);
-    const bool narrower = before ? (!now_range->unlimited() && (now_range->min > before->first || now_range->max < before->second))
-                                 : !now_range->unlimited();
+    const bool narrower =
+        before ? (!now_range->unlimited() && (now_range->min > before->first || now_range->max < before->second))
+               : !now_range->unlimited();
     if (narrower)
       reasons.push_back(fmt::format("{}: contract narrowed: {} (the baseline: {})", k.name, name,
                                     before ? fmt::format("[{}, {}]", before->first, before->second) : "any"));
@@ -329,11 +379,13 @@ std::vector<std::string> regressions(const Baseline& baseline, const Certificate
       for (const auto& [path, stats] : r.paths) now_paths[path] += stats.cases;
     // A time-budgeted stage that did not reach every length may have missed a path only long
     // problems take: how busy the machine was, not a regression.
-    const bool cut_short = std::any_of(k->checks.begin(), k->checks.end(),
-                                       [](const CheckResult& r) { return r.time_budget > 0 && !r.not_reached.empty(); });
+    const bool cut_short = std::any_of(k->checks.begin(), k->checks.end(), [](const CheckResult& r) {
+      return r.time_budget > 0 && !r.not_reached.empty();
+    });
     for (const auto& [path, cases] : old_kernel.paths)
       if (cases > 0 && now_paths[path] == 0 && !cut_short)
-        reasons.push_back(fmt::format("{}: internal path '{}' had {} cases in the baseline, none now", k->name, path, cases));
+        reasons.push_back(
+            fmt::format("{}: internal path '{}' had {} cases in the baseline, none now", k->name, path, cases));
     for (const BaselineCheck& oc : old_kernel.checks) {
       if (oc.verdict != "pass") continue;
       const CheckResult* r = nullptr;
@@ -345,21 +397,24 @@ std::vector<std::string> regressions(const Baseline& baseline, const Certificate
       }
       switch (r->status()) {
         case CheckStatus::kFail:
-          reasons.push_back(fmt::format("{} {}: passed in the baseline, fails now: {}", k->name, r->check, r->first_failure));
+          reasons.push_back(
+              fmt::format("{} {}: passed in the baseline, fails now: {}", k->name, r->check, r->first_failure));
           continue;
         case CheckStatus::kNotCovered:
-          reasons.push_back(fmt::format("{} {}: passed in the baseline, not covered now ({})", k->name, r->check, r->not_covered));
+          reasons.push_back(
+              fmt::format("{} {}: passed in the baseline, not covered now ({})", k->name, r->check, r->not_covered));
           continue;
         case CheckStatus::kInsufficient:
           reasons.push_back(fmt::format("{} {}: passed in the baseline, insufficient now ({} effective cases)", k->name,
                                         r->check, r->effective));
           continue;
-        case CheckStatus::kPass: break;
+        case CheckStatus::kPass:
+          break;
       }
       // A time-budgeted stage's count follows the machine's speed; its required length is the claim.
       if (r->time_budget == 0 && static_cast<double>(r->effective) * factor < static_cast<double>(oc.effective))
-        reasons.push_back(fmt::format("{} {}: {} effective cases, the baseline had {} (fewer by more than {}x)", k->name,
-                                      r->check, r->effective, oc.effective, factor));
+        reasons.push_back(fmt::format("{} {}: {} effective cases, the baseline had {} (fewer by more than {}x)",
+                                      k->name, r->check, r->effective, oc.effective, factor));
       const double old_util = oc.worst_utilisation.value_or(INFINITY);
       if (r->worst_utilisation > factor * std::max(old_util, 0.01))
         reasons.push_back(fmt::format("{} {}: worst err/bound grew from {:.3g} to {:.3g} (more than {}x)", k->name,

@@ -18,7 +18,7 @@ struct KernelReport {
   std::string name;
   Capabilities capabilities;
   std::vector<CheckResult> checks;
-  FeatureSet required;  // --require: features that must be declared and exercised
+  FeatureSet required;           // --require: features that must be declared and exercised
   std::optional<ShardId> shard;  // a shard's share of the checks: --require is judged on the merged certificate
   std::map<std::string, std::string> identity;  // file -> SHA-256 of what was certified (identity.h)
   bool uncontained = false;                     // the library ran the caller's kernel in its own process, as asked
@@ -41,7 +41,7 @@ struct CertificateInfo {
   std::uint64_t seed = 0;
   int property_cases = 0;
   std::vector<KernelReport> kernels;
-  std::optional<ShardId> shard;  // written as "shard"; the merge needs each check's paths then
+  std::optional<ShardId> shard;                // written as "shard"; the merge needs each check's paths then
   std::map<std::string, std::string> options;  // what changes the checks' cases: sizes, timeouts, ...
 };
 

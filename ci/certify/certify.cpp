@@ -51,10 +51,14 @@ bool takes_check(const CertifyOptions& options, const std::string& check) {
 
 const char* to_string(CheckStatus s) {
   switch (s) {
-    case CheckStatus::kPass: return "pass";
-    case CheckStatus::kFail: return "fail";
-    case CheckStatus::kNotCovered: return "not covered";
-    case CheckStatus::kInsufficient: return "insufficient";
+    case CheckStatus::kPass:
+      return "pass";
+    case CheckStatus::kFail:
+      return "fail";
+    case CheckStatus::kNotCovered:
+      return "not covered";
+    case CheckStatus::kInsufficient:
+      return "insufficient";
   }
   return "?";
 }
@@ -196,9 +200,10 @@ std::vector<CheckResult> run_property_stage(const Kernel& kernel, const CertifyO
   // Paths the kernel takes across the ladder: each needs evidence in every property that reaches it.
   PathShapes discovered = discover_paths(kernel, options);
   if (discovered.size() > kMaxPaths) {
-    std::cerr << fmt::format("attest: {} reported {} different internal path names across the size ladder (more than "
-                             "{}): a path name must name a code path, not a call; no per-path top-ups\n",
-                             safe_text(kernel.name(), 64), discovered.size(), kMaxPaths);
+    std::cerr << fmt::format(
+        "attest: {} reported {} different internal path names across the size ladder (more than "
+        "{}): a path name must name a code path, not a call; no per-path top-ups\n",
+        safe_text(kernel.name(), 64), discovered.size(), kMaxPaths);
     discovered.clear();
   }
   LearnedPaths learned = learn_path_predicates(kernel, discovered, options);
@@ -247,13 +252,16 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
       } catch (const std::exception& e) {
         // A crash, hang or fault of an isolated kernel: fail, and keep the input as this target decodes it.
         const fuzz::FuzzCase c = fuzz::decode_input(input.data(), input.size(), target.flavor, fuzz::reach_of(caps));
-        outcome.violation = fuzz::Violation{kernel.name(), Verdict::fail("deterministic_and_in_bounds", e.what(), INFINITY),
-                                            fit_to_declaration(c.problem, caps).value_or(c.problem)};
+        outcome.violation =
+            fuzz::Violation{kernel.name(), Verdict::fail("deterministic_and_in_bounds", e.what(), INFINITY),
+                            fit_to_declaration(c.problem, caps).value_or(c.problem)};
       }
       ++r.cases;
       if (!outcome.violation) {
-        if (outcome.exercised) ++r.effective;
-        else ++r.skipped[outcome.skipped];
+        if (outcome.exercised)
+          ++r.effective;
+        else
+          ++r.skipped[outcome.skipped];
         continue;
       }
       ++r.effective;
@@ -265,9 +273,9 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
       const std::string path =
           counterexample_path(options.out_dir + "/counterexamples", r.check, kernel.name(), v.problem);
       try {
-        save_problem_file(path, {v.problem, v.verdict.property,
-                                 options.kernel_source.empty() ? kernel.name() : options.kernel_source,
-                                 options.isolated, v.verdict.detail, options.seed});
+        save_problem_file(
+            path, {v.problem, v.verdict.property, options.kernel_source.empty() ? kernel.name() : options.kernel_source,
+                   options.isolated, v.verdict.detail, options.seed});
         r.counterexample_path = path;
       } catch (const std::exception&) {
       }

@@ -33,13 +33,13 @@ struct CheckResult {
   std::string kernel;
   std::string stage;
   std::string check;
-  long cases = 0;      // cases asked for and run (up to and including a failure)
-  long effective = 0;  // of those, cases that exercised the check
-  long floor = 1;      // effective cases needed for evidence
-  SkipCounts skipped;  // cases that were not evidence, by reason
-  std::string not_covered;  // why the declaration leaves nothing to check (status kNotCovered)
+  long cases = 0;                             // cases asked for and run (up to and including a failure)
+  long effective = 0;                         // of those, cases that exercised the check
+  long floor = 1;                             // effective cases needed for evidence
+  SkipCounts skipped;                         // cases that were not evidence, by reason
+  std::string not_covered;                    // why the declaration leaves nothing to check (status kNotCovered)
   std::map<std::string, long> feature_cases;  // effective cases per feature they used
-  int longest_q = 0, longest_k = 0;  // the largest Tq and Tk of an effective case
+  int longest_q = 0, longest_k = 0;           // the largest Tq and Tk of an effective case
   long failures = 0;
   // One case's verdict: false (the skip counted with its reason) when it exercised nothing;
   // otherwise an effective case, with its features, lengths, err/bound and the path that served it.
@@ -100,9 +100,9 @@ struct CertifyOptions {
   double fuzz_seconds = 0;   // per fuzz target; 0 skips the fuzz stage
   std::uint64_t seed = 0;    // 0: from the clock; always printed
   std::string out_dir = "attest-out";
-  bool progress = true;      // progress lines on stderr (progress.h)
-  bool verbose = false;      // progress for every check and long case, not only the checks that ran
-  std::string kernel_source; // how the kernel was named (recorded in counterexamples for replay)
+  bool progress = true;       // progress lines on stderr (progress.h)
+  bool verbose = false;       // progress for every check and long case, not only the checks that ran
+  std::string kernel_source;  // how the kernel was named (recorded in counterexamples for replay)
   bool isolated = false;
   std::optional<std::chrono::steady_clock::time_point> deadline;  // the whole run's end
   ShardCursor* shard = nullptr;  // null: every check; the caller's, so positions run on across kernels
@@ -219,6 +219,5 @@ std::vector<CheckResult> run_fuzz_stage(const Kernel& kernel, const CertifyOptio
 
 // All stages for one kernel.
 std::vector<CheckResult> certify_kernel(const Kernel& kernel, Oracle& oracle, const CertifyOptions& options);
-
 
 }  // namespace attest

@@ -9,13 +9,13 @@
 // check. What is left makes the check insufficient. Counts, not time: the verdict never depends on
 // the machine's speed.
 #include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 
+#include "attest/coverage_model.h"
 #include "attest/generators.h"
 #include "attest/harness.h"
-
-#include "attest/coverage_model.h"
 #include "attest/session_forward.h"
 #include "certify.h"
 
@@ -26,11 +26,11 @@ constexpr const char* kNotTried = "no case ran within the top-up's cases";
 
 // Where a path's top-up rounds left each target they could not cover.
 struct RoundsOutcome {
-  std::set<std::string> unreachable;  // never landed in its classes
-  std::set<std::string> elsewhere;    // exercised only on other paths
+  std::set<std::string> unreachable;           // never landed in its classes
+  std::set<std::string> elsewhere;             // exercised only on other paths
   std::map<std::string, std::string> vacuous;  // ran on the path, never exercised the property: why
-  std::vector<std::string> not_tried;  // the case cap ended the rounds first
-  bool failed = false;                 // a case failed (recorded in the check)
+  std::vector<std::string> not_tried;          // the case cap ended the rounds first
+  bool failed = false;                         // a case failed (recorded in the check)
 };
 
 RoundsOutcome run_rounds(CheckResult& r, const PropertyInfo& property, const Kernel& kernel, const DriveOptions& drive,
@@ -72,8 +72,10 @@ RoundsOutcome run_rounds(CheckResult& r, const PropertyInfo& property, const Ker
     wanted = still;
   }
   for (const std::string& t : wanted) {
-    if (seen_elsewhere.contains(t) && !out.vacuous.contains(t)) out.elsewhere.insert(t);
-    else if (!out.vacuous.contains(t) && !seen_elsewhere.contains(t)) out.not_tried.push_back(t);
+    if (seen_elsewhere.contains(t) && !out.vacuous.contains(t))
+      out.elsewhere.insert(t);
+    else if (!out.vacuous.contains(t) && !seen_elsewhere.contains(t))
+      out.not_tried.push_back(t);
   }
   for (const std::string& t : seen_elsewhere) out.vacuous.erase(t);  // exercised elsewhere: the path's choice
   return out;
@@ -146,8 +148,7 @@ bool top_up_path(CheckResult& r, const TopUp& t, const std::string& path, const 
   RoundsOutcome singles = run_rounds(r, t.property, t.kernel, t.drive, t.discovered, path, unseen, t.rounds);
   if (singles.failed) return false;
   std::vector<std::string> taken, not_taken;
-  for (const std::string& c : t.classes)
-    (r.paths[path].targets[c] > 0 ? taken : not_taken).push_back(c);
+  for (const std::string& c : t.classes) (r.paths[path].targets[c] > 0 ? taken : not_taken).push_back(c);
   // The targets of this path: its classes, or every pair (triple) of them across two (three) axes.
   std::vector<std::string> targets = taken;
   if (t.strength >= 2) {

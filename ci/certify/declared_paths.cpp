@@ -64,9 +64,10 @@ CheckResult check_declared_paths(const Kernel& kernel, const CertifyOptions& opt
           r.counterexample_path =
               counterexample_path(options.out_dir + "/counterexamples", "declared_paths", kernel.name(), p);
           try {
-            save_problem_file(r.counterexample_path, {p, "matches_reference", options.kernel_source.empty() ? kernel.name()
-                                                                                                         : options.kernel_source,
-                                                      options.isolated, e.what(), 0});
+            save_problem_file(
+                r.counterexample_path,
+                {p, "matches_reference", options.kernel_source.empty() ? kernel.name() : options.kernel_source,
+                 options.isolated, e.what(), 0});
           } catch (const std::exception& save) {
             std::cerr << "attest: cannot save counterexample: " << save.what() << "\n";
             r.counterexample_path.clear();

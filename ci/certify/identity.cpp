@@ -1,10 +1,10 @@
 #include "identity.h"
 
+#include <fmt/format.h>
 #include <openssl/evp.h>
 
 #include <array>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <memory>
 #include <sstream>

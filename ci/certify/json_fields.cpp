@@ -1,7 +1,8 @@
 #include "json_fields.h"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 namespace attest::json_fields {
 
@@ -44,7 +45,8 @@ bool whole_in(const json& j, long long lo, long long hi, long long& out) {
 
 long count(const json& object, const std::string& where, const char* key) {
   long long x = 0;
-  if (!whole_in(member(object, where, key), 0, std::numeric_limits<long>::max(), x)) bad(where + "." + key, "must be a count");
+  if (!whole_in(member(object, where, key), 0, std::numeric_limits<long>::max(), x))
+    bad(where + "." + key, "must be a count");
   return static_cast<long>(x);
 }
 

@@ -38,7 +38,8 @@ double finite_number(const json& object, const std::string& where, const char* k
 std::optional<double> number_or_null(const json& object, const std::string& where, const char* key);
 std::vector<std::string> texts(const json& object, const std::string& where, const char* key);
 std::map<std::string, long> counts(const json& object, const std::string& where, const char* key);  // {name: count}
-std::map<std::string, std::string> strings(const json& object, const std::string& where, const char* key);  // {name: text}
+std::map<std::string, std::string> strings(const json& object, const std::string& where,
+                                           const char* key);  // {name: text}
 
 }  // namespace json_fields
 }  // namespace attest

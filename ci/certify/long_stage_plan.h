@@ -44,7 +44,7 @@ class LongStagePlan {
   double budget_;
   int required_len_;
   double required_work_ = 0, required_size_ = 0;  // of the costliest case of up to required_len_ keys
-  long long capacity_;  // positions an evicting cache keeps (0: every one)
+  long long capacity_;                            // positions an evicting cache keeps (0: every one)
   std::chrono::steady_clock::time_point start_;
   std::map<std::string, CostModel> kernel_by_family_;  // "square", "window", "decode_shape", ...
   CostModel overhead_{kMeasurableCallSeconds};  // attest's own time per case, by the size of what it builds and checks

@@ -23,7 +23,8 @@ using namespace json_fields;
 // Text from a file in a one-line message: bounded, printable, no line breaks.
 std::string one_line(const std::string& s, std::size_t max_bytes) {
   std::string out = safe_text(s, max_bytes);
-  std::replace_if(out.begin(), out.end(), [](char c) { return c == '\n' || c == '\t'; }, '?');
+  std::replace_if(
+      out.begin(), out.end(), [](char c) { return c == '\n' || c == '\t'; }, '?');
   return out;
 }
 
@@ -51,10 +52,17 @@ Scalar scalar(const json& object, const std::string& where, const char* key) {
 Precision precision_of(const json& precision, const std::string& p) {
   Precision out;
   if (!precision.is_object()) bad(p, "must be an object");
-  for (auto [key, field] : {std::pair{"q", &Precision::q}, {"k", &Precision::k}, {"v", &Precision::v}, {"o", &Precision::o},
-                            {"scores", &Precision::scores}, {"p", &Precision::p}, {"accumulator", &Precision::accumulator}})
+  for (auto [key, field] : {std::pair{"q", &Precision::q},
+                            {"k", &Precision::k},
+                            {"v", &Precision::v},
+                            {"o", &Precision::o},
+                            {"scores", &Precision::scores},
+                            {"p", &Precision::p},
+                            {"accumulator", &Precision::accumulator}})
     out.*field = scalar(precision, p, key);
-  for (auto [key, field] : {std::pair{"bias", &Precision::bias}, {"q_entry", &Precision::q_entry}, {"k_entry", &Precision::k_entry},
+  for (auto [key, field] : {std::pair{"bias", &Precision::bias},
+                            {"q_entry", &Precision::q_entry},
+                            {"k_entry", &Precision::k_entry},
                             {"v_entry", &Precision::v_entry}})
     if (precision.contains(key)) out.*field = scalar(precision, p, key);
   if (precision.contains("weight_sum"))
@@ -161,7 +169,8 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
   c.contract.self_attention_only = flag_or_false(contract, t, "self_attention_only");
   if (contract.contains("alibi_slopes")) {  // added after the first certificates
     const std::string slopes = text(contract, t, "alibi_slopes");
-    if (slopes != "standard" && slopes != "arbitrary") bad(t + ".alibi_slopes", "must be \"standard\" or \"arbitrary\"");
+    if (slopes != "standard" && slopes != "arbitrary")
+      bad(t + ".alibi_slopes", "must be \"standard\" or \"arbitrary\"");
     c.contract.alibi_slopes = slopes == "standard" ? AlibiSlopes::kStandard : AlibiSlopes::kArbitrary;
     c.contract.alibi_max_bias = finite_number(contract, t, "alibi_max_bias");
   }
@@ -261,7 +270,8 @@ KernelReport kernel_of(const json& j, const std::string& where, std::optional<Sh
     text(paths[i], at, "path");
     count(paths[i], at, "cases");
     number_or_null(paths[i], at, "worst_utilisation");
-    if (paths[i].contains("targets_required")) count(paths[i], at, "targets_required"), count(paths[i], at, "targets_covered");
+    if (paths[i].contains("targets_required"))
+      count(paths[i], at, "targets_required"), count(paths[i], at, "targets_covered");
   }
   const json& checks = array(j, where, "checks");
   for (std::size_t c = 0; c < checks.size(); ++c)
@@ -315,7 +325,8 @@ ShardCertificate certificate_of(const json& doc, const std::string& path, bool s
     throw MergeError("not a shard's certificate (no \"shard\" field: it was written without --shard)");
   ShardCertificate s;
   s.path = path;
-  if (text(member(doc, "certificate", "harness"), "harness", "name") != "attest") bad("harness.name", "must be \"attest\"");
+  if (text(member(doc, "certificate", "harness"), "harness", "name") != "attest")
+    bad("harness.name", "must be \"attest\"");
   s.harness_version = text(doc["harness"], "harness", "version");
   if (s.harness_version != ATTEST_VERSION)
     throw MergeError(fmt::format("written by attest {}, this is attest {} (merge with the attest that ran the shards)",
@@ -355,18 +366,19 @@ void check_belong_together(const std::vector<ShardCertificate>& shards) {
       throw MergeError(fmt::format("{}: {} {} differs from {} in {} (shards of one run share it)", shard_name(s), what,
                                    shown(mine), shown(theirs), shard_name(first)));
     };
-    if (s.info.shard->count != n)
-      differs("shard count", std::to_string(s.info.shard->count), std::to_string(n));
+    if (s.info.shard->count != n) differs("shard count", std::to_string(s.info.shard->count), std::to_string(n));
     if (s.info.seed != first.info.seed) differs("seed", std::to_string(s.info.seed), std::to_string(first.info.seed));
     if (s.info.property_cases != first.info.property_cases)
       differs("cases per property", std::to_string(s.info.property_cases), std::to_string(first.info.property_cases));
-    if (s.harness_version != first.harness_version) differs("harness version", s.harness_version, first.harness_version);
+    if (s.harness_version != first.harness_version)
+      differs("harness version", s.harness_version, first.harness_version);
     if (s.info.options != first.info.options) {
       const auto [key, mine, theirs] = first_difference(s.info.options, first.info.options);
       differs("option " + key, mine, theirs);
     }
     if (s.info.kernels.size() != first.info.kernels.size())
-      differs("the number of kernels", std::to_string(s.info.kernels.size()), std::to_string(first.info.kernels.size()));
+      differs("the number of kernels", std::to_string(s.info.kernels.size()),
+              std::to_string(first.info.kernels.size()));
     for (std::size_t k = 0; k < s.info.kernels.size(); ++k) {
       const KernelReport &mine = s.info.kernels[k], &theirs = first.info.kernels[k];
       const std::string at = fmt::format("kernels[{}]", k);
@@ -428,8 +440,8 @@ CertificateInfo merge_shards(const std::vector<ShardCertificate>& shards) {
   std::vector<const ShardCertificate*> by_index(n);
   for (const ShardCertificate& s : shards) by_index[static_cast<std::size_t>(s.info.shard->index - 1)] = &s;
 
-  CertificateInfo merged{shards.front().info.seed, shards.front().info.property_cases, {}, std::nullopt,
-                         shards.front().info.options};
+  CertificateInfo merged{
+      shards.front().info.seed, shards.front().info.property_cases, {}, std::nullopt, shards.front().info.options};
   // Shard K holds the checks at positions p with p % N == K - 1 of the unsharded order, in
   // order, kernel by kernel: taking them back round-robin restores that order. A kernel has as
   // many checks as its shards hold together.

@@ -21,7 +21,7 @@ class MergeError : public std::runtime_error {
 struct ShardCertificate {
   std::string path;  // as named, for messages
   std::string harness_version;
-  CertificateInfo info;  // its share of the checks; info.shard is set
+  CertificateInfo info;                  // its share of the checks; info.shard is set
   std::vector<std::string> descriptors;  // each kernel's descriptor as written (compared across shards)
 };
 

@@ -124,7 +124,8 @@ std::string contract_scope(const Capabilities& c) {
 std::string inputs_scope(const Capabilities& c) {
   if (c.inputs == InputDomain::kMaskedScored)
     return "; for masked keys that are scored, then masked (finite, their scores in range)";
-  return c.inputs == InputDomain::kFinite ? "; for finite inputs only (masked and bias-hidden keys never NaN or inf)" : "";
+  return c.inputs == InputDomain::kFinite ? "; for finite inputs only (masked and bias-hidden keys never NaN or inf)"
+                                          : "";
 }
 
 // "; cache keeps sinks 4 + recent 32": past its first eviction a decoder is held to the positions
@@ -177,8 +178,8 @@ std::string format_path_table(const KernelReport& k) {
   std::size_t width = 4;
   for (const auto& [path, row] : rows) width = std::max(width, path.size());
   // targets: coverage targets (coverage_model.h: classes, or pairs of classes) covered of required, over all checks.
-  std::string out = fmt::format("  {:<{}} {:>7} {:>7} {:>10} {:>15}\n", "path", width, "cases", "checks", "err/bound",
-                                "targets");
+  std::string out =
+      fmt::format("  {:<{}} {:>7} {:>7} {:>10} {:>15}\n", "path", width, "cases", "checks", "err/bound", "targets");
   for (const auto& [path, row] : rows)
     out += fmt::format("  {:<{}} {:>7} {:>7} {:>10.3g} {:>15}\n", path, width, row.cases, row.checks, row.worst,
                        row.required ? fmt::format("{}/{}", row.covered, row.required) : "-");
@@ -256,13 +257,16 @@ std::string format_report(const KernelReport& k, ReportDetail detail) {
   // Where the paths came from: the kernel's declaration, or what the size ladder showed.
   std::string declared;
   for (const PathPredicate& d : c.paths) declared += (declared.empty() ? "" : "; ") + d.summary();
-  if (!declared.empty()) out += "  paths declared by the kernel: " + declared + "\n";
+  if (!declared.empty())
+    out += "  paths declared by the kernel: " + declared + "\n";
   else if (!table.empty() && full)
     out += "  paths discovered over the size ladder (the kernel declares none)\n";
   for (const CheckResult& r : k.checks)
     if (r.paths.contains(kOtherPaths)) {
-      out += fmt::format("  note: the kernel named more than {} internal paths; the rest are counted as one row "
-                         "(a path name must name a code path, not a call)\n", kMaxPaths);
+      out += fmt::format(
+          "  note: the kernel named more than {} internal paths; the rest are counted as one row "
+          "(a path name must name a code path, not a call)\n",
+          kMaxPaths);
       break;
     }
 
@@ -276,9 +280,9 @@ std::string format_report(const KernelReport& k, ReportDetail detail) {
   for (const CheckResult* r : full ? failed : std::vector<const CheckResult*>{}) {
     out += "\n" + format_failure(k, *r);
     if (!r->counterexample_path.empty())
-      out += fmt::format("    counterexample: {}  (attest replay {})\n", r->counterexample_path, r->counterexample_path);
-    if (!r->reproduce.empty())
-      out += fmt::format("    seed {}; RapidCheck: RC_PARAMS=\"{}\"\n", r->seed, r->reproduce);
+      out +=
+          fmt::format("    counterexample: {}  (attest replay {})\n", r->counterexample_path, r->counterexample_path);
+    if (!r->reproduce.empty()) out += fmt::format("    seed {}; RapidCheck: RC_PARAMS=\"{}\"\n", r->seed, r->reproduce);
   }
   for (const CheckResult* r : insufficient) {
     std::string reasons;
@@ -290,17 +294,18 @@ std::string format_report(const KernelReport& k, ReportDetail detail) {
       out += fmt::format("\n  INSUFFICIENT {}: path {} (every path the kernel takes needs its own evidence)\n",
                          r->check, shortfall);
     if (r->short_of_required())
-      out += fmt::format("\n  INSUFFICIENT {}: reached T = {}, this budget level needs T >= {} (the kernel's measured "
-                         "speed could not afford more{})\n",
-                         r->check, r->reached_len, r->required_len,
-                         r->time_budget > 0 ? fmt::format(" in the {:g} s time budget; --long-seconds raises it", r->time_budget)
-                                            : "");
+      out += fmt::format(
+          "\n  INSUFFICIENT {}: reached T = {}, this budget level needs T >= {} (the kernel's measured "
+          "speed could not afford more{})\n",
+          r->check, r->reached_len, r->required_len,
+          r->time_budget > 0 ? fmt::format(" in the {:g} s time budget; --long-seconds raises it", r->time_budget)
+                             : "");
   }
   for (const CheckResult& r : k.checks)
     if (r.probes_redone + r.probes_kept_off_path > 0)
-      out += fmt::format("  {} {}: {} cases drawn again, a probe left the case's internal path{}\n", r.stage, r.check,
-                         r.probes_redone,
-                         r.probes_kept_off_path > 0 ? fmt::format("; {} kept so after that", r.probes_kept_off_path) : "");
+      out += fmt::format(
+          "  {} {}: {} cases drawn again, a probe left the case's internal path{}\n", r.stage, r.check, r.probes_redone,
+          r.probes_kept_off_path > 0 ? fmt::format("; {} kept so after that", r.probes_kept_off_path) : "");
   for (const CheckResult& r : k.checks) {
     if (r.not_reached.empty()) continue;
     const std::string why = r.time_budget > 0 ? fmt::format("{:g} s time budget", r.time_budget) : "too slow";
@@ -345,7 +350,8 @@ std::string format_verdict_line(const KernelReport& k) {
     std::vector<std::string> why;
     if (!failed.empty()) why.push_back(fmt::format("failed: {}", names_of(failed)));
     if (!insufficient.empty()) why.push_back(fmt::format("insufficient evidence: {}", names_of(insufficient)));
-    if (!k.missing_required().empty()) why.push_back(fmt::format("required but not covered: {}", k.missing_required().joined()));
+    if (!k.missing_required().empty())
+      why.push_back(fmt::format("required but not covered: {}", k.missing_required().joined()));
     if (!k.shard && !k.any_check_ran()) why.push_back("no check ran: every check is not covered");
     std::string joined;
     for (const std::string& w : why) joined += (joined.empty() ? "" : "; ") + w;

@@ -93,7 +93,7 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
   CheckResult r{kernel.name(), stage, check};
   const auto start = std::chrono::steady_clock::now();
   int shortest_missed = std::numeric_limits<int>::max();  // keys of the shortest case not reached
-  std::vector<int> ran;                                  // keys of each case that ran
+  std::vector<int> ran;                                   // keys of each case that ran
   if (kernel.capabilities().contract.decode_only && cases.empty())
     r.not_covered = sized_not_covered(kernel.capabilities());
   for (const SizedCase& c : cases) {
@@ -132,7 +132,8 @@ CheckResult run_sized_check(const std::string& stage, const std::string& check, 
                       c.rows.empty() ? c.problem.shape.q_len : static_cast<int>(c.rows.size()), v.utilisation,
                       case_seconds, kernel_seconds));
     if (!v.passed && r.failures++ == 0) {
-      r.first_failure = fmt::format("{} (Tq {}, Tk {}): {}", c.name, c.problem.shape.q_len, c.problem.shape.k_len, v.detail);
+      r.first_failure =
+          fmt::format("{} (Tq {}, Tk {}): {}", c.name, c.problem.shape.q_len, c.problem.shape.k_len, v.detail);
       r.failing_case = case_id(c.problem);
       r.counterexample_path = save_sized_case(check, c, kernel, v, options);
     }
@@ -293,8 +294,9 @@ PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options) {
   };
   for (auto& [path, shapes] : found) {
     std::sort(shapes.begin(), shapes.end(), [&](const Shape& a, const Shape& b) { return key(a) < key(b); });
-    shapes.erase(std::unique(shapes.begin(), shapes.end(), [&](const Shape& a, const Shape& b) { return key(a) == key(b); }),
-                 shapes.end());
+    shapes.erase(
+        std::unique(shapes.begin(), shapes.end(), [&](const Shape& a, const Shape& b) { return key(a) == key(b); }),
+        shapes.end());
   }
   return found;
 }
@@ -366,7 +368,8 @@ void top_up_classes(CheckResult& r, const PropertyInfo& property, const Kernel& 
                     int cases_per_class) {
   if (!r.not_covered.empty() || r.failures > 0 || cases_per_class <= 0) return;
   for (const ShapeClass& c : shape_classes()) {
-    if (!shape_class_fits(c, kernel.capabilities(), property.needs)) continue;  // outside the contract: nothing to claim
+    if (!shape_class_fits(c, kernel.capabilities(), property.needs))
+      continue;                                 // outside the contract: nothing to claim
     const long have = r.shape_classes[c.name];  // what the draw gave already
     if (have >= cases_per_class) continue;
     DriveOptions more = drive;
@@ -385,7 +388,8 @@ void top_up_paths(CheckResult& r, const PropertyInfo& property, const Kernel& ke
     // The path's smallest shapes this property can generate (a property may cap the keys).
     std::vector<Shape> shapes;
     for (const Shape& s : all_shapes)
-      if ((property.needs.max_keys == 0 || s.k_len <= property.needs.max_keys) && shapes.size() < 4) shapes.push_back(s);
+      if ((property.needs.max_keys == 0 || s.k_len <= property.needs.max_keys) && shapes.size() < 4)
+        shapes.push_back(s);
     if (shapes.empty()) {
       r.paths.erase(path);  // no problem this property can take reaches the path: nothing to require
       continue;

@@ -1,8 +1,9 @@
 #include "bench_command.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
-#include <fmt/format.h>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -66,10 +67,10 @@ struct Row {
   std::string kernel, runs, mode;  // runs: "in-process" or "child-process"
   int head_dim = 0, length = 0;
   bool causal = false;
-  Timing time;                   // one prefill, or one decode step
-  double gflops = 0;             // attention FLOPs (4 B H Tq Tk D, halved when causal; x 2.5 backward) per median second
+  Timing time;        // one prefill, or one decode step
+  double gflops = 0;  // attention FLOPs (4 B H Tq Tk D, halved when causal; x 2.5 backward) per median second
   std::optional<std::size_t> peak_extra;  // heap bytes beyond inputs and outputs (not for plugins)
-  std::size_t kv_cache = 0;      // decode: bytes of the KV cache
+  std::size_t kv_cache = 0;               // decode: bytes of the KV cache
 };
 
 // Where a kernel runs, and whether attest's memory meter sees its allocations (operator new in
@@ -91,9 +92,9 @@ Problem bench_problem(const Kernel& kernel, const BenchRequest& request, int tq,
   p.resize_buffers();
   fill_random(p, 1);
   const Precision precision = kernel.capabilities().precision;
-  for (auto [values, stored, format] : {std::tuple{&p.q, &p.storage.q, precision.q},
-                                        std::tuple{&p.k, &p.storage.k, precision.k},
-                                        std::tuple{&p.v, &p.storage.v, precision.v}}) {
+  for (auto [values, stored, format] :
+       {std::tuple{&p.q, &p.storage.q, precision.q}, std::tuple{&p.k, &p.storage.k, precision.k},
+        std::tuple{&p.v, &p.storage.v, precision.v}}) {
     for (float& x : *values) x = round_to(x, format);
     *stored = format;
   }
@@ -233,11 +234,14 @@ std::string svg_plot(const std::vector<Row>& rows, int head_dim) {
       width, height);
   for (int c = 0; c < 2; ++c) {
     const int x0 = left + c * panel, y0 = top + plot_h;
-    auto x_of = [&](double t) { return x0 + (std::log2(t) - std::log2(min_t)) / std::max(1.0, std::log2(max_t / min_t)) * (panel - 80); };
+    auto x_of = [&](double t) {
+      return x0 + (std::log2(t) - std::log2(min_t)) / std::max(1.0, std::log2(max_t / min_t)) * (panel - 80);
+    };
     auto y_of = [&](double g) { return y0 - g / max_gflops * plot_h; };
     svg += fmt::format("<text x=\"{}\" y=\"{}\">prefill, Dk = {}, {}</text>\n", x0, top - 10, head_dim,
                        c ? "causal" : "no mask");
-    svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", x0, y0, x0 + panel - 80);
+    svg +=
+        fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", x0, y0, x0 + panel - 80);
     svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", x0, y0, top);
     for (double t = min_t; t <= max_t; t *= 2)
       svg += fmt::format("<text x=\"{:.0f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x_of(t), y0 + 15, t);
@@ -250,15 +254,16 @@ std::string svg_plot(const std::vector<Row>& rows, int head_dim) {
       for (const Row& r : rows)
         if (r.mode == "prefill" && r.head_dim == head_dim && r.causal == (c == 1) && r.kernel == kernels[k])
           points += fmt::format("{:.1f},{:.1f} ", x_of(r.length), y_of(r.gflops));
-      svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n",
-                         colors[k % 6], points);
+      svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n", colors[k % 6],
+                         points);
       if (c == 1)
         svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>\n", x0 + panel - 70, top + 15 * (k + 1),
                            colors[k % 6], kernels[k]);
     }
   }
-  svg += fmt::format("<text x=\"10\" y=\"{}\" transform=\"rotate(-90 10,{})\">GFLOP/s (4·Tq·Tk·D, half if causal)</text>\n",
-                     top + plot_h, top + plot_h);
+  svg += fmt::format(
+      "<text x=\"10\" y=\"{}\" transform=\"rotate(-90 10,{})\">GFLOP/s (4·Tq·Tk·D, half if causal)</text>\n",
+      top + plot_h, top + plot_h);
   return svg + "</svg>\n";
 }
 
@@ -289,10 +294,12 @@ int reference_cost(const BenchRequest& request) {
   const Timing loop = time_calls([&] { double_loop(p, sink); }, request.min_time, request.repetitions);
   const Timing fast = time_calls([&] { compute_reference_fast(p); }, request.min_time, request.repetitions);
   const Timing mpfr = time_calls([&] { compute_reference(p); }, request.min_time, request.repetitions);
-  std::cout << fmt::format("reference cost per output row, T = {}, Dk = Dv = {}, one head (median of n calls, IQR as "
-                           "% of the median):\n",
-                           t, d);
-  for (auto [what, time] : {std::pair{"double loop", loop}, {"double-double, 100+ bits (the oracle)", fast},
+  std::cout << fmt::format(
+      "reference cost per output row, T = {}, Dk = Dv = {}, one head (median of n calls, IQR as "
+      "% of the median):\n",
+      t, d);
+  for (auto [what, time] : {std::pair{"double loop", loop},
+                            {"double-double, 100+ bits (the oracle)", fast},
                             {"MPFR 136 bits (the cross-check)", mpfr}})
     std::cout << fmt::format("  {:<40} {:9.3f} us {:7.1f}x  IQR {:4.1f}%  n = {}\n", what, time.median / t * 1e6,
                              time.median / loop.median, spread_percent(time), time.calls);
@@ -329,9 +336,10 @@ int run_bench(const BenchRequest& request) {
 
   std::cout << fmt::format("attest bench: 1 thread, {} hardware threads, B = {}, H = Hkv = {}, Dv = Dk\n",
                            std::thread::hardware_concurrency(), request.batch, request.heads);
-  std::cout << fmt::format("time per call: the median of n calls (at least {} and {} s; decode sessions: 32 steps); "
-                           "spread: the interquartile range (25th to 75th percentile) in % of the median\n",
-                           request.repetitions, request.min_time);
+  std::cout << fmt::format(
+      "time per call: the median of n calls (at least {} and {} s; decode sessions: 32 steps); "
+      "spread: the interquartile range (25th to 75th percentile) in % of the median\n",
+      request.repetitions, request.min_time);
   std::cout << (request.in_process
                     ? "plugins: in process (--in-process): loaded into attest and called directly through the C ABI, "
                       "no child process, protocol or guard pages (a crash is attest's)\n"
@@ -407,13 +415,23 @@ int run_bench(const BenchRequest& request) {
   if (!request.json_path.empty()) {
     nlohmann::json out = nlohmann::json::array();
     for (const Row& r : rows)
-      out.push_back({{"kernel", r.kernel}, {"runs", r.runs}, {"mode", r.mode}, {"head_dim", r.head_dim},
-                     {"causal", r.causal}, {"length", r.length}, {"median_seconds", r.time.median},
-                     {"q1_seconds", r.time.q1}, {"q3_seconds", r.time.q3}, {"min_seconds", r.time.min},
-                     {"max_seconds", r.time.max}, {"calls", r.time.calls}, {"gflops", r.gflops},
+      out.push_back({{"kernel", r.kernel},
+                     {"runs", r.runs},
+                     {"mode", r.mode},
+                     {"head_dim", r.head_dim},
+                     {"causal", r.causal},
+                     {"length", r.length},
+                     {"median_seconds", r.time.median},
+                     {"q1_seconds", r.time.q1},
+                     {"q3_seconds", r.time.q3},
+                     {"min_seconds", r.time.min},
+                     {"max_seconds", r.time.max},
+                     {"calls", r.time.calls},
+                     {"gflops", r.gflops},
                      {"peak_extra_bytes", r.peak_extra ? nlohmann::json(*r.peak_extra) : nlohmann::json(nullptr)},
                      {"kv_cache_bytes", r.kv_cache},
-                     {"kv_bytes_per_token", r.kv_cache ? nlohmann::json(kv_bytes_per_token(r, request)) : nlohmann::json(nullptr)},
+                     {"kv_bytes_per_token",
+                      r.kv_cache ? nlohmann::json(kv_bytes_per_token(r, request)) : nlohmann::json(nullptr)},
                      {"tokens_per_second",
                       r.mode == "decode" ? nlohmann::json(request.batch / r.time.median) : nlohmann::json(nullptr)}});
     const nlohmann::json doc{{"format", "attest-bench"},

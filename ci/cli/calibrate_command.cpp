@@ -1,8 +1,9 @@
 #include "calibrate_command.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cmath>
-#include <fmt/format.h>
 #include <iostream>
 
 #include "attest/builtin_kernels.h"
@@ -47,7 +48,8 @@ bool declared_overflow(const Problem& p, const Kernel& kernel, Oracle& oracle) {
 
 int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
   std::vector<std::string> names;
-  if (!kernel_name.empty()) names.push_back(kernel_name);
+  if (!kernel_name.empty())
+    names.push_back(kernel_name);
   else
     for (const KernelEntry& e : kernel_registry()) names.push_back(e.name);
   std::cout << fmt::format("seed {}\n{:<18} {:>7} {:>9} {:>7} {:>15} {:>11} {:>10} {:>10} {:>12}  {}\n", seed, "kernel",
@@ -59,7 +61,8 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
     // A decode-only kernel is calibrated through its sessions: each causal problem decoded.
     const bool decode_only = !resolved->capabilities().forward() && resolved->capabilities().decode();
     if (decode_only && !exact_sessions(resolved->capabilities()))
-      throw std::invalid_argument(name + " is decode-only and its cache evicts at will (explicit policy): no "
+      throw std::invalid_argument(name +
+                                  " is decode-only and its cache evicts at will (explicit policy): no "
                                   "session of it is exact attention to calibrate; eviction_matches_retained_set "
                                   "holds it to what it reports");
     const std::unique_ptr<Kernel> sessions = decode_only ? session_forward(*resolved) : nullptr;
@@ -92,8 +95,10 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
           std::cout << fmt::format("FALSE ALARM {} case {} (seed {}): {}\n", name, i, seed + i, v.detail);
         }
         if (explained) continue;  // the overflow the precision limit reports: not the gates' measure
-        if (v.property != "matches_reference") worst_use = std::max(worst_use, v.utilisation);
-        else if (v.utilisation > worst_bound) worst_bound = v.utilisation, worst_bound_case = i;
+        if (v.property != "matches_reference")
+          worst_use = std::max(worst_use, v.utilisation);
+        else if (v.utilisation > worst_bound)
+          worst_bound = v.utilisation, worst_bound_case = i;
       }
       if (caps.backward()) {
         const Verdict g = gradient_matches_reference(p, *kernel, oracle);
@@ -112,27 +117,29 @@ int calibrate(int cases, std::uint64_t seed, const std::string& kernel_name) {
         if (e->model > 0.1) worst_ratio = std::max(worst_ratio, e->kernel / e->model);
       }
     }
-    std::cout << fmt::format("{:<18} {:>7} {:>9} {:>7} {:>15.3g} {:>11.3g} {:>10.3g} {:>10.3g} {:>12.3g}  {}{}\n",
-                             kernel->name(), done, modified, alarms, worst_bound, worst_use, worst_kernel, worst_model,
-                             worst_ratio, caps.precision.summary(),
-                             overflows ? fmt::format(" ({} cases overflow as the declared arithmetic does)", overflows) : "");
+    std::cout << fmt::format(
+        "{:<18} {:>7} {:>9} {:>7} {:>15.3g} {:>11.3g} {:>10.3g} {:>10.3g} {:>12.3g}  {}{}\n", kernel->name(), done,
+        modified, alarms, worst_bound, worst_use, worst_kernel, worst_model, worst_ratio, caps.precision.summary(),
+        overflows ? fmt::format(" ({} cases overflow as the declared arithmetic does)", overflows) : "");
     if (worst_bound_case >= 0)
       std::cout << fmt::format("  worst err/bound {:.3g} at case {} (seed {})\n", worst_bound, worst_bound_case,
                                seed + worst_bound_case);
     if (caps.backward())
-      std::cout << fmt::format("  backward: {} cases compared, {} false alarms, worst gradient err/bound {:.3g}{}; "
-                               "gate 2 use {:.3g}\n",
-                               gradient_cases, gradient_alarms, worst_gradient,
-                               worst_gradient_case >= 0 ? fmt::format(" at case {} (seed {})", worst_gradient_case,
-                                                                      seed + worst_gradient_case)
-                                                        : "",
-                               worst_gradient_gate);
+      std::cout << fmt::format(
+          "  backward: {} cases compared, {} false alarms, worst gradient err/bound {:.3g}{}; "
+          "gate 2 use {:.3g}\n",
+          gradient_cases, gradient_alarms, worst_gradient,
+          worst_gradient_case >= 0
+              ? fmt::format(" at case {} (seed {})", worst_gradient_case, seed + worst_gradient_case)
+              : "",
+          worst_gradient_gate);
     alarms_total += alarms + gradient_alarms;
   }
   const GateAllowance f32 = gate_allowance(Precision{}), half = gate_allowance(Precision{.scores = Scalar::kBF16});
-  std::cout << fmt::format("precision gate: fails above {} x max(model error, {} u) at f32, {} x max(model error, {} u) "
-                           "with a 16-bit rounding ('gate 2 use': the kernel's error over that allowance)\n",
-                           f32.factor, f32.floor, half.factor, half.floor);
+  std::cout << fmt::format(
+      "precision gate: fails above {} x max(model error, {} u) at f32, {} x max(model error, {} u) "
+      "with a 16-bit rounding ('gate 2 use': the kernel's error over that allowance)\n",
+      f32.factor, f32.floor, half.factor, half.floor);
   return alarms_total;
 }
 

@@ -36,7 +36,9 @@ std::string recorded_name(const std::string& name) {
 std::map<std::string, std::string> run_options(const CertifyRequest& request) {
   const CertifyOptions& o = request.options;
   const SizeOptions& s = o.sizes;
-  auto list = [](const std::vector<int>& v) { return v.empty() ? std::string("default") : fmt::format("{}", fmt::join(v, ",")); };
+  auto list = [](const std::vector<int>& v) {
+    return v.empty() ? std::string("default") : fmt::format("{}", fmt::join(v, ","));
+  };
   return {{"size_stages", o.sized_stages ? "on" : "off"},
           {"max_len", std::to_string(s.max_len)},
           {"lengths", list(s.lengths)},
@@ -84,7 +86,8 @@ int run_certify(CertifyRequest request) {
   // Everything that can be refused is refused before the first check runs.
   if (!request.json_path.empty() && same_file_path(request.json_path, request.junit_path))
     throw FlagError("--json and --junit name the same file " + request.json_path);
-  if (std::error_code ec; std::filesystem::exists(options.out_dir, ec) && !std::filesystem::is_directory(options.out_dir, ec))
+  if (std::error_code ec;
+      std::filesystem::exists(options.out_dir, ec) && !std::filesystem::is_directory(options.out_dir, ec))
     throw FlagError("--out " + options.out_dir + ": is not a folder (counterexamples are saved in it)");
   if (!request.json_path.empty() && !is_stdout(request.json_path)) check_writable("--json", request.json_path);
   if (!request.junit_path.empty() && !is_stdout(request.junit_path)) check_writable("--junit", request.junit_path);
@@ -95,22 +98,26 @@ int run_certify(CertifyRequest request) {
   check_not_an_input("--junit", request.junit_path, inputs);
   if (request.plan && request.shard) throw FlagError("--plan: a plan is of the whole run; drop --shard");
   if (request.shard && !request.baseline_path.empty())
-    throw FlagError("--baseline: a shard holds only its share of the checks; gate on the merged certificate "
-                    "(attest merge ... --baseline FILE)");
+    throw FlagError(
+        "--baseline: a shard holds only its share of the checks; gate on the merged certificate "
+        "(attest merge ... --baseline FILE)");
   std::optional<Baseline> baseline;
   if (!request.baseline_path.empty()) baseline = read_baseline(request.baseline_path);
   if (baseline) baseline->any_options = request.baseline_any_options;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                              std::chrono::duration<double>(request.deadline_seconds));
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                             std::chrono::duration<double>(request.deadline_seconds));
   options.deadline = deadline;
   request.load.containment.deadline = deadline;
 
   std::vector<std::pair<std::string, std::unique_ptr<Kernel>>> kernels;
   for (const std::string& name : request.kernels)
     kernels.emplace_back(recorded_name(name), resolve_kernel(name, request.load));
-  for (const std::string& cmd : request.commands) kernels.emplace_back("cmd:" + cmd, resolve_kernel("cmd:" + cmd, request.load));
+  for (const std::string& cmd : request.commands)
+    kernels.emplace_back("cmd:" + cmd, resolve_kernel("cmd:" + cmd, request.load));
   if (kernels.empty())
-    for (const KernelEntry& e : kernel_registry()) kernels.emplace_back("builtin:" + e.name, resolve_kernel(e.name, request.load));
+    for (const KernelEntry& e : kernel_registry())
+      kernels.emplace_back("builtin:" + e.name, resolve_kernel(e.name, request.load));
   if (request.plan) {  // the declarations alone: no check runs
     for (const auto& [source, kernel] : kernels) {
       const FrozenDeclaration frozen(*kernel);
@@ -119,8 +126,9 @@ int run_certify(CertifyRequest request) {
     return 0;
   }
   options.seed = seed_or_clock(options.seed);
-  std::cerr << fmt::format("attest certify: seed {}, {} cases per property{}\n", options.seed, options.property_cases,
-                           request.shard ? fmt::format(", shard {}/{}", request.shard->index, request.shard->count) : "");
+  std::cerr << fmt::format(
+      "attest certify: seed {}, {} cases per property{}\n", options.seed, options.property_cases,
+      request.shard ? fmt::format(", shard {}/{}", request.shard->index, request.shard->count) : "");
   std::optional<ShardCursor> cursor;  // one for the run: positions run on across kernels
   if (request.shard) cursor = ShardCursor{*request.shard};
   options.shard = cursor ? &*cursor : nullptr;
@@ -133,8 +141,9 @@ int run_certify(CertifyRequest request) {
     options.kernel_source = source;
     options.isolated = request.load.isolate || dynamic_cast<const ProcessKernel*>(kernel.get()) != nullptr;
     const FrozenDeclaration frozen(*kernel);  // one reading of its declaration: the report's and the checks'
-    KernelReport report{source, frozen.name(), frozen.capabilities(), certify_kernel(frozen, oracle, options),
-                        request.required, request.shard, kernel_identity(source)};
+    KernelReport report{
+        source,           frozen.name(), frozen.capabilities(),  certify_kernel(frozen, oracle, options),
+        request.required, request.shard, kernel_identity(source)};
     if (options.checks) report.check_selection = options.checks->text();
     checks_run += report.checks.size();
     end_progress();
@@ -148,23 +157,25 @@ int run_certify(CertifyRequest request) {
   std::string prefix;  // a shard's verdict speaks for its share only
   if (request.shard) {
     prefix = fmt::format("shard {}/{}: ", request.shard->index, request.shard->count);
-    std::cout << fmt::format("{}{} of the run's checks (positions p with p % {} == {} in the unsharded order); "
-                             "`attest merge` joins the shards' certificates{}\n",
-                             prefix, checks_run, request.shard->count, request.shard->index - 1,
-                             request.required.empty() ? "" : " and judges --require");
+    std::cout << fmt::format(
+        "{}{} of the run's checks (positions p with p % {} == {} in the unsharded order); "
+        "`attest merge` joins the shards' certificates{}\n",
+        prefix, checks_run, request.shard->count, request.shard->index - 1,
+        request.required.empty() ? "" : " and judges --require");
   }
   return print_verdict(info, baseline, request.baseline_path, request.baseline_factor, prefix) ? 0 : 1;
 }
 
-bool print_verdict(const CertificateInfo& info, const std::optional<Baseline>& baseline, const std::string& baseline_path,
-                   double factor, const std::string& prefix) {
+bool print_verdict(const CertificateInfo& info, const std::optional<Baseline>& baseline,
+                   const std::string& baseline_path, double factor, const std::string& prefix) {
   bool ok = true;
   for (const KernelReport& k : info.kernels) ok = ok && k.passed();
   if (baseline) {
     const std::vector<std::string> worse = regressions(*baseline, info, factor);
     for (const std::string& reason : worse) std::cout << "REGRESSION " << reason << "\n";
     if (const auto difference = options_difference(*baseline, info); difference && baseline->any_options)
-      std::cout << "baseline " << baseline_path << ": " << *difference << "; compared anyway (--baseline-any-options)\n";
+      std::cout << "baseline " << baseline_path << ": " << *difference
+                << "; compared anyway (--baseline-any-options)\n";
     if (worse.empty()) std::cout << "baseline " << baseline_path << ": no regression\n";
     ok = ok && worse.empty();
   }

@@ -1,10 +1,9 @@
 // `attest certify`: certify kernels, write the certificate, gate on a baseline.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
-
-#include <optional>
 
 #include "certificate.h"
 #include "certify.h"
@@ -21,7 +20,7 @@ struct CertifyRequest {
   double baseline_factor = 2.0;
   bool baseline_any_options = false;  // --baseline-any-options
   double deadline_seconds = 3600;
-  FeatureSet required;  // --require
+  FeatureSet required;           // --require
   std::optional<ShardId> shard;  // --shard K/N: this run's share of the checks
   bool verbose = false;          // --verbose: the full report and progress (ReportDetail::kFull)
   bool list_checks = false;      // --list-checks: print every check, run nothing
@@ -34,8 +33,8 @@ int run_certify(CertifyRequest request);
 
 // The run's last lines: a REGRESSION line per way it is worse than the baseline, then
 // `prefix` and CERTIFIED or NOT CERTIFIED. Returns whether it is certified.
-bool print_verdict(const CertificateInfo& info, const std::optional<Baseline>& baseline, const std::string& baseline_path,
-                   double factor, const std::string& prefix = "");
+bool print_verdict(const CertificateInfo& info, const std::optional<Baseline>& baseline,
+                   const std::string& baseline_path, double factor, const std::string& prefix = "");
 
 // "causal,gqa,lse" -> the features; throws FlagError naming an unknown one.
 FeatureSet parse_features(const std::vector<std::string>& names);

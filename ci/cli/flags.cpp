@@ -47,11 +47,24 @@ std::size_t parse_bytes(const std::string& flag, const std::string& text) {
   int shift = 0;
   if (!digits.empty()) {
     switch (digits.back()) {
-      case 'K': case 'k': shift = 10; break;
-      case 'M': case 'm': shift = 20; break;
-      case 'G': case 'g': shift = 30; break;
-      case 'T': case 't': shift = 40; break;
-      default: break;
+      case 'K':
+      case 'k':
+        shift = 10;
+        break;
+      case 'M':
+      case 'm':
+        shift = 20;
+        break;
+      case 'G':
+      case 'g':
+        shift = 30;
+        break;
+      case 'T':
+      case 't':
+        shift = 40;
+        break;
+      default:
+        break;
     }
     if (shift) digits.pop_back();
   }
@@ -68,7 +81,9 @@ std::pair<int, int> parse_shard(const std::string& flag, const std::string& text
   const std::size_t slash = text.find('/');
   if (slash == std::string::npos) reject(flag, text, want);
   const std::string k = text.substr(0, slash), n = text.substr(slash + 1);
-  auto digits = [](const std::string& s) { return !s.empty() && s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos; };
+  auto digits = [](const std::string& s) {
+    return !s.empty() && s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos;
+  };
   if (!digits(k) || !digits(n)) reject(flag, text, want);
   const int index = std::stoi(k), count = std::stoi(n);
   if (index < 1 || count > max_count || index > count) reject(flag, text, want);

@@ -1,5 +1,6 @@
 #include "fuzz_command.h"
 
+#include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,7 +9,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -28,7 +28,8 @@ namespace fs = std::filesystem;
 fs::path repository_root() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec && fs::exists(exe.parent_path() / "../../../corpus")) return fs::weakly_canonical(exe.parent_path() / "../../..");
+  if (!ec && fs::exists(exe.parent_path() / "../../../corpus"))
+    return fs::weakly_canonical(exe.parent_path() / "../../..");
   return fs::current_path();
 }
 
@@ -85,7 +86,8 @@ std::optional<fuzz::Violation> first_violation(fuzz::Target target, const std::v
       if (auto v = fuzz::run_target_on(target, data, bytes.size(), *kernel, oracle)) return v;
     } catch (const std::exception& e) {
       const Problem p =
-          fuzz::decode_input(data, bytes.size(), fuzz::flavor_of(target), fuzz::reach_of(kernel->capabilities())).problem;
+          fuzz::decode_input(data, bytes.size(), fuzz::flavor_of(target), fuzz::reach_of(kernel->capabilities()))
+              .problem;
       return fuzz::Violation{kernel->name(), Verdict::fail("deterministic_and_in_bounds", e.what(), INFINITY), p};
     }
   }
@@ -103,8 +105,8 @@ FuzzFinding examine(const fs::path& input, fuzz::Target target, const FuzzReques
   if (f.kernel.empty()) f.kernel = v->kernel;  // every built-in kernel ran: replay the one that failed
   f.problem_path = (work / (input.filename().string() + ".json")).string();
   save_problem_file(f.problem_path, {v->problem, v->verdict.property, f.kernel, false, v->verdict.detail, 0});
-  std::cout << fmt::format("  {} on {}: {}\n  counterexample: {}\n", v->verdict.property, v->kernel,
-                           v->verdict.detail, f.problem_path);
+  std::cout << fmt::format("  {} on {}: {}\n  counterexample: {}\n", v->verdict.property, v->kernel, v->verdict.detail,
+                           f.problem_path);
   replay_in_fresh_process(f);
   return f;
 }
@@ -155,8 +157,10 @@ FuzzOutcome fuzz_and_replay(const FuzzRequest& request) {
   const auto [status, output] = run_captured(command, true);
 
   std::smatch m;
-  const std::string runs = std::regex_search(output, m, std::regex(R"(stat::number_of_executed_units:\s*(\d+))")) ? m[1].str() : "?";
-  const std::string speed = std::regex_search(output, m, std::regex(R"(stat::average_exec_per_sec:\s*(\d+))")) ? m[1].str() : "?";
+  const std::string runs =
+      std::regex_search(output, m, std::regex(R"(stat::number_of_executed_units:\s*(\d+))")) ? m[1].str() : "?";
+  const std::string speed =
+      std::regex_search(output, m, std::regex(R"(stat::average_exec_per_sec:\s*(\d+))")) ? m[1].str() : "?";
   std::cout << fmt::format("{}: {} executions, {} exec/s\n", request.target, runs, speed);
 
   FuzzOutcome outcome;
@@ -176,8 +180,8 @@ FuzzOutcome fuzz_and_replay(const FuzzRequest& request) {
     std::cerr << output << "\nattest: the fuzzer exited with status " << status << " and left no input\n";
     outcome.status = 2;
   } else if (!inputs.empty()) {
-    const bool counted = std::any_of(outcome.findings.begin(), outcome.findings.end(),
-                                     [](const FuzzFinding& f) { return f.counted(); });
+    const bool counted =
+        std::any_of(outcome.findings.begin(), outcome.findings.end(), [](const FuzzFinding& f) { return f.counted(); });
     outcome.status = counted ? 1 : 3;
   }
   return outcome;

@@ -9,11 +9,11 @@
 namespace attest {
 
 struct FuzzRequest {
-  std::string target;       // a row of fuzz/src/fuzz_targets.cpp's table
+  std::string target;  // a row of fuzz/src/fuzz_targets.cpp's table
   int seconds = 60;
-  std::string kernel;       // ATTEST_FUZZ_KERNEL for the target (default: every built-in kernel)
-  std::string build_dir;    // the fuzz preset's build directory (default: build/fuzz)
-  std::string corpus_dir;   // seeds (default: corpus/, next to build/)
+  std::string kernel;      // ATTEST_FUZZ_KERNEL for the target (default: every built-in kernel)
+  std::string build_dir;   // the fuzz preset's build directory (default: build/fuzz)
+  std::string corpus_dir;  // seeds (default: corpus/, next to build/)
   std::string out_dir = "attest-out";
 };
 

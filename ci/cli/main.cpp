@@ -32,8 +32,8 @@ int main(int argc, char** argv) {
 
   // Numbers arrive as text and are parsed strictly after CLI11 (flags.h): finite, in range, whole.
   CertifyRequest request;
-  std::string budget = "default", seed_text, baseline_factor = "2", timeout = "30", deadline = "3600",
-              memory_limit, fuzz_seconds = "0";
+  std::string budget = "default", seed_text, baseline_factor = "2", timeout = "30", deadline = "3600", memory_limit,
+              fuzz_seconds = "0";
   CLI::App* cert = app.add_subcommand("certify", "run golden, grid and property checks; print the certificate table");
   cert->add_option("--kernel", request.kernels,
                    "NAME, builtin:NAME, mutant:NAME or a plugin PATH.so (repeatable; default: all built-in)");
@@ -41,10 +41,13 @@ int main(int argc, char** argv) {
   cert->add_option("--budget", budget, "cases per property: quick (10), default (100), thorough (1000) or a number");
   cert->add_option("--seed", seed_text, "RapidCheck seed (default: from the clock, printed)");
   cert->add_option("--out", request.options.out_dir, "directory for counterexamples")->capture_default_str();
-  cert->add_option("--json", request.json_path, "write the certificate as JSON (ci/schema/certificate.schema.json); -: to stdout, the report to stderr");
+  cert->add_option(
+      "--json", request.json_path,
+      "write the certificate as JSON (ci/schema/certificate.schema.json); -: to stdout, the report to stderr");
   cert->add_option("--junit", request.junit_path, "write the results as JUnit XML (-: stdout)");
   cert->add_option("--baseline", request.baseline_path, "fail when worse than this earlier JSON certificate");
-  cert->add_option("--baseline-factor", baseline_factor, "allowed growth of worst err/bound (>= 1)")->capture_default_str();
+  cert->add_option("--baseline-factor", baseline_factor, "allowed growth of worst err/bound (>= 1)")
+      ->capture_default_str();
   cert->add_flag("--baseline-any-options", request.baseline_any_options,
                  "compare with a baseline run with other options (lengths, widths, budgets, timeouts); says so");
   cert->add_option("--timeout", timeout,
@@ -73,11 +76,13 @@ int main(int argc, char** argv) {
   cert->add_option("--lengths", lengths, "these lengths instead of the ladder, e.g. 127,128,129,4096")->delimiter(',');
   cert->add_option("--head-dims", head_dims, "head widths of the ladder and long cases (default 64)")->delimiter(',');
   cert->add_option("--jobs", jobs, "threads for the reference of long problems (default: every core)");
-  cert->add_flag("--no-size-stages", [&](std::int64_t) { request.options.sized_stages = false; },
-                 "skip the ladder and long stages");
-  cert->add_flag("--no-shrink", [&](std::int64_t) { request.options.shrink = false; },
-                 "save each failing property's first counterexample unshrunk (quick triage of a kernel that "
-                 "fails everywhere)");
+  cert->add_flag(
+      "--no-size-stages", [&](std::int64_t) { request.options.sized_stages = false; },
+      "skip the ladder and long stages");
+  cert->add_flag(
+      "--no-shrink", [&](std::int64_t) { request.options.shrink = false; },
+      "save each failing property's first counterexample unshrunk (quick triage of a kernel that "
+      "fails everywhere)");
   std::vector<std::string> check_items;
   cert->add_option("--check", check_items,
                    "run only these checks: names, or regular expressions matching whole names, e.g. "
@@ -97,9 +102,11 @@ int main(int argc, char** argv) {
 
   MergeRequest merge;
   std::string merge_factor = "2";
-  CLI::App* mrg = app.add_subcommand("merge", "join the certificates of `certify --shard K/N` runs into the run's certificate");
+  CLI::App* mrg =
+      app.add_subcommand("merge", "join the certificates of `certify --shard K/N` runs into the run's certificate");
   mrg->add_option("files", merge.inputs, "one certificate per shard (certify --shard K/N --json F)")->required();
-  mrg->add_option("--json", merge.json_path, "write the merged certificate (-: stdout, the report to stderr)")->required();
+  mrg->add_option("--json", merge.json_path, "write the merged certificate (-: stdout, the report to stderr)")
+      ->required();
   mrg->add_option("--junit", merge.junit_path, "write the merged results as JUnit XML (-: stdout)");
   mrg->add_option("--baseline", merge.baseline_path, "fail when the merged certificate is worse than this one");
   mrg->add_option("--baseline-factor", merge_factor, "allowed growth of worst err/bound (>= 1)")->capture_default_str();
@@ -117,7 +124,8 @@ int main(int argc, char** argv) {
   FuzzRequest fuzz;
   CLI::App* fz = app.add_subcommand("fuzz", "run a libFuzzer target (fuzz preset) and save what it finds");
   bool fuzz_list = false;
-  fz->add_option("--target", fuzz.target, "fuzz_mask_leak, fuzz_overflow, fuzz_decode, fuzz_differential or fuzz_backward");
+  fz->add_option("--target", fuzz.target,
+                 "fuzz_mask_leak, fuzz_overflow, fuzz_decode, fuzz_differential or fuzz_backward");
   fz->add_flag("--list", fuzz_list, "print each kernel fuzz target and the mutant it must find, one per line");
   std::string fuzz_target_seconds = "60";
   fz->add_option("--seconds", fuzz_target_seconds, "how long to fuzz")->capture_default_str();
@@ -220,8 +228,8 @@ int main(int argc, char** argv) {
     };
     if (*cert) {
       request.options.property_cases = parse_budget("--budget", budget);
-      request.options.sizes = sized_flags(sizes_for_budget(request.options.property_cases), max_len, lengths,
-                                          head_dims, jobs);
+      request.options.sizes =
+          sized_flags(sizes_for_budget(request.options.property_cases), max_len, lengths, head_dims, jobs);
       if (!long_seconds.empty())
         request.options.sizes.time_budget = parse_number("--long-seconds", long_seconds, 0, 86400);
       request.options.seed = seed_of_flag(seed_text);

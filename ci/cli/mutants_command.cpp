@@ -1,19 +1,20 @@
 #include "mutants_command.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "attest/file_io.h"
+#include "attest/mutants.h"
 #include "attest/problem_file.h"
 #include "certify.h"
 #include "fuzz_command.h"
 #include "fuzz_targets.h"
-#include "attest/mutants.h"
 
 namespace attest {
 namespace {
@@ -112,12 +113,17 @@ nlohmann::json fuzz_json(const FuzzResult& f) {
   auto chosen = std::find_if(all.begin(), all.end(), [](const FuzzFinding& x) { return x.counted(); });
   if (chosen == all.end()) chosen = all.begin();
   auto text = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
-  nlohmann::json j = {{"target", f.target}, {"status", f.outcome.status},
-                      {"libfuzzer_finding", !all.empty()}, {"findings", all.size()},
+  nlohmann::json j = {{"target", f.target},
+                      {"status", f.outcome.status},
+                      {"libfuzzer_finding", !all.empty()},
+                      {"findings", all.size()},
                       {"counted", chosen != all.end() && chosen->counted()}};
   if (chosen == all.end()) return j;
-  j.update({{"input", chosen->input}, {"problem", text(chosen->problem_path)}, {"kernel", text(chosen->kernel)},
-            {"replay_kernel", text(chosen->replay_kernel)}, {"property", text(chosen->property)},
+  j.update({{"input", chosen->input},
+            {"problem", text(chosen->problem_path)},
+            {"kernel", text(chosen->kernel)},
+            {"replay_kernel", text(chosen->replay_kernel)},
+            {"property", text(chosen->property)},
             {"replay_exit_code", chosen->replay_exit < 0 ? nlohmann::json() : nlohmann::json(chosen->replay_exit)},
             {"replay_verdict", text(chosen->replay_verdict)}});
   return j;
@@ -135,8 +141,8 @@ int run_mutants(const MutantsRequest& request) {
     if (!request.only.empty() && request.only != m.name) continue;
     reports.push_back(evaluate(m, request, oracle));
     const MutantReport& r = reports.back();
-    std::cerr << fmt::format("[{}] {}: {} ({} checks)\n", r.mutant->name,
-                             r.killed() ? "killed" : "SURVIVED", joined(r.killed_by), r.killed_by.size());
+    std::cerr << fmt::format("[{}] {}: {} ({} checks)\n", r.mutant->name, r.killed() ? "killed" : "SURVIVED",
+                             joined(r.killed_by), r.killed_by.size());
   }
 
   if (reports.empty())
@@ -156,8 +162,8 @@ int run_mutants(const MutantsRequest& request) {
     table += fmt::format("{:<26} {:<8} {:>6} {:>8.2f} {:>8}  {:<32} {}{}\n", r.mutant->name,
                          r.killed() ? "killed" : "SURVIVED", r.cases_to_first_failure, r.seconds_to_first_failure,
                          r.shrunk_q_len ? fmt::format("{}x{}", r.shrunk_q_len, r.shrunk_k_len) : "-",
-                         r.mutant->expected_property + (r.expected_caught ? "" : " (MISSED)"),
-                         joined(others), request.fuzz_seconds > 0 ? "  fuzz: " + joined(r.fuzz_killed_by) : "");
+                         r.mutant->expected_property + (r.expected_caught ? "" : " (MISSED)"), joined(others),
+                         request.fuzz_seconds > 0 ? "  fuzz: " + joined(r.fuzz_killed_by) : "");
   }
   const auto slowest = std::max_element(reports.begin(), reports.end(), [](const auto& a, const auto& b) {
     return a.seconds_to_first_failure < b.seconds_to_first_failure;
@@ -191,20 +197,33 @@ int run_mutants(const MutantsRequest& request) {
     for (const MutantReport& r : reports) {
       nlohmann::json fuzz = nlohmann::json::array();
       for (const FuzzResult& f : r.fuzz) fuzz.push_back(fuzz_json(f));
-      rows.push_back({{"mutant", r.mutant->name}, {"bug_class", r.mutant->bug_class},
-                      {"expected_property", r.mutant->expected_property}, {"killed", r.killed()},
-                      {"expected_caught", r.expected_caught}, {"killed_by", r.killed_by},
-                      {"fuzz_killed_by", r.fuzz_killed_by}, {"cases_to_first_failure", r.cases_to_first_failure},
+      rows.push_back({{"mutant", r.mutant->name},
+                      {"bug_class", r.mutant->bug_class},
+                      {"expected_property", r.mutant->expected_property},
+                      {"killed", r.killed()},
+                      {"expected_caught", r.expected_caught},
+                      {"killed_by", r.killed_by},
+                      {"fuzz_killed_by", r.fuzz_killed_by},
+                      {"cases_to_first_failure", r.cases_to_first_failure},
                       {"seconds_to_first_failure", r.seconds_to_first_failure},
-                      {"shrunk_q_len", r.shrunk_q_len}, {"shrunk_k_len", r.shrunk_k_len}, {"fuzz", fuzz}});
+                      {"shrunk_q_len", r.shrunk_q_len},
+                      {"shrunk_k_len", r.shrunk_k_len},
+                      {"fuzz", fuzz}});
     }
-    const nlohmann::json doc = {{"format", "attest-mutants"}, {"version", 2}, {"seed", request.seed},
-                                {"cases_per_property", request.property_cases}, {"killed", killed},
-                                {"total", reports.size()}, {"expected_caught", expected},
+    const nlohmann::json doc = {{"format", "attest-mutants"},
+                                {"version", 2},
+                                {"seed", request.seed},
+                                {"cases_per_property", request.property_cases},
+                                {"killed", killed},
+                                {"total", reports.size()},
+                                {"expected_caught", expected},
                                 {"median_seconds_to_kill", median_seconds},
-                                {"median_shrunk_q_len", median(q_lens)}, {"median_shrunk_k_len", median(k_lens)},
-                                {"fuzz_seconds", request.fuzz_seconds}, {"fuzz_killed", fuzz_killed},
-                                {"fuzz_findings", findings}, {"fuzz_findings_counted", counted},
+                                {"median_shrunk_q_len", median(q_lens)},
+                                {"median_shrunk_k_len", median(k_lens)},
+                                {"fuzz_seconds", request.fuzz_seconds},
+                                {"fuzz_killed", fuzz_killed},
+                                {"fuzz_findings", findings},
+                                {"fuzz_findings_counted", counted},
                                 {"mutants", rows}};
     write_file_atomically(request.json_path, doc.dump(2) + "\n");
   }

@@ -13,14 +13,14 @@ namespace attest {
 struct MutantsRequest {
   int property_cases = 100;  // the default certify budget
   std::uint64_t seed = 0;
-  int fuzz_seconds = 0;      // > 0: also fuzz each target on each mutant (the fuzz preset); a finding
-                             // kills only once its replay in a fresh process fails
-  std::string fuzz_build;    // the fuzz preset's build directory (default: build/fuzz)
+  int fuzz_seconds = 0;    // > 0: also fuzz each target on each mutant (the fuzz preset); a finding
+                           // kills only once its replay in a fresh process fails
+  std::string fuzz_build;  // the fuzz preset's build directory (default: build/fuzz)
   std::string out_dir = "attest-out/mutants";
   std::string json_path;
-  std::string only;          // run one mutant
+  std::string only;                      // run one mutant
   int shard_index = 1, shard_count = 1;  // --shard K/N: the mutants at registry positions p % N == K - 1
-  SizeOptions sizes;         // the ladder and long stages (certify's, up to a shorter maximum)
+  SizeOptions sizes;                     // the ladder and long stages (certify's, up to a shorter maximum)
 };
 
 // Exit code: 0 every mutant killed, and by its expected property; 1 otherwise.

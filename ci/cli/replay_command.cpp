@@ -1,6 +1,7 @@
 #include "replay_command.h"
 
 #include <fmt/format.h>
+
 #include <iostream>
 
 #include "attest/problem_file.h"
@@ -42,7 +43,8 @@ int run_replay(const std::string& path, const std::string& kernel_override, cons
       std::cerr << fmt::format(
           "attest: {} was recorded with an external kernel; attest does not run code named in a file.\n"
           "To replay it with that kernel, run:\n  attest replay {} {} {}\n",
-          path, quoted(path), command ? "--kernel-cmd" : "--kernel", quoted(command ? file.kernel.substr(4) : file.kernel));
+          path, quoted(path), command ? "--kernel-cmd" : "--kernel",
+          quoted(command ? file.kernel.substr(4) : file.kernel));
       return 2;
     }
     load.isolate = load.isolate || file.isolated;
@@ -59,6 +61,5 @@ int run_replay(const std::string& path, const std::string& kernel_override, cons
   if (!file.verdict.empty()) std::cout << "recorded: " << file.verdict << "\n";
   return outcome.exit_code;
 }
-
 
 }  // namespace attest

@@ -18,9 +18,9 @@
 namespace attest {
 
 struct LoadOptions {
-  bool isolate = false;     // run built-in kernels and mutants in a child process too
+  bool isolate = false;            // run built-in kernels and mutants in a child process too
   bool plugin_in_process = false;  // attest bench --in-process: load a plugin into this process
-  Containment containment;  // for kernels in a child process
+  Containment containment;         // for kernels in a child process
 };
 
 // Makes `name` resolve to make() in this process. For kernels of the layers above isolation,

@@ -1,10 +1,10 @@
 #include "plugin_library.h"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
 
 #include "attest/abi_adapter.h"
 #include "attest/safe_text.h"
@@ -35,8 +35,7 @@ const void* open_plugin(const std::string& path) {
     if ((v2->capabilities & ATTEST_CAP_BACKWARD) && !v2->backward)
       throw KernelLoadError(fmt::format("{}: descriptor declares ATTEST_CAP_BACKWARD but its backward is NULL", path));
   } else {
-    throw KernelLoadError(
-        fmt::format("{}: kernel ABI version {}, this attest speaks versions 1 and 2", path, version));
+    throw KernelLoadError(fmt::format("{}: kernel ABI version {}, this attest speaks versions 1 and 2", path, version));
   }
   return descriptor;
 }
@@ -148,8 +147,8 @@ class InProcessDecode final : public DecodeSession {
     if (kernel_.caps_.cache.kind != CachePolicy::Kind::kExplicit) return {};
     std::vector<std::int64_t> positions(static_cast<std::size_t>(length_ + 1));
     std::int32_t count = 0;
-    const attest_status status = kernel_.served_.retained(handle_, b, t, positions.data(),
-                                                          static_cast<std::int32_t>(positions.size()), &count);
+    const attest_status status =
+        kernel_.served_.retained(handle_, b, t, positions.data(), static_cast<std::int32_t>(positions.size()), &count);
     if (status != ATTEST_OK) status_failure("decode_retained", status, kernel_.served_);
     if (count < 0 || std::size_t(count) > positions.size())
       throw KernelFailure(KernelFailure::Kind::kProtocol, fmt::format("decode_retained reported {} positions", count));

@@ -73,8 +73,8 @@ void ProcessKernel::start() const {
                  protocol::kMaxDescriptorBytes);
   } catch (const KernelFailure& e) {
     stop();
-    throw KernelLoadError(options_.description + ": " + e.what() +
-                          " before describing itself (protocol " + std::to_string(protocol::kVersion) +
+    throw KernelLoadError(options_.description + ": " + e.what() + " before describing itself (protocol " +
+                          std::to_string(protocol::kVersion) +
                           ": requests and replies travel on the descriptors of ATTEST_PROTOCOL_FDS; impl/PROTOCOL.md)");
   }
   protocol::Reader r(reply);
@@ -284,7 +284,8 @@ void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<floa
   } catch (const protocol::ProtocolError& e) {
     fail(KernelFailure::Kind::kProtocol, std::string("malformed forward result: ") + e.what());
   }
-  if (!result.fault.empty()) throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
+  if (!result.fault.empty())
+    throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
   if (result.status != ATTEST_OK)
     throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("kernel returned status {}: {}", result.status,
                                                                   safe_text(result.error, kMaxKernelMessage)));
@@ -312,7 +313,8 @@ void ProcessKernel::backward(const Problem& p, const BackwardInputs& in, const G
   } catch (const protocol::ProtocolError& e) {
     fail(KernelFailure::Kind::kProtocol, std::string("malformed backward result: ") + e.what());
   }
-  if (!result.fault.empty()) throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
+  if (!result.fault.empty())
+    throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
   if (result.status != ATTEST_OK)
     throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("backward returned status {}: {}", result.status,
                                                                   safe_text(result.error, kMaxKernelMessage)));
@@ -358,7 +360,8 @@ class ProcessDecodeSession final : public DecodeSession {
       throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode step returned status {}: {}", result.status,
                                                                     safe_text(result.error, kMaxKernelMessage)));
     if (result.o.size() != o.size() * info(precision.o).bytes || result.lse.size() != lse.size())
-      throw KernelFailure(KernelFailure::Kind::kProtocol, "malformed decode result: output sizes do not match the step");
+      throw KernelFailure(KernelFailure::Kind::kProtocol,
+                          "malformed decode result: output sizes do not match the step");
     const std::vector<float> values = floats_from_storage(result.o.data(), o.size(), precision.o);
     std::copy(values.begin(), values.end(), o.begin());
     std::copy(result.lse.begin(), result.lse.end(), lse.begin());
@@ -380,9 +383,9 @@ class ProcessDecodeSession final : public DecodeSession {
       throw KernelFailure(KernelFailure::Kind::kProtocol, std::string("malformed retained positions: ") + e.what());
     }
     if (result.status != ATTEST_OK)
-      throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode_retained returned status {}: {}",
-                                                                    result.status,
-                                                                    safe_text(result.error, kMaxKernelMessage)));
+      throw KernelFailure(KernelFailure::Kind::kStatus,
+                          fmt::format("decode_retained returned status {}: {}", result.status,
+                                      safe_text(result.error, kMaxKernelMessage)));
     return {result.positions.begin(), result.positions.end()};
   }
 
@@ -434,8 +437,8 @@ std::size_t ProcessKernel::page_bytes(const DecodeConfig& config) const {
     fail(KernelFailure::Kind::kProtocol, std::string("malformed page size: ") + e.what());
   }
   if (status != ATTEST_OK)
-    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("page_bytes returned status {}: {}", status,
-                                                                  safe_text(error, kMaxKernelMessage)));
+    throw KernelFailure(KernelFailure::Kind::kStatus,
+                        fmt::format("page_bytes returned status {}: {}", status, safe_text(error, kMaxKernelMessage)));
   if (bytes < 1 || bytes > (std::int64_t{1} << 30))
     fail(KernelFailure::Kind::kProtocol, fmt::format("page_bytes returned {} bytes (1 to 2^30)", bytes));
   return page_sizes_.checked(w.bytes(), static_cast<std::size_t>(bytes));
@@ -474,7 +477,8 @@ void ProcessKernel::decode_paged(const DecodeConfig& config, const PagedStep& st
   } catch (const protocol::ProtocolError& e) {
     fail(KernelFailure::Kind::kProtocol, std::string("malformed paged decode result: ") + e.what());
   }
-  if (!result.fault.empty()) throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
+  if (!result.fault.empty())
+    throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
   if (result.status != ATTEST_OK)
     throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("decode_paged returned status {}: {}", result.status,
                                                                   safe_text(result.error, kMaxKernelMessage)));

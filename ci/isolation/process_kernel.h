@@ -50,8 +50,8 @@ class ProcessKernel final : public Kernel {
   // One request and its reply (at most max_reply payload bytes); restarts the child first if it
   // died. `work` (cost_model.h; 0: not a computation) sets how long the call may take and
   // teaches the cost model. Used by decode sessions.
-  std::string call(protocol::Type request, const std::string& payload, protocol::Type reply,
-                   std::uint64_t max_reply, double work = 0) const;
+  std::string call(protocol::Type request, const std::string& payload, protocol::Type reply, std::uint64_t max_reply,
+                   double work = 0) const;
   std::uint64_t generation() const { return generation_; }  // increases with every restart
 
  private:

@@ -47,8 +47,8 @@ TEST(CoverageModel, PairNamesOfAProblemAreTargetsOfTheModel) {
     }
   }
   const std::vector<std::string> classes = coverage_classes(p, caps);
-  for (const char* expected : {"queries: partial last tile", "keys: partial last tile", "mask: causal", "modifier: softcap",
-                               "heads: 2-8", "group: 2", "batch: 2-4", "width: small"})
+  for (const char* expected : {"queries: partial last tile", "keys: partial last tile", "mask: causal",
+                               "modifier: softcap", "heads: 2-8", "group: 2", "batch: 2-4", "width: small"})
     EXPECT_NE(std::find(classes.begin(), classes.end(), expected), classes.end()) << expected;
 }
 
@@ -99,7 +99,6 @@ TEST(CoverageTopUp, ACorrectKernelCoversEveryTargetItsPathsTake) {
   const std::vector<std::string>& not_taken = r.paths.at("single-tile").targets_not_taken;
   EXPECT_NE(std::find(not_taken.begin(), not_taken.end(), "keys: partial last tile"), not_taken.end());
 }
-
 
 // A kernel with a path for one-hot values (V entries all 0 or 1), as a sparse fast path might:
 // rows_sum_to_one's V = 1 probe always lands there, never on the path its case takes.

@@ -31,12 +31,11 @@ std::vector<std::string> gate(const KernelReport& before, const KernelReport& no
 }
 
 bool mentions(const std::vector<std::string>& reasons, const std::string& text) {
-  return std::any_of(reasons.begin(), reasons.end(), [&](const std::string& r) { return r.find(text) != std::string::npos; });
+  return std::any_of(reasons.begin(), reasons.end(),
+                     [&](const std::string& r) { return r.find(text) != std::string::npos; });
 }
 
-TEST(RegressionGate, TheSameClaimsAreNoRegression) {
-  EXPECT_TRUE(gate(full_report(), full_report()).empty());
-}
+TEST(RegressionGate, TheSameClaimsAreNoRegression) { EXPECT_TRUE(gate(full_report(), full_report()).empty()); }
 
 // A run made with other options (here a shorter long stage) is refused as a comparison unless
 // --baseline-any-options, and then the caller prints the difference.
@@ -53,20 +52,20 @@ TEST(RegressionGate, OtherOptionsAreARegressionUnlessAllowed) {
 
 TEST(RegressionGate, EachWayOfClaimingLessIsNamed) {
   KernelReport now = full_report();
-  now.capabilities.features.erase(Feature::kGqa);                  // a capability lost
-  now.checks[2].not_covered = "the kernel does not declare gqa";   // a passing check not covered now
-  now.checks[1].effective = 30;                                    // fewer effective cases: above its floor, below 80 / 2
-  now.checks[0].paths.clear();                                     // an internal path no longer seen
+  now.capabilities.features.erase(Feature::kGqa);                 // a capability lost
+  now.checks[2].not_covered = "the kernel does not declare gqa";  // a passing check not covered now
+  now.checks[1].effective = 30;  // fewer effective cases: above its floor, below 80 / 2
+  now.checks[0].paths.clear();   // an internal path no longer seen
   now.checks[1].paths.clear();
   now.checks[2].paths.clear();
-  now.capabilities.precision.accumulator = Scalar::kBF16;           // a looser precision
-  now.capabilities.contract.causal_required = true;                 // a narrower contract
+  now.capabilities.precision.accumulator = Scalar::kBF16;  // a looser precision
+  now.capabilities.contract.causal_required = true;        // a narrower contract
   now.capabilities.contract.head_dims = {64};
   const std::vector<std::string> reasons = gate(full_report(), now);
-  for (const char* expected : {"no longer declares gqa", "gqa_matches_repeated_heads: passed in the baseline, not covered now",
-                               "zero_masked_weight: 30 effective cases, the baseline had 80", "internal path 'tile-path'",
-                               "looser precision: accumulator bf16", "contract narrowed: causal_required",
-                               "contract narrowed to head widths"})
+  for (const char* expected :
+       {"no longer declares gqa", "gqa_matches_repeated_heads: passed in the baseline, not covered now",
+        "zero_masked_weight: 30 effective cases, the baseline had 80", "internal path 'tile-path'",
+        "looser precision: accumulator bf16", "contract narrowed: causal_required", "contract narrowed to head widths"})
     EXPECT_TRUE(mentions(reasons, expected)) << "missing: " << expected;
 }
 
@@ -80,7 +79,8 @@ TEST(RegressionGate, AChangedDeclarationIsNamed) {
   now.capabilities.inputs = InputDomain::kFinite;
   now.capabilities.empty_rows = EmptyRowPolicy::kNan;
   const std::vector<std::string> reasons = gate(before, now);
-  for (const char* expected : {"declaration changed: cache", "declaration changed: inputs", "declaration changed: empty_rows"})
+  for (const char* expected :
+       {"declaration changed: cache", "declaration changed: inputs", "declaration changed: empty_rows"})
     EXPECT_TRUE(mentions(reasons, expected)) << "missing: " << expected;
   EXPECT_TRUE(gate(before, before).empty());
 }
@@ -105,7 +105,8 @@ TEST(RegressionGate, ATimeBudgetedStageIsJudgedByItsRequiredLength) {
   KernelReport now = before;
   now.checks.back().cases = now.checks.back().effective = 4;
   now.checks.back().reached_len = 4096;
-  now.checks.back().not_reached = {"square_t8192_d64 (Tq 8192, Tk 8192): predicted 30 s, 9 s of the 20 s time budget left"};
+  now.checks.back().not_reached = {
+      "square_t8192_d64 (Tq 8192, Tk 8192): predicted 30 s, 9 s of the 20 s time budget left"};
   EXPECT_TRUE(gate(before, now).empty());
   now.checks.back().reached_len = 512;
   EXPECT_TRUE(mentions(gate(before, now), "sampled_rows: passed in the baseline, insufficient now"));
@@ -134,8 +135,10 @@ TEST(Report, DeclarationsAppearInTheHeaderAndTheVerdictLine) {
   k.capabilities.contract.self_attention_only = true;
   const std::string text = format_report(k);
   EXPECT_NE(text.find("empty rows zero, inputs finite; contract: self-attention only (Tq == Tk, q_offset 0)"),
-            std::string::npos) << text;
-  EXPECT_NE(text.find("(contract: self-attention only (Tq == Tk, q_offset 0)); not covered"), std::string::npos) << text;
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("(contract: self-attention only (Tq == Tk, q_offset 0)); not covered"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("; for finite inputs only (masked and bias-hidden keys never NaN or inf)"), std::string::npos)
       << text;
   const std::string document = certificate_json({1, 100, {k}});

@@ -18,7 +18,9 @@ struct SingleCell {
   std::function<bool(const Problem&)> in_cell;
 };
 
-bool no_mask_term(const Problem& p) { return (features_used_by(p) & FeatureSet::of_kind(FeatureKind::kMaskTerm)).empty(); }
+bool no_mask_term(const Problem& p) {
+  return (features_used_by(p) & FeatureSet::of_kind(FeatureKind::kMaskTerm)).empty();
+}
 
 const std::vector<SingleCell>& single_cell_mutants() {
   static const std::vector<SingleCell> cells = {
@@ -61,7 +63,8 @@ TEST_P(SingleCellMutant, KilledAtDefaultInItsCell) {
   options.seed = 1;
   options.sizes = sizes_for_budget(100);
   options.out_dir = ::testing::TempDir() + "/single_cell";
-  const CheckResult r = check_property(find_property(entry.expected_property), *mutant, discover_paths(*mutant, options), options);
+  const CheckResult r =
+      check_property(find_property(entry.expected_property), *mutant, discover_paths(*mutant, options), options);
   ASSERT_EQ(r.failures, 1) << entry.name << " passed " << entry.expected_property;
   ASSERT_TRUE(r.counterexample.has_value());
   EXPECT_TRUE(GetParam().in_cell(*r.counterexample)) << "the counterexample lies outside " << GetParam().cell;

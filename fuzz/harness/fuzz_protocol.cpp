@@ -30,22 +30,42 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     protocol::Reader r(payload);
     try {
       switch (type) {
-        case protocol::Type::kDescriptor: protocol::read_descriptor(r); break;
-        case protocol::Type::kForwardResult: protocol::read_forward_result(r); break;
-        case protocol::Type::kDecodeResult: protocol::read_decode_result(r); break;
-        case protocol::Type::kDecodeOpened: protocol::read_decode_opened(r); break;
-        case protocol::Type::kForward: protocol::read_problem(r); break;
-        case protocol::Type::kDecodeOpen: protocol::read_decode_config(r); break;
+        case protocol::Type::kDescriptor:
+          protocol::read_descriptor(r);
+          break;
+        case protocol::Type::kForwardResult:
+          protocol::read_forward_result(r);
+          break;
+        case protocol::Type::kDecodeResult:
+          protocol::read_decode_result(r);
+          break;
+        case protocol::Type::kDecodeOpened:
+          protocol::read_decode_opened(r);
+          break;
+        case protocol::Type::kForward:
+          protocol::read_problem(r);
+          break;
+        case protocol::Type::kDecodeOpen:
+          protocol::read_decode_config(r);
+          break;
         // ABI 2.4: quantized K/V in a problem, retained positions, block tables.
-        case protocol::Type::kBackward: protocol::read_problem(r, ATTEST_F32, ATTEST_Q4, ATTEST_Q8_HEAD); break;
-        case protocol::Type::kRetained: protocol::read_retained(r); break;
-        case protocol::Type::kDecodePagedResult: protocol::read_paged_result(r); break;
+        case protocol::Type::kBackward:
+          protocol::read_problem(r, ATTEST_F32, ATTEST_Q4, ATTEST_Q8_HEAD);
+          break;
+        case protocol::Type::kRetained:
+          protocol::read_retained(r);
+          break;
+        case protocol::Type::kDecodePagedResult:
+          protocol::read_paged_result(r);
+          break;
         case protocol::Type::kDecodePaged: {
           const protocol::WireDecodeConfig config = protocol::read_decode_config(r, true);
           protocol::read_paged_step(r, config.header, 16, ATTEST_F32, ATTEST_Q8, ATTEST_E4M3);
           break;
         }
-        default: r.str(); break;
+        default:
+          r.str();
+          break;
       }
     } catch (const protocol::ProtocolError&) {
     }

@@ -210,18 +210,25 @@ int tile_edge(int u, int tile, int below, int lo, int hi) {
 
 int extended_length(int pick, int small, int tile, int cap) {
   switch (pick % 4) {
-    case 2: return tile_edge(pick / 4, tile, cap - 1, 1, cap);
-    case 3: return 1 + (pick / 4 * kMaxLength + small - 1) % cap;
-    default: return std::min(small, cap);
+    case 2:
+      return tile_edge(pick / 4, tile, cap - 1, 1, cap);
+    case 3:
+      return 1 + (pick / 4 * kMaxLength + small - 1) % cap;
+    default:
+      return std::min(small, cap);
   }
 }
 
 int valid_length(int pick, int small_valid, int small_len, int len, int tile) {
   switch (pick % 4) {
-    case 0: return small_valid >= small_len ? len : static_cast<int>(static_cast<long long>(small_valid) * len / small_len);
-    case 1: return std::min(small_valid, len);
-    case 2: return tile_edge(pick / 4, tile, len, 0, len);
-    default: return (pick / 4 * (kMaxLength + 1) + small_valid) % (len + 1);
+    case 0:
+      return small_valid >= small_len ? len : static_cast<int>(static_cast<long long>(small_valid) * len / small_len);
+    case 1:
+      return std::min(small_valid, len);
+    case 2:
+      return tile_edge(pick / 4, tile, len, 0, len);
+    default:
+      return (pick / 4 * (kMaxLength + 1) + small_valid) % (len + 1);
   }
 }
 
@@ -253,8 +260,8 @@ FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor,
   const int head_dim = rope ? c.head_dim + c.head_dim % 2 : c.head_dim;
   const int k_len = extended ? extended_length(c.k_size, c.k_len, reach.key_tile, reach.max_length) : c.k_len;
   const int q_len = flavor == Flavor::kDecode ? k_len  // decode replays a causal prefill of Tk tokens
-                    : extended                 ? extended_length(c.q_size, c.q_len, reach.query_tile, reach.max_length)
-                                               : c.q_len;
+                    : extended                ? extended_length(c.q_size, c.q_len, reach.query_tile, reach.max_length)
+                                              : c.q_len;
   const int window = extended ? extended_length(c.window_size, c.window, reach.key_tile, reach.max_length) : c.window;
   if (extended) {  // padding lengths over the decoded lengths
     for (int b = 0; b < c.batch; ++b) {
@@ -284,8 +291,10 @@ FuzzCase decode_input(const std::uint8_t* data, std::size_t size, Flavor flavor,
   const std::vector<const FeatureInfo*>& terms = integer_mask_terms();
   for (std::size_t k = 0; k < terms.size(); ++k)
     if ((flags & legacy_flag(terms[k]->feature)) || (integer_terms >> k & 1)) m.*terms[k]->parameter = window;
-  if (flags & kOffsetTopLeft) p.q_offset = 0;
-  else if (flags & kOffsetExplicit) p.q_offset = c.q_offset;
+  if (flags & kOffsetTopLeft)
+    p.q_offset = 0;
+  else if (flags & kOffsetExplicit)
+    p.q_offset = c.q_offset;
   if (flags & kKeyPadding) m.kv_valid = c.kv_valid;
   if (flags & kQueryPadding) {
     m.q_valid = c.q_valid;

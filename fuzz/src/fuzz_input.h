@@ -62,34 +62,34 @@ int valid_length(int pick, int small_valid, int small_len, int len, int tile);
 
 // Everything the decoder reads, in order: the decoded form of an input's control bytes.
 struct Controls {
-  int batch = 1;        // 1..2
-  int head_config = 0;  // 0..7: (H, Hkv) of kHeadPairs
-  int q_len = 1, k_len = 1;          // 1..kMaxLength
-  int head_dim = 1, value_dim = 1;   // 1..kMaxWidth
-  std::uint16_t flags = 0;           // Flag bits
-  int window = 1;                    // 1..kMaxLength
-  int q_offset = 0;                  // -8..48 (used with kOffsetExplicit)
-  int qk_exponent = 0;               // -40..18: q, k ~ 10^(qk_exponent/2)
-  int v_exponent = 0;                // -40..36
-  int specials = 0;                  // 0..255: density of special values (overflow flavor)
-  int scale_choice = 0;              // 0..7
+  int batch = 1;                       // 1..2
+  int head_config = 0;                 // 0..7: (H, Hkv) of kHeadPairs
+  int q_len = 1, k_len = 1;            // 1..kMaxLength
+  int head_dim = 1, value_dim = 1;     // 1..kMaxWidth
+  std::uint16_t flags = 0;             // Flag bits
+  int window = 1;                      // 1..kMaxLength
+  int q_offset = 0;                    // -8..48 (used with kOffsetExplicit)
+  int qk_exponent = 0;                 // -40..18: q, k ~ 10^(qk_exponent/2)
+  int v_exponent = 0;                  // -40..36
+  int specials = 0;                    // 0..255: density of special values (overflow flavor)
+  int scale_choice = 0;                // 0..7
   std::vector<int> kv_valid, q_valid;  // per batch
-  std::uint64_t segment_bits = 0;    // bit t: a new segment starts at t
-  int explicit_density = 0;          // 0..255
+  std::uint64_t segment_bits = 0;      // bit t: a new segment starts at t
+  int explicit_density = 0;            // 0..255
   std::uint32_t explicit_seed = 0;
-  std::vector<int> chunks;           // decode: chunk sizes 1..kMaxLength
+  std::vector<int> chunks;  // decode: chunk sizes 1..kMaxLength
   // Read only with kExtended, after all of the above (Reach and extended_length say how they decode):
-  std::uint8_t extended = 0;          // Extended bits: modifiers wanted, bias broadcast
+  std::uint8_t extended = 0;  // Extended bits: modifiers wanted, bias broadcast
   int q_size = kSmallPick, k_size = kSmallPick, window_size = kSmallPick;  // 0..255, extended_length
   std::vector<int> kv_valid_size, q_valid_size;  // per batch, 0..255: padding lengths (valid_length)
-  int softcap = 0;                    // 0..255: c = 10^(4 x / 255), 1 to 1e4
-  int slope_exponent = 0;             // 0..255: magnitude 2^(x / 32 - 6), 1/64 to 4
-  int slope_kinds = 0;                // 0..255: 2 bits per head: 0, +geometric, -geometric, +magnitude
-  int bias_exponent = 0;              // 0..255: magnitude 10^(5 x / 255 - 1), 0.1 to 1e4
-  int bias_minus_inf = 0;             // 0..255: an entry is -inf with probability x / 256
+  int softcap = 0;                               // 0..255: c = 10^(4 x / 255), 1 to 1e4
+  int slope_exponent = 0;                        // 0..255: magnitude 2^(x / 32 - 6), 1/64 to 4
+  int slope_kinds = 0;                           // 0..255: 2 bits per head: 0, +geometric, -geometric, +magnitude
+  int bias_exponent = 0;                         // 0..255: magnitude 10^(5 x / 255 - 1), 0.1 to 1e4
+  int bias_minus_inf = 0;                        // 0..255: an entry is -inf with probability x / 256
   std::uint32_t bias_seed = 0;
-  int sink_exponent = 0;              // 0..255: magnitude 10^(6 x / 255 - 2), 0.01 to 1e4
-  int sink_kinds = 0;                 // 0..255: 2 bits per head: 0, +magnitude, -magnitude, -magnitude (h+1)/H
+  int sink_exponent = 0;  // 0..255: magnitude 10^(6 x / 255 - 2), 0.01 to 1e4
+  int sink_kinds = 0;     // 0..255: 2 bits per head: 0, +magnitude, -magnitude, -magnitude (h+1)/H
   // Read only with kMoreTerms in `extended`, last:
   int integer_terms = 0;  // 0..255: bit k turns on the k-th integer mask term of the feature table
                           // (its parameter the window control; window and chunk have flags too)
@@ -117,8 +117,8 @@ enum Flag : std::uint16_t {
   kOffsetExplicit = 1 << 8,
   kBf16 = 1 << 9,
   kF16 = 1 << 10,
-  kChunk = 1 << 11,  // chunked local attention; the chunk size is the window control (no new control:
-                     // inputs written before it decode as they did)
+  kChunk = 1 << 11,          // chunked local attention; the chunk size is the window control (no new control:
+                             // inputs written before it decode as they did)
   kKvStorageOnly = 1 << 12,  // with kBf16 / kF16: only K and V stored in that format (an f16 KV cache)
   // Bits 13 and 14 are ignored, but set in inputs the fuzzer found before (corpus/regressions/):
   // never give them a meaning. Bit 15 was clear in every committed input when it got one.

@@ -19,7 +19,6 @@ std::vector<Verdict> check_mask_leak(const FuzzCase& c, const Kernel& kernel, Or
   return {masked_inputs_have_no_influence(c.problem, kernel, oracle), zero_masked_weight(c.problem, kernel, oracle)};
 }
 
-
 // An evicting cache is also decoded past its first eviction (the input's problem grown); a cache
 // behind block tables through ragged batches, permuted and shared pages (layouts drawn from the input).
 std::vector<Verdict> check_decode(const FuzzCase& c, const Kernel& kernel, Oracle& oracle) {
@@ -55,7 +54,8 @@ Verdict matches_sampled_reference(const Problem& p, const Reference& ref, const 
 std::vector<Verdict> check_overflow(const FuzzCase& c, const Kernel& kernel, Oracle& oracle) {
   // Only where a float32 kernel can hold the intermediates and the exact result is finite.
   const auto vacuous = [] {
-    return std::vector{Verdict::vacuous("matches_reference", "outside what a float32 kernel can hold, or the exact result is not finite")};
+    return std::vector{Verdict::vacuous("matches_reference",
+                                        "outside what a float32 kernel can hold, or the exact result is not finite")};
   };
   if (!within_float_range(c.problem)) return vacuous();
   if (const std::optional<Reference> sampled = sampled_reference(c.problem, kernel)) {
@@ -100,15 +100,39 @@ std::vector<int> chunks_for(std::vector<int> chunks, int k_len) {
 
 const std::vector<TargetInfo>& target_table() {
   static const std::vector<TargetInfo> table = {
-      {Target::kMaskLeak, "fuzz_mask_leak", Flavor::kMasks, {}, "masked_value_times_zero",
-       "every mask kind and combination, empty rows, masked K/V poisoned with NaN, +-inf, +-1e30", check_mask_leak},
-      {Target::kOverflow, "fuzz_overflow", Flavor::kOverflow, {}, "no_max_subtraction",
-       "magnitudes 1e-40 to the float edge, specials, scales up to 1e20", check_overflow},
-      {Target::kDecode, "fuzz_decode", Flavor::kDecode, {Feature::kDecode}, "decode_skips_self",
-       "chunked decode across page boundaries", check_decode},
-      {Target::kDifferential, "fuzz_differential", Flavor::kGeneral, {}, "drop_partial_tile",
-       "anything, against the reference and the precision gate", check_differential},
-      {Target::kBackward, "fuzz_backward", Flavor::kGeneral, {Feature::kBackward}, "backward_masked_ds_kept",
+      {Target::kMaskLeak,
+       "fuzz_mask_leak",
+       Flavor::kMasks,
+       {},
+       "masked_value_times_zero",
+       "every mask kind and combination, empty rows, masked K/V poisoned with NaN, +-inf, +-1e30",
+       check_mask_leak},
+      {Target::kOverflow,
+       "fuzz_overflow",
+       Flavor::kOverflow,
+       {},
+       "no_max_subtraction",
+       "magnitudes 1e-40 to the float edge, specials, scales up to 1e20",
+       check_overflow},
+      {Target::kDecode,
+       "fuzz_decode",
+       Flavor::kDecode,
+       {Feature::kDecode},
+       "decode_skips_self",
+       "chunked decode across page boundaries",
+       check_decode},
+      {Target::kDifferential,
+       "fuzz_differential",
+       Flavor::kGeneral,
+       {},
+       "drop_partial_tile",
+       "anything, against the reference and the precision gate",
+       check_differential},
+      {Target::kBackward,
+       "fuzz_backward",
+       Flavor::kGeneral,
+       {Feature::kBackward},
+       "backward_masked_ds_kept",
        "the backward on anything: gradients against the exact one, masked keys' dK = dV = 0, rows of dS summing to 0",
        check_backward},
   };
@@ -157,20 +181,22 @@ Outcome evaluate_target(Target target, const std::uint8_t* data, std::size_t siz
       out.exercised = true;
       return out;
     }
-    if (v.applicable && v.exercised) out.exercised = true;
-    else if (out.skipped.empty()) out.skipped = v.detail.empty() ? "exercised nothing" : v.detail;
+    if (v.applicable && v.exercised)
+      out.exercised = true;
+    else if (out.skipped.empty())
+      out.skipped = v.detail.empty() ? "exercised nothing" : v.detail;
   }
   if (out.exercised) out.skipped.clear();
   return out;
 }
 
-std::optional<Violation> run_target_on(Target target, const std::uint8_t* data, std::size_t size,
-                                       const Kernel& kernel, Oracle& oracle) {
+std::optional<Violation> run_target_on(Target target, const std::uint8_t* data, std::size_t size, const Kernel& kernel,
+                                       Oracle& oracle) {
   return evaluate_target(target, data, size, kernel, oracle).violation;
 }
 
-std::optional<Violation> run_target(Target target, const std::uint8_t* data, std::size_t size,
-                                    const Kernels& kernels, Oracle& oracle) {
+std::optional<Violation> run_target(Target target, const std::uint8_t* data, std::size_t size, const Kernels& kernels,
+                                    Oracle& oracle) {
   for (const auto& kernel : kernels)
     if (auto v = run_target_on(target, data, size, *kernel, oracle)) return v;
   return std::nullopt;

@@ -29,9 +29,9 @@ struct FuzzCase;
 struct TargetInfo {
   Target target;
   const char* name;
-  Flavor flavor;             // how its decoder reads bytes
-  FeatureSet required;       // what the kernel must declare for the target to mean anything
-  const char* mutant;        // a mutant it must find (CI's fuzz stage shows it does)
+  Flavor flavor;        // how its decoder reads bytes
+  FeatureSet required;  // what the kernel must declare for the target to mean anything
+  const char* mutant;   // a mutant it must find (CI's fuzz stage shows it does)
   const char* hunts;
   std::vector<Verdict> (*check)(const FuzzCase& c, const Kernel& kernel, Oracle& oracle);
 };
@@ -65,11 +65,11 @@ Outcome evaluate_target(Target target, const std::uint8_t* data, std::size_t siz
                         Oracle& oracle);
 
 // Runs the target on one input with each kernel in turn; the first violation, or nothing.
-std::optional<Violation> run_target(Target target, const std::uint8_t* data, std::size_t size,
-                                    const Kernels& kernels, Oracle& oracle);
+std::optional<Violation> run_target(Target target, const std::uint8_t* data, std::size_t size, const Kernels& kernels,
+                                    Oracle& oracle);
 
 // The same for one given kernel (attest certify's fuzz stage; external kernels too).
-std::optional<Violation> run_target_on(Target target, const std::uint8_t* data, std::size_t size,
-                                       const Kernel& kernel, Oracle& oracle);
+std::optional<Violation> run_target_on(Target target, const std::uint8_t* data, std::size_t size, const Kernel& kernel,
+                                       Oracle& oracle);
 
 }  // namespace attest::fuzz

@@ -136,8 +136,8 @@ TEST(CorpusDecode, EveryCommittedInputDecodesAsWhenItWasCommitted) {
     const auto it = recorded.find(path);
     const std::uint64_t actual = decoded_fingerprint(decode_input(bytes.data(), bytes.size(), flavor, pinned_reach()));
     if (it == recorded.end()) {
-      ADD_FAILURE() << "corpus/" << path << " has no line in fuzz/tests/corpus_fingerprints.txt; add \"" << path
-                    << " " << std::hex << actual << "\" if it decodes as intended";
+      ADD_FAILURE() << "corpus/" << path << " has no line in fuzz/tests/corpus_fingerprints.txt; add \"" << path << " "
+                    << std::hex << actual << "\" if it decodes as intended";
       continue;
     }
     EXPECT_EQ(actual, it->second) << "corpus/" << path << " decodes to another problem than when it was committed";
@@ -150,7 +150,8 @@ TEST(CorpusDecode, EveryCommittedInputDecodesAsWhenItWasCommitted) {
 TEST(CorpusDecode, BasicInputsDecodeTheSameOnEveryKernel) {
   std::vector<std::pair<std::string, Reach>> reaches;
   for (const KernelEntry& e : kernel_registry()) reaches.push_back({e.name, reach_of(e.make()->capabilities())});
-  for (const MutantEntry& m : mutant_registry()) reaches.push_back({"mutant:" + m.name, reach_of(m.make()->capabilities())});
+  for (const MutantEntry& m : mutant_registry())
+    reaches.push_back({"mutant:" + m.name, reach_of(m.make()->capabilities())});
   for (const auto& [path, input] : corpus_inputs()) {
     const auto& [flavor, bytes] = input;
     if (decode_controls(bytes.data(), bytes.size(), flavor).flags & kExtended) continue;

@@ -1,5 +1,7 @@
 // The fuzz decoder: bounded sizes, valid problems, seeds that decode as written, and
 // controls that live apart from the data.
+#include "fuzz_input.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,9 +11,8 @@
 #include <random>
 #include <set>
 
-#include "fuzz_input.h"
-#include "fuzz_targets.h"
 #include "attest/mutants.h"
+#include "fuzz_targets.h"
 
 namespace attest::fuzz {
 namespace {
@@ -97,10 +98,10 @@ TEST(FuzzInput, AnyBytesGiveABoundedValidProblem) {
 }
 
 TEST(FuzzInput, CapsFollowTheTiles) {
-  EXPECT_EQ(reach_with(128, 64, false).max_length, 258);  // builtin:tiled: twice the largest tile, +2
-  EXPECT_EQ(reach_with(32, 32, false).max_length, 66);    // the tiled mutants
+  EXPECT_EQ(reach_with(128, 64, false).max_length, 258);       // builtin:tiled: twice the largest tile, +2
+  EXPECT_EQ(reach_with(32, 32, false).max_length, 66);         // the tiled mutants
   EXPECT_EQ(reach_with(0, 16, false).max_length, kMaxLength);  // decode's 16-token pages: the basic cap covers 2 pages
-  EXPECT_EQ(reach_with(32, 0, false).key_tile, 32);       // blocked: query blocks only, the key tile follows
+  EXPECT_EQ(reach_with(32, 0, false).key_tile, 32);            // blocked: query blocks only, the key tile follows
   EXPECT_EQ(reach_with(0, 0, false).max_length, 2 * kDefaultTile + 2);
   EXPECT_EQ(reach_with(4096, 4096, false).max_length, 1026);  // bounded: one input stays under seconds
 }
@@ -173,9 +174,9 @@ TEST(FuzzInput, ExtendedControlsDecodeAsWritten) {
 
   const FuzzCase tiled = decode_input(bytes.data(), bytes.size(), Flavor::kGeneral, reach_with(128, 64, true));
   const Problem& p = tiled.problem;
-  EXPECT_EQ(p.shape.q_len, 129);  // 1 query tile + 1
-  EXPECT_EQ(p.shape.k_len, 63);   // 1 key tile - 1
-  EXPECT_EQ(p.mask.window, 9);    // the basic window
+  EXPECT_EQ(p.shape.q_len, 129);                                          // 1 query tile + 1
+  EXPECT_EQ(p.shape.k_len, 63);                                           // 1 key tile - 1
+  EXPECT_EQ(p.mask.window, 9);                                            // the basic window
   EXPECT_EQ(p.mask.kv_valid, (std::vector<int>{int(30L * 63 / 33), 0}));  // scaled to the new Tk
   EXPECT_DOUBLE_EQ(*p.modifiers.softcap, 1e4);
   EXPECT_EQ(p.modifiers.alibi_slopes.size(), 4u);
@@ -198,8 +199,9 @@ TEST(FuzzInput, ExtendedControlsDecodeAsWritten) {
   EXPECT_EQ(q.shape.k_len, 31);
   EXPECT_EQ(features_used_by(q) & FeatureSet::of_kind(FeatureKind::kModifier), FeatureSet{});
   // Decode sessions take no bias.
-  const Problem d = decode_input(encode_input(c, {}, Flavor::kDecode).data(), encode_input(c, {}, Flavor::kDecode).size(),
-                                 Flavor::kDecode, reach_with(0, 16, true)).problem;
+  const Problem d = decode_input(encode_input(c, {}, Flavor::kDecode).data(),
+                                 encode_input(c, {}, Flavor::kDecode).size(), Flavor::kDecode, reach_with(0, 16, true))
+                        .problem;
   EXPECT_TRUE(d.modifiers.bias.empty());
   EXPECT_FALSE(d.modifiers.sinks.empty());
 }
@@ -218,7 +220,8 @@ TEST(FuzzInput, EveryIntegerMaskTermIsReachable) {
     const std::vector<std::uint8_t> bytes = encode_input(c, {1, 2, 3}, Flavor::kGeneral);
     const Problem p = decode_input(bytes.data(), bytes.size(), Flavor::kGeneral).problem;
     for (std::size_t other = 0; other < terms.size(); ++other)
-      EXPECT_EQ((p.mask.*terms[other]->parameter).has_value(), other == k) << terms[k]->name << " on, " << terms[other]->name;
+      EXPECT_EQ((p.mask.*terms[other]->parameter).has_value(), other == k)
+          << terms[k]->name << " on, " << terms[other]->name;
     EXPECT_EQ(p.mask.*terms[k]->parameter, c.window) << terms[k]->name;
     EXPECT_NO_THROW(p.validate());
   }

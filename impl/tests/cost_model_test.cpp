@@ -1,9 +1,9 @@
 // The cost model behind per-call hang limits and the long stage's plan: it scales the
 // largest measured calls up by work, never learns from calls too short to time, and never lets a
 // cheap call of larger dense work (a masked or padded problem) pull a prediction down.
-#include <gtest/gtest.h>
-
 #include "attest/cost_model.h"
+
+#include <gtest/gtest.h>
 
 namespace attest {
 namespace {
@@ -16,7 +16,7 @@ TEST(CostModel, ScalesTheLargestMeasuredCallsLinearly) {
   EXPECT_NEAR(*model.predict(16e6), 2.0, 1e-12);  // from the 4e6 call: the slower per work of the two
   EXPECT_NEAR(*model.predict(4e6), 0.5, 1e-12);
   EXPECT_NEAR(*model.predict(2e6), 0.2, 1e-12);  // only calls at or below the size predict it
-  EXPECT_FALSE(model.predict(1e5));             // below every measured call: unknown, not guessed
+  EXPECT_FALSE(model.predict(1e5));              // below every measured call: unknown, not guessed
 }
 
 TEST(CostModel, IgnoresCallsTooShortToTimeAndKeepsTheSlowerRepeat) {

@@ -1,7 +1,8 @@
 // Every invalid field is rejected with a message that names it.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <functional>
-#include <gtest/gtest.h>
 
 #include "attest/problem.h"
 
@@ -48,28 +49,74 @@ const BadCase kBadCases[] = {
     {"window_zero", [](Problem& p) { p.mask.window = 0; }, "mask.window"},
     {"window_negative", [](Problem& p) { p.mask.window = -3; }, "mask.window"},
     {"kv_valid_size", [](Problem& p) { p.mask.kv_valid = {5}; }, "mask.kv_valid"},
-    {"kv_valid_range", [](Problem& p) { p.mask.kv_valid = {5, 6}; }, "mask.kv_valid[1]"},
-    {"q_valid_size", [](Problem& p) { p.mask.q_valid = {1, 2, 3}; }, "mask.q_valid"},
-    {"q_valid_negative", [](Problem& p) { p.mask.q_valid = {-1, 2}; }, "mask.q_valid[0]"},
+    {"kv_valid_range",
+     [](Problem& p) {
+       p.mask.kv_valid = {5, 6};
+     },
+     "mask.kv_valid[1]"},
+    {"q_valid_size",
+     [](Problem& p) {
+       p.mask.q_valid = {1, 2, 3};
+     },
+     "mask.q_valid"},
+    {"q_valid_negative",
+     [](Problem& p) {
+       p.mask.q_valid = {-1, 2};
+     },
+     "mask.q_valid[0]"},
     {"segment_without_partner", [](Problem& p) { p.mask.q_segment.assign(6, 0); }, "mask.k_segment"},
-    {"q_segment_size", [](Problem& p) { p.mask.q_segment.assign(5, 0); p.mask.k_segment.assign(10, 0); }, "mask.q_segment"},
-    {"k_segment_size", [](Problem& p) { p.mask.q_segment.assign(6, 0); p.mask.k_segment.assign(9, 0); }, "mask.k_segment"},
+    {"q_segment_size",
+     [](Problem& p) {
+       p.mask.q_segment.assign(5, 0);
+       p.mask.k_segment.assign(10, 0);
+     },
+     "mask.q_segment"},
+    {"k_segment_size",
+     [](Problem& p) {
+       p.mask.q_segment.assign(6, 0);
+       p.mask.k_segment.assign(9, 0);
+     },
+     "mask.k_segment"},
     {"explicit_mask_size", [](Problem& p) { p.mask.explicit_mask.assign(29, 1); }, "mask.explicit_mask"},
     {"scale_nan", [](Problem& p) { p.scale = std::nan(""); }, "scale"},
     {"scale_inf", [](Problem& p) { p.scale = INFINITY; }, "scale"},
     {"q_offset_huge", [](Problem& p) { p.q_offset = 1LL << 50; }, "q_offset"},
-    {"rope_odd_width", [](Problem& p) { p.rope.enabled = true; p.shape.head_dim = 3; p.resize_buffers(); }, "rope"},
-    {"rope_base", [](Problem& p) { p.rope.enabled = true; p.rope.base = 0.5; }, "rope.base"},
+    {"rope_odd_width",
+     [](Problem& p) {
+       p.rope.enabled = true;
+       p.shape.head_dim = 3;
+       p.resize_buffers();
+     },
+     "rope"},
+    {"rope_base",
+     [](Problem& p) {
+       p.rope.enabled = true;
+       p.rope.base = 0.5;
+     },
+     "rope.base"},
     {"q_buffer", [](Problem& p) { p.q.pop_back(); }, "q has"},
     {"k_buffer", [](Problem& p) { p.k.push_back(0); }, "k has"},
     {"v_buffer", [](Problem& p) { p.v.clear(); }, "v has"},
-    {"bf16_inputs", [](Problem& p) { p.storage.q = Scalar::kBF16; p.q[3] = 1.0f + 0x1p-10f; }, "q[3]"},
-    {"fp16_inputs", [](Problem& p) { p.storage.v = Scalar::kF16; p.v[2] = 1e-9f; }, "v[2]"},
-    {"fp16_bias", [](Problem& p) {
+    {"bf16_inputs",
+     [](Problem& p) {
+       p.storage.q = Scalar::kBF16;
+       p.q[3] = 1.0f + 0x1p-10f;
+     },
+     "q[3]"},
+    {"fp16_inputs",
+     [](Problem& p) {
+       p.storage.v = Scalar::kF16;
+       p.v[2] = 1e-9f;
+     },
+     "v[2]"},
+    {"fp16_bias",
+     [](Problem& p) {
        p.modifiers.bias_per_batch = p.modifiers.bias_per_head = false;
        p.modifiers.bias.assign(std::size_t(p.shape.q_len) * p.shape.k_len, -INFINITY);  // -inf is an f16 value
        p.storage.bias = Scalar::kF16;
-       p.modifiers.bias[4] = 1.0f + 0x1p-12f; }, "modifiers.bias[4]"},
+       p.modifiers.bias[4] = 1.0f + 0x1p-12f;
+     },
+     "modifiers.bias[4]"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fields, InvalidProblem, ::testing::ValuesIn(kBadCases),
@@ -86,7 +133,7 @@ TEST(Problem, DefaultsAreBottomRightAndInverseSqrtScale) {
 }
 
 TEST(Problem, ReducedPrecisionRounding) {
-  EXPECT_EQ(round_to(1.0f + 0x1p-9f, Scalar::kBF16), 1.0f);          // ties to even
+  EXPECT_EQ(round_to(1.0f + 0x1p-9f, Scalar::kBF16), 1.0f);            // ties to even
   EXPECT_EQ(round_to(1.0f + 0x1p-7f, Scalar::kBF16), 1.0f + 0x1p-7f);  // representable
   EXPECT_EQ(round_to(65504.0f, Scalar::kF16), 65504.0f);
   EXPECT_TRUE(std::isinf(round_to(70000.0f, Scalar::kF16)));

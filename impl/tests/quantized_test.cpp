@@ -16,16 +16,16 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 TEST(Fp8, RoundsToNearestEvenAndSaturatesOrOverflowsAsTheFormatSays) {
-  EXPECT_EQ(round_to(1.0625f, Scalar::kE4M3), 1.0f);     // halfway between 1 and 1.125: even
-  EXPECT_EQ(round_to(1.1875f, Scalar::kE4M3), 1.25f);    // halfway between 1.125 and 1.25: even
-  EXPECT_EQ(round_to(470.0f, Scalar::kE4M3), 448.0f);    // e4m3 saturates: no infinity
+  EXPECT_EQ(round_to(1.0625f, Scalar::kE4M3), 1.0f);   // halfway between 1 and 1.125: even
+  EXPECT_EQ(round_to(1.1875f, Scalar::kE4M3), 1.25f);  // halfway between 1.125 and 1.25: even
+  EXPECT_EQ(round_to(470.0f, Scalar::kE4M3), 448.0f);  // e4m3 saturates: no infinity
   EXPECT_EQ(round_to(-1e9f, Scalar::kE4M3), -448.0f);
   EXPECT_EQ(round_to(kInf, Scalar::kE4M3), 448.0f);
   EXPECT_FALSE(representable(kInf, Scalar::kE4M3));
-  EXPECT_EQ(round_to(0x1p-10f, Scalar::kE4M3), 0.0f);    // below half the smallest subnormal 2^-9: even (0)
+  EXPECT_EQ(round_to(0x1p-10f, Scalar::kE4M3), 0.0f);  // below half the smallest subnormal 2^-9: even (0)
   EXPECT_EQ(round_to(0x1.8p-10f, Scalar::kE4M3), 0x1p-9f);
   EXPECT_EQ(round_to(60000.0f, Scalar::kE5M2), 57344.0f);
-  EXPECT_EQ(round_to(61440.0f, Scalar::kE5M2), kInf);     // halfway to 2^16: overflows, as IEEE
+  EXPECT_EQ(round_to(61440.0f, Scalar::kE5M2), kInf);  // halfway to 2^16: overflows, as IEEE
   EXPECT_EQ(round_to(0x1p-17f, Scalar::kE5M2), 0.0f);
   EXPECT_TRUE(std::isnan(round_to(NAN, Scalar::kE4M3)));
 }
@@ -138,9 +138,9 @@ TEST(ScaledFormats, EncodingRoundTripsAndHasTheDocumentedLayout) {
   row[0] = -8.0f, row[1] = 7.0f, row[2] = 1.0f;  // scale 1: codes -8, 7, 1, 0 ...
   const std::vector<std::uint8_t> q4 = encode_rows(row, 32, Scalar::kQ4);
   ASSERT_EQ(q4.size(), 18u);
-  EXPECT_EQ(q4[0] | q4[1] << 8, 0x3C00);  // f16 1.0
-  EXPECT_EQ(q4[2], 0xF0);                 // low nibble 0 (-8), high nibble 15 (7)
-  EXPECT_EQ(q4[3], 0x89);                 // 9 (1), then 8 (0)
+  EXPECT_EQ(q4[0] | q4[1] << 8, 0x3C00);             // f16 1.0
+  EXPECT_EQ(q4[2], 0xF0);                            // low nibble 0 (-8), high nibble 15 (7)
+  EXPECT_EQ(q4[3], 0x89);                            // 9 (1), then 8 (0)
   EXPECT_EQ(stored_bytes(Scalar::kQ8, 1, 64), 68u);  // 2 x (2 + 32): 8.5 bits per value
   EXPECT_THROW(encode_rows(std::vector<float>{1.0f, 0.001f}, 2, Scalar::kQ8), std::invalid_argument);
 }
@@ -183,7 +183,8 @@ TEST(ScaledFormats, PerHeadScalesSpanEveryTokenOfASequencesKvHead) {
   EXPECT_NO_THROW(p.validate());
   for (int h = 0; h < 4; ++h)
     EXPECT_EQ(canonical_scale(std::span(p.k).subspan(12 * h, 12), Scalar::kQ8Head),
-              round_to(6.0f * (h + 1) / 127.0f, Scalar::kF16)) << "head " << h;
+              round_to(6.0f * (h + 1) / 127.0f, Scalar::kF16))
+        << "head " << h;
   EXPECT_EQ(p.k[36], -127.0f * round_to(24.0f / 127.0f, Scalar::kF16)) << "the fourth head's largest: code -127";
   const float d = canonical_scale(std::span(p.k).subspan(0, 12), Scalar::kQ8Head);
   EXPECT_EQ(d, round_to(6.0f / 127.0f, Scalar::kF16));

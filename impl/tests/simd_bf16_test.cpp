@@ -1,14 +1,16 @@
 // The bf16 building blocks against round_to and plain double loops. The packing functions and the
 // dot-product micro-kernels run only where the CPU has AVX-512 BF16 (skipped elsewhere, where the
 // kernel never calls them); rounding and the panel softmax serve both paths.
-#include <cmath>
+#include "simd_bf16.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "attest/precision.h"
-#include "simd_bf16.h"
 #include "simd_ops.h"
 
 namespace attest::kernels::bf16 {
@@ -33,8 +35,19 @@ std::uint32_t pair_of(float lo, float hi) {
 
 TEST(Bf16Ops, RoundMatchesRoundToAcrossMagnitudesTiesAndSpecials) {
   std::mt19937 rng(1);
-  std::vector<float> x = {0.0f, -0.0f, kInf, -kInf, 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-23f, 1.0f + 3 * 0x1p-8f,
-                          0x1p-140f, -0x1p-134f, 3 * 0x1p-134f, 3.3961e38f, -3.4028235e38f, 1e-45f};
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          kInf,
+                          -kInf,
+                          1.0f + 0x1p-8f,
+                          1.0f + 0x1p-8f + 0x1p-23f,
+                          1.0f + 3 * 0x1p-8f,
+                          0x1p-140f,
+                          -0x1p-134f,
+                          3 * 0x1p-134f,
+                          3.3961e38f,
+                          -3.4028235e38f,
+                          1e-45f};
   std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
   std::uniform_int_distribution<int> exponent(-149, 127);
   while (x.size() < 1000) x.push_back((x.size() % 2 ? -1 : 1) * std::ldexp(mantissa(rng), exponent(rng)));
@@ -97,7 +110,7 @@ TEST(Bf16Dot, PackRowsPairsNeighboursAndChecksValues) {
   std::vector<float> row = {0.5f, 1e-20f, 0.0f, -0.0f};
   std::vector<std::uint32_t> out(2);
   EXPECT_TRUE(pack_rows(row.data(), 1, 4, 4, out.data(), 2, kTinyInput).tiny);  // 1e-20 < 2^-48
-  EXPECT_FALSE(pack_rows(row.data(), 1, 4, 4, out.data(), 2, 1e-30f).tiny);    // zeros are not tiny
+  EXPECT_FALSE(pack_rows(row.data(), 1, 4, 4, out.data(), 2, 1e-30f).tiny);     // zeros are not tiny
   row[0] = kNan;
   EXPECT_TRUE(pack_rows(row.data(), 1, 4, 4, out.data(), 2, 1e-30f).nonfinite);
   row[0] = round_to(1e-40f, Scalar::kBF16);  // subnormal: flushed by the conversion, so reported

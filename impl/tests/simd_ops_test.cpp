@@ -1,12 +1,13 @@
 // The vectorized building blocks against plain double-precision loops, at sizes that cover the
 // 64- and 16-wide blocks and every scalar tail.
-#include <cmath>
+#include "simd_ops.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
-
-#include "simd_ops.h"
 
 namespace attest::kernels::simd {
 namespace {

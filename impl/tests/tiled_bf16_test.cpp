@@ -1,8 +1,9 @@
 // tiled_bf16 on both internal paths against attention computed in double on the same bf16 inputs:
 // masks, GQA, RoPE, odd widths and tiles, empty rows, NaN behind masked keys, and magnitudes that
 // send tiles from the dot product to the f32 micro-kernels.
-#include <cmath>
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -157,7 +158,8 @@ TEST(TiledBf16, BothPathsTakeScoreModifiers) {
     for (std::size_t e = 0; e < want.o.size(); ++e)
       ASSERT_NEAR(got.o[e], want.o[e], 0x1p-6 * v_max) << kernel->last_path() << " element " << e;
     for (std::size_t row = 0; row < want.lse.size(); ++row)
-      ASSERT_NEAR(got.lse[row], want.lse[row], 1e-3 * (std::fabs(want.lse[row]) + 1)) << kernel->last_path() << " row " << row;
+      ASSERT_NEAR(got.lse[row], want.lse[row], 1e-3 * (std::fabs(want.lse[row]) + 1))
+          << kernel->last_path() << " row " << row;
   }
 }
 

@@ -1,7 +1,8 @@
 // The tiled kernel's extra memory must not grow with Tq x Tk: count heap bytes per call.
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstdlib>
-#include <gtest/gtest.h>
 #include <new>
 
 #include "attest/builtin_kernels.h"

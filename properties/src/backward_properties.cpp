@@ -1,10 +1,11 @@
 // Backward properties (docs/design.md#backward): the gradients of exact attention and their invariants.
 // Every backward call gets the exact forward's O and LSE rounded to float and a dO drawn from the
 // problem (gradient_checks.h), so a backward is judged alone.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <random>
 #include <thread>
 
@@ -30,8 +31,9 @@ Verdict compare_calls(const Problem& p, const std::vector<float>& a, const std::
     if (std::isinf(allowed)) continue;  // float cannot hold the computation: nothing to judge
     ++compared;
     if (!(error <= allowed))
-      return Verdict::fail(property, fmt::format("{}: {} is {:.9g} and {:.9g} (difference {:.3g} > {:.3g})", label,
-                                                 describe_gradient(p, which, e), a[e], b[e], error, allowed),
+      return Verdict::fail(property,
+                           fmt::format("{}: {} is {:.9g} and {:.9g} (difference {:.3g} > {:.3g})", label,
+                                       describe_gradient(p, which, e), a[e], b[e], error, allowed),
                            allowed > 0 ? error / allowed : INFINITY);
     if (allowed > 0) worst = std::max(worst, error / allowed);
   }
@@ -51,7 +53,8 @@ namespace {
 double scaled_gradient_error(const ReferenceGradient& ref, const Gradients& got) {
   double worst = 0;
   for (const auto& [values, exact, scale, bound] :
-       {std::tuple{&got.dq, &ref.dq, &ref.dq_scale, &ref.dq_bound}, std::tuple{&got.dk, &ref.dk, &ref.dk_scale, &ref.dk_bound},
+       {std::tuple{&got.dq, &ref.dq, &ref.dq_scale, &ref.dq_bound},
+        std::tuple{&got.dk, &ref.dk, &ref.dk_scale, &ref.dk_bound},
         std::tuple{&got.dv, &ref.dv, &ref.dv_scale, &ref.dv_bound},
         std::tuple{&got.dsinks, &ref.dsinks, &ref.dsinks_scale, &ref.dsinks_bound}})
     for (std::size_t e = 0; e < values->size(); ++e) {
@@ -75,9 +78,10 @@ Verdict gradient_precision_gate(const Problem& p, const Kernel& kernel, Oracle& 
   const double got = scaled_gradient_error(r.ref, r.got), loop = scaled_gradient_error(r.ref, model);
   const double allowed = kPrecisionGateFactor * std::max(loop, kPrecisionGateFloor);
   if (!(got <= allowed))
-    return Verdict::fail(name, fmt::format("gradient error {:.3g} u (relative to each element's magnitudes) vs the loop "
-                                           "backward's {:.3g} u: above {} x max(loop, {} u): a precision downgrade?",
-                                           got, loop, kPrecisionGateFactor, kPrecisionGateFloor),
+    return Verdict::fail(name,
+                         fmt::format("gradient error {:.3g} u (relative to each element's magnitudes) vs the loop "
+                                     "backward's {:.3g} u: above {} x max(loop, {} u): a precision downgrade?",
+                                     got, loop, kPrecisionGateFactor, kPrecisionGateFloor),
                          got / allowed);
   return Verdict::pass(name, got / allowed);
 }
@@ -109,12 +113,13 @@ Verdict gradient_masked_keys_zero(const Problem& p, const Kernel& kernel, Oracle
       const std::string what = fmt::format("{}, their {} poisoned", label, which == Poisoned::kKeys ? "K" : "V");
       for (std::size_t key = 0; key < r.ref.key_seen.size(); ++key) {
         if (r.ref.key_seen[key]) continue;
-        for (const auto& [grad, width, which_name] : {std::tuple{&r.got.dk, p.shape.head_dim, "dK"},
-                                                      std::tuple{&r.got.dv, p.shape.value_dim, "dV"}})
+        for (const auto& [grad, width, which_name] :
+             {std::tuple{&r.got.dk, p.shape.head_dim, "dK"}, std::tuple{&r.got.dv, p.shape.value_dim, "dV"}})
           for (int c = 0; c < width; ++c)
             if (const float x = (*grad)[key * width + c]; x != 0.0f)
-              return Verdict::fail(name, fmt::format("{}: {} = {:.9g} for a key no row sees (must be exactly 0)", what,
-                                                     describe_gradient(p, which_name, key * width + c), x),
+              return Verdict::fail(name,
+                                   fmt::format("{}: {} = {:.9g} for a key no row sees (must be exactly 0)", what,
+                                               describe_gradient(p, which_name, key * width + c), x),
                                    INFINITY);
       }
       const Verdict v = compare_gradients(poisoned, r.ref, r.got, name, what);
@@ -156,11 +161,12 @@ Verdict gradient_dv_is_pt_do(const Problem& p, const Kernel& kernel, Oracle& ora
             if (std::isinf(bound)) continue;
             ++compared;
             if (!(error <= bound))
-              return Verdict::fail(name, fmt::format("dO one-hot on row {}: {} = {:.9g}, but that row's weight on key {} "
-                                                     "is {:.9g} (error {:.3g} > bound {:.3g})",
-                                                     first + c, describe_gradient(p, "dV", e), r.got.dv[e], j, weight,
-                                                     error, bound),
-                                   bound > 0 ? error / bound : INFINITY);
+              return Verdict::fail(
+                  name,
+                  fmt::format("dO one-hot on row {}: {} = {:.9g}, but that row's weight on key {} "
+                              "is {:.9g} (error {:.3g} > bound {:.3g})",
+                              first + c, describe_gradient(p, "dV", e), r.got.dv[e], j, weight, error, bound),
+                  bound > 0 ? error / bound : INFINITY);
             if (bound > 0) worst = std::max(worst, error / bound);
           }
   }
@@ -192,8 +198,9 @@ Verdict gradient_ds_rows_sum_to_zero(const Problem& given, const Kernel& kernel,
     if (std::isinf(bound)) continue;
     ++compared;
     if (!(error <= bound))
-      return Verdict::fail(name, fmt::format("every key equal: {} = {:.9g}, but the rows of dS sum to 0 (bound {:.3g})",
-                                             describe_gradient(p, "dQ", e), r.got.dq[e], bound),
+      return Verdict::fail(name,
+                           fmt::format("every key equal: {} = {:.9g}, but the rows of dS sum to 0 (bound {:.3g})",
+                                       describe_gradient(p, "dQ", e), r.got.dq[e], bound),
                            bound > 0 ? error / bound : INFINITY);
     if (bound > 0) worst = std::max(worst, error / bound);
   }
@@ -223,8 +230,9 @@ Verdict gradient_empty_rows_contribute_nothing(const Problem& p, const Kernel& k
     if (forward.empty[row])
       for (int c = 0; c < s.head_dim; ++c)
         if (const float x = r.got.dq[row * s.head_dim + c]; x != 0.0f)
-          return Verdict::fail(name, fmt::format("{} = {:.9g} for a row that sees no key (must be exactly 0)",
-                                                 describe_gradient(variant, "dQ", row * s.head_dim + c), x),
+          return Verdict::fail(name,
+                               fmt::format("{} = {:.9g} for a row that sees no key (must be exactly 0)",
+                                           describe_gradient(variant, "dQ", row * s.head_dim + c), x),
                                INFINITY);
   return compare_gradients(variant, r.ref, r.got, name, "rows made empty, their dO 1e30");
 }
@@ -259,11 +267,12 @@ Verdict gradient_gqa_matches_repeated_heads(const Problem& p, const Kernel& kern
       if (std::isinf(allowed)) continue;
       ++compared;
       if (!(error <= allowed))
-        return Verdict::fail(name, fmt::format("GQA {}:{}: {} = {:.9g}, the group's repeated heads sum to {:.9g} "
-                                               "(difference {:.3g} > {:.3g})",
-                                               s.heads, s.kv_heads, describe_gradient(p, which, e), (*got)[e], sum,
-                                               error, allowed),
-                             allowed > 0 ? error / allowed : INFINITY);
+        return Verdict::fail(
+            name,
+            fmt::format("GQA {}:{}: {} = {:.9g}, the group's repeated heads sum to {:.9g} "
+                        "(difference {:.3g} > {:.3g})",
+                        s.heads, s.kv_heads, describe_gradient(p, which, e), (*got)[e], sum, error, allowed),
+            allowed > 0 ? error / allowed : INFINITY);
       if (allowed > 0) worst = std::max(worst, error / allowed);
     }
   }
@@ -286,7 +295,8 @@ Verdict gradient_permutation_equivariance(const Problem& p, const Kernel& kernel
   const GradientRun original = run_gradient(p, kernel, oracle, d_o);
   if (!original.ref.within_float_range) return Verdict::vacuous(name, kBeyondFloat);
   if (!any_row_sees(original.ref)) return Verdict::vacuous(name, "every row is empty");
-  const GradientRun moved = run_gradient(permuted, kernel, oracle, permute_rows(d_o, s.batch * s.heads, qs, s.value_dim));
+  const GradientRun moved =
+      run_gradient(permuted, kernel, oracle, permute_rows(d_o, s.batch * s.heads, qs, s.value_dim));
   // Back to the original order: row r of the permuted problem is row qs[r] (key ks[r]) of the original.
   auto back = [](const std::vector<float>& x, int outer, const std::vector<int>& order, int width) {
     std::vector<float> out(x.size());
@@ -299,9 +309,12 @@ Verdict gradient_permutation_equivariance(const Problem& p, const Kernel& kernel
   long compared = 0;
   const std::string label = "queries and keys permuted, mapped back";
   for (const auto& [a, b, bound, which] :
-       {std::tuple{&original.got.dq, back(moved.got.dq, s.batch * s.heads, qs, s.head_dim), &original.ref.dq_bound, "dQ"},
-        std::tuple{&original.got.dk, back(moved.got.dk, s.batch * s.kv_heads, ks, s.head_dim), &original.ref.dk_bound, "dK"},
-        std::tuple{&original.got.dv, back(moved.got.dv, s.batch * s.kv_heads, ks, s.value_dim), &original.ref.dv_bound, "dV"},
+       {std::tuple{&original.got.dq, back(moved.got.dq, s.batch * s.heads, qs, s.head_dim), &original.ref.dq_bound,
+                   "dQ"},
+        std::tuple{&original.got.dk, back(moved.got.dk, s.batch * s.kv_heads, ks, s.head_dim), &original.ref.dk_bound,
+                   "dK"},
+        std::tuple{&original.got.dv, back(moved.got.dv, s.batch * s.kv_heads, ks, s.value_dim), &original.ref.dv_bound,
+                   "dV"},
         std::tuple{&original.got.dsinks, moved.got.dsinks, &original.ref.dsinks_bound, "dsinks"}}) {
     const Verdict v = compare_calls(p, *a, b, *bound, which, name, label, worst, compared);
     if (!v.passed) return v;
@@ -324,17 +337,19 @@ Verdict gradient_deterministic(const Problem& p, const Kernel& kernel, Oracle& o
     BackwardInputs inputs = spans_of(in);
     inputs.threads = threads;
     const Gradients again = run_backward_guarded(kernel, p, inputs);
-    for (const auto& [a, b, which] : {std::tuple{&first.dq, &again.dq, "dQ"}, std::tuple{&first.dk, &again.dk, "dK"},
-                                      std::tuple{&first.dv, &again.dv, "dV"},
-                                      std::tuple{&first.dsinks, &again.dsinks, "dsinks"}})
+    for (const auto& [a, b, which] :
+         {std::tuple{&first.dq, &again.dq, "dQ"}, std::tuple{&first.dk, &again.dk, "dK"},
+          std::tuple{&first.dv, &again.dv, "dV"}, std::tuple{&first.dsinks, &again.dsinks, "dsinks"}})
       for (std::size_t e = 0; e < a->size(); ++e)
         if (std::memcmp(&(*a)[e], &(*b)[e], sizeof(float)) != 0)
-          return Verdict::fail(name, fmt::format("the kernel promises deterministic gradients; call {} ({}) gives {} = "
-                                                 "{:.9g}, call 1 (threads: the kernel's choice) gave {:.9g}",
-                                                 call, threads ? fmt::format("threads = {}", threads)
-                                                               : std::string("threads: the kernel's choice"),
-                                                 describe_gradient(p, which, e), (*b)[e], (*a)[e]),
-                               INFINITY);
+          return Verdict::fail(
+              name,
+              fmt::format("the kernel promises deterministic gradients; call {} ({}) gives {} = "
+                          "{:.9g}, call 1 (threads: the kernel's choice) gave {:.9g}",
+                          call,
+                          threads ? fmt::format("threads = {}", threads) : std::string("threads: the kernel's choice"),
+                          describe_gradient(p, which, e), (*b)[e], (*a)[e]),
+              INFINITY);
   }
   return Verdict::pass(name);
 }
@@ -376,8 +391,10 @@ Verdict gradient_matches_finite_difference(const Problem& p, const Kernel& kerne
   double worst = 0;
   long compared = 0;
   for (const Element& el : elements) {
-    const std::vector<float>& inputs = el.of == GradientOf::kQ ? one.q : el.of == GradientOf::kK ? one.k
-                                       : el.of == GradientOf::kV ? one.v : one.modifiers.sinks;
+    const std::vector<float>& inputs = el.of == GradientOf::kQ   ? one.q
+                                       : el.of == GradientOf::kK ? one.k
+                                       : el.of == GradientOf::kV ? one.v
+                                                                 : one.modifiers.sinks;
     const float x = inputs[el.in_one];
     // A step of about 2^-16 of the input (at least of 2^-6): truncation ~h^2, rounding ~2^-100 / h.
     if (!std::isfinite(x) || std::fabs(x) > 1e30f) continue;  // a poisoned masked key: nothing to differentiate
@@ -385,25 +402,31 @@ Verdict gradient_matches_finite_difference(const Problem& p, const Kernel& kerne
     const FiniteDifference at_h = finite_difference(one, one_d_o, el.of, el.in_one, step);
     const FiniteDifference at_2h = finite_difference(one, one_d_o, el.of, el.in_one, 2 * step);
     const double fd = at_h.value, fd2 = at_2h.value;
-    const std::vector<float>& got = el.of == GradientOf::kQ ? r.got.dq : el.of == GradientOf::kK ? r.got.dk
-                                    : el.of == GradientOf::kV ? r.got.dv : r.got.dsinks;
-    const std::vector<double>& bounds = el.of == GradientOf::kQ ? r.ref.dq_bound : el.of == GradientOf::kK ? r.ref.dk_bound
-                                        : el.of == GradientOf::kV ? r.ref.dv_bound : r.ref.dsinks_bound;
+    const std::vector<float>& got = el.of == GradientOf::kQ   ? r.got.dq
+                                    : el.of == GradientOf::kK ? r.got.dk
+                                    : el.of == GradientOf::kV ? r.got.dv
+                                                              : r.got.dsinks;
+    const std::vector<double>& bounds = el.of == GradientOf::kQ   ? r.ref.dq_bound
+                                        : el.of == GradientOf::kK ? r.ref.dk_bound
+                                        : el.of == GradientOf::kV ? r.ref.dv_bound
+                                                                  : r.ref.dsinks_bound;
     // The difference quotient's own error: its change from step 2h to h (Richardson) and the rest.
-    const double allowed = bounds[el.in_full] + 2 * std::fabs(fd - fd2) + 2 * (at_h.rounding + at_2h.rounding) +
-                           0x1p-40 * std::fabs(fd);
+    const double allowed =
+        bounds[el.in_full] + 2 * std::fabs(fd - fd2) + 2 * (at_h.rounding + at_2h.rounding) + 0x1p-40 * std::fabs(fd);
     const double error = std::fabs(double(got[el.in_full]) - fd);
     if (std::isinf(allowed) || std::isnan(allowed)) continue;
     ++compared;
     if (!(error <= allowed))
-      return Verdict::fail(name, fmt::format("dO on row b={} h={} row={} only: {} = {:.9g}, central differences of the "
-                                             "exact forward give {:.9g} (difference {:.3g} > {:.3g})",
-                                             b, h, i, describe_gradient(p, el.which, el.in_full), got[el.in_full], fd,
-                                             error, allowed),
-                           allowed > 0 ? error / allowed : INFINITY);
+      return Verdict::fail(
+          name,
+          fmt::format("dO on row b={} h={} row={} only: {} = {:.9g}, central differences of the "
+                      "exact forward give {:.9g} (difference {:.3g} > {:.3g})",
+                      b, h, i, describe_gradient(p, el.which, el.in_full), got[el.in_full], fd, error, allowed),
+          allowed > 0 ? error / allowed : INFINITY);
     if (allowed > 0) worst = std::max(worst, error / allowed);
   }
-  if (compared == 0) return Verdict::vacuous(name, "no sampled element could be differentiated (poisoned or unbounded)");
+  if (compared == 0)
+    return Verdict::vacuous(name, "no sampled element could be differentiated (poisoned or unbounded)");
   return Verdict::pass(name, worst);
 }
 
@@ -415,7 +438,8 @@ Verdict gradient_overflow_safe(const Problem& p, const Kernel& kernel, Oracle& o
   std::vector<std::pair<Problem, std::string>> variants;
   if (dot > 0)
     for (double target : {1e2, 1e3, 1e4})
-      variants.emplace_back(with_logits_up_to(p, target, dot, kernel.capabilities()), fmt::format("logits up to {:g}", target));
+      variants.emplace_back(with_logits_up_to(p, target, dot, kernel.capabilities()),
+                            fmt::format("logits up to {:g}", target));
   // Saturating, for a kernel promised finite inputs: a masked key's 1e30 poison times 1e15 is inf.
   Problem large_values = p;
   const bool finite_only = kernel.capabilities().inputs != InputDomain::kMaskedMayBeNonFinite;

@@ -2,6 +2,7 @@
 // page tables is held to exact attention whatever the physical order of the pages, whichever
 // sequences share them, and however ragged the batch of one call.
 #include <fmt/format.h>
+
 #include <random>
 
 #include "attest/compare.h"
@@ -40,7 +41,8 @@ Problem paged_prefill(const Problem& p, const Capabilities& caps, std::mt19937_6
   const Problem prefill = decode_prefill_of(p);
   if (rng() % 4 != 0) return prefill;
   const long long pages = std::max(caps.page_tokens, 1);
-  long long length = std::max<long long>(kLongTokens, kLongTableEntries * pages) + 1 + static_cast<long long>(rng() % (4 * pages));
+  long long length =
+      std::max<long long>(kLongTokens, kLongTableEntries * pages) + 1 + static_cast<long long>(rng() % (4 * pages));
   length = std::min<long long>(length, kLongestSequence);
   if (!caps.contract.k_len.unlimited()) length = std::min<long long>(length, caps.contract.k_len.max);
   if (length <= p.shape.k_len || !exact_session(caps, length)) return prefill;
@@ -107,12 +109,14 @@ std::vector<PagedCall> ragged_calls(std::vector<long long> done, int T, std::mt1
       const long long remaining = T - done[b];
       left = left || remaining > 0;
       if (remaining == 0 || call < start[b] || rng() % 4 == 0) continue;
-      counts[b] = static_cast<int>(rng() % 8 == 0 ? remaining : std::min<long long>(remaining, 1 + rng() % kLongestChunk));
+      counts[b] =
+          static_cast<int>(rng() % 8 == 0 ? remaining : std::min<long long>(remaining, 1 + rng() % kLongestChunk));
       any = true;
     }
     if (!left) return calls;
     for (int b = 0; !any && b < batch; ++b)
-      if (done[b] < T) counts[b] = static_cast<int>(std::min<long long>(T - done[b], 1 + rng() % kLongestChunk)), any = true;
+      if (done[b] < T)
+        counts[b] = static_cast<int>(std::min<long long>(T - done[b], 1 + rng() % kLongestChunk)), any = true;
     for (int b = 0; b < batch; ++b) done[b] += counts[b];
     calls.push_back({.counts = counts});
   }
@@ -173,9 +177,9 @@ Verdict ragged_batch_equals_single(const Problem& p, const Kernel& kernel, Oracl
     std::copy(single.o.begin(), single.o.end(), alone.o.begin() + b * single.o.size());
     if (caps.lse()) std::copy(single.lse.begin(), single.lse.end(), alone.lse.begin() + b * single.lse.size());
   }
-  const Verdict v = compare_runs(prefill, ref, alone, batched.out, caps, name,
-                                 fmt::format("ragged batch of {} sequences ({} calls) vs each sequence alone:",
-                                             s.batch, calls.size()));
+  const Verdict v = compare_runs(
+      prefill, ref, alone, batched.out, caps, name,
+      fmt::format("ragged batch of {} sequences ({} calls) vs each sequence alone:", s.batch, calls.size()));
   if (!v.passed) return v;
   return ran(Verdict::pass(name, std::max(worst, v.utilisation)), prefill);
 }
@@ -183,12 +187,13 @@ Verdict ragged_batch_equals_single(const Problem& p, const Kernel& kernel, Oracl
 Verdict page_order_invariance(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "page_order_invariance";
   const Capabilities caps = kernel.capabilities();
-  if (const std::string why = not_paged(caps, p, {p.shape.batch}); !why.empty()) return Verdict::not_applicable(name, why);
+  if (const std::string why = not_paged(caps, p, {p.shape.batch}); !why.empty())
+    return Verdict::not_applicable(name, why);
   std::mt19937_64 rng(seed_of(p, 14));
   const Problem prefill = paged_prefill(p, caps, rng);
   const Reference& ref = oracle.reference(prefill);
-  const std::vector<PagedCall> calls = ragged_calls(std::vector<long long>(prefill.shape.batch, 0),
-                                                    prefill.shape.k_len, rng);
+  const std::vector<PagedCall> calls =
+      ragged_calls(std::vector<long long>(prefill.shape.batch, 0), prefill.shape.k_len, rng);
   // Pages handed out in a drawn order, and all of them moved again before a drawn call.
   std::vector<PagedCall> moved = calls;
   moved[rng() % moved.size()].permute_before = true;
@@ -247,7 +252,8 @@ Verdict shared_prefix_equals_private(const Problem& p, const Kernel& kernel, Ora
   for (int b = 1; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h) {
       const std::size_t from = std::size_t(h) * T, to = (std::size_t(b) * s.heads + h) * T;
-      std::copy_n(&with_shared.o[from * s.value_dim], std::size_t(prefix) * s.value_dim, &with_shared.o[to * s.value_dim]);
+      std::copy_n(&with_shared.o[from * s.value_dim], std::size_t(prefix) * s.value_dim,
+                  &with_shared.o[to * s.value_dim]);
       if (caps.lse()) std::copy_n(&with_shared.lse[from], prefix, &with_shared.lse[to]);
     }
   Comparison c = compare_with_reference(shared, ref, with_shared, caps, name);

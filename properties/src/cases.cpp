@@ -51,22 +51,41 @@ Problem shaped(Shape s, std::uint64_t seed) {
 
 // The mask kinds the grid applies to each shape, alone and combined: every integer mask term of
 // the feature table (window, chunk, ...) is one kind, its parameter a third of Tk.
-enum class MaskKind { kNone, kCausal, kCausalTopLeft, kIntegerTerm, kKeyPadding, kQueryPadding, kSegments, kExplicit, kAll };
+enum class MaskKind {
+  kNone,
+  kCausal,
+  kCausalTopLeft,
+  kIntegerTerm,
+  kKeyPadding,
+  kQueryPadding,
+  kSegments,
+  kExplicit,
+  kAll
+};
 
 struct GridMask {
   MaskKind kind;
   const FeatureInfo* term = nullptr;  // kIntegerTerm: which
   std::string name() const {
     switch (kind) {
-      case MaskKind::kNone: return "none";
-      case MaskKind::kCausal: return "causal";
-      case MaskKind::kCausalTopLeft: return "causal_top_left";
-      case MaskKind::kIntegerTerm: return term->name;
-      case MaskKind::kKeyPadding: return "key_padding";
-      case MaskKind::kQueryPadding: return "query_padding";
-      case MaskKind::kSegments: return "segments";
-      case MaskKind::kExplicit: return "explicit";
-      case MaskKind::kAll: return "all";
+      case MaskKind::kNone:
+        return "none";
+      case MaskKind::kCausal:
+        return "causal";
+      case MaskKind::kCausalTopLeft:
+        return "causal_top_left";
+      case MaskKind::kIntegerTerm:
+        return term->name;
+      case MaskKind::kKeyPadding:
+        return "key_padding";
+      case MaskKind::kQueryPadding:
+        return "query_padding";
+      case MaskKind::kSegments:
+        return "segments";
+      case MaskKind::kExplicit:
+        return "explicit";
+      case MaskKind::kAll:
+        return "all";
     }
     return "?";
   }
@@ -75,7 +94,8 @@ struct GridMask {
 std::vector<GridMask> grid_masks() {
   std::vector<GridMask> out = {{MaskKind::kNone}, {MaskKind::kCausal}, {MaskKind::kCausalTopLeft}};
   for (const FeatureInfo* term : integer_mask_terms()) out.push_back({MaskKind::kIntegerTerm, term});
-  for (MaskKind k : {MaskKind::kKeyPadding, MaskKind::kQueryPadding, MaskKind::kSegments, MaskKind::kExplicit, MaskKind::kAll})
+  for (MaskKind k :
+       {MaskKind::kKeyPadding, MaskKind::kQueryPadding, MaskKind::kSegments, MaskKind::kExplicit, MaskKind::kAll})
     out.push_back({k});
   return out;
 }
@@ -136,9 +156,9 @@ std::vector<NamedProblem> grid_problems() {
   std::vector<NamedProblem> out;
   // (Tq, Tk) around the tiles (blocked: 32 rows; tiled: 128 x 64, in panels of 4 rows) and the
   // page size 16, both orders, and the 1s.
-  const std::vector<std::pair<int, int>> lengths = {
-      {1, 1}, {1, 17}, {1, 33}, {5, 1}, {15, 15}, {16, 16}, {17, 17}, {31, 31}, {32, 32},
-      {33, 33}, {7, 33}, {33, 7}, {31, 65}, {65, 31}, {33, 64}, {64, 65}, {129, 63}, {127, 129}};
+  const std::vector<std::pair<int, int>> lengths = {{1, 1},   {1, 17},  {1, 33},  {5, 1},   {15, 15},  {16, 16},
+                                                    {17, 17}, {31, 31}, {32, 32}, {33, 33}, {7, 33},   {33, 7},
+                                                    {31, 65}, {65, 31}, {33, 64}, {64, 65}, {129, 63}, {127, 129}};
   std::uint64_t seed = 100;
   for (auto [tq, tk] : lengths)
     for (const GridMask& mask : grid_masks()) {

@@ -1,10 +1,11 @@
 #include "attest/compare.h"
 
-#include "attest/harness.h"
+#include <fmt/format.h>
 
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
+
+#include "attest/harness.h"
 
 namespace attest {
 
@@ -40,7 +41,9 @@ KernelNumerics numerics_of(const Capabilities& caps, const Precision& p, const P
   k.weight_sum_roundoff = unit_roundoff(p.sum_precision());
   // Rounding on entry costs relative error only where it is coarser than the storage; a finer
   // format with a narrower range flushes (below), and its overflow the problem builders avoid.
-  auto entry = [](Scalar rounded, Scalar stored) { return unit_roundoff(rounded) > unit_roundoff(stored) ? unit_roundoff(rounded) : 0.0; };
+  auto entry = [](Scalar rounded, Scalar stored) {
+    return unit_roundoff(rounded) > unit_roundoff(stored) ? unit_roundoff(rounded) : 0.0;
+  };
   const double uq = entry(p.q_entry, p.q), uk = entry(p.k_entry, p.k);
   k.entry_score = uq + uk + uq * uk;
   k.entry_value = entry(p.v_entry, p.v);
@@ -142,7 +145,8 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
   std::string first_vacuous;
   auto meaningful = [&](double bound, double magnitude, const auto& where) {
     if (std::isfinite(bound) && !(magnitude > 0 && bound >= magnitude)) return ++checked, true;
-    if (vacuous++ == 0) first_vacuous = fmt::format("{}: bound {:.3g} against values of size {:.3g}", where(), bound, magnitude);
+    if (vacuous++ == 0)
+      first_vacuous = fmt::format("{}: bound {:.3g} against values of size {:.3g}", where(), bound, magnitude);
     return false;
   };
   for (std::size_t row = 0; row < ref.lse.size(); ++row) {
@@ -182,23 +186,29 @@ Comparison compare_impl(const Problem& p, const Reference& ref, const Expected& 
     }
     const double bound = factor * lse_bound(p, ref, row, numerics);
     const auto where = [&] { return prefix + describe_row(p, row) + " (LSE)"; };
-    if (meaningful(bound, 0.0, where)) worst.add(difference(value, double(expected_lse[row])), bound, where, expected_lse[row], value);
+    if (meaningful(bound, 0.0, where))
+      worst.add(difference(value, double(expected_lse[row])), bound, where, expected_lse[row], value);
   }
-  if (!worst.failure().empty()) result.verdict = Verdict::fail(property, worst.failure(), worst.utilisation());
+  if (!worst.failure().empty())
+    result.verdict = Verdict::fail(property, worst.failure(), worst.utilisation());
   else if (vacuous > 0 && checked == 0)
-    result.verdict = Verdict::vacuous_bound(property, fmt::format("bound vacuous for every element ({}); gate 2 decides", first_vacuous));
-  else result.verdict = Verdict::pass(property, worst.utilisation());
+    result.verdict = Verdict::vacuous_bound(
+        property, fmt::format("bound vacuous for every element ({}); gate 2 decides", first_vacuous));
+  else
+    result.verdict = Verdict::pass(property, worst.utilisation());
   result.vacuous_elements = vacuous;
   return result;
 }
 
 }  // namespace
 
-Comparison compare_with_reference(const Problem& p, const Reference& ref, const Outputs& out,
-                                  const Capabilities& caps, const std::string& property) {
+Comparison compare_with_reference(const Problem& p, const Reference& ref, const Outputs& out, const Capabilities& caps,
+                                  const std::string& property) {
   if (!ref.finite())
-    return {Verdict::fail(property, "reference failure: the exact result is NaN for this problem "
-                                    "(non-finite visible inputs); no comparison is possible"), 0.0};
+    return {Verdict::fail(property,
+                          "reference failure: the exact result is NaN for this problem "
+                          "(non-finite visible inputs); no comparison is possible"),
+            0.0};
   return compare_impl(p, ref, ref.o, ref.lse, out, caps, property, "", 1.0, 0, numerics_of(caps, out.path, p));
 }
 

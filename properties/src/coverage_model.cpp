@@ -23,9 +23,7 @@ std::vector<std::string> qualified(const std::string& axis, const std::vector<st
 }
 
 // Whether the contract accepts some value in [lo, hi] of a range.
-bool accepts_some(const Range& r, long long lo, long long hi) {
-  return r.unlimited() || (r.max >= lo && r.min <= hi);
-}
+bool accepts_some(const Range& r, long long lo, long long hi) { return r.unlimited() || (r.max >= lo && r.min <= hi); }
 
 }  // namespace
 
@@ -110,12 +108,15 @@ std::vector<std::string> value_regimes(const Problem& p) {
 std::vector<std::string> coverage_classes(const Problem& p, const Capabilities& caps) {
   const Shape& s = p.shape;
   std::vector<std::string> out;
-  out.push_back(std::string("width: ") + (s.head_dim != s.value_dim ? "Dk != Dv" : s.head_dim >= 64 ? "production" : "small"));
+  out.push_back(std::string("width: ") + (s.head_dim != s.value_dim ? "Dk != Dv"
+                                          : s.head_dim >= 64        ? "production"
+                                                                    : "small"));
   out.push_back(std::string("heads: ") + (s.heads == 1 ? "1" : s.heads <= 8 ? "2-8" : "> 8"));
   const int group = s.heads / s.kv_heads;
   out.push_back(std::string("group: ") + (group == 1 ? "1" : group == 2 ? "2" : ">= 4"));
   out.push_back(std::string("batch: ") + (s.batch == 1 ? "1" : s.batch <= 4 ? "2-4" : "> 4"));
-  out.push_back("queries: " + (s.q_len <= 4 ? std::string("Tq <= 4") : length_class(s.q_len, tile_or_32(caps.contract.query_tile))));
+  out.push_back("queries: " +
+                (s.q_len <= 4 ? std::string("Tq <= 4") : length_class(s.q_len, tile_or_32(caps.contract.query_tile))));
   out.push_back("keys: " + length_class(s.k_len, tile_or_32(caps.contract.key_tile)));
   // In the axes' order (mask before modifier), so that pair names match all_targets'.
   const FeatureSet used = features_used_by(p);

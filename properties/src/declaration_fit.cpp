@@ -81,7 +81,8 @@ void reshape_masks(Problem& p, const Shape& old) {
     for (int b = 0; b < s.batch; ++b)
       for (int i = 0; i < s.q_len; ++i)
         for (int j = 0; j < s.k_len; ++j)
-          out.push_back(m.explicit_mask[(std::size_t(b % old.batch) * old.q_len + i % old.q_len) * old.k_len + j % old.k_len]);
+          out.push_back(
+              m.explicit_mask[(std::size_t(b % old.batch) * old.q_len + i % old.q_len) * old.k_len + j % old.k_len]);
     m.explicit_mask = out;
   }
 }
@@ -125,9 +126,9 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
   }
   // Inputs in the kernel's storage formats: rounded there, saturating at the format's largest value.
   const Precision& precision = caps.precision;
-  for (auto [values, from, to] : {std::tuple{&p.q, &p.storage.q, precision.q}, std::tuple{&p.k, &p.storage.k, precision.k},
-                                  std::tuple{&p.v, &p.storage.v, precision.v},
-                                  std::tuple{&p.modifiers.bias, &p.storage.bias, precision.bias}}) {
+  for (auto [values, from, to] :
+       {std::tuple{&p.q, &p.storage.q, precision.q}, std::tuple{&p.k, &p.storage.k, precision.k},
+        std::tuple{&p.v, &p.storage.v, precision.v}, std::tuple{&p.modifiers.bias, &p.storage.bias, precision.bias}}) {
     if (to == Scalar::kF32 || *from == to) continue;
     const float largest = static_cast<float>(info(to).max_finite);
     for (float& x : *values)
@@ -150,13 +151,14 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
         }
   }
   // And within the range of the format each input is rounded to on entry.
-  for (auto [values, entry] : {std::pair{&p.q, precision.q_entry}, {&p.k, precision.k_entry}, {&p.v, precision.v_entry}}) {
+  for (auto [values, entry] :
+       {std::pair{&p.q, precision.q_entry}, {&p.k, precision.k_entry}, {&p.v, precision.v_entry}}) {
     const float largest = static_cast<float>(info(entry).max_finite);
     for (float& x : *values)
       if (std::isfinite(x)) x = std::clamp(x, -largest, largest);
   }
   fit_to_declared_range(p, caps);  // logits and P.V sums the declared arithmetic holds
-  p.fit_to_storage();  // K and V of a scaled format a group at a time
+  p.fit_to_storage();              // K and V of a scaled format a group at a time
   // A kernel that computes the standard ALiBi slopes itself gets exactly those for its H.
   c.fit_alibi_slopes(p);
   if (const std::string reason = caps.unsupported_because(p); !reason.empty()) {

@@ -1,5 +1,6 @@
 // decode_matches_prefill: token-by-token and random-chunk decode against one-shot prefill.
 #include <fmt/format.h>
+
 #include <random>
 
 #include "attest/compare.h"
@@ -43,7 +44,6 @@ std::vector<float> rows_of(const std::vector<float>& from, int outer, int total,
   }
   return out;
 }
-
 
 }  // namespace
 
@@ -120,8 +120,8 @@ Verdict decode_matches_prefill_in_chunks(const Problem& p, const Kernel& kernel,
     }
     worst = std::max(worst, exact.verdict.utilisation);
     if (!one_shot) continue;
-    const Verdict v = compare_runs(prefill, ref, *one_shot, decoded, caps, name,
-                                   fmt::format("{} vs one-shot prefill:", label));
+    const Verdict v =
+        compare_runs(prefill, ref, *one_shot, decoded, caps, name, fmt::format("{} vs one-shot prefill:", label));
     if (!v.passed) return v;
     worst = std::max(worst, v.utilisation);
   }

@@ -1,8 +1,9 @@
 // eviction_matches_retained_set (docs/design.md#serving-caches): a decoder that declares which cached positions it
 // keeps is held, past its first eviction, to exact attention over those positions.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <random>
 #include <set>
 
@@ -72,8 +73,10 @@ std::string take_reported(const DecodeSession& session, int t0, int n, int batch
       const long long pos = t0 + t;
       for (std::size_t e = 0; e < kept.size(); ++e)
         if (kept[e] < 0 || kept[e] > pos || (e > 0 && kept[e] <= kept[e - 1]))
-          return fmt::format("batch {} query at position {}: reported retained position {} (positions must ascend, "
-                             "each in [0, {}])", b, pos, kept[e], pos);
+          return fmt::format(
+              "batch {} query at position {}: reported retained position {} (positions must ascend, "
+              "each in [0, {}])",
+              b, pos, kept[e], pos);
       into[b][pos] = std::move(kept);
     }
   return {};
@@ -90,8 +93,8 @@ Verdict eviction_matches_retained_set(const Problem& p, const Kernel& kernel, Or
   const Problem source = keep > kSliceAbove ? single_slice(p, 0, 0) : p;
   std::mt19937_64 rng(seed_of(p, 11));
   const long long base = std::max<long long>(keep > 0 ? keep : kExplicitLength, source.shape.k_len);
-  const long long longest = caps.contract.k_len.unlimited() ? kLongestDecode
-                                                            : std::min<long long>(caps.contract.k_len.max, kLongestDecode);
+  const long long longest =
+      caps.contract.k_len.unlimited() ? kLongestDecode : std::min<long long>(caps.contract.k_len.max, kLongestDecode);
   if (base + kPastEviction > longest)
     return Verdict::not_applicable(name, fmt::format("decoding past the declared cache ({}) takes up to {} tokens; "
                                                      "the contract or attest's limit is {}",
@@ -128,8 +131,8 @@ Verdict eviction_matches_retained_set(const Problem& p, const Kernel& kernel, Or
     if (!decoded.lse.empty()) compared.lse = tail_rows(decoded.lse, s.batch * s.heads, length, first, 1);
     Comparison c = compare_with_reference(expected, oracle.reference(expected), compared, caps, name);
     if (!c.verdict.passed) {
-      c.verdict.detail = fmt::format("{} of {} tokens ({}; rows from position {}): {}", label, length,
-                                     policy.summary(), first, c.verdict.detail);
+      c.verdict.detail = fmt::format("{} of {} tokens ({}; rows from position {}): {}", label, length, policy.summary(),
+                                     first, c.verdict.detail);
       return c.verdict;
     }
     worst = std::max(worst, c.verdict.utilisation);

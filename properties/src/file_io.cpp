@@ -1,6 +1,7 @@
 #include "attest/file_io.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +10,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fmt/format.h>
 
 namespace attest {
 namespace {
@@ -40,15 +40,22 @@ JsonShape json_shape(const std::string& text) {
   for (char c : text) {
     if (in_string) {
       ++string_bytes;
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true, ++strings;
-    else if (c == ',') ++scalars;
-    else if (c == '[' || c == '{') ++containers, shape.depth = std::max(shape.depth, ++depth);
-    else if (c == ']' || c == '}') --depth;
+    if (c == '"')
+      in_string = true, ++strings;
+    else if (c == ',')
+      ++scalars;
+    else if (c == '[' || c == '{')
+      ++containers, shape.depth = std::max(shape.depth, ++depth);
+    else if (c == ']' || c == '}')
+      --depth;
     if (shape.depth > kMaxJsonDepth) break;
   }
   shape.parse_bytes = 24 * scalars + 96 * containers + 64 * strings + string_bytes;
@@ -96,8 +103,9 @@ nlohmann::json parse_json(const std::string& text, const std::string& what) {
   if (shape.depth > kMaxJsonDepth)
     throw FileError(fmt::format("{}: JSON nested deeper than the limit of {} levels (depth)", what, kMaxJsonDepth));
   if (shape.parse_bytes > kMaxJsonParseBytes)
-    throw FileError(fmt::format("{}: too many JSON values: parsing would take about {} MiB, more than the limit of {} MiB",
-                                what, shape.parse_bytes >> 20, kMaxJsonParseBytes >> 20));
+    throw FileError(
+        fmt::format("{}: too many JSON values: parsing would take about {} MiB, more than the limit of {} MiB", what,
+                    shape.parse_bytes >> 20, kMaxJsonParseBytes >> 20));
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -108,7 +116,8 @@ nlohmann::json parse_json(const std::string& text, const std::string& what) {
 void write_file_atomically(const std::string& path, const std::string& text) {
   static std::atomic<unsigned> counter{0};
   const fs::path target(path);
-  const fs::path tmp = folder_of(path) / fmt::format(".{}.tmp.{}.{}", target.filename().string(), ::getpid(), counter++);
+  const fs::path tmp =
+      folder_of(path) / fmt::format(".{}.tmp.{}.{}", target.filename().string(), ::getpid(), counter++);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw FileError(fmt::format("cannot write {}: {}", path, reason()));
   auto give_up = [&](const std::string& why) {
@@ -142,18 +151,21 @@ void check_writable(const std::string& flag, const std::string& path) {
   // regular file (as root, /dev/null itself). Only a regular file, or nothing, may be named.
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw FileError(fmt::format("{} {}: is not a regular file (a device, link, FIFO or socket); attest replaces its "
-                                "outputs by renaming a new file over them: name a regular file",
-                                flag, path));
+    throw FileError(
+        fmt::format("{} {}: is not a regular file (a device, link, FIFO or socket); attest replaces its "
+                    "outputs by renaming a new file over them: name a regular file",
+                    flag, path));
   const fs::path folder = folder_of(path);
-  if (!fs::is_directory(folder, ec)) throw FileError(fmt::format("{} {}: folder {} does not exist", flag, path, folder.string()));
+  if (!fs::is_directory(folder, ec))
+    throw FileError(fmt::format("{} {}: folder {} does not exist", flag, path, folder.string()));
   // The write goes to a temporary name first: both names must fit, or the run's result is lost.
   const long name_max = ::pathconf(folder.c_str(), _PC_NAME_MAX);
   const std::size_t name = fs::path(path).filename().string().size();
   if (name_max > 0 && name + kTemporaryNameExtra > static_cast<std::size_t>(name_max))
-    throw FileError(fmt::format("{}: the file name is {} bytes; attest writes it under a temporary name {} bytes "
-                                "longer and this folder allows {}",
-                                flag, name, kTemporaryNameExtra, name_max));
+    throw FileError(
+        fmt::format("{}: the file name is {} bytes; attest writes it under a temporary name {} bytes "
+                    "longer and this folder allows {}",
+                    flag, name, kTemporaryNameExtra, name_max));
   if (fs::absolute(path, ec).string().size() + kTemporaryNameExtra >= PATH_MAX)
     throw FileError(fmt::format("{}: the path is longer than the system's limit of {} bytes", flag, PATH_MAX));
   if (::access(folder.c_str(), W_OK | X_OK) != 0)
@@ -165,8 +177,8 @@ void check_not_an_input(const std::string& flag, const std::string& output, cons
   std::error_code ec;
   for (const std::string& input : inputs)
     if (fs::is_regular_file(input, ec) && same_file_path(input, output))
-      throw FileError(fmt::format("{} {}: is an input of this run; attest would replace it: name another file", flag,
-                                  output));
+      throw FileError(
+          fmt::format("{} {}: is an input of this run; attest would replace it: name another file", flag, output));
 }
 
 bool same_file_path(const std::string& a, const std::string& b) {

@@ -121,7 +121,9 @@ const std::vector<TermGenerator>& term_generators() {
       // Score modifiers: caps 1 to 1e4; slopes of both signs and zero; a bias broadcast or not, with
       // -inf entries; sinks from -1e4 to 1e4.
       {Feature::kSoftcap, 2, 0, 4,
-       [](Problem& p, int k, std::mt19937_64&) { p.modifiers.softcap = std::array{1.0, 5.0, 30.0, 300.0, 1e4}[k]; }},
+       [](Problem& p, int k, std::mt19937_64&) {
+         p.modifiers.softcap = std::array{1.0, 5.0, 30.0, 300.0, 1e4}[k];
+       }},
       {Feature::kAlibi, 2, 0, 1,
        [](Problem& p, int mixed, std::mt19937_64& rng) {
          const int h = p.shape.heads;
@@ -136,7 +138,8 @@ const std::vector<TermGenerator>& term_generators() {
          ScoreModifiers& m = p.modifiers;
          m.bias_per_batch = rng() % 2, m.bias_per_head = rng() % 2;
          const Shape& s = p.shape;
-         m.bias.resize(std::size_t(m.bias_per_batch ? s.batch : 1) * (m.bias_per_head ? s.heads : 1) * s.q_len * s.k_len);
+         m.bias.resize(std::size_t(m.bias_per_batch ? s.batch : 1) * (m.bias_per_head ? s.heads : 1) * s.q_len *
+                       s.k_len);
          std::normal_distribution<float> normal(0.0f, std::array{1.0f, 10.0f, 100.0f}[magnitude]);
          for (float& x : m.bias) x = rng() % 10 == 0 ? -std::numeric_limits<float>::infinity() : normal(rng);
        }},
@@ -166,15 +169,18 @@ int fit_width(int wanted, const Contract& c, bool even) {
     return dims[static_cast<std::size_t>(wanted - 1) % dims.size()];
   }
   int d = static_cast<int>(c.head_dim.clamp(wanted));
-  if (even && d % 2 && c.head_dim.contains(d + 1)) ++d;
-  else if (even && d % 2 && c.head_dim.contains(d - 1)) --d;
+  if (even && d % 2 && c.head_dim.contains(d + 1))
+    ++d;
+  else if (even && d % 2 && c.head_dim.contains(d - 1))
+    --d;
   return d;
 }
 
 // The classes of the large axes (docs/design.md#coverage-model): production head widths, head counts with each
 // GQA ratio, batch sizes past the usual four.
 constexpr int kProductionWidths[] = {64, 80, 96, 112, 128, 192, 256};
-constexpr std::pair<int, int> kManyHeadPairs[] = {{12, 12}, {16, 16}, {16, 8}, {32, 8}, {64, 8}, {32, 32}, {64, 16}, {12, 3}};
+constexpr std::pair<int, int> kManyHeadPairs[] = {{12, 12}, {16, 16}, {16, 8},  {32, 8},
+                                                  {64, 8},  {32, 32}, {64, 16}, {12, 3}};
 constexpr int kLargeBatches[] = {5, 8, 12, 16};
 
 // The regime's shape in place of the ordinary draw: (batch, heads, kv heads, Dk, Dv, longest length).
@@ -196,7 +202,8 @@ std::optional<RegimeShape> regime_shape(const ProblemSpec& spec, const Capabilit
   };
   auto small_width = [&](int wanted) { return fit_width(1 + (wanted - 1) % 16, c, even); };
   switch (regime) {
-    case ShapeRegime::kOrdinary: return std::nullopt;
+    case ShapeRegime::kOrdinary:
+      return std::nullopt;
     case ShapeRegime::kProductionWidth: {
       const auto hk = pick_small();
       if (!hk) return std::nullopt;
@@ -204,7 +211,8 @@ std::optional<RegimeShape> regime_shape(const ProblemSpec& spec, const Capabilit
       // Three draws in eight (shape_class 36..56) take an unlisted width instead (a kernel wrong at
       // 48 alone was never drawn): half of them a multiple of 16 up to 256, a quarter a multiple of
       // 8, a quarter any width in [10, 256].
-      const std::uint64_t mix = pick * 7919u + std::uint64_t(spec.head_dim) * 104729u + std::uint64_t(spec.value_dim) * 1299709u;
+      const std::uint64_t mix =
+          pick * 7919u + std::uint64_t(spec.head_dim) * 104729u + std::uint64_t(spec.value_dim) * 1299709u;
       const int unlisted = mix % 2   ? 16 * static_cast<int>(1 + mix / 4 % 16)
                            : mix % 4 ? 8 * static_cast<int>(1 + mix / 4 % 32)
                                      : 10 + static_cast<int>(mix / 4 % 247);
@@ -255,8 +263,10 @@ void force_features(const std::vector<std::string>& force, const Capabilities& c
     const std::string axis = axis_of(cls), value = value_of(cls);
     const FeatureKind kind = axis == "mask" ? FeatureKind::kMaskTerm : FeatureKind::kModifier;
     if (axis != "mask" && axis != "modifier") continue;
-    if (value == "none") on = on.minus(FeatureSet::of_kind(kind));
-    else if (const auto f = feature_named(value); f && caps.declares(*f) && !(needs.position_free && info(*f).positional))
+    if (value == "none")
+      on = on.minus(FeatureSet::of_kind(kind));
+    else if (const auto f = feature_named(value);
+             f && caps.declares(*f) && !(needs.position_free && info(*f).positional))
       on.insert(*f);
   }
 }
@@ -280,7 +290,8 @@ void bend_shape_into_path(const PathPredicate& path, DrawnShape& d) {
   if (heads != d.heads) d.kv_heads = heads % d.kv_heads == 0 ? d.kv_heads : heads;
   d.heads = heads;
   d.q_len = static_cast<int>(path.q_len.clamp(d.q_len));
-  d.k_len = multiple(static_cast<int>(path.k_len.clamp(d.k_len)), path.k_len_multiple, path.k_len, path.k_len_not_multiple);
+  d.k_len =
+      multiple(static_cast<int>(path.k_len.clamp(d.k_len)), path.k_len_multiple, path.k_len, path.k_len_not_multiple);
   d.head_dim = multiple(static_cast<int>(path.head_dim.clamp(d.head_dim)), path.head_dim_multiple, path.head_dim);
   d.value_dim = multiple(static_cast<int>(path.value_dim.clamp(d.value_dim)), path.value_dim_multiple, path.value_dim);
 }
@@ -290,7 +301,8 @@ void bend_shape_into_path(const PathPredicate& path, DrawnShape& d) {
 // even seed, V rows for an odd one), written into the drawn data (after).
 void force_magnitudes(const std::vector<std::string>& force, ProblemSpec& spec) {
   for (const std::string& cls : force) {
-    if (cls == "values: range edge") spec.logit_exponent = 6 + static_cast<int>(spec.data_seed % 25), spec.value_exponent = 24;
+    if (cls == "values: range edge")
+      spec.logit_exponent = 6 + static_cast<int>(spec.data_seed % 25), spec.value_exponent = 24;
     if (cls == "values: ordinary") spec.logit_exponent = spec.value_exponent = 0;
   }
 }
@@ -302,12 +314,15 @@ void force_magnitudes(const std::vector<std::string>& force, ProblemSpec& spec) 
 void draw_quantized(std::vector<float>& values, int width, Scalar format, double limit, std::mt19937_64& rng) {
   if (!scaled(format) && format != Scalar::kE4M3 && format != Scalar::kE5M2) return;
   const int group = scaled(format) ? group_width(format, width) : width;
-  const float largest = static_cast<float>(limit > 0 ? std::min(limit, info(format).max_finite) : info(format).max_finite);
+  const float largest =
+      static_cast<float>(limit > 0 ? std::min(limit, info(format).max_finite) : info(format).max_finite);
   for (std::size_t row = 0; row < values.size(); row += width)
     for (int c0 = 0; c0 < width; c0 += group) {
       const std::span<float> g(&values[row + c0], std::min(group, width - c0));
       switch (rng() % 16) {
-        case 0: std::fill(g.begin(), g.end(), 0.0f); break;
+        case 0:
+          std::fill(g.begin(), g.end(), 0.0f);
+          break;
         case 1:  // within the format's range: e5m2 would overflow to infinity past it
           for (float& x : g) x = std::clamp(std::ldexp(x, static_cast<int>(rng() % 17) - 12), -largest, largest);
           break;
@@ -317,7 +332,8 @@ void draw_quantized(std::vector<float>& values, int width, Scalar format, double
           else
             g[rng() % g.size()] = rng() % 2 ? largest : -largest;
           break;
-        default: break;
+        default:
+          break;
       }
     }
 }
@@ -325,9 +341,11 @@ void draw_quantized(std::vector<float>& values, int width, Scalar format, double
 void force_values(const std::vector<std::string>& force, const Capabilities& caps, std::uint64_t seed, Problem& p) {
   for (const std::string& cls : force) {
     if (cls == "values: subnormal") {
-      auto tiny = [&](std::vector<float>& xs, Scalar format) {  // every third input, half or a quarter of the smallest normal
+      auto tiny = [&](std::vector<float>& xs,
+                      Scalar format) {  // every third input, half or a quarter of the smallest normal
         const double normal = info(format).min_normal;
-        for (std::size_t e = seed % 3; e < xs.size(); e += 3) xs[e] = round_to(static_cast<float>(normal * (e % 2 ? 0.5 : -0.25)), format);
+        for (std::size_t e = seed % 3; e < xs.size(); e += 3)
+          xs[e] = round_to(static_cast<float>(normal * (e % 2 ? 0.5 : -0.25)), format);
       };
       tiny(p.q, p.storage.q), tiny(p.k, p.storage.k), tiny(p.v, p.storage.v);
     }
@@ -345,7 +363,8 @@ void force_shape(const std::vector<std::string>& force, const ProblemSpec& spec,
   // Head pairs the class allows (all forced head and group classes at once).
   std::vector<std::pair<int, int>> pairs = head_configs(caps, needs);
   for (auto hk : kManyHeadPairs)
-    if (c.heads.contains(hk.first) && (hk.second == hk.first || caps.declares(Feature::kGqa)) && !(needs.gqa && hk.first == hk.second))
+    if (c.heads.contains(hk.first) && (hk.second == hk.first || caps.declares(Feature::kGqa)) &&
+        !(needs.gqa && hk.first == hk.second))
       pairs.push_back(hk);
   bool heads_forced = false;
   for (const std::string& cls : force) {
@@ -364,21 +383,24 @@ void force_shape(const std::vector<std::string>& force, const ProblemSpec& spec,
         cap(33);
       } else {
         d.head_dim = fit_width(1 + (d.head_dim - 1) % 16, c, even);
-        d.value_dim = value == "small" || c.dk_equals_dv ? d.head_dim
-                                                         : static_cast<int>(c.head_dim.clamp(d.head_dim == 1 ? 2 : d.head_dim - 1));
+        d.value_dim = value == "small" || c.dk_equals_dv
+                          ? d.head_dim
+                          : static_cast<int>(c.head_dim.clamp(d.head_dim == 1 ? 2 : d.head_dim - 1));
       }
     } else if (axis == "batch") {
-      d.batch = static_cast<int>(c.batch.clamp(value == "1" ? 1 : value == "2-4" ? 2 + spec.batch % 3 : kLargeBatches[pick % 4]));
+      d.batch = static_cast<int>(c.batch.clamp(value == "1"     ? 1
+                                               : value == "2-4" ? 2 + spec.batch % 3
+                                                                : kLargeBatches[pick % 4]));
       if (d.batch > 4) cap(17);
     } else if (axis == "queries" || axis == "keys") {
       const int declared = axis == "queries" ? c.query_tile : c.key_tile;
       const int t = declared > 1 ? declared : 32;  // the tile coverage_classes measures against
       int& len = axis == "queries" ? d.q_len : d.k_len;
       const int n = std::max(1, len / t);  // the drawn length's tiles: a path's long lengths stay long
-      len = value == "Tq <= 4" ? 1 + (len - 1) % 4
+      len = value == "Tq <= 4"        ? 1 + (len - 1) % 4
             : value == "below a tile" ? std::min(t - 1, (axis == "queries" ? 5 : 1) + (len - 1) % t)
-            : value == "whole tiles" ? n * t
-                                     : n * t + 1 + (len - 1) % (t - 1);
+            : value == "whole tiles"  ? n * t
+                                      : n * t + 1 + (len - 1) % (t - 1);
     }
   }
   if (heads_forced && !pairs.empty()) {
@@ -398,10 +420,12 @@ void force_shape(const std::vector<std::string>& force, const ProblemSpec& spec,
 const std::vector<ShapeClass>& shape_classes() {
   static const std::vector<ShapeClass> table = [] {
     std::vector<ShapeClass> out;
-    for (int i = 0; i < 7; ++i) out.push_back({ShapeRegime::kProductionWidth, i, "Dk " + std::to_string(kProductionWidths[i])});
+    for (int i = 0; i < 7; ++i)
+      out.push_back({ShapeRegime::kProductionWidth, i, "Dk " + std::to_string(kProductionWidths[i])});
     for (int i = 0; i < 8; ++i)
-      out.push_back({ShapeRegime::kManyHeads, i,
-                     "H " + std::to_string(kManyHeadPairs[i].first) + " / Hkv " + std::to_string(kManyHeadPairs[i].second)});
+      out.push_back(
+          {ShapeRegime::kManyHeads, i,
+           "H " + std::to_string(kManyHeadPairs[i].first) + " / Hkv " + std::to_string(kManyHeadPairs[i].second)});
     for (int i = 0; i < 4; ++i) out.push_back({ShapeRegime::kLargeBatch, i, "B " + std::to_string(kLargeBatches[i])});
     return out;
   }();
@@ -426,23 +450,30 @@ bool shape_class_fits(const ShapeClass& k, const Capabilities& caps, const Probl
   std::vector<std::pair<int, int>> small = head_configs(caps, needs);
   const bool small_heads = std::any_of(small.begin(), small.end(), [](auto hk) { return hk.first <= 2; });
   switch (k.regime) {
-    case ShapeRegime::kOrdinary: return true;
-    case ShapeRegime::kProductionWidth: return small_heads && c.accepts_head_dim(kProductionWidths[k.index]);
+    case ShapeRegime::kOrdinary:
+      return true;
+    case ShapeRegime::kProductionWidth:
+      return small_heads && c.accepts_head_dim(kProductionWidths[k.index]);
     case ShapeRegime::kManyHeads: {
       const auto [h, kv] = kManyHeadPairs[k.index];
       return c.heads.contains(h) && (kv == h || caps.declares(Feature::kGqa)) && !(needs.gqa && kv == h);
     }
-    case ShapeRegime::kLargeBatch: return small_heads && c.batch.contains(kLargeBatches[k.index]);
+    case ShapeRegime::kLargeBatch:
+      return small_heads && c.batch.contains(kLargeBatches[k.index]);
   }
   return false;
 }
 
 const char* to_string(ShapeRegime r) {
   switch (r) {
-    case ShapeRegime::kOrdinary: return "ordinary";
-    case ShapeRegime::kProductionWidth: return "production width";
-    case ShapeRegime::kManyHeads: return "many heads";
-    case ShapeRegime::kLargeBatch: return "large batch";
+    case ShapeRegime::kOrdinary:
+      return "ordinary";
+    case ShapeRegime::kProductionWidth:
+      return "production width";
+    case ShapeRegime::kManyHeads:
+      return "many heads";
+    case ShapeRegime::kLargeBatch:
+      return "large batch";
   }
   return "?";
 }
@@ -534,7 +565,8 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
     if (axis_of(cls) == "inputs") parse_scalar(value_of(cls), drawn);
   const Precision& precision = caps.precision;
   p.storage = {precision.q == Scalar::kF32 ? drawn : precision.q, precision.k == Scalar::kF32 ? drawn : precision.k,
-               precision.v == Scalar::kF32 ? drawn : precision.v, precision.bias == Scalar::kF32 ? drawn : precision.bias};
+               precision.v == Scalar::kF32 ? drawn : precision.v,
+               precision.bias == Scalar::kF32 ? drawn : precision.bias};
   for (float& x : p.modifiers.bias) x = round_to(x, p.storage.bias);  // drawn far inside every format's range
 
   p.resize_buffers();
@@ -575,24 +607,19 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
 rc::Gen<ProblemSpec> gen_spec(const Capabilities& caps, const ProblemNeeds& /*needs (used by build_problem)*/) {
   const auto inRange = choice;
   using rc::gen::set;
-  const rc::Gen<std::array<TermChoice, kFeatureCount>> terms =
-      rc::gen::exec([] {
-        std::array<TermChoice, kFeatureCount> out{};
-        for (const TermGenerator& g : term_generators())
-          out[static_cast<std::size_t>(g.feature)] = {*sometimes(g.in_ten), *choice(g.param_lo, g.param_hi + 1)};
-        return out;
-      });
+  const rc::Gen<std::array<TermChoice, kFeatureCount>> terms = rc::gen::exec([] {
+    std::array<TermChoice, kFeatureCount> out{};
+    for (const TermGenerator& g : term_generators())
+      out[static_cast<std::size_t>(g.feature)] = {*sometimes(g.in_ten), *choice(g.param_lo, g.param_hi + 1)};
+    return out;
+  });
   return rc::gen::build<ProblemSpec>(
       // Ordinary 5 times in 10, production widths 3, many heads 1, large batches 1.
       set(&ProblemSpec::shape_regime, mostly_zero(5, 10, [](int x) { return x < 3 ? 1 : x - 1; })),
-      set(&ProblemSpec::shape_class, inRange(0, 56)),
-      set(&ProblemSpec::batch, inRange(1, 4)),
-      set(&ProblemSpec::head_config, inRange(0, 8)),
-      set(&ProblemSpec::q_len, gen_length(caps.contract.query_tile)),
-      set(&ProblemSpec::k_len, gen_length(caps.contract.key_tile)),
-      set(&ProblemSpec::head_dim, gen_width()),
-      set(&ProblemSpec::value_dim, gen_width()),
-      set(&ProblemSpec::terms, terms),
+      set(&ProblemSpec::shape_class, inRange(0, 56)), set(&ProblemSpec::batch, inRange(1, 4)),
+      set(&ProblemSpec::head_config, inRange(0, 8)), set(&ProblemSpec::q_len, gen_length(caps.contract.query_tile)),
+      set(&ProblemSpec::k_len, gen_length(caps.contract.key_tile)), set(&ProblemSpec::head_dim, gen_width()),
+      set(&ProblemSpec::value_dim, gen_width()), set(&ProblemSpec::terms, terms),
       set(&ProblemSpec::q_offset_mode, mostly_zero(6, 9, [](int x) { return x < 2 ? 1 : 2; })),
       set(&ProblemSpec::q_offset_value, inRange(-8, 80)),
       set(&ProblemSpec::input_precision, mostly_zero(6, 8, [](int x) { return 1 + x; })),

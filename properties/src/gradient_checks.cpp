@@ -1,8 +1,9 @@
 #include "gradient_checks.h"
 
-#include <cmath>
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <random>
 
@@ -40,7 +41,9 @@ GradientRun run_gradient(const Problem& p, const Kernel& kernel, Oracle& oracle,
   return r;
 }
 
-bool any_row_sees(const ReferenceGradient& ref) { return std::find(ref.empty.begin(), ref.empty.end(), 0) != ref.empty.end(); }
+bool any_row_sees(const ReferenceGradient& ref) {
+  return std::find(ref.empty.begin(), ref.empty.end(), 0) != ref.empty.end();
+}
 
 Verdict backward_matches_reference(const Problem& p, const Kernel& kernel, Oracle& oracle,
                                    const std::string& property) {
@@ -101,8 +104,10 @@ Verdict compare_gradients(const Problem& p, const ReferenceGradient& ref, const 
                {"dsinks", got.dsinks, ref.dsinks, ref.dsinks_bound}};
   for (const auto& part : parts) {
     if (part.got.size() != part.exact.size())
-      return Verdict::fail(property, fmt::format("{}{} has {} elements, expected {}", where, part.name, part.got.size(),
-                                                 part.exact.size()), INFINITY);
+      return Verdict::fail(
+          property,
+          fmt::format("{}{} has {} elements, expected {}", where, part.name, part.got.size(), part.exact.size()),
+          INFINITY);
     for (std::size_t e = 0; e < part.got.size(); ++e) {
       const double x = part.got[e], error = std::fabs(x - part.exact[e]), bound = part.bound[e];
       if (std::isinf(bound)) continue;  // float cannot hold the computation (logits of 1e9): nothing to judge
@@ -111,8 +116,8 @@ Verdict compare_gradients(const Problem& p, const ReferenceGradient& ref, const 
         if (bound > 0) worst = std::max(worst, error / bound);
         continue;
       }
-      const std::string what = std::isnan(x) ? (never_written(part.got[e]) ? "never written" : "NaN computed")
-                                             : fmt::format("{:.9g}", x);
+      const std::string what =
+          std::isnan(x) ? (never_written(part.got[e]) ? "never written" : "NaN computed") : fmt::format("{:.9g}", x);
       return Verdict::fail(
           property,
           fmt::format("{}{}: {}, exact {:.9g}, error {:.3g} > bound {:.3g}", where,

@@ -12,7 +12,7 @@
 namespace attest {
 namespace {
 
-constexpr std::size_t kGuard = 64;          // floats of canary on each side of an output
+constexpr std::size_t kGuard = 64;                 // floats of canary on each side of an output
 constexpr std::uint32_t kCanaryBits = 0x7fa5a5a5;  // a NaN payload no kernel computes
 
 float unwritten_nan() {
@@ -228,8 +228,9 @@ Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const Bac
   const std::vector<float> d_o = with_nan_tail({in.d_o.begin(), in.d_o.end()});
   GuardedBuffer dq(p.q_size()), dk(p.k_size()), dv(p.v_size()), dsinks(p.modifiers.sinks.size());
   last_backward_of = &kernel;  // before the call: a backward that throws is named too
-  HarnessRaise::kernel_call(
-      [&] { kernel.backward(copy, {o, lse, d_o, in.threads}, {dq.span(), dk.span(), dv.span(), dsinks.span()}); });
+  HarnessRaise::kernel_call([&] {
+    kernel.backward(copy, {o, lse, d_o, in.threads}, {dq.span(), dk.span(), dv.span(), dsinks.span()});
+  });
   Gradients out;
   out.path = kBackwardPath;  // one path for every backward call: its coverage is counted apart from the forward's
   PathLog::record(p, out.path);

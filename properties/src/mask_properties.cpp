@@ -1,7 +1,8 @@
 // Mask leakage and empty rows.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <limits>
 #include <optional>
 
@@ -45,7 +46,8 @@ Verdict check_poisoned(const Problem& clean, const KeySet& keys, const Kernel& k
             if (!out.lse.empty()) out.lse[row] = clean_run->lse[row];
           }
     Comparison cmp = compare_with_reference(clean, ref, out, kernel.capabilities(), "masked_inputs_have_no_influence");
-    const char* what = which == Poisoned::kKeys ? "masked K rows poisoned (V clean)" : "masked V rows poisoned (K clean)";
+    const char* what =
+        which == Poisoned::kKeys ? "masked K rows poisoned (V clean)" : "masked V rows poisoned (K clean)";
     if (!cmp.verdict.passed) {
       cmp.verdict.detail = label + ", " + what + ": " + cmp.verdict.detail;
       return cmp.verdict;
@@ -85,7 +87,8 @@ Verdict masked_inputs_have_no_influence(const Problem& p, const Kernel& kernel, 
     biased.modifiers.bias = rebuilt_bias(base, p.shape, [&](int b, int h, int i, int j) {
       return j % 3 == first ? -INFINITY : base.modifiers.bias[base.modifiers.bias_index(p.shape, b, h, i, j)];
     });
-    v = check_poisoned(biased, unseen_keys(biased, visibility_of(biased)), kernel, oracle, "keys hidden by a -inf bias");
+    v = check_poisoned(biased, unseen_keys(biased, visibility_of(biased)), kernel, oracle,
+                       "keys hidden by a -inf bias");
     if (!v.passed) return v;
     worst = std::max(worst, v.utilisation);
     exercised = exercised || v.exercised;

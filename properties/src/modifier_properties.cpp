@@ -1,9 +1,10 @@
 // Score modifiers (docs/design.md#score-modifiers): a -inf bias is a mask, ALiBi is a bias, a softcap bounds every
 // weight from below, a sink takes its share of the denominator.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <fmt/format.h>
 #include <random>
 #include <utility>
 
@@ -40,8 +41,10 @@ struct LogSum {
   double max = -INFINITY, sum = 0;
   void add(double x, double weight = 1.0) {
     if (weight == 0) return;
-    if (x > max) sum = sum * std::exp(max - x) + weight, max = x;
-    else sum += weight * std::exp(x - max);
+    if (x > max)
+      sum = sum * std::exp(max - x) + weight, max = x;
+    else
+      sum += weight * std::exp(x - max);
   }
   void add(const LogSum& other) { add(other.max, other.sum); }
   double log() const { return sum > 0 ? max + std::log(sum) : -INFINITY; }
@@ -75,9 +78,9 @@ std::vector<double> weight_floor(const Problem& p, RowIndex r, double c, const s
 double floor_slack(const KernelNumerics& k, double c, double max_abs_terms, double range, int terms, int tiles) {
   const double sums = std::max(k.sum_roundoff, k.weight_sum_roundoff);
   const double logit = (8 * k.score_roundoff + 2 * k.entry_score) * (c + max_abs_terms);
-  const double eta = 2 * logit + 2 * k.entry_score_absolute + 2 * k.score_roundoff * (range + 2 * logit) + (tiles + 2) * k.exp_error +
-                     gamma_n(summation_terms(terms, k.key_tile, tiles) + 2, sums) + 2 * sums + k.weight_rounding +
-                     k.entry_value + k.output_roundoff;
+  const double eta = 2 * logit + 2 * k.entry_score_absolute + 2 * k.score_roundoff * (range + 2 * logit) +
+                     (tiles + 2) * k.exp_error + gamma_n(summation_terms(terms, k.key_tile, tiles) + 2, sums) +
+                     2 * sums + k.weight_rounding + k.entry_value + k.output_roundoff;
   return 2 * eta;
 }
 
@@ -89,8 +92,8 @@ Verdict check_weight_floor(const Problem& probe, const Reference& ref, const Out
   const double c = *probe.modifiers.softcap;
   const KernelNumerics numerics = numerics_of(caps, out.path, probe);
   const int tiles = numerics.key_tile > 0 ? (s.k_len + numerics.key_tile - 1) / numerics.key_tile : 1;
-  const double quantum = numerics.underflow_quantum + numerics.output_quantum + numerics.weight_quantum +
-                         numerics.entry_value_absolute;
+  const double quantum =
+      numerics.underflow_quantum + numerics.output_quantum + numerics.weight_quantum + numerics.entry_value_absolute;
   std::vector<int> keys;
   for (std::size_t row = 0; row < ref.lse.size(); ++row) {
     if (ref.empty[row]) continue;
@@ -111,13 +114,15 @@ Verdict check_weight_floor(const Problem& probe, const Reference& ref, const Out
       const int j = keys[k];
       if (j < first || j >= first + width) continue;
       // The output is the weight times the probe's stored one (a quantized V holds only its nearest).
-      const std::size_t one = ((std::size_t(r.b) * s.kv_heads + probe.kv_head_of(r.h)) * s.k_len + j) * width + (j - first);
+      const std::size_t one =
+          ((std::size_t(r.b) * s.kv_heads + probe.kv_head_of(r.h)) * s.k_len + j) * width + (j - first);
       const double got = out.o[row * width + (j - first)],
                    allowed = floor[k] * double(probe.v[one]) * std::exp(-eta) - absolute;
       if (!(got >= allowed))
-        return Verdict::fail(name, fmt::format("{}{}: visible key {} gets weight {:.9g}, below what the cap c = {} "
-                                               "allows ({:.9g}, with {:.3g} relative slack)",
-                                               label, describe_row(probe, row), j, got, c, floor[k], eta),
+        return Verdict::fail(name,
+                             fmt::format("{}{}: visible key {} gets weight {:.9g}, below what the cap c = {} "
+                                         "allows ({:.9g}, with {:.3g} relative slack)",
+                                         label, describe_row(probe, row), j, got, c, floor[k], eta),
                              INFINITY);
     }
   }
@@ -195,7 +200,8 @@ Verdict alibi_matches_bias(const Problem& p, const Kernel& kernel, Oracle& oracl
   bool any_distance = false;
   for (std::size_t e = 0; e < visible.size() && !any_distance; ++e)
     any_distance = visible[e] && long(e % s.k_len) != sloped.query_position(int(e / s.k_len % s.q_len));
-  if (!any_slope || !any_distance) return Verdict::vacuous(name, "every slope is 0 or every visible key is at distance 0");
+  if (!any_slope || !any_distance)
+    return Verdict::vacuous(name, "every slope is 0 or every visible key is at distance 0");
   // A kernel taking its bias in 16 bits gets these terms rounded there: the two problems then
   // differ by that rounding, so each run is judged against its own reference instead.
   const Capabilities& caps = kernel.capabilities();
@@ -203,8 +209,11 @@ Verdict alibi_matches_bias(const Problem& p, const Kernel& kernel, Oracle& oracl
   bool rounded = false;
   for (float& x : bm.bias) rounded |= std::exchange(x, round_to(x, caps.precision.bias)) != x;
   if (rounded) {
-    Verdict v = compare_with_reference(sloped, oracle.reference(sloped), run_guarded(kernel, sloped), caps, name).verdict;
-    return v.passed ? compare_with_reference(biased, oracle.reference(biased), run_guarded(kernel, biased), caps, name).verdict : v;
+    Verdict v =
+        compare_with_reference(sloped, oracle.reference(sloped), run_guarded(kernel, sloped), caps, name).verdict;
+    return v.passed ? compare_with_reference(biased, oracle.reference(biased), run_guarded(kernel, biased), caps, name)
+                          .verdict
+                    : v;
   }
   const Reference& ref = oracle.reference(sloped);
   return compare_runs(sloped, ref, run_guarded(kernel, sloped), run_guarded(kernel, biased), kernel.capabilities(),
@@ -240,8 +249,10 @@ Verdict softcap_saturates(const Problem& p, const Kernel& kernel, Oracle& oracle
       const GuardedOutputs out = run_guarded(kernel, probe);
       for (std::size_t e = 0; e < out.o.size(); ++e)
         if (!ref.empty[e / width] && !std::isfinite(out.o[e]))
-          return Verdict::fail(name, fmt::format("{}{}: weight {} (a capped logit is finite)", label,
-                                                 describe_element(probe, e), out.o[e]), INFINITY);
+          return Verdict::fail(
+              name,
+              fmt::format("{}{}: weight {} (a capped logit is finite)", label, describe_element(probe, e), out.o[e]),
+              INFINITY);
       // The floor first: it holds at every scale, also where the bound has grown vacuous.
       const Verdict floor = check_weight_floor(probe, ref, out, first, width, caps, label);
       if (!floor.passed) return floor;
@@ -292,18 +303,20 @@ Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle) 
       const float got = out.o[e];
       if (ref.empty[row]) {
         if (got != 0.0f)
-          return Verdict::fail(name, fmt::format("{}: sees no key but the sink (sigma = {}): outputs {:.9g}, not 0",
-                                                 describe_element(probe, e), sigma, got), INFINITY);
+          return Verdict::fail(name,
+                               fmt::format("{}: sees no key but the sink (sigma = {}): outputs {:.9g}, not 0",
+                                           describe_element(probe, e), sigma, got),
+                               INFINITY);
         continue;
       }
       // The keys' share of the denominator: 1 - exp(sigma - LSE), as the reference has it exactly.
       const double expected = ref.o[e], error = std::fabs(double(got) - expected);
       const double bound = output_bound(probe, ref, e, numerics);
       if (!(error <= bound))
-        return Verdict::fail(name, fmt::format("{}: V = 1 outputs {:.9g}, not 1 - exp(sigma - LSE) = 1 - exp({} - "
-                                               "{:.9g}) = {:.9g}, |error| {:.3g} > bound {:.3g}",
-                                               describe_element(probe, e), got, sigma, ref.lse[row], expected, error,
-                                               bound),
+        return Verdict::fail(name,
+                             fmt::format("{}: V = 1 outputs {:.9g}, not 1 - exp(sigma - LSE) = 1 - exp({} - "
+                                         "{:.9g}) = {:.9g}, |error| {:.3g} > bound {:.3g}",
+                                         describe_element(probe, e), got, sigma, ref.lse[row], expected, error, bound),
                              error / bound);
       worst = std::max(worst, error / bound);
     }
@@ -311,15 +324,18 @@ Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle) 
     const float got = out.lse[row];
     if (ref.empty[row]) {
       if (got != sigma)
-        return Verdict::fail(name, fmt::format("{}: sees no key but the sink: LSE {:.9g}, not sigma = {}",
-                                               describe_row(probe, row), got, sigma), INFINITY);
+        return Verdict::fail(name,
+                             fmt::format("{}: sees no key but the sink: LSE {:.9g}, not sigma = {}",
+                                         describe_row(probe, row), got, sigma),
+                             INFINITY);
       continue;
     }
     const double error = std::fabs(double(got) - ref.lse[row]), bound = lse_bound(probe, ref, row, numerics);
     if (!(error <= bound))
-      return Verdict::fail(name, fmt::format("{}: LSE {:.9g}, expected log(exp({}) + sum exp(s)) = {:.9g}, |error| "
-                                             "{:.3g} > bound {:.3g}",
-                                             describe_row(probe, row), got, sigma, ref.lse[row], error, bound),
+      return Verdict::fail(name,
+                           fmt::format("{}: LSE {:.9g}, expected log(exp({}) + sum exp(s)) = {:.9g}, |error| "
+                                       "{:.3g} > bound {:.3g}",
+                                       describe_row(probe, row), got, sigma, ref.lse[row], error, bound),
                            error / bound);
     worst = std::max(worst, error / bound);
   }

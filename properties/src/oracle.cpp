@@ -1,8 +1,8 @@
 #include "attest/oracle.h"
 
-#include "attest/problem_fields.h"
-
 #include <cstring>
+
+#include "attest/problem_fields.h"
 
 namespace attest {
 namespace {
@@ -24,7 +24,9 @@ class WordHash {
     mix(tail ^ (std::uint64_t(n - i) << 59));
   }
   template <typename T>
-  void value(const T& x) { bytes(&x, sizeof x); }
+  void value(const T& x) {
+    bytes(&x, sizeof x);
+  }
   template <typename T>
   void vector(const std::vector<T>& v) {
     value(v.size());
@@ -44,7 +46,9 @@ class WordHash {
 struct FieldHasher {
   WordHash& h;
   template <typename T>
-  void integer(const char*, const T& x, long long, long long, bool = false) { h.value(x); }
+  void integer(const char*, const T& x, long long, long long, bool = false) {
+    h.value(x);
+  }
   template <typename T>
   void optional_integer(const char*, const std::optional<T>& x, long long, long long) {
     h.value(x.has_value());

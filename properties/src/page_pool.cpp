@@ -1,9 +1,10 @@
 #include "page_pool.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <new>
 #include <random>
 #include <stdexcept>
@@ -45,9 +46,15 @@ std::size_t checked_pool_bytes(const Kernel& kernel, const DecodeConfig& config,
 }  // namespace
 
 PagePool::PagePool(const Kernel& kernel, const DecodeConfig& config, int pages, std::uint64_t seed)
-    : kernel_(kernel), config_(config), page_tokens_(kernel.capabilities().page_tokens),
-      page_bytes_(checked_pool_bytes(kernel, config, pages)), pool_(aligned_bytes(pages * page_bytes_)),
-      pages_(pages), sharers_(pages, 0), tables_(config.batch), lengths_(config.batch, 0) {
+    : kernel_(kernel),
+      config_(config),
+      page_tokens_(kernel.capabilities().page_tokens),
+      page_bytes_(checked_pool_bytes(kernel, config, pages)),
+      pool_(aligned_bytes(pages * page_bytes_)),
+      pages_(pages),
+      sharers_(pages, 0),
+      tables_(config.batch),
+      lengths_(config.batch, 0) {
   std::memset(pool_.get(), 0xFF, pages_ * page_bytes_);
   free_ = seed == 0 ? std::vector<int>() : shuffled(pages, seed);
   if (seed == 0)
@@ -110,8 +117,16 @@ std::string PagePool::call(const std::vector<int>& counts, std::span<const float
   for (int b = 0; b < batch; ++b) std::copy(tables_[b].begin(), tables_[b].end(), tables.begin() + b * width);
   const std::vector<std::byte> before(pool_.get(), pool_.get() + pages_ * page_bytes_);
 
-  PagedStep step{.pool = {pool_.get(), pages_ * page_bytes_}, .tables = tables, .table_width = static_cast<int>(width),
-                 .lengths = lengths_, .counts = counts, .q = q, .k = k, .v = v, .o = o, .lse = lse};
+  PagedStep step{.pool = {pool_.get(), pages_ * page_bytes_},
+                 .tables = tables,
+                 .table_width = static_cast<int>(width),
+                 .lengths = lengths_,
+                 .counts = counts,
+                 .q = q,
+                 .k = k,
+                 .v = v,
+                 .o = o,
+                 .lse = lse};
   run_paged_guarded(kernel_, config_, step);
 
   for (std::size_t page = 0; page < pages_; ++page) {
@@ -120,9 +135,12 @@ std::string PagePool::call(const std::vector<int>& counts, std::span<const float
     std::string owners;
     for (int b = 0; b < batch; ++b)
       for (std::size_t e = 0; e < tables_[b].size(); ++e)
-        if (tables_[b][e] == std::int32_t(page)) owners += fmt::format("{}sequence {}'s page {}", owners.empty() ? "" : ", ", b, e);
-    return fmt::format("the call (appending {} tokens per sequence) wrote physical page {} ({}), which holds none of "
-                       "its new tokens", fmt::join(counts, ", "), page, owners.empty() ? "a free page" : owners);
+        if (tables_[b][e] == std::int32_t(page))
+          owners += fmt::format("{}sequence {}'s page {}", owners.empty() ? "" : ", ", b, e);
+    return fmt::format(
+        "the call (appending {} tokens per sequence) wrote physical page {} ({}), which holds none of "
+        "its new tokens",
+        fmt::join(counts, ", "), page, owners.empty() ? "a free page" : owners);
   }
   for (int b = 0; b < batch; ++b) lengths_[b] += counts[b];
   return {};

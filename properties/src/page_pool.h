@@ -41,17 +41,17 @@ class PagePool {
   std::size_t page_bytes_;
   std::unique_ptr<std::byte[], void (*)(std::byte*)> pool_;
   std::size_t pages_;
-  std::vector<int> free_;      // taken from the back
-  std::vector<int> sharers_;   // per physical page: how many tables name it
+  std::vector<int> free_;     // taken from the back
+  std::vector<int> sharers_;  // per physical page: how many tables name it
   std::vector<std::vector<std::int32_t>> tables_;
   std::vector<std::int64_t> lengths_;
 };
 
 // One call of a paged run: how many tokens each sequence appends, and what attest does first.
 struct PagedCall {
-  std::vector<int> counts;            // [B]
-  std::vector<int> share_from_zero;   // sequences that take sequence 0's pages before the call
-  bool permute_before = false;        // move every page first
+  std::vector<int> counts;           // [B]
+  std::vector<int> share_from_zero;  // sequences that take sequence 0's pages before the call
+  bool permute_before = false;       // move every page first
 };
 
 // Decodes `prefill` (a causal Tq = Tk problem of B sequences) through the kernel's block tables

@@ -1,16 +1,18 @@
 // Gate 2 of docs/design.md#tolerance-model: the hard bound is 10^3-10^4 x above typical error, so a silent
 // precision downgrade passes it. Compare the kernel's error with the model kernel's instead (the
 // loop kernel rounding where the kernel declares), by an allowance calibrated per precision.
+#include "attest/precision_gate.h"
+
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
-#include <fmt/format.h>
 
-#include "attest/harness.h"
 #include "attest/builtin_kernels.h"
-#include "attest/precision_gate.h"
+#include "attest/harness.h"
 #include "attest/properties.h"
 
 namespace attest {
@@ -64,10 +66,11 @@ Verdict precision_gate_verdict(const GateErrors& errors, const Precision& precis
   const double allowed = gate.factor * std::max(errors.model, gate.floor);
   const double utilisation = errors.kernel / allowed;
   if (!(errors.kernel <= allowed))
-    return Verdict::fail(name, fmt::format("error {:.3g} u (relative to S_r and conditioning) vs the model kernel's {:.3g} u "
-                                           "(the loop kernel rounding as declared): above {} x max(model, {} u): a "
-                                           "precision downgrade?",
-                                           errors.kernel, errors.model, gate.factor, gate.floor),
+    return Verdict::fail(name,
+                         fmt::format("error {:.3g} u (relative to S_r and conditioning) vs the model kernel's {:.3g} u "
+                                     "(the loop kernel rounding as declared): above {} x max(model, {} u): a "
+                                     "precision downgrade?",
+                                     errors.kernel, errors.model, gate.factor, gate.floor),
                          utilisation);
   return Verdict::pass(name, utilisation);
 }
@@ -123,7 +126,8 @@ double unexplained(const Problem& p, const Reference& ref, const Outputs& kernel
 // fixes the pattern whatever the summation order. An accumulator's pattern, or P rounded before
 // normalising, depends on the order, so such a kernel may match no pattern; the suspects whose
 // worst error is of the same size (within 2x) are named then.
-std::string suspected_rounding(const Problem& p, const Reference& ref, const Outputs& kernel_out, const Precision& declared) {
+std::string suspected_rounding(const Problem& p, const Reference& ref, const Outputs& kernel_out,
+                               const Precision& declared) {
   std::vector<std::string> pattern, size, tried;
   const double u = declared.coarsest();
   const double kernel_err = scaled_error(p, ref, kernel_out, u);
@@ -131,8 +135,10 @@ std::string suspected_rounding(const Problem& p, const Reference& ref, const Out
     const Outputs model = run_forward(*make_model_kernel(suspect.precision), p);
     const double model_err = scaled_error(p, ref, model, u);
     tried.push_back(suspect.rounding);
-    if (unexplained(p, ref, kernel_out, model) <= 0.5) pattern.push_back(suspect.rounding);
-    else if (model_err <= 2 * kernel_err && kernel_err <= 2 * model_err) size.push_back(suspect.rounding);
+    if (unexplained(p, ref, kernel_out, model) <= 0.5)
+      pattern.push_back(suspect.rounding);
+    else if (model_err <= 2 * kernel_err && kernel_err <= 2 * model_err)
+      size.push_back(suspect.rounding);
   }
   auto joined = [](const std::vector<std::string>& v) {
     std::string out;

@@ -1,8 +1,9 @@
 #include "attest/precision_limit.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 #include <optional>
 
 #include "attest/builtin_kernels.h"
@@ -41,7 +42,8 @@ std::vector<PrecisionLimit> precision_limits(const Precision& p, double max_abs_
     out.push_back({"", "overflow", hit->first,
                    fmt::format("{} equal keys of V = {:g} give {}", hit->first, largest, hit->second)});
   if (const auto hit = first_failure(*model, 1.0f, [](float o) { return !(std::fabs(o - 1.0f) <= 0.01f); }))
-    out.push_back({"", "accuracy", hit->first, fmt::format("{} equal keys of V = 1 give {:g}", hit->first, hit->second)});
+    out.push_back(
+        {"", "accuracy", hit->first, fmt::format("{} equal keys of V = 1 give {:g}", hit->first, hit->second)});
   return out;
 }
 
@@ -58,8 +60,9 @@ std::vector<PrecisionLimit> precision_limits(const Capabilities& c) {
 std::string limits_text(const std::vector<PrecisionLimit>& limits) {
   std::string out;
   for (const PrecisionLimit& l : limits)
-    out += fmt::format("{}{}{} from T = {} ({})", out.empty() ? "" : "; ", l.path.empty() ? "" : "path " + l.path + ": ",
-                       l.kind == "overflow" ? "overflow" : "error above 1%", l.length, l.detail);
+    out +=
+        fmt::format("{}{}{} from T = {} ({})", out.empty() ? "" : "; ", l.path.empty() ? "" : "path " + l.path + ": ",
+                    l.kind == "overflow" ? "overflow" : "error above 1%", l.length, l.detail);
   return out;
 }
 

@@ -109,7 +109,6 @@ int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& c
   return poisoned;
 }
 
-
 Problem single_query(const Problem& p, int i) {
   const Shape& s = p.shape;
   Problem out = p;
@@ -136,9 +135,8 @@ Problem single_query(const Problem& p, int i) {
       m.explicit_mask.insert(m.explicit_mask.end(), row, row + s.k_len);
     }
   }
-  out.modifiers.bias = rebuilt_bias(p, out.shape, [&](int b, int h, int, int j) {
-    return p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j)];
-  });
+  out.modifiers.bias = rebuilt_bias(
+      p, out.shape, [&](int b, int h, int, int j) { return p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j)]; });
   return out;
 }
 
@@ -264,9 +262,8 @@ Problem single_slice(const Problem& p, int b, int h) {
   ScoreModifiers& md = out.modifiers;
   if (!md.alibi_slopes.empty()) md.alibi_slopes = {p.modifiers.alibi_slopes[h]};
   if (!md.sinks.empty()) md.sinks = {p.modifiers.sinks[h]};
-  md.bias = rebuilt_bias(p, out.shape, [&](int, int, int i, int j) {
-    return p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j)];
-  });
+  md.bias = rebuilt_bias(
+      p, out.shape, [&](int, int, int i, int j) { return p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j)]; });
   return out;
 }
 
@@ -370,7 +367,8 @@ Problem with_logits_up_to(const Problem& p, double target, double dot, const Cap
     // Q keeps its storage format: boosted values are rounded to it (saturating at its largest, or
     // at the largest of the format the kernel rounds Q to on entry).
     const float largest = static_cast<float>(largest_input(scaled.storage.q, caps.precision.q_entry));
-    for (float& x : scaled.q) x = round_to(std::clamp(static_cast<float>(x * boost), -largest, largest), scaled.storage.q);
+    for (float& x : scaled.q)
+      x = round_to(std::clamp(static_cast<float>(x * boost), -largest, largest), scaled.storage.q);
   }
   return scaled;
 }

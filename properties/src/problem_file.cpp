@@ -1,8 +1,9 @@
 #include "attest/problem_file.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <filesystem>
-#include <fmt/format.h>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -31,9 +32,7 @@ std::vector<std::string> parts_of(const std::string& name) {
 }
 
 // A short, printable rendering of a JSON value for an error message.
-std::string preview(const json& j) {
-  return safe_text(j.dump(-1, ' ', false, json::error_handler_t::replace), 40);
-}
+std::string preview(const json& j) { return safe_text(j.dump(-1, ' ', false, json::error_handler_t::replace), 40); }
 
 json float_value(float x) {
   if (std::isnan(x)) return "nan";
@@ -50,7 +49,9 @@ struct Writer {
     return *node;
   }
   template <typename T>
-  void integer(const char* name, const T& x, long long, long long, bool = false) { at(name) = x; }
+  void integer(const char* name, const T& x, long long, long long, bool = false) {
+    at(name) = x;
+  }
   template <typename T>
   void optional_integer(const char* name, const std::optional<T>& x, long long, long long) {
     if (x) at(name) = *x;
@@ -94,13 +95,13 @@ struct Reader {
     if (!j.is_number_integer()) bad(field, "must be an integer, got " + preview(j));
     const bool too_big = j.is_number_unsigned() && j.get<std::uint64_t>() > std::uint64_t(hi);
     const long long x = too_big ? hi : j.get<long long>();
-    if (too_big || x < lo || x > hi)
-      bad(field, fmt::format("must lie in [{}, {}], got {}", lo, hi, preview(j)));
+    if (too_big || x < lo || x > hi) bad(field, fmt::format("must lie in [{}, {}], got {}", lo, hi, preview(j)));
     return x;
   }
   template <typename T>
   void integer(const char* name, T& x, long long lo, long long hi, bool required = false) {
-    if (const json* j = find(name, required)) x = static_cast<T>(checked_integer(std::string("problem.") + name, *j, lo, hi));
+    if (const json* j = find(name, required))
+      x = static_cast<T>(checked_integer(std::string("problem.") + name, *j, lo, hi));
   }
   // GCC 12 cannot follow the feature table's member pointers into MaskSpec and warns that the
   // write might land on the bool before them (a false -Wstringop-overflow).
@@ -170,11 +171,17 @@ struct Reader {
     x.reserve(j->size());
     for (std::size_t i = 0; i < j->size(); ++i) {
       const json& e = (*j)[i];
-      if (e == "nan") x.push_back(std::numeric_limits<float>::quiet_NaN());
-      else if (e == "inf") x.push_back(std::numeric_limits<float>::infinity());
-      else if (e == "-inf") x.push_back(-std::numeric_limits<float>::infinity());
-      else if (e.is_number() && std::fabs(e.get<double>()) <= std::numeric_limits<float>::max()) x.push_back(e.get<float>());
-      else bad(fmt::format("problem.{}[{}]", name, i), "must be a float (a number in float range, or \"nan\", \"inf\", \"-inf\")");
+      if (e == "nan")
+        x.push_back(std::numeric_limits<float>::quiet_NaN());
+      else if (e == "inf")
+        x.push_back(std::numeric_limits<float>::infinity());
+      else if (e == "-inf")
+        x.push_back(-std::numeric_limits<float>::infinity());
+      else if (e.is_number() && std::fabs(e.get<double>()) <= std::numeric_limits<float>::max())
+        x.push_back(e.get<float>());
+      else
+        bad(fmt::format("problem.{}[{}]", name, i),
+            "must be a float (a number in float range, or \"nan\", \"inf\", \"-inf\")");
     }
   }
 };
@@ -184,8 +191,10 @@ void reject_unknown(const json& node, const std::string& prefix, const std::set<
   for (const auto& [key, value] : node.items()) {
     const std::string name = prefix.empty() ? key : prefix + "." + key;
     if (seen.count(name)) continue;
-    if (value.is_object()) reject_unknown(value, name, seen);
-    else bad("problem." + name, "is not a field of a problem");
+    if (value.is_object())
+      reject_unknown(value, name, seen);
+    else
+      bad("problem." + name, "is not a field of a problem");
   }
 }
 
@@ -201,8 +210,8 @@ std::string to_json(const ProblemFile& file) {
   Writer w;
   visit_problem_fields(file.problem, w);
   json doc = {{"format", "attest-problem"}, {"version", kProblemFileVersion}, {"property", file.property},
-              {"kernel", file.kernel},       {"isolated", file.isolated},   {"verdict", file.verdict},
-              {"seed", file.seed},           {"problem", std::move(w.doc)}};
+              {"kernel", file.kernel},      {"isolated", file.isolated},      {"verdict", file.verdict},
+              {"seed", file.seed},          {"problem", std::move(w.doc)}};
   return doc.dump(1, ' ', false, json::error_handler_t::replace);
 }
 
@@ -217,8 +226,8 @@ ProblemFile from_json(const std::string& text) {
     throw ProblemFileError("not an attest problem file (format must be \"attest-problem\")");
   if (!doc.contains("version") || !doc["version"].is_number_integer()) bad("version", "must be an integer");
   if (doc["version"] != kProblemFileVersion)
-    throw ProblemFileError(fmt::format("unsupported version {} (this attest reads version {})",
-                                       preview(doc["version"]), kProblemFileVersion));
+    throw ProblemFileError(fmt::format("unsupported version {} (this attest reads version {})", preview(doc["version"]),
+                                       kProblemFileVersion));
   ProblemFile file;
   file.property = text_field(doc, "property", 128);
   file.kernel = text_field(doc, "kernel", 4096);

@@ -1,12 +1,14 @@
 #include "attest/problem_needs.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace attest {
 
 const std::vector<std::pair<int, int>>& head_pairs() {
-  static const std::vector<std::pair<int, int>> pairs = {{1, 1}, {2, 2}, {2, 1}, {4, 2}, {4, 1}, {3, 1}, {4, 4}, {8, 2}};
+  static const std::vector<std::pair<int, int>> pairs = {{1, 1}, {2, 2}, {2, 1}, {4, 2},
+                                                         {4, 1}, {3, 1}, {4, 4}, {8, 2}};
   return pairs;
 }
 
@@ -29,7 +31,7 @@ std::string cannot_cover(const ProblemNeeds& needs, const Capabilities& caps) {
   if (needs.masked && masks.empty()) return "needs masked keys; the kernel declares no mask term";
   if (needs.hides_keys && caps.contract.causal_required &&
       (caps.features & FeatureSet{Feature::kKeyPadding, Feature::kQueryPadding, Feature::kWindow, Feature::kChunk,
-                                   Feature::kSegments, Feature::kExplicitMask, Feature::kBias})
+                                  Feature::kSegments, Feature::kExplicitMask, Feature::kBias})
           .empty())
     return "needs keys no row sees; under the contract's bottom-right causal mask the last row sees every key, and "
            "the kernel declares no other term that hides one (padding, window, chunk, segments, explicit mask, bias)";

@@ -209,7 +209,8 @@ Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kerne
     // is given): not blamed on the kernel, still a failure (a check that did not run must not pass).
     return Verdict::fail(property.name,
                          std::string("attest's check built an invalid problem (a defect of attest, unless the kernel "
-                                     "raised it): ") + e.what(),
+                                     "raised it): ") +
+                             e.what(),
                          INFINITY);
   } catch (const std::exception& e) {
     return Verdict::fail(property.name, std::string("the kernel threw: ") + e.what(), INFINITY);
@@ -311,8 +312,8 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
     if (!failed && v.passed && where.left) {
       if (result.probes_redone < options.cases) {
         ++result.probes_redone;
-        RC_DISCARD("a probe of the case was served by another internal path (" + where.other + ") than the case's own (" +
-                   where.path + ")");
+        RC_DISCARD("a probe of the case was served by another internal path (" + where.other +
+                   ") than the case's own (" + where.path + ")");
       }
       ++result.probes_kept_off_path;
     }

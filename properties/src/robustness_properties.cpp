@@ -1,7 +1,8 @@
 // Overflow safety, determinism and memory discipline.
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
-#include <fmt/format.h>
 #include <limits>
 
 #include "attest/compare.h"
@@ -52,13 +53,18 @@ Verdict overflow_safe(const Problem& p, const Kernel& kernel, Oracle& oracle) {
       for (int c = 0; c < p.shape.value_dim; ++c) {
         const std::size_t e = row * p.shape.value_dim + c;
         if (std::fabs(ref.o[e]) <= o_max && !std::isfinite(out.o[e]))
-          return with_witness(Verdict::fail(name, fmt::format("logits up to {:.0e}: {}: output {} where the exact value is {:.9g}",
-                                                              target, describe_element(p, e), out.o[e], ref.o[e]), INFINITY),
-                              scaled);
+          return with_witness(
+              Verdict::fail(name,
+                            fmt::format("logits up to {:.0e}: {}: output {} where the exact value is {:.9g}", target,
+                                        describe_element(p, e), out.o[e], ref.o[e]),
+                            INFINITY),
+              scaled);
       }
       if (!out.lse.empty() && std::isfinite(ref.lse[row]) && !std::isfinite(out.lse[row]))
-        return with_witness(Verdict::fail(name, fmt::format("logits up to {:.0e}: {}: LSE {} where the exact value is {:.9g}",
-                                                            target, describe_row(p, row), out.lse[row], ref.lse[row]), INFINITY),
+        return with_witness(Verdict::fail(name,
+                                          fmt::format("logits up to {:.0e}: {}: LSE {} where the exact value is {:.9g}",
+                                                      target, describe_row(p, row), out.lse[row], ref.lse[row]),
+                                          INFINITY),
                             scaled);
     }
     Comparison cmp = compare_with_reference(scaled, ref, out, kernel.capabilities(), name);
@@ -86,13 +92,13 @@ Verdict deterministic_and_in_bounds(const Problem& p, const Kernel& kernel, Orac
   // Outputs start as a marked NaN: an element still holding it was never written; another NaN was computed.
   for (std::size_t e = 0; e < first.o.size(); ++e) {
     if (ref.empty[e / p.shape.value_dim] || !std::isnan(first.o[e]) || std::isnan(ref.o[e])) continue;
-    return Verdict::fail(name,
-                         never_written(first.o[e])
-                             ? fmt::format("{}: output never written (it still holds the NaN it was handed)",
-                                           describe_element(p, e))
-                             : fmt::format("{}: the kernel computed NaN where the exact value is {:.9g}",
-                                           describe_element(p, e), ref.o[e]),
-                         INFINITY);
+    return Verdict::fail(
+        name,
+        never_written(first.o[e])
+            ? fmt::format("{}: output never written (it still holds the NaN it was handed)", describe_element(p, e))
+            : fmt::format("{}: the kernel computed NaN where the exact value is {:.9g}", describe_element(p, e),
+                          ref.o[e]),
+        INFINITY);
   }
   auto bits_equal = [](const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);

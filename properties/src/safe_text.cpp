@@ -1,8 +1,9 @@
 #include "attest/safe_text.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
-#include <fmt/format.h>
 
 namespace attest {
 namespace {
@@ -43,9 +44,12 @@ std::string safe_text(const std::string& text, std::size_t max_bytes) {
     const bool control = n == 1 && (static_cast<unsigned char>(text[i]) < 0x20 || text[i] == 0x7F) && !blank;
     const std::size_t width = n == 0 || control ? 1 : n;
     if (out.size() + width > max_bytes) break;
-    if (n == 0 || control) out += '?';
-    else if (blank) out += ' ';
-    else out.append(text, i, n);
+    if (n == 0 || control)
+      out += '?';
+    else if (blank)
+      out += ' ';
+    else
+      out.append(text, i, n);
     i += width;
   }
   if (i < text.size()) out += fmt::format("...({} bytes cut)", text.size() - i);
@@ -56,8 +60,8 @@ std::string file_stem(const std::string& name) {
   std::string stem;
   bool altered = false;
   for (char c : name) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '_' || c == '-';
+    const bool ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     stem += ok ? c : '_';
     altered = altered || (!ok && c != ':' && c != '/');
   }

@@ -9,8 +9,8 @@
 namespace attest {
 
 FeatureSet session_features() {
-  FeatureSet s{Feature::kCausal, Feature::kSoftcap, Feature::kAlibi, Feature::kSinks, Feature::kGqa, Feature::kRope,
-               Feature::kLse};
+  FeatureSet s{Feature::kCausal, Feature::kSoftcap, Feature::kAlibi, Feature::kSinks,
+               Feature::kGqa,    Feature::kRope,    Feature::kLse};
   for (const FeatureInfo* term : integer_mask_terms()) s.insert(term->feature);
   return s;
 }
@@ -85,10 +85,17 @@ std::vector<float> head_scales(const std::vector<float>& values, Scalar storage,
 
 DecodeConfig session_config_of(const Problem& prefill) {
   const Shape& s = prefill.shape;
-  return {.batch = s.batch, .heads = s.heads, .kv_heads = s.kv_heads, .head_dim = s.head_dim,
-          .value_dim = s.value_dim, .scale = prefill.effective_scale(), .mask = integer_mask_terms_of(prefill.mask),
-          .softcap = prefill.modifiers.softcap, .alibi_slopes = prefill.modifiers.alibi_slopes,
-          .sinks = prefill.modifiers.sinks, .rope = prefill.rope,
+  return {.batch = s.batch,
+          .heads = s.heads,
+          .kv_heads = s.kv_heads,
+          .head_dim = s.head_dim,
+          .value_dim = s.value_dim,
+          .scale = prefill.effective_scale(),
+          .mask = integer_mask_terms_of(prefill.mask),
+          .softcap = prefill.modifiers.softcap,
+          .alibi_slopes = prefill.modifiers.alibi_slopes,
+          .sinks = prefill.modifiers.sinks,
+          .rope = prefill.rope,
           .k_scales = head_scales(prefill.k, prefill.storage.k, s.k_len * s.head_dim),
           .v_scales = head_scales(prefill.v, prefill.storage.v, s.k_len * s.value_dim)};
 }

@@ -1,6 +1,7 @@
 // Symmetries of exact attention: permutation, GQA as repeated heads, independent slices, RoPE shifts.
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <numeric>
 #include <random>
 
@@ -29,7 +30,8 @@ long long shift_room(const Problem& p, const Contract& contract) {
 Verdict permutation_equivariance(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "permutation_equivariance";
   for (Feature f : features_used_by(p).members())
-    if (info(f).positional) return Verdict::vacuous(name, std::string("the problem uses ") + info(f).name + ", which depends on positions");
+    if (info(f).positional)
+      return Verdict::vacuous(name, std::string("the problem uses ") + info(f).name + ", which depends on positions");
   const Shape& s = p.shape;
   const std::vector<int> qs = shuffled(s.q_len, seed_of(p, 1)), ks = shuffled(s.k_len, seed_of(p, 2));
   const Problem permuted = permuted_problem(p, qs, ks);
@@ -72,7 +74,8 @@ Verdict slices_are_independent(const Problem& p, const Kernel& kernel, Oracle& o
   const Reference& ref = oracle.reference(p);
   const GuardedOutputs whole = run_guarded(kernel, p);
   std::mt19937_64 rng(seed_of(p, 3));
-  const std::pair<int, int> picks[] = {{0, 0}, {s.batch - 1, s.heads - 1}, {int(rng() % s.batch), int(rng() % s.heads)}};
+  const std::pair<int, int> picks[] = {
+      {0, 0}, {s.batch - 1, s.heads - 1}, {int(rng() % s.batch), int(rng() % s.heads)}};
   double worst = 0;
   for (auto [b, h] : picks) {
     const GuardedOutputs alone = run_guarded(kernel, single_slice(p, b, h));
@@ -98,8 +101,10 @@ Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& o
   // parameter: the shift is rounded up to a multiple of all of them.
   long long period = 1;
   for (const FeatureInfo* term : integer_mask_terms())
-    if (term->absolute && (p.mask.*term->parameter)) period = std::lcm(period, static_cast<long long>(*(p.mask.*term->parameter)));
-  if (period > 4096) return Verdict::vacuous(name, fmt::format("a shift by whole multiples of {} keys is too long", period));
+    if (term->absolute && (p.mask.*term->parameter))
+      period = std::lcm(period, static_cast<long long>(*(p.mask.*term->parameter)));
+  if (period > 4096)
+    return Verdict::vacuous(name, fmt::format("a shift by whole multiples of {} keys is too long", period));
   // The shifted problem is attest's own: it stays inside the declared contract (Tk, q_offset) and
   // the range a problem may take, or the check does not run (never a failure of the kernel).
   const long long longest = shift_room(p, kernel.capabilities().contract);
@@ -145,7 +150,8 @@ Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& o
     for (int i = 0; i < s.q_len; ++i) {
       mask.insert(mask.end(), shift, 0);
       for (int j = 0; j < s.k_len; ++j)
-        mask.push_back(p.mask.explicit_mask.empty() ? 1 : p.mask.explicit_mask[(std::size_t(b) * s.q_len + i) * s.k_len + j]);
+        mask.push_back(
+            p.mask.explicit_mask.empty() ? 1 : p.mask.explicit_mask[(std::size_t(b) * s.q_len + i) * s.k_len + j]);
     }
   m.explicit_mask = mask;
   moved.modifiers.bias = rebuilt_bias(p, moved.shape, [&](int b, int h, int i, int j) {

@@ -1,7 +1,8 @@
 // Weight properties through black-box probes, so they hold for kernels that never form P.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "attest/compare.h"
 #include "attest/harness.h"
@@ -29,8 +30,10 @@ Verdict rows_sum_to_one(const Problem& p, const Kernel& kernel, Oracle& oracle) 
       const double expected = ref.o[e];
       const double error = std::fabs(double(out.o[e]) - expected), bound = output_bound(probe, ref, e, numerics);
       if (!(error <= bound))
-        return Verdict::fail(name, fmt::format("{}: weights sum to {:.9g}, not {:.9g} (bound {:.3g})",
-                                               describe_row(p, row), out.o[e], expected, bound), error / bound);
+        return Verdict::fail(name,
+                             fmt::format("{}: weights sum to {:.9g}, not {:.9g} (bound {:.3g})", describe_row(p, row),
+                                         out.o[e], expected, bound),
+                             error / bound);
       worst = std::max(worst, error / bound);
     }
   }
@@ -59,8 +62,10 @@ Verdict zero_masked_weight(const Problem& p, const Kernel& kernel, Oracle& oracl
         masked_seen = true;
         const float weight = out.o[row * width + c];
         if (weight != 0.0f)
-          return Verdict::fail(name, fmt::format("{}: masked key {} gets weight {:.9g} (must be exactly 0)",
-                                                 describe_row(p, row), j, weight), INFINITY);
+          return Verdict::fail(
+              name,
+              fmt::format("{}: masked key {} gets weight {:.9g} (must be exactly 0)", describe_row(p, row), j, weight),
+              INFINITY);
       }
     }
     // The visible weights themselves, under the hard bound (the probe's output row is P).
@@ -99,14 +104,15 @@ Verdict output_in_convex_hull(const Problem& p, const Kernel& kernel, Oracle& or
       const double got = out.o[e], slack = output_bound(p, ref, e, numerics);
       const double outside = std::max(lo - got, got - hi);
       if (std::isnan(got))  // not "-nan outside [...]": say what it is
-        return Verdict::fail(name,
-                             fmt::format("{}: output {} where the visible values span [{:.9g}, {:.9g}]",
-                                         describe_element(p, e),
-                                         never_written(out.o[e]) ? "never written" : "NaN computed", lo, hi),
-                             INFINITY);
+        return Verdict::fail(
+            name,
+            fmt::format("{}: output {} where the visible values span [{:.9g}, {:.9g}]", describe_element(p, e),
+                        never_written(out.o[e]) ? "never written" : "NaN computed", lo, hi),
+            INFINITY);
       if (!(outside <= slack))
-        return Verdict::fail(name, fmt::format("{}: output {:.9g} outside the visible values [{:.9g}, {:.9g}]",
-                                               describe_element(p, e), got, lo, hi),
+        return Verdict::fail(name,
+                             fmt::format("{}: output {:.9g} outside the visible values [{:.9g}, {:.9g}]",
+                                         describe_element(p, e), got, lo, hi),
                              slack > 0 ? outside / slack : INFINITY);
       if (outside > 0) worst = std::max(worst, outside / slack);
     }

@@ -42,12 +42,16 @@ class BrokenBackward final : public Kernel {
   explicit BrokenBackward(bool past) : inner_(make_loop_kernel()), past_(past) {}
   std::string name() const override { return past_ ? "writes-past-dk" : "skips-dv"; }
   Capabilities capabilities() const override { return inner_->capabilities(); }
-  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override { inner_->forward(p, o, lse); }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    inner_->forward(p, o, lse);
+  }
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
     std::vector<float> dv(out.dv.begin(), out.dv.end());
     inner_->backward(p, in, out);
-    if (past_) out.dk.data()[out.dk.size()] = 0.0f;  // one float past dK: a canary
-    else std::copy(dv.begin(), dv.end(), out.dv.begin());  // dV left as it came: NaN, never written
+    if (past_)
+      out.dk.data()[out.dk.size()] = 0.0f;  // one float past dK: a canary
+    else
+      std::copy(dv.begin(), dv.end(), out.dv.begin());  // dV left as it came: NaN, never written
   }
 
  private:
@@ -132,7 +136,9 @@ class CausalTraining final : public Kernel {
     c.contract.causal_required = c.contract.self_attention_only = true;
     return c;
   }
-  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override { inner_->forward(p, o, lse); }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    inner_->forward(p, o, lse);
+  }
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
     inner_->backward(p, in, out);
   }

@@ -15,7 +15,7 @@ namespace attest {
 namespace {
 
 const char* const kBlockTableProperties[] = {"ragged_batch_equals_single", "page_order_invariance",
-                                              "shared_prefix_equals_private"};
+                                             "shared_prefix_equals_private"};
 
 DriveResult drive(const std::string& property, const Kernel& kernel, int cases = 60) {
   DriveOptions options;
@@ -102,7 +102,9 @@ class Misdeclared final : public Kernel {
   Capabilities capabilities() const override { return inner_->capabilities(); }
   void forward(const Problem&, std::span<float>, std::span<float>) const override {}
   std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& c) const override { return inner_->open_decode(c); }
-  std::size_t page_bytes(const DecodeConfig& c) const override { return page_bytes_ ? page_bytes_ : inner_->page_bytes(c); }
+  std::size_t page_bytes(const DecodeConfig& c) const override {
+    return page_bytes_ ? page_bytes_ : inner_->page_bytes(c);
+  }
   void decode_paged(const DecodeConfig& c, const PagedStep& step) const override {
     if (host_gone_) throw KernelLoadError("the kernel host stopped serving: a test's message");
     inner_->decode_paged(c, step);
@@ -172,8 +174,16 @@ TEST(BlockTables, AMalformedStepIsRefusedWithWhy) {
   std::vector<std::int64_t> lengths{0};
   std::vector<std::int32_t> counts{1}, table{0};
   auto step = [&] {
-    return PagedStep{.pool = {pool, 2 * bytes}, .tables = table, .table_width = 1, .lengths = lengths,
-                     .counts = counts, .q = q, .k = k, .v = v, .o = o, .lse = {}};
+    return PagedStep{.pool = {pool, 2 * bytes},
+                     .tables = table,
+                     .table_width = 1,
+                     .lengths = lengths,
+                     .counts = counts,
+                     .q = q,
+                     .k = k,
+                     .v = v,
+                     .o = o,
+                     .lse = {}};
   };
   EXPECT_NO_THROW(kernel->decode_paged(config, step()));
   auto refused = [&](const std::string& why) {

@@ -1,10 +1,10 @@
 // A kernel's declaration (features and contract) bounds what it is sent: generated problems,
 // fitted golden/grid/fuzz problems, and the reasons a property is not covered.
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
 #include <cmath>
 #include <map>
-#include <rapidcheck/gtest.h>
 
 #include "attest/builtin_kernels.h"
 #include "attest/cases.h"
@@ -64,13 +64,16 @@ RC_GTEST_PROP(Declaration, GeneratedProblemsLieInsideRandomContracts, ()) {
   for (Feature f : all)
     if (*rc::gen::inRange(0, 3) == 0) caps.features.erase(f);
   Contract& c = caps.contract;
-  if (*rc::gen::arbitrary<bool>()) c.head_dims = {*rc::gen::inRange(1, 40), *rc::gen::inRange(1, 40)};
-  else if (*rc::gen::arbitrary<bool>()) c.head_dim = {*rc::gen::inRange(1, 8), *rc::gen::inRange(8, 40)};
+  if (*rc::gen::arbitrary<bool>())
+    c.head_dims = {*rc::gen::inRange(1, 40), *rc::gen::inRange(1, 40)};
+  else if (*rc::gen::arbitrary<bool>())
+    c.head_dim = {*rc::gen::inRange(1, 8), *rc::gen::inRange(8, 40)};
   c.dk_equals_dv = *rc::gen::arbitrary<bool>();
   c.default_scale_only = *rc::gen::arbitrary<bool>();
   c.causal_required = caps.declares(Feature::kCausal) && *rc::gen::arbitrary<bool>();
   c.self_attention_only = *rc::gen::arbitrary<bool>();
-  if (*rc::gen::arbitrary<bool>()) c.alibi_slopes = AlibiSlopes::kStandard, c.alibi_max_bias = *rc::gen::element(8.0, 16.0);
+  if (*rc::gen::arbitrary<bool>())
+    c.alibi_slopes = AlibiSlopes::kStandard, c.alibi_max_bias = *rc::gen::element(8.0, 16.0);
   if (*rc::gen::arbitrary<bool>()) c.q_len = {*rc::gen::inRange(1, 5), *rc::gen::inRange(5, 80)};
   if (*rc::gen::arbitrary<bool>()) c.k_len = {*rc::gen::inRange(1, 5), *rc::gen::inRange(5, 80)};
   if (*rc::gen::arbitrary<bool>()) c.batch = {1, 1};
@@ -91,7 +94,8 @@ TEST(NotCovered, NamesTheReason) {
   Capabilities decode_only = caps;
   decode_only.features.insert(Feature::kDecode);
   decode_only.contract.decode_only = true;
-  EXPECT_NE(not_covered_because(find_property("matches_reference"), decode_only).find("decode-only"), std::string::npos);
+  EXPECT_NE(not_covered_because(find_property("matches_reference"), decode_only).find("decode-only"),
+            std::string::npos);
   EXPECT_EQ(not_covered_because(find_property("decode_matches_prefill"), decode_only), "");
   Capabilities self_attention;
   self_attention.contract.self_attention_only = true;
@@ -106,7 +110,8 @@ TEST(Contract, StandardAlibiSlopes) {
   const std::vector<float> eight = standard_alibi_slopes(8);
   for (int h = 0; h < 8; ++h) EXPECT_EQ(eight[h], std::exp2(-(h + 1.0f))) << h;
   EXPECT_EQ(standard_alibi_slopes(6), (std::vector<float>{0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f}));
-  EXPECT_EQ(standard_alibi_slopes(4, 16.0), (std::vector<float>{0.0625f, 0.00390625f, 0.000244140625f, 0.0000152587890625f}));
+  EXPECT_EQ(standard_alibi_slopes(4, 16.0),
+            (std::vector<float>{0.0625f, 0.00390625f, 0.000244140625f, 0.0000152587890625f}));
   Capabilities caps;
   caps.features.insert(Feature::kAlibi);
   caps.contract.alibi_slopes = AlibiSlopes::kStandard;
@@ -157,7 +162,8 @@ TEST(Contract, ValueRange) {
   p.shape = {1, 1, 1, 2, 4, 2, 2};
   p.resize_buffers();
   p.v[0] = 9;
-  EXPECT_NE(caps.contract.violation(p).find("V = 9 of a visible key is beyond the contract's |V| <= 8"), std::string::npos);
+  EXPECT_NE(caps.contract.violation(p).find("V = 9 of a visible key is beyond the contract's |V| <= 8"),
+            std::string::npos);
   p.mask.kv_valid = {3};
   p.v.assign(p.v.size(), 1);
   p.v[3 * 2] = 1e30f;  // key 3, padded away
@@ -179,7 +185,8 @@ TEST(Generators, DrawUnlistedHeadWidths) {
   const Capabilities caps = make_tiled_kernel()->capabilities();
   const rc::Gen<ProblemSpec> gen = gen_spec(caps);
   std::map<int, int> widths;
-  for (int seed = 0; seed < 6000; ++seed) ++widths[build_problem(gen(rc::Random(seed), 100).value(), caps).shape.head_dim];
+  for (int seed = 0; seed < 6000; ++seed)
+    ++widths[build_problem(gen(rc::Random(seed), 100).value(), caps).shape.head_dim];
   EXPECT_GE(widths[48], 2);
   int unlisted = 0;
   for (const auto& [d, n] : widths) unlisted += d > 32 && d % 16 != 0;

@@ -22,8 +22,11 @@ namespace {
 // declares `declared`, with `paths` as its path precisions.
 class Declaring final : public Kernel {
  public:
-  Declaring(Precision actual_short, Precision actual_long, Precision declared, std::map<std::string, Precision> paths = {})
-      : short_(make_model_kernel(actual_short)), long_(make_model_kernel(actual_long)), declared_(declared),
+  Declaring(Precision actual_short, Precision actual_long, Precision declared,
+            std::map<std::string, Precision> paths = {})
+      : short_(make_model_kernel(actual_short)),
+        long_(make_model_kernel(actual_long)),
+        declared_(declared),
         paths_(std::move(paths)) {}
   Declaring(Precision actual, Precision declared) : Declaring(actual, actual, declared) {}
   std::string name() const override { return "declaring"; }
@@ -83,12 +86,13 @@ TEST(DeclaredArithmetic, UnnormalisedF16SumOverflowsWhereANormalisedOneDoesNotAn
   const auto unnormalised_model = make_model_kernel(f16_pv_unnormalised());
   const auto normalised_model = make_model_kernel(normalised);
   const Outputs overflowing = run_forward(*unnormalised_model, equal_keys(256, 300.0f));
-  EXPECT_TRUE(std::isinf(overflowing.o[0])) << overflowing.o[0];  // 256 x 300 > 65504
+  EXPECT_TRUE(std::isinf(overflowing.o[0])) << overflowing.o[0];                            // 256 x 300 > 65504
   EXPECT_NEAR(run_forward(*normalised_model, equal_keys(256, 300.0f)).o[0], 300.0f, 2.0f);  // 256 f16 adds of 1.17
   const Outputs stagnating = run_forward(*unnormalised_model, equal_keys(4096, 1.0f));
   EXPECT_FLOAT_EQ(stagnating.o[0], 0.5f);  // 2048 + 1 rounds back to 2048 in f16, divided by an f32 4096
-  EXPECT_EQ(f16_pv_unnormalised().summary(),
-            "q f32, k f16, v f16, o f32, scores f32, P not rounded, P.V accumulator f16, weight sum f32, P.V unnormalised");
+  EXPECT_EQ(
+      f16_pv_unnormalised().summary(),
+      "q f32, k f16, v f16, o f32, scores f32, P not rounded, P.V accumulator f16, weight sum f32, P.V unnormalised");
 }
 
 TEST(DeclaredArithmetic, TwoAccumulatorsDeclaredPassUndeclaredFail) {

@@ -142,7 +142,9 @@ TEST(DeclaredRange, MaskedPoisonNeitherShrinksTheVisibleValuesNorIsClipped) {
       EXPECT_EQ(largest(fitted->v, 16, 0, 8), largest(p.v, 16, 0, 8)) << what;
       const std::vector<float>& rows = which == Poisoned::kKeys ? fitted->k : fitted->v;
       EXPECT_GT(largest(rows, 16, 8, 12), 100.0) << what << ": the poison was clipped";
-      if (inputs == InputDomain::kMaskedScored) EXPECT_TRUE(logits_within_declared_range(*fitted, caps)) << what;
+      if (inputs == InputDomain::kMaskedScored) {
+        EXPECT_TRUE(logits_within_declared_range(*fitted, caps)) << what;
+      }
     }
   }
 }

@@ -21,9 +21,9 @@ DriveResult drive(const std::string& property, const Kernel& kernel, int cases =
 
 TEST(CachePolicy, RetainsWhatItsRuleNames) {
   const CachePolicy streaming{CachePolicy::Kind::kSinksRecent, 4, 32};
-  EXPECT_TRUE(streaming.retains(3, 1000));    // a sink
-  EXPECT_FALSE(streaming.retains(4, 1000));   // past the sinks, far from the query
-  EXPECT_FALSE(streaming.retains(968, 1000)); // p - j = 32: one past the recent 32
+  EXPECT_TRUE(streaming.retains(3, 1000));     // a sink
+  EXPECT_FALSE(streaming.retains(4, 1000));    // past the sinks, far from the query
+  EXPECT_FALSE(streaming.retains(968, 1000));  // p - j = 32: one past the recent 32
   EXPECT_TRUE(streaming.retains(969, 1000));
   EXPECT_EQ(streaming.exact_up_to(), 36);
   EXPECT_EQ(streaming.summary(), "sinks 4 + recent 32");
@@ -96,8 +96,8 @@ class EditedReports final : public Kernel {
   class Session final : public DecodeSession {
    public:
     Session(std::unique_ptr<DecodeSession> inner, Edit edit) : inner_(std::move(inner)), edit_(edit) {}
-    void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v,
-              std::span<float> o, std::span<float> lse) override {
+    void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v, std::span<float> o,
+              std::span<float> lse) override {
       inner_->step(n, q, k, v, o, lse);
     }
     long long length() const override { return inner_->length(); }

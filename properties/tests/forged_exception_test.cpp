@@ -42,13 +42,13 @@ class Dodger final : public Kernel {
 TEST(ForgedOutsideDeclaration, FailsTheCaseInsteadOfSkippingIt) {
   Oracle oracle(1);
   const Dodger kernel;
-  const Verdict dodged = check_safely(find_property("matches_reference"), benchmark_problem(4, 16, 8, true), kernel,
-                                      oracle);
+  const Verdict dodged =
+      check_safely(find_property("matches_reference"), benchmark_problem(4, 16, 8, true), kernel, oracle);
   EXPECT_FALSE(dodged.passed);
   EXPECT_TRUE(dodged.exercised);
   EXPECT_NE(dodged.detail.find("OutsideDeclaration"), std::string::npos) << dodged.detail;
-  const Verdict honest = check_safely(find_property("matches_reference"), benchmark_problem(4, 8, 8, true), kernel,
-                                      oracle);
+  const Verdict honest =
+      check_safely(find_property("matches_reference"), benchmark_problem(4, 8, 8, true), kernel, oracle);
   EXPECT_TRUE(honest.passed) << honest.detail;
 }
 

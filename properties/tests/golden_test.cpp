@@ -1,6 +1,7 @@
 // The worked example of the source material, for the reference and every kernel.
-#include <cmath>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "attest/cases.h"
 #include "attest/compare.h"
@@ -55,7 +56,8 @@ TEST_P(GoldenKernel, GoldenProblemsWithinHardBound) {
     ASSERT_TRUE(fitted) << named.name;
     const NamedProblem c{named.name, *fitted};
     const Reference ref = compute_reference(c.problem);
-    const Comparison cmp = compare_with_reference(c.problem, ref, run_forward(*kernel, c.problem), kernel->capabilities());
+    const Comparison cmp =
+        compare_with_reference(c.problem, ref, run_forward(*kernel, c.problem), kernel->capabilities());
     EXPECT_TRUE(cmp.verdict.passed) << c.name << ": " << cmp.verdict.detail;
     EXPECT_LT(cmp.verdict.utilisation, 0.5) << c.name;
   }

@@ -3,11 +3,11 @@
 
 #include <cmath>
 
+#include "attest/builtin_kernels.h"
 #include "attest/cases.h"
 #include "attest/compare.h"
 #include "attest/declaration_fit.h"
 #include "attest/kernel.h"
-#include "attest/builtin_kernels.h"
 #include "attest/oracle.h"
 
 namespace attest {
@@ -41,7 +41,8 @@ TEST_P(Grid, EveryKernelWithinHardBound) {
   // The scalar tiled code that the mutants switch faults into is correct with every switch off.
   const auto scalar = make_faulty_tiled_kernel({32, 32}, KernelFaults{}, "tiled-scalar");
   const Reference& ref = oracle.reference(c.problem);
-  const Comparison cmp = compare_with_reference(c.problem, ref, run_forward(*scalar, c.problem), scalar->capabilities());
+  const Comparison cmp =
+      compare_with_reference(c.problem, ref, run_forward(*scalar, c.problem), scalar->capabilities());
   EXPECT_TRUE(cmp.verdict.passed) << "tiled-scalar: " << cmp.verdict.detail;
 }
 
@@ -75,13 +76,12 @@ std::vector<std::string> grid_names() {
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, Grid, ::testing::ValuesIn(grid_names()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Cases, Grid, ::testing::ValuesIn(grid_names()), [](const auto& info) {
+  std::string n = info.param;
+  for (char& ch : n)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+});
 
 }  // namespace
 }  // namespace attest

@@ -52,7 +52,8 @@ void expect_holds(const std::string& property, const Problem& p, FeatureSet also
 }
 
 // Fails on the mutant, with `words` in its explanation.
-void expect_catches(const std::string& property, const std::string& mutant, const Problem& p, const std::string& words) {
+void expect_catches(const std::string& property, const std::string& mutant, const Problem& p,
+                    const std::string& words) {
   const auto kernel = find_mutant(mutant).make();
   Oracle oracle;
   const Verdict v = find_property(property).check(p, *kernel, oracle);
@@ -62,17 +63,16 @@ void expect_catches(const std::string& property, const std::string& mutant, cons
 
 TEST(ModifierProperties, EachNeedsItsFeature) {
   const Capabilities none;  // declares no modifier
-  EXPECT_EQ(not_covered_because(find_property("bias_minus_inf_equals_mask"), none),
-            "the kernel does not declare bias");
+  EXPECT_EQ(not_covered_because(find_property("bias_minus_inf_equals_mask"), none), "the kernel does not declare bias");
   EXPECT_EQ(not_covered_because(find_property("alibi_matches_bias"), none),
             "the kernel does not declare alibi or bias");
-  EXPECT_EQ(not_covered_because(find_property("softcap_saturates"), none),
-            "the kernel does not declare softcap");
-  EXPECT_EQ(not_covered_because(find_property("sink_takes_mass"), none),
-            "the kernel does not declare sinks");
+  EXPECT_EQ(not_covered_because(find_property("softcap_saturates"), none), "the kernel does not declare softcap");
+  EXPECT_EQ(not_covered_because(find_property("sink_takes_mass"), none), "the kernel does not declare sinks");
   for (const char* name : {"loop", "blocked", "tiled", "tiled_bf16", "decode"})
-    for (const char* property : {"bias_minus_inf_equals_mask", "alibi_matches_bias", "softcap_saturates", "sink_takes_mass"})
-      EXPECT_EQ(not_covered_because(find_property(property), make_kernel(name)->capabilities()), "") << property << " " << name;
+    for (const char* property :
+         {"bias_minus_inf_equals_mask", "alibi_matches_bias", "softcap_saturates", "sink_takes_mass"})
+      EXPECT_EQ(not_covered_because(find_property(property), make_kernel(name)->capabilities()), "")
+          << property << " " << name;
 }
 
 TEST(ModifierProperties, BiasMinusInfEqualsMask) {
@@ -111,7 +111,8 @@ TEST(ModifierProperties, AlibiMatchesBiasForA16BitBias) {
   const Verdict pass = alibi_matches_bias(p, *correct, oracle);
   EXPECT_TRUE(pass.passed) << pass.detail;
   EXPECT_TRUE(pass.exercised) << pass.detail;
-  const auto flipped = make_faulty_tiled_kernel({32, 32, f16_bias}, {.alibi_distance_flipped = true}, "f16-bias-flipped");
+  const auto flipped =
+      make_faulty_tiled_kernel({32, 32, f16_bias}, {.alibi_distance_flipped = true}, "f16-bias-flipped");
   const Verdict fail = alibi_matches_bias(p, *flipped, oracle);
   EXPECT_FALSE(fail.passed);
 }

@@ -6,11 +6,11 @@
 #include <limits>
 
 #include "attest/builtin_kernels.h"
-#include "attest/oracle.h"
-#include "attest/properties.h"
-#include "attest/problem_file.h"
-#include "attest/property_driver.h"
 #include "attest/mutants.h"
+#include "attest/oracle.h"
+#include "attest/problem_file.h"
+#include "attest/properties.h"
+#include "attest/property_driver.h"
 
 namespace attest {
 namespace {
@@ -34,9 +34,9 @@ TEST_P(PropertyCatchesMutant, FailsShrinksAndReplays) {
   const DriveResult r = drive_property(property, *mutant, options);
   ASSERT_FALSE(r.passed) << property.name << " missed " << mutant->name() << " in " << r.cases << " cases";
   ASSERT_TRUE(r.counterexample.has_value());
-  std::cout << property.name << " caught " << mutant->name() << " after " << r.cases << " passing cases: "
-            << r.message << "\nshrunk: Tq=" << r.counterexample->shape.q_len
-            << " Tk=" << r.counterexample->shape.k_len << " file " << r.counterexample_path << "\n";
+  std::cout << property.name << " caught " << mutant->name() << " after " << r.cases << " passing cases: " << r.message
+            << "\nshrunk: Tq=" << r.counterexample->shape.q_len << " Tk=" << r.counterexample->shape.k_len << " file "
+            << r.counterexample_path << "\n";
 
   // The saved file replays to a failing verdict: the same one, or for a property that transformed
   // the problem (overflow_safe), the transformed problem against the property it names.
@@ -45,9 +45,11 @@ TEST_P(PropertyCatchesMutant, FailsShrinksAndReplays) {
   Oracle oracle;
   const Verdict replayed = check_safely(find_property(saved.property), saved.problem, *mutant, oracle);
   EXPECT_FALSE(replayed.passed);
-  if (saved.property == property.name) EXPECT_EQ(replayed.detail, saved.verdict);
-  else EXPECT_TRUE(property.name == "overflow_safe" || property.name == "gradient_overflow_safe")
-      << "only the overflow properties save a transformed problem";
+  if (saved.property == property.name)
+    EXPECT_EQ(replayed.detail, saved.verdict);
+  else
+    EXPECT_TRUE(property.name == "overflow_safe" || property.name == "gradient_overflow_safe")
+        << "only the overflow properties save a transformed problem";
 }
 
 const Catch kCatches[] = {
@@ -133,7 +135,6 @@ TEST(Shrinking, TileBoundaryCounterexampleIsSmall) {
   }
 }
 
-
 // K and V are poisoned separately: a kernel that zeroes its rows when a masked K row holds NaN
 // (seen in a real CPU kernel) and one that lets a masked V row's NaN through are each caught,
 // and the failure says which input was poisoned.
@@ -191,7 +192,9 @@ TEST(MaskedInputs, PoisoningFollowsTheInputDomain) {
       c.inputs = InputDomain::kFinite;
       return c;
     }
-    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override { inner_->forward(p, o, lse); }
+    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+      inner_->forward(p, o, lse);
+    }
 
    private:
     std::unique_ptr<Kernel> inner_;
@@ -202,7 +205,8 @@ TEST(MaskedInputs, PoisoningFollowsTheInputDomain) {
   options.counterexample_dir = "attest-out/input-domain";
   const PropertyInfo& property = find_property("masked_inputs_have_no_influence");
   EXPECT_FALSE(drive_property(property, *find_mutant("masked_value_times_zero").make(), options).passed);
-  const DriveResult promised = drive_property(property, FiniteInputs(find_mutant("masked_value_times_zero").make()), options);
+  const DriveResult promised =
+      drive_property(property, FiniteInputs(find_mutant("masked_value_times_zero").make()), options);
   EXPECT_TRUE(promised.passed) << promised.message;
   EXPECT_GT(promised.effective, 100);
   for (const char* leak : {"causal_sees_next", "max_over_masked"})

@@ -1,11 +1,12 @@
 // The oracle's cache is keyed by a fingerprint: any edit to a problem must change it, or a
 // kernel would be compared with another problem's reference.
+#include "attest/oracle.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "attest/cases.h"
-#include "attest/oracle.h"
 
 namespace attest {
 namespace {

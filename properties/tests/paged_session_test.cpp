@@ -46,7 +46,9 @@ TEST(PagedSessions, ReachEveryLongLengthWithTheTableEdgesSampled) {
   }
   // Like a square problem, a session's work grows as T^2: none past square_limit.
   for (const SizedCase& c : long_cases(decoder->capabilities(), {.max_len = 16384, .head_dims = {32}}))
-    if (c.paged) EXPECT_LE(c.problem.shape.k_len, 8192) << c.name;
+    if (c.paged) {
+      EXPECT_LE(c.problem.shape.k_len, 8192) << c.name;
+    }
   // A kernel without block tables has none.
   for (const SizedCase& c : long_cases(make_decode_kernel(16)->capabilities(), kOptions))
     EXPECT_FALSE(c.paged) << c.name;

@@ -91,13 +91,13 @@ TEST(Precision, F16AccumulatorFailsGateTwoUnlessDeclared) {
   const Wrapped honest(make_model_kernel(f16_acc), f16_acc, 0.0f);
   const Verdict lie = precision_gate(p, lying, oracle);
   EXPECT_FALSE(lie.passed) << lie.detail;
-  EXPECT_NE(lie.detail.find("its error pattern is reproduced by a model with the accumulator in f16 (declared f32)"), std::string::npos)
+  EXPECT_NE(lie.detail.find("its error pattern is reproduced by a model with the accumulator in f16 (declared f32)"),
+            std::string::npos)
       << lie.detail;
   const Verdict truth = precision_gate(p, honest, oracle);
   EXPECT_TRUE(truth.passed && truth.exercised) << truth.detail;
   EXPECT_TRUE(matches_reference(p, honest, oracle).passed);
 }
-
 
 // Gate 2 names the rounding its evidence points at: the model kernels that reproduce the error
 // and those that do not. P rounded to bf16, or the inputs rounded to f16 on entry, behind an f32
@@ -126,7 +126,8 @@ TEST(Precision, GateTwoNamesTheRoundingBehindTheError) {
   const Verdict entry = precision_gate(p, on_entry, oracle);
   EXPECT_FALSE(entry.passed) << entry.detail;
   EXPECT_NE(entry.detail.find("its error pattern is reproduced by a model with Q, K and V rounded to f16 on entry"),
-            std::string::npos) << entry.detail;
+            std::string::npos)
+      << entry.detail;
   EXPECT_EQ(entry.detail.find("accumulator"), std::string::npos) << entry.detail;
   // Online softmax rounds P before normalising, against another running max: the pattern differs,
   // the size does not; the bf16 accumulator (an error 35x larger) is not named.
@@ -170,7 +171,8 @@ TEST(Precision, ReplayOfAVacuousBoundAsksGateTwo) {
     EXPECT_EQ(r.text.find("PASS (err/bound"), std::string::npos) << r.text;
     EXPECT_EQ(r.exit_code, kernel == &correct ? 0 : 1) << r.text;
     EXPECT_NE(r.text.find(kernel == &correct ? "gate 2 (precision_gate): PASS" : "gate 2 (precision_gate): FAIL"),
-              std::string::npos) << r.text;
+              std::string::npos)
+        << r.text;
   }
 }
 

@@ -1,7 +1,8 @@
 // Every property of the catalogue against every built-in kernel that declares what it needs.
 // Cases per test: 40 x ATTEST_PROPERTY_SCALE; the seed is ATTEST_SEED or the clock, always printed.
-#include <cstdlib>
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <iostream>
 
 #include "attest/property_driver.h"
@@ -27,7 +28,8 @@ TEST_P(PropertySuite, HoldsOnGeneratedProblems) {
   const char* seed = std::getenv("ATTEST_SEED");
   options.seed = seed ? std::strtoull(seed, nullptr, 10) : 0;
   const DriveResult r = drive_property(property, *kernel, options);
-  std::cout << "seed " << r.seed << ": " << r.cases << " cases, worst utilisation " << r.worst_utilisation << "\nlabels:";
+  std::cout << "seed " << r.seed << ": " << r.cases << " cases, worst utilisation " << r.worst_utilisation
+            << "\nlabels:";
   for (const auto& [label, count] : r.label_counts) std::cout << " " << label << "=" << count;
   std::cout << "\n";
   EXPECT_TRUE(r.passed) << r.message << "\nreproduce: RC_PARAMS=\"" << r.reproduce << "\" or ATTEST_SEED=" << r.seed

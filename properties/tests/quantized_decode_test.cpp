@@ -63,8 +63,8 @@ TEST_P(QuantizedDecoder, DrawsKAndVInTheFormatWithItsSpecialGroups) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, QuantizedDecoder,
-                         ::testing::Values(Scalar::kQ8, Scalar::kQ8Token, Scalar::kQ8Head, Scalar::kQ4, Scalar::kE4M3, Scalar::kE5M2,
-                                           Scalar::kF16),
+                         ::testing::Values(Scalar::kQ8, Scalar::kQ8Token, Scalar::kQ8Head, Scalar::kQ4, Scalar::kE4M3,
+                                           Scalar::kE5M2, Scalar::kF16),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(QuantizedDecoder, TheBuiltInIsQ8AndDecodeOnly) {

@@ -1,3 +1,5 @@
+#include "attest/size_ladder.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -6,7 +8,6 @@
 #include "attest/builtin_kernels.h"
 #include "attest/faults.h"
 #include "attest/mutants.h"
-#include "attest/size_ladder.h"
 
 namespace attest {
 namespace {
@@ -63,7 +64,8 @@ TEST(SizeLadder, SampledRowsHoldTheEdges) {
 
 // The built-in kernels pass every ladder case and the long ones, decode sessions included.
 TEST(SizeLadder, BuiltInKernelsPassLadderAndLongCases) {
-  const SizeOptions options{.max_len = 2048, .full_rows_limit = 256, .square_limit = 1024, .sampled_rows = 16, .jobs = 2};
+  const SizeOptions options{
+      .max_len = 2048, .full_rows_limit = 256, .square_limit = 1024, .sampled_rows = 16, .jobs = 2};
   for (const auto& kernel : {make_tiled_kernel({128, 64}), make_decode_kernel(16)}) {
     std::vector<SizedCase> cases = ladder_cases(kernel->capabilities(), options);
     const std::vector<SizedCase> longer = long_cases(kernel->capabilities(), options);
@@ -108,8 +110,9 @@ TEST(SizeLadder, LadderFindsBugsPastTheFirstTiles) {
 TEST(SizeLadder, ModelRowsEqualTheWholeRun) {
   Precision f16;
   f16.scores = f16.accumulator = Scalar::kF16;
-  for (const SizedCase& c : long_cases(make_model_kernel(f16)->capabilities(), {.max_len = 1024, .full_rows_limit = 256,
-                                                                                .square_limit = 512, .sampled_rows = 8})) {
+  for (const SizedCase& c :
+       long_cases(make_model_kernel(f16)->capabilities(),
+                  {.max_len = 1024, .full_rows_limit = 256, .square_limit = 512, .sampled_rows = 8})) {
     if (c.rows.empty()) continue;
     const Outputs whole = run_forward(*make_model_kernel(f16), c.problem);
     const Outputs rows = run_model_rows(f16, c.problem, c.rows);
@@ -120,8 +123,10 @@ TEST(SizeLadder, ModelRowsEqualTheWholeRun) {
         const bool sampled = has(c.rows, i);
         for (int col = 0; col < s.value_dim; ++col) {
           const float a = whole.o[row * s.value_dim + col], b = rows.o[row * s.value_dim + col];
-          if (sampled) ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << c.name << " row " << i;
-          else ASSERT_TRUE(std::isnan(b)) << c.name << " row " << i << " was not asked for";
+          if (sampled)
+            ASSERT_TRUE(a == b || (std::isnan(a) && std::isnan(b))) << c.name << " row " << i;
+          else
+            ASSERT_TRUE(std::isnan(b)) << c.name << " row " << i << " was not asked for";
         }
       }
   }
@@ -151,7 +156,8 @@ TEST(SizeLadder, LongCasesWithAVacuousBoundAreJudgedByGateTwo) {
     std::unique_ptr<Kernel> inner_;
     float offset_;
   };
-  const SizeOptions options{.max_len = 2048, .full_rows_limit = 256, .square_limit = 512, .sampled_rows = 16, .jobs = 2};
+  const SizeOptions options{
+      .max_len = 2048, .full_rows_limit = 256, .square_limit = 512, .sampled_rows = 16, .jobs = 2};
   const Bf16Everywhere correct(0.0f), shifted(100.0f);
   int judged_by_gate_two = 0, caught = 0;
   for (const SizedCase& c : long_cases(correct.capabilities(), options)) {

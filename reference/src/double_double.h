@@ -15,7 +15,9 @@ class DoubleDouble {
   constexpr DoubleDouble(double x) : hi_(x) {}  // NOLINT: implicit like a built-in float type
   constexpr DoubleDouble(float x) : hi_(x) {}   // NOLINT
   constexpr DoubleDouble(int x) : hi_(x) {}     // NOLINT
-  constexpr DoubleDouble(long long x) : hi_(static_cast<double>(x)), lo_(static_cast<double>(x - static_cast<long long>(static_cast<double>(x)))) {}  // NOLINT
+  constexpr DoubleDouble(long long x)
+      : hi_(static_cast<double>(x)),
+        lo_(static_cast<double>(x - static_cast<long long>(static_cast<double>(x)))) {}  // NOLINT
   static DoubleDouble from_parts(double hi, double lo) {
     DoubleDouble d;
     d.hi_ = hi;

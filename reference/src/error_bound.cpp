@@ -29,9 +29,9 @@ namespace {
 constexpr double kSmallRegime = 0.25;
 
 struct Coefficients {
-  double score;    // c_s
-  double per_key;  // (K + 1) u_e, and the absolute logit error of entry rounding
-  double sums;     // gamma(T + K + 1) of the P.V accumulator
+  double score;        // c_s
+  double per_key;      // (K + 1) u_e, and the absolute logit error of entry rounding
+  double sums;         // gamma(T + K + 1) of the P.V accumulator
   double weight_sums;  // ... of the softmax sum
   double delta_max;
   int tiles;
@@ -42,8 +42,12 @@ Coefficients coefficients(const Problem& p, const Reference& ref, std::size_t ro
   const int d = p.shape.head_dim + (p.rope.enabled ? 8 : 2);
   const int tiles = (k.key_tile > 0 ? (p.shape.k_len + k.key_tile - 1) / k.key_tile : 1) + k.extra_tiles;
   const double terms = summation_terms(ref.visible_keys[row], k.key_tile, tiles);
-  Coefficients c{gamma_n(d, us) + k.entry_score, (tiles + 1) * k.exp_error + k.entry_score_absolute, gamma_n(terms, k.sum_roundoff),
-                 gamma_n(terms, k.weight_sum_roundoff), 0, tiles};
+  Coefficients c{gamma_n(d, us) + k.entry_score,
+                 (tiles + 1) * k.exp_error + k.entry_score_absolute,
+                 gamma_n(terms, k.sum_roundoff),
+                 gamma_n(terms, k.weight_sum_roundoff),
+                 0,
+                 tiles};
   c.delta_max = c.score * ref.cond_max[row] + 2 * us * ref.logit_range[row] + c.per_key;
   return c;
 }
@@ -99,8 +103,8 @@ double lse_bound(const Problem& p, const Reference& ref, std::size_t row, const 
   const double us = k.score_roundoff, u = std::max(k.score_roundoff, k.weight_sum_roundoff);
   double exponent = c.delta_max;  // Lipschitz: valid in every regime
   if (c.delta_max <= kSmallRegime) {
-    const double first_order = std::exp(2 * c.delta_max) *
-                               (c.score * ref.mean_cond[row] + 2 * us * ref.logit_spread[row] + c.per_key);
+    const double first_order =
+        std::exp(2 * c.delta_max) * (c.score * ref.mean_cond[row] + 2 * us * ref.logit_spread[row] + c.per_key);
     exponent = std::min(exponent, first_order);
   }
   const double magnitude = std::fabs(ref.lse[row]);

@@ -51,10 +51,18 @@ FiniteDifference finite_difference(const Problem& p, const std::vector<float>& d
   std::vector<float>* x = nullptr;
   Problem moved = p;
   switch (of) {
-    case GradientOf::kQ: x = &moved.q; break;
-    case GradientOf::kK: x = &moved.k; break;
-    case GradientOf::kV: x = &moved.v; break;
-    case GradientOf::kSinks: x = &moved.modifiers.sinks; break;
+    case GradientOf::kQ:
+      x = &moved.q;
+      break;
+    case GradientOf::kK:
+      x = &moved.k;
+      break;
+    case GradientOf::kV:
+      x = &moved.v;
+      break;
+    case GradientOf::kSinks:
+      x = &moved.modifiers.sinks;
+      break;
   }
   if (index >= x->size()) throw std::invalid_argument("finite_difference: index outside the input");
   const float at = (*x)[index];

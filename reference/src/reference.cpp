@@ -1,8 +1,8 @@
 #include "attest/reference.h"
 
-#include <boost/multiprecision/mpfr.hpp>
 #include <array>
 #include <bit>
+#include <boost/multiprecision/mpfr.hpp>
 #include <cmath>
 #include <cstdint>
 #include <unordered_map>
@@ -50,8 +50,9 @@ struct MemoKeyHash {
 template <typename F>
 DoubleDouble remembered(char function, DoubleDouble a, DoubleDouble b, F compute) {
   thread_local std::unordered_map<MemoKey, DoubleDouble, MemoKeyHash> memo;
-  const MemoKey key{function, {std::bit_cast<std::uint64_t>(a.hi()), std::bit_cast<std::uint64_t>(a.lo()),
-                               std::bit_cast<std::uint64_t>(b.hi()), std::bit_cast<std::uint64_t>(b.lo())}};
+  const MemoKey key{function,
+                    {std::bit_cast<std::uint64_t>(a.hi()), std::bit_cast<std::uint64_t>(a.lo()),
+                     std::bit_cast<std::uint64_t>(b.hi()), std::bit_cast<std::uint64_t>(b.lo())}};
   if (auto it = memo.find(key); it != memo.end()) return it->second;
   if (memo.size() >= (1u << 16)) memo.clear();  // bounded: long runs with many angles
   return memo.emplace(key, compute()).first->second;

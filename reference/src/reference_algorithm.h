@@ -60,7 +60,8 @@ Real tanh_of(const Real& x) {
   Real t;
   if (a < Real(0x1p-8)) {
     const Real a2 = a * a;
-    t = a * (Real(1) - a2 * (Real(1) / Real(3) - a2 * (Real(2) / Real(15) - a2 * (Real(17) / Real(315) - a2 * Real(62) / Real(2835)))));
+    t = a * (Real(1) - a2 * (Real(1) / Real(3) -
+                             a2 * (Real(2) / Real(15) - a2 * (Real(17) / Real(315) - a2 * Real(62) / Real(2835)))));
   } else {
     const Real e = exp(Real(-2) * a);
     t = (Real(1) - e) / (Real(1) + e);

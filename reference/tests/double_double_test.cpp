@@ -1,11 +1,13 @@
 // The double-double exp and log against MPFR at 216 bits, over the whole range the reference
 // uses (softmax weights: arguments <= 0; LSE: the log of a sum of weights), table edges included.
+#include "double_double.h"
+
+#include <gtest/gtest.h>
+
 #include <boost/multiprecision/mpfr.hpp>
 #include <cmath>
-#include <gtest/gtest.h>
 #include <random>
 
-#include "double_double.h"
 #include "reference_algorithm.h"
 
 namespace attest::reference_detail {

@@ -1,10 +1,12 @@
 // The exact gradient (gradient.h): its double-double and MPFR evaluations agree, and central
 // differences of the forward, which share nothing with the gradient formula, agree with both.
-#include <cmath>
+#include "attest/gradient.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <random>
 
-#include "attest/gradient.h"
 #include "attest/reference.h"
 
 namespace attest {
@@ -47,7 +49,11 @@ GradientInputs inputs_for(const Problem& p, std::uint64_t seed) {
   return in;
 }
 
-const Variant kVariants[] = {{}, {.rope = true}, {.softcap = true}, {.sinks = true}, {.alibi = true, .bias = true},
+const Variant kVariants[] = {{},
+                             {.rope = true},
+                             {.softcap = true},
+                             {.sinks = true},
+                             {.alibi = true, .bias = true},
                              {.rope = true, .softcap = true, .sinks = true, .alibi = true, .bias = true}};
 
 TEST(Gradient, DoubleDoubleAgreesWithMpfr) {
@@ -56,8 +62,10 @@ TEST(Gradient, DoubleDoubleAgreesWithMpfr) {
       const Problem p = small_problem(seed, v);
       const GradientInputs in = inputs_for(p, seed);
       const ReferenceGradient fast = compute_gradient(p, in), mpfr = compute_gradient_mpfr(p, in);
-      for (auto [a, b, bound] : {std::tuple{&fast.dq, &mpfr.dq, &mpfr.dq_bound}, {&fast.dk, &mpfr.dk, &mpfr.dk_bound},
-                                 {&fast.dv, &mpfr.dv, &mpfr.dv_bound}, {&fast.dsinks, &mpfr.dsinks, &mpfr.dsinks_bound}})
+      for (auto [a, b, bound] : {std::tuple{&fast.dq, &mpfr.dq, &mpfr.dq_bound},
+                                 {&fast.dk, &mpfr.dk, &mpfr.dk_bound},
+                                 {&fast.dv, &mpfr.dv, &mpfr.dv_bound},
+                                 {&fast.dsinks, &mpfr.dsinks, &mpfr.dsinks_bound}})
         for (std::size_t e = 0; e < a->size(); ++e)
           EXPECT_LE(std::fabs((*a)[e] - (*b)[e]), 1e-9 * (*bound)[e] + 1e-300) << "seed " << seed << " element " << e;
     }
@@ -70,7 +78,9 @@ TEST(Gradient, AgreesWithFiniteDifferencesOfTheForward) {
     const Problem p = small_problem(11, v);
     const GradientInputs in = inputs_for(p, 12);
     const ReferenceGradient g = compute_gradient(p, in);
-    for (auto [of, exact] : {std::pair{GradientOf::kQ, &g.dq}, {GradientOf::kK, &g.dk}, {GradientOf::kV, &g.dv},
+    for (auto [of, exact] : {std::pair{GradientOf::kQ, &g.dq},
+                             {GradientOf::kK, &g.dk},
+                             {GradientOf::kV, &g.dv},
                              {GradientOf::kSinks, &g.dsinks}})
       for (std::size_t e = 0; e < exact->size(); ++e) {
         const FiniteDifference fd = finite_difference(p, in.d_o, of, e, 0x1p-18f);

@@ -1,9 +1,11 @@
-#include <cmath>
+#include "attest/reference.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <random>
 
 #include "attest/error_bound.h"
-#include "attest/reference.h"
 
 namespace attest {
 namespace {
@@ -71,7 +73,8 @@ TEST(Reference, HundredBitCheckRejectsLongDouble) {
   const Reference ld = compute_reference_long_double(p), high = compute_reference_high(p);
   double worst = 0;
   for (std::size_t e = 0; e < ld.o.size(); ++e)
-    worst = std::max(worst, std::fabs((ld.o[e] - high.o[e]) + (ld.o_residual[e] - high.o_residual[e])) / high.spread[e]);
+    worst =
+        std::max(worst, std::fabs((ld.o[e] - high.o[e]) + (ld.o_residual[e] - high.o_residual[e])) / high.spread[e]);
   EXPECT_GT(worst, 0x1p-100);
   EXPECT_LT(worst, 0x1p-55);
 }
@@ -137,7 +140,7 @@ TEST(ErrorBound, GammaAndScaling) {
   KernelNumerics bf16 = KernelNumerics::f32(0);
   bf16.score_roundoff = bf16.sum_roundoff = bf16.weight_sum_roundoff = bf16.output_roundoff = 0x1p-8;
   bf16.exp_error = 0x1p-7;
-  EXPECT_GT(output_bound(p, ref, 5, bf16), 1000 * f32);  // the bound follows the precision
+  EXPECT_GT(output_bound(p, ref, 5, bf16), 1000 * f32);             // the bound follows the precision
   EXPECT_GT(output_bound(p, ref, 5, KernelNumerics::f32(1)), f32);  // and the tile count
   KernelNumerics bf16_storage = KernelNumerics::f32(0);  // only O rounded to bf16: the bound grows by its u only
   bf16_storage.output_roundoff = 0x1p-8;
@@ -177,8 +180,7 @@ TEST(Reference, MaskAloneMatchesTheWeightsVisibility) {
   ASSERT_EQ(mask.size(), std::size_t(2 * 5 * 9));
   for (int b = 0; b < 2; ++b)
     for (int h = 0; h < p.shape.heads; ++h)
-      for (int ij = 0; ij < 5 * 9; ++ij)
-        EXPECT_EQ(mask[b * 45 + ij], ref.visible[(b * p.shape.heads + h) * 45 + ij]);
+      for (int ij = 0; ij < 5 * 9; ++ij) EXPECT_EQ(mask[b * 45 + ij], ref.visible[(b * p.shape.heads + h) * 45 + ij]);
 }
 
 }  // namespace

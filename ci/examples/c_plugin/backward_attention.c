@@ -166,18 +166,36 @@ static const attest_kernel_v2 kernel = {
 #endif
     .empty_rows = ATTEST_EMPTY_ZERO,
 #ifdef BROKEN_BF16_BACKWARD
-    .precision = {.q = ATTEST_F32, .k = ATTEST_BF16, .v = ATTEST_BF16, .o = ATTEST_F32,
-                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ATTEST_F32, .exp_ulps = 1.0},
+    .precision = {.q = ATTEST_F32,
+                  .k = ATTEST_BF16,
+                  .v = ATTEST_BF16,
+                  .o = ATTEST_F32,
+                  .scores = ATTEST_F32,
+                  .p = ATTEST_F32,
+                  .accumulator = ATTEST_F32,
+                  .exp_ulps = 1.0},
 #else
-    .precision = {.q = ATTEST_F32, .k = ATTEST_F32, .v = ATTEST_F32, .o = ATTEST_F32,
-                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ATTEST_F32, .exp_ulps = 1.0},
+    .precision = {.q = ATTEST_F32,
+                  .k = ATTEST_F32,
+                  .v = ATTEST_F32,
+                  .o = ATTEST_F32,
+                  .scores = ATTEST_F32,
+                  .p = ATTEST_F32,
+                  .accumulator = ATTEST_F32,
+                  .exp_ulps = 1.0},
 #endif
     /* A loop: lengths kept to what it computes in a few seconds. */
-    .contract = {.head_dim = {1, 256}, .q_len = {1, 1024}, .k_len = {1, 1024}, .deterministic_backward = 1,
+    .contract =
+        {
+            .head_dim = {1, 256},
+            .q_len = {1, 1024},
+            .k_len = {1, 1024},
+            .deterministic_backward = 1,
 #ifdef CAUSAL_ONLY
-                 .causal_required = 1, .self_attention_only = 1,
+            .causal_required = 1,
+            .self_attention_only = 1,
 #endif
-    },
+        },
     .forward = forward,
 #ifndef BROKEN_BACKWARD_NULL
     .backward = backward,

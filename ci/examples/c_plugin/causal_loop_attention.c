@@ -103,8 +103,14 @@ static const attest_kernel_v2 kernel = {
     .name = "causal-loop",
     .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_GQA, /* no LSE: the loop never forms it */
     .empty_rows = ATTEST_EMPTY_ZERO,
-    .precision = {.q = ATTEST_F32, .k = ATTEST_F32, .v = ATTEST_F32, .o = ATTEST_F32,
-                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ATTEST_F32, .exp_ulps = 1.0},
+    .precision = {.q = ATTEST_F32,
+                  .k = ATTEST_F32,
+                  .v = ATTEST_F32,
+                  .o = ATTEST_F32,
+                  .scores = ATTEST_F32,
+                  .p = ATTEST_F32,
+                  .accumulator = ATTEST_F32,
+                  .exp_ulps = 1.0},
     /* What the loop was written for; any width and length. */
     .contract = {.dk_equals_dv = 1, .default_scale_only = 1, .causal_required = 1},
     .forward = forward,

@@ -134,11 +134,17 @@ static const attest_kernel_v2 kernel = {
     .abi_version = ATTEST_ABI_VERSION_2,
     .struct_size = sizeof(attest_kernel_v2),
     .name = "decode-only",
-    .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_DECODE | ATTEST_CAP_LSE | ATTEST_CAP_GQA | ATTEST_CAP_WINDOW |
-                    ATTEST_CAP_CHUNK,
+    .capabilities =
+        ATTEST_CAP_CAUSAL | ATTEST_CAP_DECODE | ATTEST_CAP_LSE | ATTEST_CAP_GQA | ATTEST_CAP_WINDOW | ATTEST_CAP_CHUNK,
     .empty_rows = ATTEST_EMPTY_ZERO,
-    .precision = {.q = ATTEST_F32, .k = ATTEST_F32, .v = ATTEST_F32, .o = ATTEST_F32,
-                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ATTEST_F32, .exp_ulps = 1.0},
+    .precision = {.q = ATTEST_F32,
+                  .k = ATTEST_F32,
+                  .v = ATTEST_F32,
+                  .o = ATTEST_F32,
+                  .scores = ATTEST_F32,
+                  .p = ATTEST_F32,
+                  .accumulator = ATTEST_F32,
+                  .exp_ulps = 1.0},
     .contract = {.decode_only = 1}, /* no forward: certified through decode sessions only */
     .forward = NULL,
     .decode_open = decode_open,

@@ -73,7 +73,8 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
   if (tk > 1) *(volatile int*)0 = 1;
 #endif
 #ifdef BROKEN_HANG
-  if (tk > 1) for (;;) pause();
+  if (tk > 1)
+    for (;;) pause();
 #endif
   float* query = malloc(sizeof(float) * dk);
   float* key = malloc(sizeof(float) * dk);
@@ -190,8 +191,14 @@ static const attest_kernel_v2 kernel = {
     .capabilities = CAPABILITIES,
     .empty_rows = ATTEST_EMPTY_ZERO,
     /* float32 storage, scores, P and accumulation; expf within 1 ulp. */
-    .precision = {.q = ATTEST_F32, .k = ATTEST_F32, .v = ATTEST_F32, .o = ATTEST_F32,
-                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ATTEST_F32, .exp_ulps = 1.0},
+    .precision = {.q = ATTEST_F32,
+                  .k = ATTEST_F32,
+                  .v = ATTEST_F32,
+                  .o = ATTEST_F32,
+                  .scores = ATTEST_F32,
+                  .p = ATTEST_F32,
+                  .accumulator = ATTEST_F32,
+                  .exp_ulps = 1.0},
     /* What forward() accepts; attest sends nothing else. Ranges are inclusive, {0, 0} = no limit.
      * This loop takes any width and length: the limits only show how a contract is written
      * (see causal_loop_attention.c for one that restricts). */

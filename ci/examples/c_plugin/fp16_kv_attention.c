@@ -62,9 +62,9 @@ static float round_to_half(float x) {
   const float a = fabsf(x);
   if (!(a < 65520.0f)) return isnan(x) ? x : copysignf(INFINITY, x); /* past fp16's max + half an ulp */
   int e;
-  frexpf(a, &e);                       /* a = f 2^e, f in [0.5, 1): fp16 keeps 11 bits of it */
+  frexpf(a, &e);                                               /* a = f 2^e, f in [0.5, 1): fp16 keeps 11 bits of it */
   const float ulp = ldexpf(1.0f, e - 11 < -24 ? -24 : e - 11); /* subnormals: a fixed 2^-24 */
-  return copysignf(nearbyintf(a / ulp) * ulp, x); /* a / ulp <= 2^11: exact; ties to even */
+  return copysignf(nearbyintf(a / ulp) * ulp, x);              /* a / ulp <= 2^11: exact; ties to even */
 }
 #define ACCUMULATE(x) round_to_half(x)
 #else
@@ -194,9 +194,16 @@ static const attest_kernel_v2 kernel = {
     .empty_rows = ATTEST_EMPTY_ZERO,
     /* Storage: K, V fp16; Q, O float32. Scores, P and the P.V accumulator float32; glibc's expf
      * is within 1 ulp. */
-    .precision = {.q = ATTEST_F32, .k = ATTEST_F16, .v = ATTEST_F16, .o = ATTEST_F32,
-                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ACCUMULATOR, .exp_ulps = 1.0,
-                  .weight_sum = WEIGHT_SUM, .pv_unnormalised = PV_UNNORMALISED},
+    .precision = {.q = ATTEST_F32,
+                  .k = ATTEST_F16,
+                  .v = ATTEST_F16,
+                  .o = ATTEST_F32,
+                  .scores = ATTEST_F32,
+                  .p = ATTEST_F32,
+                  .accumulator = ACCUMULATOR,
+                  .exp_ulps = 1.0,
+                  .weight_sum = WEIGHT_SUM,
+                  .pv_unnormalised = PV_UNNORMALISED},
     /* Any width up to MAX_HEAD_DIM (Dv may differ from Dk), sequences up to 4096. */
     .contract = {.head_dim = {1, MAX_HEAD_DIM}, .q_len = {1, 4096}, .k_len = {1, 4096}, .max_abs_value = MAX_ABS_VALUE},
     .user = NULL,

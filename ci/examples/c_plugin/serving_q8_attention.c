@@ -49,10 +49,10 @@ static void dequantize(const uint8_t* row, int width, float* out) {
 
 /* Where position j's slot of one sequence lives: a session's array, or attest's pages. */
 typedef struct slots {
-  const uint8_t* base;    /* session: the sequence's array; paged: the pool */
-  const int32_t* table;   /* paged: the sequence's table; NULL for a session */
-  size_t stride;          /* session: bytes a slot; paged: bytes a page */
-  size_t slot;            /* bytes a slot */
+  const uint8_t* base;  /* session: the sequence's array; paged: the pool */
+  const int32_t* table; /* paged: the sequence's table; NULL for a session */
+  size_t stride;        /* session: bytes a slot; paged: bytes a page */
+  size_t slot;          /* bytes a slot */
 } slots;
 
 static const uint8_t* slot_at(const slots* s, int j) {
@@ -230,11 +230,17 @@ static const attest_kernel_v2 kernel = {
     .abi_version = ATTEST_ABI_VERSION_2,
     .struct_size = sizeof(attest_kernel_v2),
     .name = "serving-q8",
-    .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_DECODE | ATTEST_CAP_LSE | ATTEST_CAP_GQA | ATTEST_CAP_WINDOW |
-                    ATTEST_CAP_CHUNK,
+    .capabilities =
+        ATTEST_CAP_CAUSAL | ATTEST_CAP_DECODE | ATTEST_CAP_LSE | ATTEST_CAP_GQA | ATTEST_CAP_WINDOW | ATTEST_CAP_CHUNK,
     .empty_rows = ATTEST_EMPTY_ZERO,
-    .precision = {.q = ATTEST_F32, .k = ATTEST_Q8, .v = ATTEST_Q8, .o = ATTEST_F32,
-                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ATTEST_F32, .exp_ulps = 1.0},
+    .precision = {.q = ATTEST_F32,
+                  .k = ATTEST_Q8,
+                  .v = ATTEST_Q8,
+                  .o = ATTEST_F32,
+                  .scores = ATTEST_F32,
+                  .p = ATTEST_F32,
+                  .accumulator = ATTEST_F32,
+                  .exp_ulps = 1.0},
     .contract = {.decode_only = 1},
     .decode_open = decode_open,
     .decode_step = decode_step,

@@ -62,7 +62,7 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
           const float* k = k_all + (kv * tk + j) * dk;
           float dot = 0.0f;
           for (int c = 0; c < dk; ++c) dot += q[c] * k[c];
-          score[j] = dot * (float)p->scale + slope * (float)(j - pos);  /* the ALiBi term */
+          score[j] = dot * (float)p->scale + slope * (float)(j - pos); /* the ALiBi term */
           if (score[j] > max) max = score[j];
         }
         for (int c = 0; c < dv; ++c) o[c] = 0.0f;
@@ -103,10 +103,19 @@ static const attest_kernel_v2 kernel = {
     .name = "standard-alibi",
     .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_GQA | ATTEST_CAP_LSE | ATTEST_CAP_ALIBI,
     .empty_rows = ATTEST_EMPTY_ZERO,
-    .precision = {.q = ATTEST_F32, .k = ATTEST_F32, .v = ATTEST_F32, .o = ATTEST_F32,
-                  .scores = ATTEST_F32, .p = ATTEST_F32, .accumulator = ATTEST_F32, .exp_ulps = 1.0},
-    .contract = {.head_dim = {1, 256}, .q_len = {1, 4096}, .k_len = {1, 4096},
-                 .alibi_slopes = SLOPES, .alibi_max_bias = MAX_BIAS},
+    .precision = {.q = ATTEST_F32,
+                  .k = ATTEST_F32,
+                  .v = ATTEST_F32,
+                  .o = ATTEST_F32,
+                  .scores = ATTEST_F32,
+                  .p = ATTEST_F32,
+                  .accumulator = ATTEST_F32,
+                  .exp_ulps = 1.0},
+    .contract = {.head_dim = {1, 256},
+                 .q_len = {1, 4096},
+                 .k_len = {1, 4096},
+                 .alibi_slopes = SLOPES,
+                 .alibi_max_bias = MAX_BIAS},
     .user = NULL,
     .forward = forward,
     .last_error = error,

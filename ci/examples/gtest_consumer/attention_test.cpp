@@ -18,7 +18,9 @@ class NaiveAttention final : public attest::Kernel {
   // wrong_past > 0: O[0] is off for Tk past it, inside a contract to 4096.
   explicit NaiveAttention(bool sees_next_key = false, int wrong_past = 0)
       : sees_next_key_(sees_next_key), wrong_past_(wrong_past) {}
-  std::string name() const override { return sees_next_key_ ? "naive-off-by-one" : wrong_past_ ? "naive-long-bug" : "naive"; }
+  std::string name() const override {
+    return sees_next_key_ ? "naive-off-by-one" : wrong_past_ ? "naive-long-bug" : "naive";
+  }
   attest::Capabilities capabilities() const override {
     attest::Capabilities c;
     c.features = {attest::Feature::kCausal, attest::Feature::kKeyPadding, attest::Feature::kGqa, attest::Feature::kLse};

@@ -136,7 +136,9 @@ attest_status AbiAdapter::decode_step(void* user, void* session, std::int32_t n,
     const Precision precision = self->kernel_->capabilities().precision;  // buffers in their storage formats
     const std::size_t rows = std::size_t(c.batch) * c.heads * n, heads = std::size_t(c.batch) * c.kv_heads;
     std::vector<float> ignored_lse(lse ? 0 : rows), out(rows * c.value_dim);
-    s->step(n, kv_from_storage(static_cast<const std::uint8_t*>(q), precision.q, std::size_t(c.batch) * c.heads, n, c.head_dim),
+    s->step(n,
+            kv_from_storage(static_cast<const std::uint8_t*>(q), precision.q, std::size_t(c.batch) * c.heads, n,
+                            c.head_dim),
             step_rows_from_storage(k, precision.k, heads, n, c.head_dim, c.k_scales),
             step_rows_from_storage(v, precision.v, heads, n, c.value_dim, c.v_scales), out,
             lse ? std::span<float>(lse, rows) : std::span<float>(ignored_lse));
@@ -165,7 +167,8 @@ attest_status AbiAdapter::decode_retained(void* user, void* session, std::int32_
 
 attest_status AbiAdapter::page_bytes(void* user, const attest_decode_config_v2* config, std::int64_t* bytes) {
   auto* self = static_cast<AbiAdapter*>(user);
-  return self->status_of([&] { *bytes = static_cast<std::int64_t>(self->kernel_->page_bytes(decode_config_of(*config))); });
+  return self->status_of(
+      [&] { *bytes = static_cast<std::int64_t>(self->kernel_->page_bytes(decode_config_of(*config))); });
 }
 
 attest_status AbiAdapter::decode_paged(void* user, const attest_decode_config_v2* config, attest_paged_step* step) {
@@ -190,7 +193,8 @@ attest_status AbiAdapter::decode_paged(void* user, const attest_decode_config_v2
       const std::vector<float> qb = kv_from_storage(q_bytes, precision.q, c.heads, n, c.head_dim);
       const std::vector<float> kb = step_rows_from_storage(k_bytes, precision.k, c.kv_heads, n, c.head_dim, k_scales);
       const std::vector<float> vb = step_rows_from_storage(v_bytes, precision.v, c.kv_heads, n, c.value_dim, v_scales);
-      q.insert(q.end(), qb.begin(), qb.end()), k.insert(k.end(), kb.begin(), kb.end()), v.insert(v.end(), vb.begin(), vb.end());
+      q.insert(q.end(), qb.begin(), qb.end()), k.insert(k.end(), kb.begin(), kb.end()),
+          v.insert(v.end(), vb.begin(), vb.end());
       q_bytes += protocol::stored_size(code_of(precision.q), std::size_t(n) * c.heads, c.head_dim);
       k_bytes += protocol::stored_size(code_of(precision.k), std::size_t(n) * c.kv_heads, c.head_dim);
       v_bytes += protocol::stored_size(code_of(precision.v), std::size_t(n) * c.kv_heads, c.value_dim);
@@ -202,7 +206,10 @@ attest_status AbiAdapter::decode_paged(void* user, const attest_decode_config_v2
                          .table_width = step->table_width,
                          .lengths = {step->lengths, batch},
                          .counts = {step->counts, batch},
-                         .q = q, .k = k, .v = v, .o = o,
+                         .q = q,
+                         .k = k,
+                         .v = v,
+                         .o = o,
                          .lse = step->lse ? std::span<float>(step->lse, rows) : std::span<float>(ignored_lse)};
     self->kernel_->decode_paged(c, call);
     const std::vector<std::uint8_t> bytes = stored(o, precision.o);  // O in its storage format

@@ -148,7 +148,8 @@ TEST(Descriptor, VersionTwoTwoDeclaredPathsCrossTheProtocolWhole) {
   protocol::Reader r(w.bytes());
   const Capabilities c = capabilities_from_descriptor(protocol::read_descriptor(r));
   ASSERT_EQ(c.paths.size(), 2u);
-  EXPECT_EQ(c.paths[0].summary(), "split_kv: B = 1, Tq <= 4, Tk >= 512, Dv % 16 = 0, Tk % 256 != 0, with causal, without window");
+  EXPECT_EQ(c.paths[0].summary(),
+            "split_kv: B = 1, Tq <= 4, Tk >= 512, Dv % 16 = 0, Tk % 256 != 0, with causal, without window");
   EXPECT_EQ(c.paths[1].summary(), "unmasked: no mask");
   EXPECT_EQ(capabilities_from_descriptor(descriptor_from_capabilities(c, "k")).paths, c.paths);
   // The same descriptor cut before the 2.2 section: a 2.1 kernel, no declared paths.
@@ -238,11 +239,13 @@ TEST(Descriptor, VersionTwoOneValuesOutsideTheirEnumsAreRefused) {
       {"contract.inputs", [](protocol::Descriptor& d) { d.contract.inputs = 3; }},
       {"contract.max_abs_value", [](protocol::Descriptor& d) { d.contract.max_abs_value = 0.5; }},
       {"precision.bias", [](protocol::Descriptor& d) { d.precision.bias = 3; }},
-      {"paths[tiled].precision: its storage differs", [](protocol::Descriptor& d) { d.paths[0].precision.bias = ATTEST_BF16; }},
+      {"paths[tiled].precision: its storage differs",
+       [](protocol::Descriptor& d) { d.paths[0].precision.bias = ATTEST_BF16; }},
       {"precision.weight_sum", [](protocol::Descriptor& d) { d.precision.weight_sum = 9; }},
       {"precision.pv_unnormalised", [](protocol::Descriptor& d) { d.precision.pv_unnormalised = 5; }},
       {"precision.q_entry", [](protocol::Descriptor& d) { d.precision.q_entry = 4; }},
-      {"paths[tiled].precision: its storage differs", [](protocol::Descriptor& d) { d.paths[0].precision.o = ATTEST_BF16; }},
+      {"paths[tiled].precision: its storage differs",
+       [](protocol::Descriptor& d) { d.paths[0].precision.o = ATTEST_BF16; }},
       {"declared twice", [](protocol::Descriptor& d) { d.paths.push_back(d.paths[0]); }},
       {"path name", [](protocol::Descriptor& d) { d.paths[0].path.clear(); }},
       {"without ATTEST_CAP_ALIBI", [](protocol::Descriptor& d) { d.capabilities &= ~ATTEST_CAP_ALIBI; }},
@@ -264,13 +267,34 @@ TEST(Descriptor, ContractsAttestCannotDrawAreRefused) {
   const Case cases[] = {
       {"tiles", [](attest_contract& k) { k.key_tile = 1 << 30; }},
       {"tiles", [](attest_contract& k) { k.query_tile = 1000003; }},
-      {"contract.batch", [](attest_contract& k) { k.batch = {1 << 20, 1 << 20}; }},
-      {"contract.head_dim", [](attest_contract& k) { k.head_dim = {1 << 30, 1 << 30}; }},
-      {"contract.heads", [](attest_contract& k) { k.heads = {1000, 1000}; }},
-      {"contract.q_len", [](attest_contract& k) { k.q_len = {1 << 20, 1 << 21}; }},
-      {"contract.k_len", [](attest_contract& k) { k.k_len = {1 << 20, 1 << 21}; }},
-      {"contract.q_offset", [](attest_contract& k) { k.q_offset = {1LL << 41, 1LL << 42}; }},
-      {"contract.q_offset", [](attest_contract& k) { k.q_offset = {-(1LL << 42), -(1LL << 41)}; }},
+      {"contract.batch",
+       [](attest_contract& k) {
+         k.batch = {1 << 20, 1 << 20};
+       }},
+      {"contract.head_dim",
+       [](attest_contract& k) {
+         k.head_dim = {1 << 30, 1 << 30};
+       }},
+      {"contract.heads",
+       [](attest_contract& k) {
+         k.heads = {1000, 1000};
+       }},
+      {"contract.q_len",
+       [](attest_contract& k) {
+         k.q_len = {1 << 20, 1 << 21};
+       }},
+      {"contract.k_len",
+       [](attest_contract& k) {
+         k.k_len = {1 << 20, 1 << 21};
+       }},
+      {"contract.q_offset",
+       [](attest_contract& k) {
+         k.q_offset = {1LL << 41, 1LL << 42};
+       }},
+      {"contract.q_offset",
+       [](attest_contract& k) {
+         k.q_offset = {-(1LL << 42), -(1LL << 41)};
+       }},
   };
   for (const Case& c : cases) {
     protocol::Descriptor d = causal_descriptor();

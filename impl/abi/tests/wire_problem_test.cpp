@@ -35,7 +35,8 @@ Trip trip(const Problem& p, const Precision& precision) {
   protocol::Reader r(w.bytes());
   Trip t{protocol::read_problem(r, abi_code(precision.q), abi_code(precision.k), abi_code(precision.v),
                                 abi_code(precision.bias)),
-         {}, {}};
+         {},
+         {}};
   t.view = t.wire.view();
   t.back = from_wire(t.view, precision);
   return t;

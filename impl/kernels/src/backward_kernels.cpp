@@ -27,7 +27,8 @@ struct Logit {
   float slope;
 };
 
-Logit modified_logit(const ModifierView& m, float x, int b, int h, int i, int j, long long pos, bool slope_wanted = true) {
+Logit modified_logit(const ModifierView& m, float x, int b, int h, int i, int j, long long pos,
+                     bool slope_wanted = true) {
   float slope = 1.0f;
   if (m.has_softcap()) {
     const float t = std::tanh(x / m.softcap());
@@ -94,7 +95,8 @@ void loop_backward(const Problem& p, const BackwardInputs& in, const GradientSpa
           for (int j = seen.lo; j < seen.hi; ++j) {
             if (!grad::key_visible(mask, mod, b, h, i, j)) continue;
             const float* key = &keys[std::size_t(j) * dk];
-            const grad::Logit l = grad::modified_logit(mod, dot(query.data(), key, dk) * scale, b, h, i, j, mask.position(i));
+            const grad::Logit l =
+                grad::modified_logit(mod, dot(query.data(), key, dk) * scale, b, h, i, j, mask.position(i));
             const float weight = std::exp(l.s - lse);
             const float ds = weight * (dot(d_o, &p.v[at.v(b, g, j)], dv) - d) * l.slope;
             grad::axpy(&out.dv[at.v(b, g, j)], weight, d_o, dv);
@@ -167,7 +169,12 @@ void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSp
                 row_max[r] = kNegInf;
                 for (int c = std::max(0, ranges[r].lo - j0); c < std::min(cols, ranges[r].hi - j0); ++c)
                   if (grad::key_visible(mask, mod, b, h, i0 + r, j0 + c))
-                    row_max[r] = std::max(row_max[r], grad::modified_logit(mod, dot(&queries[std::size_t(i0 + r) * dk], &k_tile[std::size_t(c) * dk], dk) * scale, b, h, i0 + r, j0 + c, mask.position(i0 + r)).s);
+                    row_max[r] = std::max(
+                        row_max[r],
+                        grad::modified_logit(
+                            mod, dot(&queries[std::size_t(i0 + r) * dk], &k_tile[std::size_t(c) * dk], dk) * scale, b,
+                            h, i0 + r, j0 + c, mask.position(i0 + r))
+                            .s);
               }
             for (int r = 0; r < rows; ++r) {
               const int i = i0 + r;
@@ -189,12 +196,12 @@ void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSp
                 if (!visible && mod.masks(b, h, i, j)) continue;
                 const float* key = &k_tile[std::size_t(c) * dk];
                 const grad::Logit l = grad::modified_logit(mod, dot(q, key, dk) * scale, b, h, i, j, mask.position(i),
-                                               !f.backward_softcap_no_derivative);
+                                                           !f.backward_softcap_no_derivative);
                 const float weight = std::exp(l.s - lse);
                 const float ds = weight * (dot(d_o, &p.v[at.v(b, g, j)], dv) - di) * l.slope;
                 if (visible)
-                  grad::axpy(&dv_tile[std::size_t(c) * dv], f.backward_dv_unnormalised ? std::exp(l.s - row_max[r]) : weight,
-                       d_o, dv);
+                  grad::axpy(&dv_tile[std::size_t(c) * dv],
+                             f.backward_dv_unnormalised ? std::exp(l.s - row_max[r]) : weight, d_o, dv);
                 grad::axpy(dq, scale * ds, key, dk);
                 grad::axpy(&dk_tile[std::size_t(c) * dk], f.backward_dk_unscaled ? ds : scale * ds, q, dk);
               }

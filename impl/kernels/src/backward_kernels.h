@@ -19,6 +19,7 @@ void tiled_backward(const Problem& p, const BackwardInputs& in, const GradientSp
                     const KernelFaults& faults = {});
 
 // The same algorithm on simd_ops' micro-kernels (backward_fast.cpp): the built-in tiled kernel's.
-void tiled_backward_fast(const Problem& p, const BackwardInputs& in, const GradientSpans& out, int block_q, int block_k);
+void tiled_backward_fast(const Problem& p, const BackwardInputs& in, const GradientSpans& out, int block_q,
+                         int block_k);
 
 }  // namespace attest::kernels

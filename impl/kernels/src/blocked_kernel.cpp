@@ -58,7 +58,8 @@ class BlockedKernel final : public Kernel {
           const int rows = std::min(br, s.q_len - i0);
           std::copy_n(&p.q[at.q(b, h, i0)], std::size_t(rows) * dk, queries.begin());
           if (p.rope.enabled)
-            for (int r = 0; r < rows; ++r) rope_rotate(&queries[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
+            for (int r = 0; r < rows; ++r)
+              rope_rotate(&queries[std::size_t(r) * dk], dk, mask.position(i0 + r), p.rope.base);
           // Pass 0: the block's scores, chunk by chunk, then the mask.
           for (int c = 0; c < chunks; ++c) {
             // Columns past the real keys (rounded to 16) are left unset: the mask below sets them to -inf.
@@ -94,7 +95,8 @@ class BlockedKernel final : public Kernel {
               if (out_lse) *out_lse = kNegInf;
               continue;
             }
-            const float sum = simd::exp_shift_sum(row, ld, max_score) + (sink ? std::exp(modifiers.sink(h) - max_score) : 0.0f);
+            const float sum =
+                simd::exp_shift_sum(row, ld, max_score) + (sink ? std::exp(modifiers.sink(h) - max_score) : 0.0f);
             simd::scale(row, ld, 1.0f / sum);
             if (out_lse) *out_lse = max_score + std::log(sum);
           }

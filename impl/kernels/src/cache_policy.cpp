@@ -1,33 +1,45 @@
 #include "attest/cache_policy.h"
 
 #include <fmt/format.h>
+
 #include <stdexcept>
 
 namespace attest {
 
 bool CachePolicy::retains(long long j, long long p) const {
   switch (kind) {
-    case Kind::kWindow: return p - j < recent;
-    case Kind::kSinksRecent: return j < sinks || p - j < recent;
-    default: return true;
+    case Kind::kWindow:
+      return p - j < recent;
+    case Kind::kSinksRecent:
+      return j < sinks || p - j < recent;
+    default:
+      return true;
   }
 }
 
 long long CachePolicy::exact_up_to() const {
   switch (kind) {
-    case Kind::kWindow: return recent;
-    case Kind::kSinksRecent: return static_cast<long long>(sinks) + recent;
-    case Kind::kExplicit: return 0;
-    default: return -1;
+    case Kind::kWindow:
+      return recent;
+    case Kind::kSinksRecent:
+      return static_cast<long long>(sinks) + recent;
+    case Kind::kExplicit:
+      return 0;
+    default:
+      return -1;
   }
 }
 
 std::string CachePolicy::summary() const {
   switch (kind) {
-    case Kind::kWindow: return fmt::format("window {}", recent);
-    case Kind::kSinksRecent: return fmt::format("sinks {} + recent {}", sinks, recent);
-    case Kind::kExplicit: return "explicit";
-    default: return "full";
+    case Kind::kWindow:
+      return fmt::format("window {}", recent);
+    case Kind::kSinksRecent:
+      return fmt::format("sinks {} + recent {}", sinks, recent);
+    case Kind::kExplicit:
+      return "explicit";
+    default:
+      return "full";
   }
 }
 
@@ -42,10 +54,14 @@ void CachePolicy::validate() const {
 
 const char* to_string(CachePolicy::Kind kind) {
   switch (kind) {
-    case CachePolicy::Kind::kWindow: return "window";
-    case CachePolicy::Kind::kSinksRecent: return "sinks_recent";
-    case CachePolicy::Kind::kExplicit: return "explicit";
-    default: return "full";
+    case CachePolicy::Kind::kWindow:
+      return "window";
+    case CachePolicy::Kind::kSinksRecent:
+      return "sinks_recent";
+    case CachePolicy::Kind::kExplicit:
+      return "explicit";
+    default:
+      return "full";
   }
 }
 

@@ -1,11 +1,11 @@
 #include "attest/contract.h"
 
-#include "kernel_support.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+
+#include "kernel_support.h"
 
 namespace attest {
 namespace {
@@ -34,7 +34,8 @@ std::vector<float> standard_alibi_slopes(int heads, double max_bias) {
   const int n = 1 << static_cast<int>(std::floor(std::log2(static_cast<double>(heads))));
   const double m0 = std::exp2(-max_bias / n), m1 = std::exp2(-max_bias / 2 / n);
   std::vector<float> slopes;
-  for (int h = 0; h < heads; ++h) slopes.push_back(static_cast<float>(h < n ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - n) + 1)));
+  for (int h = 0; h < heads; ++h)
+    slopes.push_back(static_cast<float>(h < n ? std::pow(m0, h + 1) : std::pow(m1, 2 * (h - n) + 1)));
   return slopes;
 }
 
@@ -84,7 +85,8 @@ std::string value_beyond(const Problem& p, double limit) {
         const float* v = &p.v[((std::size_t(b) * s.kv_heads + g) * s.k_len + j) * s.value_dim];
         for (int c = 0; c < s.value_dim; ++c)
           if (!(std::fabs(v[c]) <= limit))
-            return "V = " + number_text(v[c]) + " of a visible key is beyond the contract's |V| <= " + number_text(limit);
+            return "V = " + number_text(v[c]) +
+                   " of a visible key is beyond the contract's |V| <= " + number_text(limit);
       }
   }
   return {};
@@ -100,7 +102,8 @@ bool Contract::accepts_head_dim(int d) const {
 std::string Contract::violation(const Problem& p) const {
   const Shape& s = p.shape;
   auto outside = [](const char* what, long long x, const Range& r) {
-    return std::string(what) + " = " + std::to_string(x) + " is outside " + range_text(what, r).substr(std::string(what).size() + 1);
+    return std::string(what) + " = " + std::to_string(x) + " is outside " +
+           range_text(what, r).substr(std::string(what).size() + 1);
   };
   if (!accepts_head_dim(s.head_dim))
     return "Dk = " + std::to_string(s.head_dim) + " is not accepted (" +
@@ -120,7 +123,8 @@ std::string Contract::violation(const Problem& p) const {
     return "not self-attention (the contract requires Tq == Tk and q_offset 0)";
   if (alibi_slopes == AlibiSlopes::kStandard && !p.modifiers.alibi_slopes.empty() &&
       p.modifiers.alibi_slopes != standard_alibi_slopes(s.heads, alibi_max_bias))
-    return "ALiBi slopes other than the standard set for H = " + std::to_string(s.heads) + " (the contract accepts only those)";
+    return "ALiBi slopes other than the standard set for H = " + std::to_string(s.heads) +
+           " (the contract accepts only those)";
   if (max_abs_value > 0)
     if (const std::string v = value_beyond(p, max_abs_value); !v.empty()) return v;
   return {};
@@ -128,8 +132,10 @@ std::string Contract::violation(const Problem& p) const {
 
 std::string Contract::summary() const {
   std::vector<std::string> parts;
-  if (!head_dims.empty()) parts.push_back("Dk in {" + list_text(head_dims) + "}");
-  else if (!head_dim.unlimited()) parts.push_back(range_text("Dk", head_dim));
+  if (!head_dims.empty())
+    parts.push_back("Dk in {" + list_text(head_dims) + "}");
+  else if (!head_dim.unlimited())
+    parts.push_back(range_text("Dk", head_dim));
   if (dk_equals_dv) parts.push_back("Dk == Dv");
   if (default_scale_only) parts.push_back("default scale");
   if (causal_required) parts.push_back("causal only");

@@ -2,8 +2,8 @@
 // keys to the cache, then attends every query through the same page-wise online softmax.
 #include <vector>
 
-#include "attest/faults.h"
 #include "attest/builtin_kernels.h"
+#include "attest/faults.h"
 #include "decode_row.h"
 #include "kernel_support.h"
 #include "paged_kv_cache.h"
@@ -16,11 +16,15 @@ using namespace kernels;
 class PagedDecodeSession final : public DecodeSession {
  public:
   PagedDecodeSession(const DecodeConfig& c, int page_size, const KernelFaults& faults)
-      : c_(c), faults_(faults), modifier_problem_(modifier_problem_of(c)),
-        cache_(c.batch, c.kv_heads, c.head_dim, c.value_dim, page_size), page_scores_(page_size), query_(c.head_dim) {}
+      : c_(c),
+        faults_(faults),
+        modifier_problem_(modifier_problem_of(c)),
+        cache_(c.batch, c.kv_heads, c.head_dim, c.value_dim, page_size),
+        page_scores_(page_size),
+        query_(c.head_dim) {}
 
-  void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v,
-            std::span<float> o, std::span<float> lse) override {
+  void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v, std::span<float> o,
+            std::span<float> lse) override {
     check_step(c_, n, q, k, v, o, lse);
     const std::size_t dk = c_.head_dim, dv = c_.value_dim;
 
@@ -44,18 +48,20 @@ class PagedDecodeSession final : public DecodeSession {
           const std::size_t row = (std::size_t(b) * c_.heads + h) * n + t;
           const long long pos = start + t;
           std::copy_n(&q[row * dk], dk, query_.begin());
-          if (c_.rope.enabled) rope_rotate(query_.data(), c_.head_dim, faults_.rope_query_at_zero ? t : pos, c_.rope.base);
+          if (c_.rope.enabled)
+            rope_rotate(query_.data(), c_.head_dim, faults_.rope_query_at_zero ? t : pos, c_.rope.base);
           long long lo = 0, hi = pos + (faults_.decode_skips_self ? 0 : 1);
           narrow_to_integer_terms(c_.mask, pos, lo, hi);
           const int page = cache_.page_size();
           if (faults_.decode_window_evicts_page && c_.mask.window) lo = (lo + page - 1) / page * page;
           const KeyRange range = key_range(lo, hi);
           const ModifierView modifiers(modifier_problem_);
-          attend_row(cache_, b, faults_.gqa_modulo ? h % c_.kv_heads : h / group, query_.data(), c_.head_dim, c_.value_dim, scale, {range},
-                     [](int) { return true; },
-                     [&](int j, float x) { return modifiers.changes_logits() ? modifiers.logit(x, b, h, 0, j, pos) : x; },
-                     modifiers.has_sinks() ? modifiers.sink(h) : kNegInf, page_scores_, &o[row * dv],
-                     lse.empty() ? nullptr : &lse[row], faults_);
+          attend_row(
+              cache_, b, faults_.gqa_modulo ? h % c_.kv_heads : h / group, query_.data(), c_.head_dim, c_.value_dim,
+              scale, {range}, [](int) { return true; },
+              [&](int j, float x) { return modifiers.changes_logits() ? modifiers.logit(x, b, h, 0, j, pos) : x; },
+              modifiers.has_sinks() ? modifiers.sink(h) : kNegInf, page_scores_, &o[row * dv],
+              lse.empty() ? nullptr : &lse[row], faults_);
         }
       }
     }
@@ -112,13 +118,14 @@ class DecodeKernel final : public Kernel {
           std::copy_n(&p.q[at.q(b, h, i)], s.head_dim, query.begin());
           if (p.rope.enabled) rope_rotate(query.data(), s.head_dim, mask.position(i), p.rope.base);
           auto visible = [&](int j) { return !mask.elementwise() || mask.elementwise_visible(b, i, j); };
-          attend_row(cache, b, faults_.gqa_modulo ? h % s.kv_heads : p.kv_head_of(h), query.data(), s.head_dim,
-                     s.value_dim, scale, {mask.range(b, i)}, visible,
-                     [&](int j, float x) {
-                       return modifiers.changes_logits() ? modifiers.logit(x, b, h, i, j, mask.position(i)) : x;
-                     },
-                     modifiers.has_sinks() ? modifiers.sink(h) : kNegInf, page_scores, &o[at.o(b, h, i)],
-                     lse.empty() ? nullptr : &lse[at.lse(b, h, i)], faults_);
+          attend_row(
+              cache, b, faults_.gqa_modulo ? h % s.kv_heads : p.kv_head_of(h), query.data(), s.head_dim, s.value_dim,
+              scale, {mask.range(b, i)}, visible,
+              [&](int j, float x) {
+                return modifiers.changes_logits() ? modifiers.logit(x, b, h, i, j, mask.position(i)) : x;
+              },
+              modifiers.has_sinks() ? modifiers.sink(h) : kNegInf, page_scores, &o[at.o(b, h, i)],
+              lse.empty() ? nullptr : &lse[at.lse(b, h, i)], faults_);
         }
   }
 

@@ -15,12 +15,14 @@ std::string Capabilities::unsupported_because(const Problem& p) const {
   const FeatureSet missing = features_used_by(p).minus(features);
   if (!missing.empty()) return "uses " + missing.joined() + ", which the kernel does not declare";
   // A kernel that stores a buffer in 16 bits receives values representable there.
-  for (auto [name, stored, wanted] : {std::tuple{"q", p.storage.q, precision.q}, std::tuple{"k", p.storage.k, precision.k},
-                                      std::tuple{"v", p.storage.v, precision.v}})
+  for (auto [name, stored, wanted] :
+       {std::tuple{"q", p.storage.q, precision.q}, std::tuple{"k", p.storage.k, precision.k},
+        std::tuple{"v", p.storage.v, precision.v}})
     if (wanted != Scalar::kF32 && stored != wanted)
       return std::string(name) + " is stored as " + to_string(stored) + "; the kernel takes " + to_string(wanted);
   if (precision.bias != Scalar::kF32 && !p.modifiers.bias.empty() && p.storage.bias != precision.bias)
-    return std::string("the bias is stored as ") + to_string(p.storage.bias) + "; the kernel takes " + to_string(precision.bias);
+    return std::string("the bias is stored as ") + to_string(p.storage.bias) + "; the kernel takes " +
+           to_string(precision.bias);
   return contract.violation(p);
 }
 
@@ -49,7 +51,8 @@ bool parse_input_domain(const std::string& name, InputDomain& out) {
 std::string input_domain_names() {  // from the same list, so a new domain is named where it is parsed
   std::string out;
   const std::size_t n = std::size(kInputDomains);
-  for (std::size_t i = 0; i < n; ++i) out += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + to_string(kInputDomains[i]);
+  for (std::size_t i = 0; i < n; ++i)
+    out += std::string(i == 0 ? "" : i + 1 == n ? " or " : ", ") + to_string(kInputDomains[i]);
   return out;
 }
 
@@ -156,11 +159,21 @@ const std::vector<KernelEntry>& kernel_registry() {
   static const std::vector<KernelEntry> registry = {
       {"loop", "textbook loops: scores, stable softmax, weighted sum", [] { return make_loop_kernel(); }},
       {"blocked", "32-query blocks against all keys, two-pass softmax", [] { return make_blocked_kernel(32); }},
-      {"tiled", "online softmax over 128x64 tiles in 4-row panels (FlashAttention-2 style), vectorized", [] { return make_tiled_kernel({128, 64}); }},
-      {"tiled_bf16", "tiled with bf16 Q/K/V/O, P rounded to bf16 before P.V, f32 accumulation; AVX-512 BF16 dot products", [] { return make_tiled_bf16_kernel({128, 64}); }},
+      {"tiled", "online softmax over 128x64 tiles in 4-row panels (FlashAttention-2 style), vectorized",
+       [] {
+         return make_tiled_kernel({128, 64});
+       }},
+      {"tiled_bf16",
+       "tiled with bf16 Q/K/V/O, P rounded to bf16 before P.V, f32 accumulation; AVX-512 BF16 dot products",
+       [] {
+         return make_tiled_bf16_kernel({128, 64});
+       }},
       {"decode", "paged KV cache (16-token pages), incremental decode", [] { return make_decode_kernel(16); }},
-      {"decode_q8", "decode-only over a paged q8 KV cache (int8 codes, a scale per 32 values), 16-token pages", [] { return make_quantized_decode_kernel(Scalar::kQ8); }},
-      {"decode_sinks_recent", "decode-only, evicting: 4 sink positions + the 32 most recent kept (16-token pages, a ring for the recent)", [] { return make_sinks_recent_decode_kernel(4, 32); }},
+      {"decode_q8", "decode-only over a paged q8 KV cache (int8 codes, a scale per 32 values), 16-token pages",
+       [] { return make_quantized_decode_kernel(Scalar::kQ8); }},
+      {"decode_sinks_recent",
+       "decode-only, evicting: 4 sink positions + the 32 most recent kept (16-token pages, a ring for the recent)",
+       [] { return make_sinks_recent_decode_kernel(4, 32); }},
   };
   return registry;
 }
@@ -199,8 +212,8 @@ Gradients run_backward(const Kernel& kernel, const Problem& p, const BackwardInp
   return g;
 }
 
-std::size_t dense_kv_cache_bytes(std::size_t layers, std::size_t tokens, std::size_t kv_heads,
-                                 std::size_t head_dim, std::size_t element_bytes) {
+std::size_t dense_kv_cache_bytes(std::size_t layers, std::size_t tokens, std::size_t kv_heads, std::size_t head_dim,
+                                 std::size_t element_bytes) {
   return 2 * layers * tokens * kv_heads * head_dim * element_bytes;
 }
 

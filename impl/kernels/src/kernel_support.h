@@ -69,9 +69,7 @@ class MaskView {
     if (!m.q_segment.empty() &&
         m.q_segment[static_cast<std::size_t>(b) * tq + i] != m.k_segment[static_cast<std::size_t>(b) * tk + j])
       return false;
-    if (!m.explicit_mask.empty() &&
-        !m.explicit_mask[(static_cast<std::size_t>(b) * tq + i) * tk + j])
-      return false;
+    if (!m.explicit_mask.empty() && !m.explicit_mask[(static_cast<std::size_t>(b) * tq + i) * tk + j]) return false;
     return true;
   }
 
@@ -90,7 +88,8 @@ class MaskView {
 class ModifierView {
  public:
   explicit ModifierView(const Problem& p)
-      : p_(p), softcap_(p.modifiers.softcap ? static_cast<float>(*p.modifiers.softcap) : 0.0f),
+      : p_(p),
+        softcap_(p.modifiers.softcap ? static_cast<float>(*p.modifiers.softcap) : 0.0f),
         slopes_(p.modifiers.alibi_slopes.empty() ? nullptr : p.modifiers.alibi_slopes.data()),
         bias_(p.modifiers.bias.empty() ? nullptr : p.modifiers.bias.data()),
         sinks_(p.modifiers.sinks.empty() ? nullptr : p.modifiers.sinks.data()) {}
@@ -138,8 +137,8 @@ inline bool panel_overlaps(const KeyRange* ranges, int rows, int j_lo, int j_hi)
 // A tile's score row for query i (head h) and keys j0 .. j0 + cols: -inf outside the row's range and
 // where a per-key term forbids, the score modifiers on the keys in range (a -inf bias masks one
 // like a mask term); scores past cols are padding and never read.
-inline void apply_mask(const MaskView& mask, const ModifierView& modifiers, int b, int h, int i, KeyRange range,
-                       int j0, int cols, float* srow) {
+inline void apply_mask(const MaskView& mask, const ModifierView& modifiers, int b, int h, int i, KeyRange range, int j0,
+                       int cols, float* srow) {
   const int first = std::clamp(range.lo - j0, 0, cols), last = std::clamp(range.hi - j0, first, cols);
   std::fill(srow, srow + first, kNegInf);
   std::fill(srow + last, srow + cols, kNegInf);

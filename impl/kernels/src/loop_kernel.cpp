@@ -92,7 +92,8 @@ class LoopKernel final : public Kernel {
             if (weights[j] == 0.0f) continue;  // masked keys must not touch the output
             const float pj = round_to(p_.pv_unnormalised ? weights[j] : weights[j] / sum, p_.p);
             const float* value = &p.v[at.v(b, g, j)];
-            for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] + pj * round_to(value[r], p_.v_entry));  // one rounding per add
+            for (int r = 0; r < s.value_dim; ++r)
+              out[r] = acc(out[r] + pj * round_to(value[r], p_.v_entry));  // one rounding per add
           }
           if (p_.pv_unnormalised)
             for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] / sum);

@@ -6,17 +6,18 @@
 namespace attest::kernels {
 
 PagedKvCache::PagedKvCache(int batch, int kv_heads, int head_dim, int value_dim, int page_size)
-    : kv_heads_(kv_heads), head_dim_(head_dim), value_dim_(value_dim), page_size_(page_size),
-      block_table_(batch), lengths_(batch, 0) {
+    : kv_heads_(kv_heads),
+      head_dim_(head_dim),
+      value_dim_(value_dim),
+      page_size_(page_size),
+      block_table_(batch),
+      lengths_(batch, 0) {
   if (page_size < 1) throw std::invalid_argument("paged KV cache: page_size must be >= 1");
 }
 
-std::size_t PagedKvCache::page_floats() const {
-  return std::size_t(kv_heads_) * page_size_ * (head_dim_ + value_dim_);
-}
+std::size_t PagedKvCache::page_floats() const { return std::size_t(kv_heads_) * page_size_ * (head_dim_ + value_dim_); }
 
-void PagedKvCache::append(int b, const float* k, std::size_t k_head_stride, const float* v,
-                          std::size_t v_head_stride) {
+void PagedKvCache::append(int b, const float* k, std::size_t k_head_stride, const float* v, std::size_t v_head_stride) {
   const int j = lengths_[b];
   if (j % page_size_ == 0) {  // the sequence's last page is full: take a fresh one from the pool
     block_table_[b].push_back(static_cast<int>(pages_.size()));

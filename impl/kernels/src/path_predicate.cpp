@@ -7,10 +7,14 @@ namespace {
 
 void range_text(std::vector<std::string>& out, const char* name, const Range& r) {
   if (r.unlimited()) return;
-  if (r.min == r.max) out.push_back(fmt::format("{} = {}", name, r.min));
-  else if (r.max >= (1LL << 40)) out.push_back(fmt::format("{} >= {}", name, r.min));
-  else if (r.min <= 1) out.push_back(fmt::format("{} <= {}", name, r.max));
-  else out.push_back(fmt::format("{} in {}..{}", name, r.min, r.max));
+  if (r.min == r.max)
+    out.push_back(fmt::format("{} = {}", name, r.min));
+  else if (r.max >= (1LL << 40))
+    out.push_back(fmt::format("{} >= {}", name, r.min));
+  else if (r.min <= 1)
+    out.push_back(fmt::format("{} <= {}", name, r.max));
+  else
+    out.push_back(fmt::format("{} in {}..{}", name, r.min, r.max));
 }
 
 }  // namespace
@@ -51,11 +55,14 @@ std::string PathPredicate::summary() const {
 std::string PathPredicate::invalid_because() const {
   if (path.empty()) return "a declared path has no name";
   for (const Range* r : {&batch, &heads, &q_len, &k_len, &head_dim, &value_dim})
-    if (!r->unlimited() && (r->min > r->max || r->min < 0)) return fmt::format("path {}: an empty or negative range", path);
+    if (!r->unlimited() && (r->min > r->max || r->min < 0))
+      return fmt::format("path {}: an empty or negative range", path);
   if (head_dim_multiple < 0 || value_dim_multiple < 0 || k_len_multiple < 0)
     return fmt::format("path {}: a negative multiple", path);
-  if (k_len_not_multiple && k_len_multiple <= 1) return fmt::format("path {}: Tk % {} != 0 takes no problem", path, k_len_multiple);
-  if (!(required & excluded).empty()) return fmt::format("path {}: {} both required and excluded", path, (required & excluded).joined());
+  if (k_len_not_multiple && k_len_multiple <= 1)
+    return fmt::format("path {}: Tk % {} != 0 takes no problem", path, k_len_multiple);
+  if (!(required & excluded).empty())
+    return fmt::format("path {}: {} both required and excluded", path, (required & excluded).joined());
   if (no_mask && !(required & FeatureSet::of_kind(FeatureKind::kMaskTerm)).empty())
     return fmt::format("path {}: requires a mask term and no mask", path);
   return "";
@@ -67,7 +74,8 @@ const PathPredicate* declared_path_for(const std::vector<PathPredicate>& paths, 
   return nullptr;
 }
 
-std::string declared_path_violation(const std::vector<PathPredicate>& paths, const Problem& p, const std::string& served) {
+std::string declared_path_violation(const std::vector<PathPredicate>& paths, const Problem& p,
+                                    const std::string& served) {
   if (paths.empty()) return "";
   const PathPredicate* expected = declared_path_for(paths, p);
   if (expected && expected->path == served) return "";
@@ -76,7 +84,8 @@ std::string declared_path_violation(const std::vector<PathPredicate>& paths, con
                        expected->path, expected->summary());
   for (const PathPredicate& d : paths)
     if (d.path == served)
-      return fmt::format("served by path {}, whose declared predicate ({}) this problem does not meet", served, d.summary());
+      return fmt::format("served by path {}, whose declared predicate ({}) this problem does not meet", served,
+                         d.summary());
   return "";
 }
 

@@ -76,11 +76,13 @@ void key_range_of(const DecodeConfig& c, const KernelFaults& faults, long long p
 class QuantizedDecodeSession final : public DecodeSession {
  public:
   QuantizedDecodeSession(Scalar format, const DecodeConfig& c, const KernelFaults& faults)
-      : c_(c), faults_(faults), modifier_problem_(modifier_problem_of(c)),
+      : c_(c),
+        faults_(faults),
+        modifier_problem_(modifier_problem_of(c)),
         cache_(format, c.batch, c.kv_heads, c.head_dim, c.value_dim, faults) {}
 
-  void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v,
-            std::span<float> o, std::span<float> lse) override {
+  void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v, std::span<float> o,
+            std::span<float> lse) override {
     check_step(c_, n, q, k, v, o, lse);
     const std::size_t dk = c_.head_dim, dv = c_.value_dim;
     const long long start = length_;
@@ -128,8 +130,8 @@ class QuantizedDecodeKernel final : public Kernel {
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
     Capabilities c;
-    c.features = FeatureSet{Feature::kDecode, Feature::kCausal, Feature::kGqa, Feature::kLse, Feature::kSoftcap,
-                            Feature::kAlibi, Feature::kSinks};
+    c.features = FeatureSet{Feature::kDecode,  Feature::kCausal, Feature::kGqa,  Feature::kLse,
+                            Feature::kSoftcap, Feature::kAlibi,  Feature::kSinks};
     for (const FeatureInfo* term : integer_mask_terms()) c.features.insert(term->feature);
     c.contract.decode_only = true;
     c.contract.key_tile = kPageTokens;
@@ -235,7 +237,8 @@ std::unique_ptr<Kernel> make_quantized_decode_kernel(Scalar format) {
   return std::make_unique<QuantizedDecodeKernel>(format, KernelFaults{}, std::string("decode_") + to_string(format));
 }
 
-std::unique_ptr<Kernel> make_faulty_quantized_decode_kernel(Scalar format, const KernelFaults& faults, std::string name) {
+std::unique_ptr<Kernel> make_faulty_quantized_decode_kernel(Scalar format, const KernelFaults& faults,
+                                                            std::string name) {
   return std::make_unique<QuantizedDecodeKernel>(format, faults, std::move(name));
 }
 

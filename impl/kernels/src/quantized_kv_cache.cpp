@@ -57,7 +57,9 @@ template <Scalar F>
   return (vec16)((vec16i)v | sign);
 }
 // A transposed key page's f16 dimension: 16 low bytes, then the 16 high bytes.
-[[gnu::always_inline]] inline vec16 f16_planar(const std::uint8_t* p) { return f16_values(widen(p) | (widen(p + 16) << 8)); }
+[[gnu::always_inline]] inline vec16 f16_planar(const std::uint8_t* p) {
+  return f16_values(widen(p) | (widen(p + 16) << 8));
+}
 // A value row's 16 consecutive f16 values.
 [[gnu::always_inline]] inline vec16 f16_row(const std::uint8_t* p) {
   shorts16 h;
@@ -72,13 +74,18 @@ template <Scalar F>
 // One value of a row.
 float decode_one(const KvLayout& layout, const std::uint8_t* row, int i) {
   switch (layout.format) {
-    case Scalar::kQ4: return float(((row[i / 2] >> (i % 2 ? 4 : 0)) & 0xF) - 8);
+    case Scalar::kQ4:
+      return float(((row[i / 2] >> (i % 2 ? 4 : 0)) & 0xF) - 8);
     case Scalar::kE4M3:
-      if (layout.faults.e4m3_saturated_as_inf && (row[i] & 0x7F) == 0x7E) return std::copysign(kInf, row[i] & 0x80 ? -1.0f : 1.0f);
+      if (layout.faults.e4m3_saturated_as_inf && (row[i] & 0x7F) == 0x7E)
+        return std::copysign(kInf, row[i] & 0x80 ? -1.0f : 1.0f);
       return from_bits8(row[i], layout.format);
-    case Scalar::kE5M2: return from_bits8(row[i], layout.format);
-    case Scalar::kF16: return from_bits16(static_cast<std::uint16_t>(row[2 * i] | row[2 * i + 1] << 8), Scalar::kF16);
-    default: return float(static_cast<std::int8_t>(row[i]));
+    case Scalar::kE5M2:
+      return from_bits8(row[i], layout.format);
+    case Scalar::kF16:
+      return from_bits16(static_cast<std::uint16_t>(row[2 * i] | row[2 * i + 1] << 8), Scalar::kF16);
+    default:
+      return float(static_cast<std::int8_t>(row[i]));
   }
 }
 
@@ -121,8 +128,8 @@ template <Scalar F>
 }
 
 template <Scalar F>
-[[gnu::always_inline]] inline void accumulate_values_of(const KvLayout& layout, float* out, const float* weights, const float* logits,
-                          ValueRows values, int count) {
+[[gnu::always_inline]] inline void accumulate_values_of(const KvLayout& layout, float* out, const float* weights,
+                                                        const float* logits, ValueRows values, int count) {
   const int n = layout.width, block = layout.block(), blocks = layout.blocks(), row_bytes = layout.row_bytes();
   const bool inf = layout.faults.e4m3_saturated_as_inf;
   for (int c = 0; c < count; ++c) {
@@ -175,7 +182,8 @@ float block_scale(const float* x, int n, Scalar format) {
 
 }  // namespace
 
-void quantize_row(const KvLayout& layout, const float* x, std::uint8_t* codes, float* scales, const float* fixed_scale) {
+void quantize_row(const KvLayout& layout, const float* x, std::uint8_t* codes, float* scales,
+                  const float* fixed_scale) {
   const Scalar format = layout.format;
   if (format == Scalar::kF16) {
     for (int i = 0; i < layout.width; ++i) {
@@ -195,8 +203,10 @@ void quantize_row(const KvLayout& layout, const float* x, std::uint8_t* codes, f
     const float d = scales[index] = fixed_scale ? *fixed_scale : block_scale(x + b0, end - b0, format);
     for (int i = b0; i < end; ++i) {
       float code = 0;
-      if (std::isinf(d) && std::isinf(x[i])) code = (x[i] > 0) == (d > 0) ? float(hi) : float(lo);
-      else if (std::isfinite(d) && d != 0) code = std::clamp(float(std::nearbyint(double(x[i]) / d)), float(lo), float(hi));
+      if (std::isinf(d) && std::isinf(x[i]))
+        code = (x[i] > 0) == (d > 0) ? float(hi) : float(lo);
+      else if (std::isfinite(d) && d != 0)
+        code = std::clamp(float(std::nearbyint(double(x[i]) / d)), float(lo), float(hi));
       if (format != Scalar::kQ4) {
         codes[i] = static_cast<std::uint8_t>(static_cast<std::int8_t>(code));
         continue;
@@ -213,11 +223,16 @@ void quantize_row(const KvLayout& layout, const float* x, std::uint8_t* codes, f
 ATTEST_MULTIVERSION
 void page_scores(const KvLayout& layout, const float* q, KeyPage keys, float* scores) {
   switch (layout.format) {
-    case Scalar::kQ4: return page_scores_of<Scalar::kQ4>(layout, q, keys, scores);
-    case Scalar::kE4M3: return page_scores_of<Scalar::kE4M3>(layout, q, keys, scores);
-    case Scalar::kE5M2: return page_scores_of<Scalar::kE5M2>(layout, q, keys, scores);
-    case Scalar::kF16: return page_scores_of<Scalar::kF16>(layout, q, keys, scores);
-    default: return page_scores_of<Scalar::kQ8>(layout, q, keys, scores);
+    case Scalar::kQ4:
+      return page_scores_of<Scalar::kQ4>(layout, q, keys, scores);
+    case Scalar::kE4M3:
+      return page_scores_of<Scalar::kE4M3>(layout, q, keys, scores);
+    case Scalar::kE5M2:
+      return page_scores_of<Scalar::kE5M2>(layout, q, keys, scores);
+    case Scalar::kF16:
+      return page_scores_of<Scalar::kF16>(layout, q, keys, scores);
+    default:
+      return page_scores_of<Scalar::kQ8>(layout, q, keys, scores);
   }
 }
 
@@ -225,11 +240,16 @@ ATTEST_MULTIVERSION
 void accumulate_values(const KvLayout& layout, float* out, const float* weights, const float* logits, ValueRows values,
                        int count) {
   switch (layout.format) {
-    case Scalar::kQ4: return accumulate_values_of<Scalar::kQ4>(layout, out, weights, logits, values, count);
-    case Scalar::kE4M3: return accumulate_values_of<Scalar::kE4M3>(layout, out, weights, logits, values, count);
-    case Scalar::kE5M2: return accumulate_values_of<Scalar::kE5M2>(layout, out, weights, logits, values, count);
-    case Scalar::kF16: return accumulate_values_of<Scalar::kF16>(layout, out, weights, logits, values, count);
-    default: return accumulate_values_of<Scalar::kQ8>(layout, out, weights, logits, values, count);
+    case Scalar::kQ4:
+      return accumulate_values_of<Scalar::kQ4>(layout, out, weights, logits, values, count);
+    case Scalar::kE4M3:
+      return accumulate_values_of<Scalar::kE4M3>(layout, out, weights, logits, values, count);
+    case Scalar::kE5M2:
+      return accumulate_values_of<Scalar::kE5M2>(layout, out, weights, logits, values, count);
+    case Scalar::kF16:
+      return accumulate_values_of<Scalar::kF16>(layout, out, weights, logits, values, count);
+    default:
+      return accumulate_values_of<Scalar::kQ8>(layout, out, weights, logits, values, count);
   }
 }
 

@@ -14,8 +14,8 @@
 // format, so this gets its codes back and loses nothing.
 #pragma once
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -91,7 +91,7 @@ class QuantizedKvCache {
   int length(int b) const { return lengths_[b]; }
   const PageFormat& format() const { return format_; }
   const std::uint8_t* page_of(int b, int j) const;  // the page holding key j of sequence b
-  std::size_t bytes() const;  // pages allocated x the bytes their tokens take (codes and scales)
+  std::size_t bytes() const;                        // pages allocated x the bytes their tokens take (codes and scales)
 
  private:
   PageFormat format_;

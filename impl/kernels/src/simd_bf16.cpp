@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <stdexcept>
+#include <string_view>
 
 #include "simd_vec.h"
 
@@ -149,8 +149,8 @@ struct Checker {
 // Scores of R query rows against columns [c0, c0 + 16W), R x W accumulators in registers.
 template <int R, int W>
 [[gnu::always_inline]] ATTEST_DOT_TARGET inline void scores_block(const std::uint32_t* q, int dk2,
-                                                                  const std::uint32_t* kt, int ld, int c0,
-                                                                  float scale, float* s) {
+                                                                  const std::uint32_t* kt, int ld, int c0, float scale,
+                                                                  float* s) {
   __m512 a[R][W];
   for (int r = 0; r < R; ++r)
     for (int w = 0; w < W; ++w) a[r][w] = _mm512_setzero_ps();
@@ -181,8 +181,7 @@ template <int R>
 template <int R, int W>
 [[gnu::always_inline]] ATTEST_DOT_TARGET inline void accumulate_block(float* acc, int dv, const float* rescale,
                                                                       const std::uint32_t* p, int ld2, int cols2,
-                                                                      const std::uint32_t* v, int d0,
-                                                                      __mmask16 tail) {
+                                                                      const std::uint32_t* v, int d0, __mmask16 tail) {
   __m512 a[R][W];
   for (int r = 0; r < R; ++r)
     for (int w = 0; w < W; ++w)
@@ -219,8 +218,8 @@ ATTEST_DOT_TARGET bool tiny_after_rescale(const float* acc, int rows, int dv, co
   for (int r = 0; r < rows; ++r)
     for (int d0 = 0; d0 < dv; d0 += 16) {
       const __mmask16 lanes = dv - d0 >= 16 ? 0xFFFF : __mmask16((1u << (dv - d0)) - 1);
-      const __m512 x = _mm512_abs_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, acc + r * dv + d0),
-                                                   _mm512_set1_ps(rescale[r])));
+      const __m512 x =
+          _mm512_abs_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, acc + r * dv + d0), _mm512_set1_ps(rescale[r])));
       tiny |= _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(x, zero, _CMP_NEQ_UQ), x, limit, _CMP_LT_OQ);
     }
   return tiny != 0;
@@ -248,12 +247,11 @@ PackCheck pack_rows(const float* src, int rows, int cols, int ld_src, std::uint3
 }
 
 ATTEST_DOT_TARGET
-PackCheck pack_row_pairs(const float* src, int rows, int cols, int ld_src, std::uint32_t* dst, int ld_dst,
-                         float tiny) {
+PackCheck pack_row_pairs(const float* src, int rows, int cols, int ld_src, std::uint32_t* dst, int ld_dst, float tiny) {
   Checker check{_mm512_set1_ps(tiny)};
   // bf16 lanes [a0..a15, b0..b15] -> [a0, b0, a1, b1, ...]
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7,
-                                              22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
   for (int k = 0; k < (rows + 1) / 2; ++k) {
     const float* even = src + std::size_t(2 * k) * ld_src;
     const bool has_odd = 2 * k + 1 < rows;  // a missing row pairs with 0

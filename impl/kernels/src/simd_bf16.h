@@ -46,14 +46,12 @@ PackCheck pack_rows(const float* src, int rows, int cols, int ld_src, std::uint3
 
 // Pairs across rows: dst[k * ld_dst + c] = pair(src[2k * ld_src + c], src[(2k + 1) * ld_src + c])
 // for k < (rows + 1) / 2, c < ld_dst; rows at or past `rows` and columns at or past cols are 0.
-PackCheck pack_row_pairs(const float* src, int rows, int cols, int ld_src, std::uint32_t* dst, int ld_dst,
-                         float tiny);
+PackCheck pack_row_pairs(const float* src, int rows, int cols, int ld_src, std::uint32_t* dst, int ld_dst, float tiny);
 
 // Pairs along rows, stored transposed: dst[k * ld_dst + c] = pair(src[c * ld_src + 2k],
 // src[c * ld_src + 2k + 1]) for k < (cols + 1) / 2, c < ld_dst (a multiple of 16); rows at or
 // past `rows` and elements at or past cols are 0. The key tile, as scores reads it.
-PackCheck pack_transposed(const float* src, int rows, int cols, int ld_src, std::uint32_t* dst, int ld_dst,
-                          float tiny);
+PackCheck pack_transposed(const float* src, int rows, int cols, int ld_src, std::uint32_t* dst, int ld_dst, float tiny);
 
 // s[r * ld + c] = scale * sum_k q[r][k] * K[c][k], for r < rows, c < width (width a multiple of
 // 16, <= ld). q: rows x dk2 pairs (pack_rows); kt: dk2 x ld pairs, the key tile transposed

@@ -21,8 +21,12 @@ using namespace kernels;
 class SinksRecentCache {
  public:
   SinksRecentCache(const DecodeConfig& c, const CachePolicy& policy, int page)
-      : kv_heads_(c.kv_heads), dk_(c.head_dim), dv_(c.value_dim), page_(page),
-        sink_end_((policy.sinks + page - 1) / page * page), ring_((policy.recent + page - 1) / page * page + page),
+      : kv_heads_(c.kv_heads),
+        dk_(c.head_dim),
+        dv_(c.value_dim),
+        page_(page),
+        sink_end_((policy.sinks + page - 1) / page * page),
+        ring_((policy.recent + page - 1) / page * page + page),
         keys_(std::size_t(c.batch) * c.kv_heads * (sink_end_ + ring_) * dk_),
         values_(std::size_t(c.batch) * c.kv_heads * (sink_end_ + ring_) * dv_) {}
 
@@ -49,11 +53,16 @@ class SinksRecentCache {
 class SinksRecentSession final : public DecodeSession {
  public:
   SinksRecentSession(const DecodeConfig& c, const CachePolicy& policy, int page, const KernelFaults& faults)
-      : c_(c), policy_(policy), faults_(faults), modifier_problem_(modifier_problem_of(c)), cache_(c, policy, page),
-        page_scores_(page), query_(c.head_dim) {}
+      : c_(c),
+        policy_(policy),
+        faults_(faults),
+        modifier_problem_(modifier_problem_of(c)),
+        cache_(c, policy, page),
+        page_scores_(page),
+        query_(c.head_dim) {}
 
-  void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v,
-            std::span<float> o, std::span<float> lse) override {
+  void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v, std::span<float> o,
+            std::span<float> lse) override {
     check_step(c_, n, q, k, v, o, lse);
     last_.assign(std::size_t(c_.batch) * n, {});
     for (int t = 0; t < n; ++t, ++length_) {
@@ -105,11 +114,12 @@ class SinksRecentSession final : public DecodeSession {
       const std::size_t row = (std::size_t(b) * c_.heads + h) * n + t;
       std::copy_n(&q[row * c_.head_dim], c_.head_dim, query_.begin());
       if (c_.rope.enabled) rope_rotate(query_.data(), c_.head_dim, pos, c_.rope.base);
-      attend_row(cache_, b, h / group, query_.data(), c_.head_dim, c_.value_dim, static_cast<float>(c_.scale),
-                 {sink_range, recent_range}, [](int) { return true; },
-                 [&](int j, float x) { return modifiers.changes_logits() ? modifiers.logit(x, b, h, 0, j, pos) : x; },
-                 modifiers.has_sinks() ? modifiers.sink(h) : kNegInf, page_scores_, &o[row * c_.value_dim],
-                 lse.empty() ? nullptr : &lse[row], faults_);
+      attend_row(
+          cache_, b, h / group, query_.data(), c_.head_dim, c_.value_dim, static_cast<float>(c_.scale),
+          {sink_range, recent_range}, [](int) { return true; },
+          [&](int j, float x) { return modifiers.changes_logits() ? modifiers.logit(x, b, h, 0, j, pos) : x; },
+          modifiers.has_sinks() ? modifiers.sink(h) : kNegInf, page_scores_, &o[row * c_.value_dim],
+          lse.empty() ? nullptr : &lse[row], faults_);
     }
   }
 
@@ -135,8 +145,8 @@ class SinksRecentDecodeKernel final : public Kernel {
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
     Capabilities c;  // what a session can be given: no padding, segments, explicit mask or bias
-    c.features = FeatureSet{Feature::kDecode, Feature::kCausal, Feature::kGqa, Feature::kLse, Feature::kSoftcap,
-                            Feature::kAlibi, Feature::kSinks, Feature::kRope};
+    c.features = FeatureSet{Feature::kDecode,  Feature::kCausal, Feature::kGqa,   Feature::kLse,
+                            Feature::kSoftcap, Feature::kAlibi,  Feature::kSinks, Feature::kRope};
     for (const FeatureInfo* term : integer_mask_terms()) c.features.insert(term->feature);
     c.contract.decode_only = true;
     c.contract.key_tile = kPage;

@@ -65,12 +65,24 @@ class TiledBf16Kernel final : public Kernel {
 // dot product reads. A pair tile's check says whether the dot product may take it.
 struct Workspace {
   Workspace(int br, int bc, int dk, int dv)
-      : ld(round_up(bc, 16)), dk2((dk + 1) / 2), ld2(round_up(bc, 2) / 2),
-        q(std::size_t(br) * dk), k(std::size_t(bc) * dk), kt(std::size_t(dk) * ld), v(std::size_t(bc) * dv),
+      : ld(round_up(bc, 16)),
+        dk2((dk + 1) / 2),
+        ld2(round_up(bc, 2) / 2),
+        q(std::size_t(br) * dk),
+        k(std::size_t(bc) * dk),
+        kt(std::size_t(dk) * ld),
+        v(std::size_t(bc) * dv),
         s(std::size_t(kPanel) * ld),
-        acc(std::size_t(br) * dv), row_max(br), row_sum(br), rescale(br), ranges(br), q2(std::size_t(br) * dk2),
-        kt2(std::size_t(dk2) * ld), v2(std::size_t(ld2) * dv), p2(std::size_t(kPanel) * ld2) {}
-  int ld, dk2, ld2;                  // score stride (16s), Q/K pairs per row, P pairs per row
+        acc(std::size_t(br) * dv),
+        row_max(br),
+        row_sum(br),
+        rescale(br),
+        ranges(br),
+        q2(std::size_t(br) * dk2),
+        kt2(std::size_t(dk2) * ld),
+        v2(std::size_t(ld2) * dv),
+        p2(std::size_t(kPanel) * ld2) {}
+  int ld, dk2, ld2;                   // score stride (16s), Q/K pairs per row, P pairs per row
   std::vector<float> q, k, kt, v, s;  // Q tile, K tile (and transposed), V tile, a panel's scores
   std::vector<float> acc, row_max, row_sum, rescale;
   std::vector<KeyRange> ranges;
@@ -107,8 +119,8 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
         // A query tile shorter than a panel (decode: one row) packs each key and value tile for
         // too few products to pay for it: it takes the f32 micro-kernels on K and V in place.
         const bool dot = dot_ && rows >= kPanel;
-        const bool q_dot = dot && !rope &&
-                           bf16::pack_rows(w.q.data(), rows, dk, dk, w.q2.data(), w.dk2, bf16::kTinyInput).dot_safe();
+        const bool q_dot =
+            dot && !rope && bf16::pack_rows(w.q.data(), rows, dk, dk, w.q2.data(), w.dk2, bf16::kTinyInput).dot_safe();
         // A sink starts each row's state: it is the first term of the max and of the sum.
         const bool sink = modifiers.has_sinks();
         std::fill_n(w.row_max.begin(), rows, sink ? modifiers.sink(h) : kNegInf);
@@ -120,8 +132,9 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
           const int width = round_up(cols, 16);  // scores past it are never read
           // K^T as pairs for the dot product, packed from the input; in f32 (rounded, rotated) when
           // the scores of this tile need the f32 micro-kernel.
-          const bool k_dot = q_dot && bf16::pack_transposed(&p.k[at.k(b, g, j0)], cols, dk, dk, w.kt2.data(), w.ld,
-                                                            bf16::kTinyInput).dot_safe();
+          const bool k_dot =
+              q_dot && bf16::pack_transposed(&p.k[at.k(b, g, j0)], cols, dk, dk, w.kt2.data(), w.ld, bf16::kTinyInput)
+                           .dot_safe();
           if (!k_dot) {
             const float* keys = &p.k[at.k(b, g, j0)];
             if (rope || !k_exact) {
@@ -150,8 +163,7 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
             for (int r = r0; r < r0 + panel_rows; ++r)
               apply_mask(mask, modifiers, b, h, i0 + r, w.ranges[r], j0, cols, &w.s[std::size_t(r - r0) * w.ld]);
             float* acc = &w.acc[std::size_t(r0) * dv];
-            bf16::softmax_fold_rows(w.s.data(), panel_rows, w.ld, cols, &w.row_max[r0], &w.row_sum[r0],
-                                    &w.rescale[r0]);
+            bf16::softmax_fold_rows(w.s.data(), panel_rows, w.ld, cols, &w.row_max[r0], &w.row_sum[r0], &w.rescale[r0]);
             // P to bf16 after the row sums took the f32 weights (FlashAttention-2 sums before it rounds).
             if (v_dot &&
                 bf16::pack_rows(w.s.data(), panel_rows, cols, w.ld, w.p2.data(), w.ld2, bf16::kTinyWeight).dot_safe() &&

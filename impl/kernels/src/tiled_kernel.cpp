@@ -5,8 +5,8 @@
 #include <limits>
 #include <vector>
 
-#include "attest/faults.h"
 #include "attest/builtin_kernels.h"
+#include "attest/faults.h"
 #include "backward_kernels.h"
 #include "kernel_support.h"
 
@@ -62,7 +62,8 @@ class TiledKernel final : public Kernel {
     // A vectorised path for wide problems, as a real library had: its own bug in one feature pair.
     const bool wide = f.wide_path_unmasked_softcap && s.q_len >= 64 && dv % 16 == 0;
     const bool drop_partial = f.drop_partial_tile || (f.sinks_drop_partial_tile && modifiers.has_sinks()) ||
-                              (wide && modifiers.has_softcap() && (features_used_by(p) & FeatureSet::of_kind(FeatureKind::kMaskTerm)).empty());
+                              (wide && modifiers.has_softcap() &&
+                               (features_used_by(p) & FeatureSet::of_kind(FeatureKind::kMaskTerm)).empty());
     // A split-KV path for decode-shaped calls, as libraries have: keys in splits of 256, merged.
     const bool split = (cfg_.split_kv || f.split_kv_drops_remainder) && s.batch == 1 &&
                        s.q_len <= (f.split_kv_for_tq_8 ? 8 : 4) && s.k_len >= 512;
@@ -159,8 +160,8 @@ class TiledKernel final : public Kernel {
   KeyRange row_range(const Problem& p, const MaskView& mask, int b, int i, bool for_tile_skip) const {
     const KernelFaults& f = faults_;
     const bool faulty = f.causal_sees_next || f.causal_excludes_self || f.causal_top_left || f.causal_tile_only ||
-                        f.ignore_key_padding || f.window_one_wider || f.batch0_padding_for_all || f.chunk_from_query_index ||
-                        f.query_tile_local_positions || f.lookahead_inclusive;
+                        f.ignore_key_padding || f.window_one_wider || f.batch0_padding_for_all ||
+                        f.chunk_from_query_index || f.query_tile_local_positions || f.lookahead_inclusive;
     if (!faulty) return mask.range(b, i);
     const MaskSpec& m = p.mask;
     if (!m.q_valid.empty() && i >= m.q_valid[b]) return {0, 0};
@@ -205,20 +206,23 @@ class TiledKernel final : public Kernel {
     for (int r = 0; r < rows; ++r) {
       for (int c = 0; c < cols; ++c) {
         const int j = j0 + c;
-        const bool in_range = (j >= ranges[r].lo && j < ranges[r].hi) || (f.read_past_keys && j == p.shape.k_len &&
-                                                                           ranges[r].hi == p.shape.k_len);
+        const bool in_range = (j >= ranges[r].lo && j < ranges[r].hi) ||
+                              (f.read_past_keys && j == p.shape.k_len && ranges[r].hi == p.shape.k_len);
         const bool modified = j < p.shape.k_len && modifiers.changes_logits();  // (read_past_keys reads one more)
         // A -inf bias masks the key before its score is read (unless the bias is taken for a mere number).
-        const bool bias_masked = modified && !f.bias_inf_as_lowest && modifiers.masks(f.bias_batch0 ? 0 : b, h, i0 + r, j);
+        const bool bias_masked =
+            modified && !f.bias_inf_as_lowest && modifiers.masks(f.bias_batch0 ? 0 : b, h, i0 + r, j);
         const bool unmasked =
             in_range && (!mask.elementwise() || j >= p.shape.k_len || mask.elementwise_visible(b, i0 + r, j));
         const bool vis = unmasked && !bias_masked;
         const std::size_t t = std::size_t(r) * (bc + 1) + c;
         visible[t] = vis;
         const int lanes = f.dk128_drops_last_lane && dk == 128 ? dk - 1 : dk;
-        s_tile[t] = vis || raw_scores_of_masked ? dot(&q_tile[std::size_t(r) * dk], &k_tile[std::size_t(c) * dk], lanes) * scale
-                                                : f.masked_sentinel;
-        if (modified && (vis || raw_scores_of_masked)) s_tile[t] = logit(modifiers, s_tile[t], b, h, g, i0 + r, j, mask);
+        s_tile[t] = vis || raw_scores_of_masked
+                        ? dot(&q_tile[std::size_t(r) * dk], &k_tile[std::size_t(c) * dk], lanes) * scale
+                        : f.masked_sentinel;
+        if (modified && (vis || raw_scores_of_masked))
+          s_tile[t] = logit(modifiers, s_tile[t], b, h, g, i0 + r, j, mask);
         if (!vis && f.masked_sentinel != kNegInf) visible[t] = 1;  // a finite sentinel takes part like any score
         if (modified && !unmasked && !bias_masked && f.softcap_after_mask && modifiers.has_softcap()) {
           s_tile[t] = logit(modifiers, kNegInf, b, h, g, i0 + r, j, mask);  // c tanh(-inf) = -c, then ALiBi and bias
@@ -276,7 +280,8 @@ class TiledKernel final : public Kernel {
       for (int d = 0; d < dv; ++d) arow[d] = round_to(arow[d] * rescale, cfg_.precision.accumulator);
     float tile_sum = 0.0f;
     // Split-KV with the sink in every split's state: the merge counts it once per tile.
-    if (f.sink_per_key_tile && modifiers.has_sinks() && tiles_seen > 0) tile_sum = std::exp(modifiers.sink(h) - new_max);
+    if (f.sink_per_key_tile && modifiers.has_sinks() && tiles_seen > 0)
+      tile_sum = std::exp(modifiers.sink(h) - new_max);
     ++tiles_seen;
     const Scalar sum_format = cfg_.precision.sum_precision();
     for (int c = 0; c < cols; ++c) {

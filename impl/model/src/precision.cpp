@@ -75,10 +75,14 @@ float round_to(float x, Scalar s) {
       b += 0x7FFFu + ((b >> 16) & 1u);  // round to nearest even on the dropped 16 bits
       return from_bits(b & 0xFFFF0000u);
     }
-    case Scalar::kF16: return round_minifloat(x, 11, -24, 65504.0f, false);  // exponents [-14, 15]
-    case Scalar::kE4M3: return round_minifloat(x, 4, -9, 448.0f, true);      // exponents [-6, 8]
-    case Scalar::kE5M2: return round_minifloat(x, 3, -16, 57344.0f, false);  // exponents [-14, 15]
-    default: return x;  // f32, and the scaled formats (fitted a row at a time)
+    case Scalar::kF16:
+      return round_minifloat(x, 11, -24, 65504.0f, false);  // exponents [-14, 15]
+    case Scalar::kE4M3:
+      return round_minifloat(x, 4, -9, 448.0f, true);  // exponents [-6, 8]
+    case Scalar::kE5M2:
+      return round_minifloat(x, 3, -16, 57344.0f, false);  // exponents [-14, 15]
+    default:
+      return x;  // f32, and the scaled formats (fitted a row at a time)
   }
 }
 
@@ -110,7 +114,7 @@ std::uint16_t to_bits16(float x, Scalar s) {
   if (a == 0.0f) return sign;
   int exp;
   const float f = std::frexp(a, &exp);  // a = f 2^exp, f in [0.5, 1)
-  if (exp - 1 < -14)  // subnormal: a = m 2^-24
+  if (exp - 1 < -14)                    // subnormal: a = m 2^-24
     return sign | static_cast<std::uint16_t>(std::lround(a * 0x1p24f));
   const int mantissa = static_cast<int>(std::lround((f * 2.0f - 1.0f) * 1024.0f));
   return sign | static_cast<std::uint16_t>((exp - 1 + 15) << 10) | static_cast<std::uint16_t>(mantissa);
@@ -120,7 +124,8 @@ float from_bits16(std::uint16_t bits, Scalar s) {
   if (s == Scalar::kBF16) return from_bits(std::uint32_t(bits) << 16);
   const float sign = bits & 0x8000 ? -1.0f : 1.0f;
   const int exp = (bits >> 10) & 0x1F, mantissa = bits & 0x3FF;
-  if (exp == 0x1F) return mantissa ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
+  if (exp == 0x1F)
+    return mantissa ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
   if (exp == 0) return sign * std::ldexp(float(mantissa), -24);
   return sign * std::ldexp(1.0f + mantissa / 1024.0f, exp - 15);
 }
@@ -146,18 +151,20 @@ bool Precision::same_storage(const Precision& other) const {
 
 std::string Precision::summary() const {
   if (all_f32()) return "f32";
-  std::string storage = q == k && k == v && v == o
-                            ? std::string("q/k/v/o ") + to_string(q)
-                            : std::string("q ") + to_string(q) + ", k " + to_string(k) + ", v " + to_string(v) + ", o " + to_string(o);
+  std::string storage = q == k && k == v && v == o ? std::string("q/k/v/o ") + to_string(q)
+                                                   : std::string("q ") + to_string(q) + ", k " + to_string(k) + ", v " +
+                                                         to_string(v) + ", o " + to_string(o);
   if (bias != Scalar::kF32) storage += std::string(", bias ") + to_string(bias);
   std::string entry;
   for (auto [name, rounded, stored] : {std::tuple{"Q", q_entry, q}, {"K", k_entry, k}, {"V", v_entry, v}})
     if (flushes_on_entry(rounded, stored))
       entry += std::string(", ") + name + " rounded to " + to_string(rounded) + " on entry";
   std::string sums = "accumulator " + std::string(to_string(accumulator));
-  if (weight_sum) sums = "P.V accumulator " + std::string(to_string(accumulator)) + ", weight sum " + to_string(*weight_sum);
-  return storage + entry + ", scores " + to_string(scores) + ", P " + (p == Scalar::kF32 ? "not rounded" : to_string(p)) +
-         ", " + sums + (pv_unnormalised ? ", P.V unnormalised" : "");
+  if (weight_sum)
+    sums = "P.V accumulator " + std::string(to_string(accumulator)) + ", weight sum " + to_string(*weight_sum);
+  return storage + entry + ", scores " + to_string(scores) + ", P " +
+         (p == Scalar::kF32 ? "not rounded" : to_string(p)) + ", " + sums +
+         (pv_unnormalised ? ", P.V unnormalised" : "");
 }
 
 }  // namespace attest

@@ -1,14 +1,14 @@
 #include "attest/problem.h"
 
-#include "attest/problem_fields.h"
-#include "attest/quantized.h"
-
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "attest/problem_fields.h"
+#include "attest/quantized.h"
 
 namespace attest {
 namespace {
@@ -35,8 +35,7 @@ void require_positive_shape(const Shape& s) {
 std::size_t checked_product(const char* field, std::initializer_list<int> dims) {
   std::size_t total = 1;
   for (int d : dims) {
-    if (total > kMaxBufferElements / static_cast<std::size_t>(d))
-      fail(field, "would need more than 2^32 elements");
+    if (total > kMaxBufferElements / static_cast<std::size_t>(d)) fail(field, "would need more than 2^32 elements");
     total *= static_cast<std::size_t>(d);
   }
   if (total > kMaxBufferElements) fail(field, "would need more than 2^32 elements");
@@ -68,13 +67,13 @@ void require_representable(const char* field, const std::vector<float>& values, 
            std::string("is not exactly representable in ") + to_string(p));
 }
 
-
 // Checks every field against the range the field list gives it (problem_fields.h), so a new
 // field is validated by its line there; checks that relate fields to each other stay below.
 struct RangeCheck {
   template <typename T>
   void integer(const char* name, const T& x, long long lo, long long hi, bool = false) {
-    if (x < lo || x > hi) fail(name, "must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
+    if (x < lo || x > hi)
+      fail(name, "must lie in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
   }
   template <typename T>
   void optional_integer(const char* name, const std::optional<T>& x, long long lo, long long hi) {
@@ -89,7 +88,8 @@ struct RangeCheck {
   void boolean(const char*, bool) {}
   void precision(const char*, Scalar) {}
   void integers(const char* name, const std::vector<int>& x, long long lo, long long hi) {
-    for (std::size_t i = 0; i < x.size(); ++i) integer((std::string(name) + "[" + std::to_string(i) + "]").c_str(), x[i], lo, hi);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      integer((std::string(name) + "[" + std::to_string(i) + "]").c_str(), x[i], lo, hi);
   }
   void flags(const char*, const std::vector<std::uint8_t>&) {}  // nonzero = visible
   void floats(const char*, const std::vector<float>&, bool = false) {}
@@ -117,17 +117,15 @@ std::size_t Problem::v_size() const {
 std::size_t Problem::o_size() const {
   return checked_product("shape", {shape.batch, shape.heads, shape.q_len, shape.value_dim});
 }
-std::size_t Problem::lse_size() const {
-  return checked_product("shape", {shape.batch, shape.heads, shape.q_len});
-}
+std::size_t Problem::lse_size() const { return checked_product("shape", {shape.batch, shape.heads, shape.q_len}); }
 
 void Problem::validate() const {
   const Shape& s = shape;
   RangeCheck ranges;
   visit_problem_fields(*this, ranges);
   if (s.heads % s.kv_heads != 0)
-    fail("shape.kv_heads", "must divide shape.heads (" + std::to_string(s.heads) + " % " +
-                               std::to_string(s.kv_heads) + " != 0)");
+    fail("shape.kv_heads",
+         "must divide shape.heads (" + std::to_string(s.heads) + " % " + std::to_string(s.kv_heads) + " != 0)");
   checked_product("shape", {s.batch, s.heads, s.q_len, s.head_dim});
   checked_product("shape", {s.batch, s.heads, s.q_len, s.value_dim});
   checked_product("shape", {s.batch, s.kv_heads, s.k_len, s.head_dim});
@@ -148,15 +146,13 @@ void Problem::validate() const {
         fail("mask.q_valid[" + std::to_string(b) + "]", "must lie in [0, q_len]");
   }
   if (m.q_segment.empty() != m.k_segment.empty())
-    fail(m.q_segment.empty() ? "mask.q_segment" : "mask.k_segment",
-         "must be given together with its partner");
+    fail(m.q_segment.empty() ? "mask.q_segment" : "mask.k_segment", "must be given together with its partner");
   if (!m.q_segment.empty()) {
     require_size("mask.q_segment", m.q_segment.size(), static_cast<std::size_t>(s.batch) * s.q_len);
     require_size("mask.k_segment", m.k_segment.size(), static_cast<std::size_t>(s.batch) * s.k_len);
   }
   if (!m.explicit_mask.empty())
-    require_size("mask.explicit_mask", m.explicit_mask.size(),
-                 static_cast<std::size_t>(s.batch) * s.q_len * s.k_len);
+    require_size("mask.explicit_mask", m.explicit_mask.size(), static_cast<std::size_t>(s.batch) * s.q_len * s.k_len);
 
   const ScoreModifiers& md = modifiers;
   if (md.softcap && !(*md.softcap > 0)) fail("modifiers.softcap", "must be > 0");
@@ -170,8 +166,8 @@ void Problem::validate() const {
   require_finite("modifiers.sinks", md.sinks);
   if (!md.bias.empty()) {
     require_size("modifiers.bias", md.bias.size(),
-                 checked_product("modifiers.bias", {md.bias_per_batch ? s.batch : 1, md.bias_per_head ? s.heads : 1,
-                                                     s.q_len, s.k_len}));
+                 checked_product("modifiers.bias",
+                                 {md.bias_per_batch ? s.batch : 1, md.bias_per_head ? s.heads : 1, s.q_len, s.k_len}));
     for (std::size_t i = 0; i < md.bias.size(); ++i)
       if (std::isnan(md.bias[i]) || md.bias[i] == std::numeric_limits<float>::infinity())
         fail("modifiers.bias[" + std::to_string(i) + "]", "must be finite or -inf");

@@ -33,7 +33,8 @@ float code_of(float x, float d, Scalar s) {
 // One group, in place: canonical scale, codes, dequantized values.
 void fit_group(std::span<float> group, Scalar s) {
   const bool any_nan = std::any_of(group.begin(), group.end(), [](float x) { return std::isnan(x); });
-  const int infinite = static_cast<int>(std::count_if(group.begin(), group.end(), [](float x) { return std::isinf(x); }));
+  const int infinite =
+      static_cast<int>(std::count_if(group.begin(), group.end(), [](float x) { return std::isinf(x); }));
   if (any_nan || (infinite > 0 && infinite < static_cast<int>(group.size()))) {
     std::fill(group.begin(), group.end(), kNan);  // a NaN scale (an infinite one makes inf * 0 = NaN)
     return;
@@ -87,9 +88,8 @@ void fit_rows(std::span<float> values, int width, Scalar s) {
     for (int pass = 0; pass < 4; ++pass) {
       const std::vector<float> before(group.begin(), group.end());
       fit_group(group, s);
-      if (std::equal(group.begin(), group.end(), before.begin(), [](float a, float b) {
-            return a == b || (std::isnan(a) && std::isnan(b));
-          }))
+      if (std::equal(group.begin(), group.end(), before.begin(),
+                     [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }))
         break;
     }
   });
@@ -130,7 +130,9 @@ std::vector<std::uint8_t> encode_rows(std::span<const float> values, int width, 
     const std::uint16_t bits = f16_bits(d);
     out.push_back(bits & 0xFF);
     out.push_back(bits >> 8);
-    auto code = [&](float x) { return nan || d == 0 ? 0 : inf ? (x > 0 ? code_max(s) : code_min(s)) : int(code_of(x, d, s)); };
+    auto code = [&](float x) {
+      return nan || d == 0 ? 0 : inf ? (x > 0 ? code_max(s) : code_min(s)) : int(code_of(x, d, s));
+    };
     if (s == Scalar::kQ4) {
       for (int i = 0; i < n; i += 2)
         out.push_back(std::uint8_t((code(group[i]) + 8) | (i + 1 < n ? (code(group[i + 1]) + 8) << 4 : 8 << 4)));

@@ -9,19 +9,24 @@ namespace {
 
 // A tiled (32x32 tiles, like the built-in) or decode (16-token pages) kernel with one fault.
 MutantEntry tiled(std::string name, std::string bug, std::string property, KernelFaults faults) {
-  return {name, std::move(bug), std::move(property),
-          [=] { return make_faulty_tiled_kernel({32, 32}, faults, "mutant:" + name); }};
+  return {name, std::move(bug), std::move(property), [=] {
+            return make_faulty_tiled_kernel({32, 32}, faults, "mutant:" + name);
+          }};
 }
 // The same kernel with the built-in tiled kernel's 128 x 64 tiles: bugs past the first tiles.
 MutantEntry tiled_128x64(std::string name, std::string bug, std::string property, KernelFaults faults) {
-  return {name, std::move(bug), std::move(property),
-          [=] { return make_faulty_tiled_kernel({128, 64}, faults, "mutant:" + name); }};
+  return {name, std::move(bug), std::move(property), [=] {
+            return make_faulty_tiled_kernel({128, 64}, faults, "mutant:" + name);
+          }};
 }
 // The same kernel with 128 x 128 tiles, a common training kernel's: backward bugs past its tiles.
 MutantEntry tiled_128x128(std::string name, std::string bug, std::string property, KernelFaults faults,
                           int needs_len = 0) {
   return {name, std::move(bug), std::move(property),
-          [=] { return make_faulty_tiled_kernel({128, 128}, faults, "mutant:" + name); }, needs_len};
+          [=] {
+            return make_faulty_tiled_kernel({128, 128}, faults, "mutant:" + name);
+          },
+          needs_len};
 }
 // The same tiled kernel storing Q, K, V and O in bf16 with f32 accumulation and P rounded to
 // bf16 before P.V (the FlashAttention-2 arrangement), with one precision fault.
@@ -30,8 +35,9 @@ MutantEntry tiled_bf16(std::string name, std::string bug, std::string property, 
   Precision bf16;
   bf16.q = bf16.k = bf16.v = bf16.o = Scalar::kBF16;
   if (p_rounded) bf16.p = Scalar::kBF16;
-  return {name, std::move(bug), std::move(property),
-          [=] { return make_faulty_tiled_kernel({32, 32, bf16}, faults, "mutant:" + name); }};
+  return {name, std::move(bug), std::move(property), [=] {
+            return make_faulty_tiled_kernel({32, 32, bf16}, faults, "mutant:" + name);
+          }};
 }
 // The tiled kernel with a split-KV path, declaring its paths (ABI 2.2 path predicates).
 MutantEntry declared_paths(std::string name, std::string bug, std::string property, KernelFaults faults) {
@@ -115,8 +121,10 @@ class StandardAlibiOnly final : public Kernel {
 class TwoPaths final : public Kernel {
  public:
   TwoPaths(std::string name, Precision short_path, Precision long_path)
-      : name_(std::move(name)), short_(make_faulty_tiled_kernel({32, 32, short_path}, {}, name_)),
-        long_(make_faulty_tiled_kernel({32, 32, long_path}, {}, name_)), long_precision_(long_path) {}
+      : name_(std::move(name)),
+        short_(make_faulty_tiled_kernel({32, 32, short_path}, {}, name_)),
+        long_(make_faulty_tiled_kernel({32, 32, long_path}, {}, name_)),
+        long_precision_(long_path) {}
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
     Capabilities c = short_->capabilities();
@@ -305,12 +313,14 @@ const std::vector<MutantEntry>& mutant_registry() {
                     "backward with 128 x 128 tiles: dQ 1% off when Tk > 2048 (past "
                     "the size ladder's backward)",
                     "backward_sampled_rows", {.backward_dq_wrong_past_2048 = true}, 4096),
-      tiled_128x128("backward_dk_wrong_rect_past_2048", "backward with 128 x 128 tiles: dK 1% off when Tq != Tk and "
-                    "Tk > 2048 (a cross-attention path past the size ladder)", "backward_sampled_rows",
-                    {.backward_dk_wrong_rect_past_2048 = true}, 4096),
-      tiled_128x128("backward_dv_wrong_padded_past_2048", "backward with 128 x 128 tiles: dV 1% off in a batch entry "
-                    "with padded keys when Tk > 2048", "backward_sampled_rows",
-                    {.backward_dv_wrong_padded_past_2048 = true}, 4096),
+      tiled_128x128("backward_dk_wrong_rect_past_2048",
+                    "backward with 128 x 128 tiles: dK 1% off when Tq != Tk and "
+                    "Tk > 2048 (a cross-attention path past the size ladder)",
+                    "backward_sampled_rows", {.backward_dk_wrong_rect_past_2048 = true}, 4096),
+      tiled_128x128("backward_dv_wrong_padded_past_2048",
+                    "backward with 128 x 128 tiles: dV 1% off in a batch entry "
+                    "with padded keys when Tk > 2048",
+                    "backward_sampled_rows", {.backward_dv_wrong_padded_past_2048 = true}, 4096),
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",
@@ -429,7 +439,8 @@ const std::vector<MutantEntry>& mutant_registry() {
                 "q8 cache behind block tables: the kernel's copy of a table "
                 "holds 8 entries, so keys past 128 tokens are read through entry 7",
                 "ragged_batch_equals_single", {.paged_table_of_eight = true}),
-      quantized_long(Scalar::kQ8, "kv_table_copy_of_256", "q8 cache behind block tables: the kernel's copy of a table "
+      quantized_long(Scalar::kQ8, "kv_table_copy_of_256",
+                     "q8 cache behind block tables: the kernel's copy of a table "
                      "holds 256 entries, so keys past 4096 tokens are read through entry 255 (long sessions only)",
                      {.paged_table_of_256 = true}),
       evicting("eviction_fencepost", "sinks + recent cache: one key more than the recent 32 kept (p - j <= 32)",

@@ -29,8 +29,8 @@ struct Comparison {
 
 // Every non-empty element within its bound, LSE too when the kernel declares it; empty rows
 // exactly as the declared policy says. A NaN reference is a failure, never a pass.
-Comparison compare_with_reference(const Problem& p, const Reference& ref, const Outputs& out,
-                                  const Capabilities& caps, const std::string& property = "matches_reference");
+Comparison compare_with_reference(const Problem& p, const Reference& ref, const Outputs& out, const Capabilities& caps,
+                                  const std::string& property = "matches_reference");
 
 // Two runs of a kernel that exact arithmetic says are equal (a permuted, sliced or shifted
 // problem mapped back): each non-empty element within `factor` x its bound of the other,

@@ -4,9 +4,10 @@
 // width, scale and offset lies inside its contract, and lengths gather around its tiles.
 #pragma once
 
+#include <rapidcheck.h>
+
 #include <array>
 #include <cstdint>
-#include <rapidcheck.h>
 #include <string>
 #include <vector>
 

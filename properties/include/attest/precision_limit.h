@@ -1,8 +1,8 @@
 // Where a declared arithmetic fails by itself: an honest declaration must not hide a
 // design that is wrong in practice. The model kernel of the declaration runs on equal scores, where
 // the exact output is V: the first length at which it overflows although V is finite, within the
-// contract's value range, and representable in O's storage, and the first at which it strays more than 1% from V = 1 (a sum
-// that stagnates). The certificate reports them as findings, whatever the kernel's verdict.
+// contract's value range, and representable in O's storage, and the first at which it strays more than 1% from V = 1 (a
+// sum that stagnates). The certificate reports them as findings, whatever the kernel's verdict.
 #pragma once
 
 #include <string>
@@ -13,10 +13,10 @@
 namespace attest {
 
 struct PrecisionLimit {
-  std::string path;     // empty: the kernel's own precision; else a declared path's
-  std::string kind;     // "overflow" or "accuracy"
+  std::string path;      // empty: the kernel's own precision; else a declared path's
+  std::string kind;      // "overflow" or "accuracy"
   long long length = 0;  // keys at which it starts (a power of two)
-  std::string detail;   // "2 equal keys of V = 65504 give inf"
+  std::string detail;    // "2 equal keys of V = 65504 give inf"
 };
 
 inline constexpr long long kPrecisionLimitHorizon = 65536;  // lengths probed: 1, 2, 4, ... this

@@ -14,10 +14,10 @@ inline constexpr int kProblemFileVersion = 1;
 
 struct ProblemFile {
   Problem problem;
-  std::string property;  // catalogue name
-  std::string kernel;    // how to load the kernel again: "tiled", "mutant:no_rescale", "lib.so", "cmd:PROGRAM ARGS"
+  std::string property;   // catalogue name
+  std::string kernel;     // how to load the kernel again: "tiled", "mutant:no_rescale", "lib.so", "cmd:PROGRAM ARGS"
   bool isolated = false;  // it ran in a child process (attest certify --isolate, plugins, commands)
-  std::string verdict;   // the explanation recorded when it was saved
+  std::string verdict;    // the explanation recorded when it was saved
   std::uint64_t seed = 0;
 };
 

@@ -13,16 +13,16 @@
 namespace attest {
 
 struct ProblemNeeds {
-  bool position_free = false;   // no positional feature (causal, window, chunk, padding, RoPE)
+  bool position_free = false;  // no positional feature (causal, window, chunk, padding, RoPE)
   bool rope = false;
-  bool gqa = false;             // Hkv < H
-  bool masked = false;          // at least one mask term
-  bool hides_keys = false;      // keys no row sees (or a -inf bias): bottom-right causal alone hides none
-  bool several_slices = false;  // B * H > 1
-  int max_keys = 0;             // 0 = no limit beyond the generator's
-  bool moves_positions = false; // its check prepends keys (Tk and q_offset grow)
-  bool unmasks_keys = false;    // its check makes keys the problem masks visible (a decode session's
-                                // prefill, shifted positions): never drawn with poisoned masked keys
+  bool gqa = false;              // Hkv < H
+  bool masked = false;           // at least one mask term
+  bool hides_keys = false;       // keys no row sees (or a -inf bias): bottom-right causal alone hides none
+  bool several_slices = false;   // B * H > 1
+  int max_keys = 0;              // 0 = no limit beyond the generator's
+  bool moves_positions = false;  // its check prepends keys (Tk and q_offset grow)
+  bool unmasks_keys = false;     // its check makes keys the problem masks visible (a decode session's
+                                 // prefill, shifted positions): never drawn with poisoned masked keys
   // When set, (Tq, Tk) are drawn from these instead (the shapes that reach one internal path).
   std::vector<std::pair<int, int>> lengths;
   // When set, the whole shape is drawn from these (the shapes that reached one internal path).

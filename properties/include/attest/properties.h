@@ -124,9 +124,9 @@ struct PropertyInfo {
   std::string name;
   std::string summary;
   PropertyCheck check;
-  FeatureSet required;         // features the kernel must declare for the property to mean anything
-  ProblemNeeds needs;          // what its problems must have (the generators aim at it)
-  bool needs_forward = true;   // false: runs through decode only
+  FeatureSet required;            // features the kernel must declare for the property to mean anything
+  ProblemNeeds needs;             // what its problems must have (the generators aim at it)
+  bool needs_forward = true;      // false: runs through decode only
   bool through_sessions = false;  // a decode-only kernel runs it through decode sessions (session_forward.h)
   DeclarationNeeds declares;      // what else the declaration must have
 };

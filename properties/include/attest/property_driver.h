@@ -16,7 +16,7 @@ namespace attest {
 
 struct DriveOptions {
   int cases = 50;
-  std::uint64_t seed = 0;            // 0: derived from the clock (always printed)
+  std::uint64_t seed = 0;  // 0: derived from the clock (always printed)
   std::string counterexample_dir = "attest-out/counterexamples";
   bool shrink = true;
   std::string kernel_source;  // recorded in counterexamples so replay can load it (default: its name)
@@ -76,25 +76,25 @@ using SkipCounts = std::map<std::string, long>;
 struct DriveResult {
   std::string property;
   std::string kernel;
-  bool applicable = true;        // false: not covered for this kernel (`not_covered` says why)
+  bool applicable = true;  // false: not covered for this kernel (`not_covered` says why)
   std::string not_covered;
   bool passed = true;
-  int cases = 0;                 // successful cases before the verdict
-  long asked = 0;                // problems generated and run (before a failure)
-  long effective = 0;            // of those, cases that exercised the property
-  SkipCounts skipped;            // the others, by reason
+  int cases = 0;                              // successful cases before the verdict
+  long asked = 0;                             // problems generated and run (before a failure)
+  long effective = 0;                         // of those, cases that exercised the property
+  SkipCounts skipped;                         // the others, by reason
   std::map<std::string, long> feature_cases;  // effective cases per feature they used
   std::map<std::string, long> class_cases;    // effective cases per large shape class (generators.h)
-  int longest_q = 0, longest_k = 0;  // the largest Tq and Tk of an effective case
-  double worst_utilisation = 0;  // over passing cases
-  double failure_utilisation = 0;  // of the (shrunk) failing case
+  int longest_q = 0, longest_k = 0;           // the largest Tq and Tk of an effective case
+  double worst_utilisation = 0;               // over passing cases
+  double failure_utilisation = 0;             // of the (shrunk) failing case
   std::uint64_t seed = 0;
-  std::string message;           // the shrunk failure's explanation
-  std::string reproduce;         // RC_PARAMS value that replays the RapidCheck run
+  std::string message;    // the shrunk failure's explanation
+  std::string reproduce;  // RC_PARAMS value that replays the RapidCheck run
   std::string counterexample_path;
-  std::optional<Problem> counterexample;  // the shrunk failing problem
+  std::optional<Problem> counterexample;    // the shrunk failing problem
   std::map<std::string, int> label_counts;  // how many passing cases carried each label
-  std::map<std::string, PathStats> paths;  // effective cases (and a failure) per internal path
+  std::map<std::string, PathStats> paths;   // effective cases (and a failure) per internal path
   // Cases drawn again because a probe (V = 1, a slice, a single query) was served by another
   // internal path than the case's own; and, once as many were redrawn as cases asked, kept so.
   long probes_redone = 0;

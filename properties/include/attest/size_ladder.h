@@ -15,16 +15,16 @@
 namespace attest {
 
 struct SizeOptions {
-  int max_len = 32768;          // the ladder of powers of two ends here
-  std::vector<int> lengths;     // when set, these lengths instead of the ladder
-  std::vector<int> head_dims;   // widths of every case (default 64, fitted to the contract)
-  int full_rows_limit = 512;    // longer problems are checked on a sample of rows
-  int square_limit = 8192;      // the longest Tq = Tk problem without a window (its cost grows as T^2)
-  int sampled_rows = 64;        // rows checked per long problem
-  int jobs = 1;                 // threads for the reference
-  double time_budget = 0;       // seconds the long stage may spend (0: no limit but the lengths)
-  int required_len = 0;         // keys the long stage must reach for a pass (raised by the tile rule)
-  int tile_multiple = 0;        // ... and at least this many of the kernel's largest tile
+  int max_len = 32768;         // the ladder of powers of two ends here
+  std::vector<int> lengths;    // when set, these lengths instead of the ladder
+  std::vector<int> head_dims;  // widths of every case (default 64, fitted to the contract)
+  int full_rows_limit = 512;   // longer problems are checked on a sample of rows
+  int square_limit = 8192;     // the longest Tq = Tk problem without a window (its cost grows as T^2)
+  int sampled_rows = 64;       // rows checked per long problem
+  int jobs = 1;                // threads for the reference
+  double time_budget = 0;      // seconds the long stage may spend (0: no limit but the lengths)
+  int required_len = 0;        // keys the long stage must reach for a pass (raised by the tile rule)
+  int tile_multiple = 0;       // ... and at least this many of the kernel's largest tile
 };
 
 // The lengths the cases use, ascending: tiles x {1, 2, 3} +- 1, page +- 1, powers of two up to

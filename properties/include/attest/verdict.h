@@ -11,11 +11,11 @@ namespace attest {
 struct Verdict {
   std::string property;
   bool passed = true;
-  bool applicable = true;    // false: the property cannot run on this problem (detail says why)
-  double utilisation = 0.0;  // worst |error| / bound seen (0 when the check is exact)
-  std::string detail;        // where and how it failed: batch/head/row/column, expected, got, bound
+  bool applicable = true;          // false: the property cannot run on this problem (detail says why)
+  double utilisation = 0.0;        // worst |error| / bound seen (0 when the check is exact)
+  std::string detail;              // where and how it failed: batch/head/row/column, expected, got, bound
   bool isolation_failure = false;  // the kernel crashed or hung: stop this check
-  bool exercised = true;     // false: it passed vacuously (nothing masked, no GQA, ...); `detail` says why
+  bool exercised = true;           // false: it passed vacuously (nothing masked, no GQA, ...); `detail` says why
   // The problem that actually failed, when the property transformed the one it was given
   // (overflow_safe scales it): saved instead, to be replayed with `witness_property`.
   std::shared_ptr<const Problem> witness;

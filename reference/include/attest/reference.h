@@ -14,23 +14,23 @@ struct Reference {
 
   // Per output element [B][H][Tq][Dv].
   std::vector<double> o;
-  std::vector<double> o_residual;      // exact o minus o rounded to double (shows the extra bits)
-  std::vector<double> spread;          // S_r = sum_j p_j |v_jr|
-  std::vector<double> spread_cond;     // sum_j p_j |v_jr| A_j
-  std::vector<double> spread_logit;    // sum_j p_j |v_jr| |s_j - m|
-  std::vector<double> max_abs_value;   // max over visible j of |v_jr|
-  std::vector<double> value_min;       // min over visible j of v_jr, and 0 with a sink (the convex hull)
-  std::vector<double> value_max;       // max over visible j of v_jr
+  std::vector<double> o_residual;     // exact o minus o rounded to double (shows the extra bits)
+  std::vector<double> spread;         // S_r = sum_j p_j |v_jr|
+  std::vector<double> spread_cond;    // sum_j p_j |v_jr| A_j
+  std::vector<double> spread_logit;   // sum_j p_j |v_jr| |s_j - m|
+  std::vector<double> max_abs_value;  // max over visible j of |v_jr|
+  std::vector<double> value_min;      // min over visible j of v_jr, and 0 with a sink (the convex hull)
+  std::vector<double> value_max;      // max over visible j of v_jr
 
   // Per row [B][H][Tq].
-  std::vector<double> lse;             // -inf for an empty row
+  std::vector<double> lse;  // -inf for an empty row
   std::vector<double> lse_residual;
-  std::vector<std::uint8_t> empty;     // 1 when the row sees no key
-  std::vector<int> visible_keys;       // number of visible keys
-  std::vector<double> cond_max;        // A_max = max_j A_j
-  std::vector<double> mean_cond;       // sum_j p_j A_j
-  std::vector<double> logit_spread;    // R = sum_j p_j |s_j - m|
-  std::vector<double> logit_range;     // max over visible j of |s_j - m|
+  std::vector<std::uint8_t> empty;   // 1 when the row sees no key
+  std::vector<int> visible_keys;     // number of visible keys
+  std::vector<double> cond_max;      // A_max = max_j A_j
+  std::vector<double> mean_cond;     // sum_j p_j A_j
+  std::vector<double> logit_spread;  // R = sum_j p_j |s_j - m|
+  std::vector<double> logit_range;   // max over visible j of |s_j - m|
 
   // Weights and the mask [B][H][Tq][Tk] (only when asked for).
   std::vector<double> weights;

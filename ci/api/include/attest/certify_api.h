@@ -17,9 +17,9 @@ struct CertifyOptions {
   std::string budget = "quick";  // cases per property: quick (10), default (100), thorough (1000) or a number
   std::uint64_t seed = 1;        // 0: from the clock (printed in the certificate)
   // As strict as `attest certify` by default: the budget's lengths and long-stage time budget.
-  int max_len = 0;               // the longest Tq, Tk of the size stages; 0: the budget's (4096 quick, 32768 default)
-  double long_seconds = -1;      // the long stage's time budget; < 0: the budget's (8 s quick, 20 s default); 0: none
-  bool size_stages = true;       // false: the property and deterministic stages only (the verdict line says so)
+  int max_len = 0;           // the longest Tq, Tk of the size stages; 0: the budget's (4096 quick, 32768 default)
+  double long_seconds = -1;  // the long stage's time budget; < 0: the budget's (8 s quick, 20 s default); 0: none
+  bool size_stages = true;   // false: the property and deterministic stages only (the verdict line says so)
   std::string out_dir = "attest-out";  // counterexamples (replayable problem files) go here
   double timeout_seconds = 30;         // per call: longer is a hang (a failed check), whatever the budget
   // An attest::Kernel runs in a child process (a fork of this one) by default: its exit(), crash or
@@ -48,11 +48,11 @@ struct Check {
 
 struct Certificate {
   bool certified = false;
-  std::string kernel;         // the kernel's own name
-  std::string verdict;        // "CERTIFIED tiled for causal, ..." or "NOT CERTIFIED x: failed: ..."
-  std::string report;         // the human report: declaration, the table of checks, failures
+  std::string kernel;   // the kernel's own name
+  std::string verdict;  // "CERTIFIED tiled for causal, ..." or "NOT CERTIFIED x: failed: ..."
+  std::string report;   // the human report: declaration, the table of checks, failures
   std::vector<Check> checks;
-  std::string json;           // the certificate document (ci/schema/certificate.schema.json)
+  std::string json;  // the certificate document (ci/schema/certificate.schema.json)
   std::vector<const Check*> failed() const;
 };
 

@@ -20,8 +20,8 @@
  * meaning, each zero by default so that a 2.0 descriptor means what it meant: self-attention-only
  * and standard-ALiBi-only contracts and the input domain (attest_contract); the bias's storage,
  * a softmax sum apart from the P.V accumulator, P.V before normalising and rounding on entry
- * (attest_precision_spec, with attest_problem_v2.bias_stored for a 16-bit bias); and, after attest_kernel_v2's reserved pointers (read only when
- * struct_size reaches them), the precision of each internal path.
+ * (attest_precision_spec, with attest_problem_v2.bias_stored for a 16-bit bias); and, after attest_kernel_v2's reserved
+ * pointers (read only when struct_size reaches them), the precision of each internal path.
  *
  * Version 2.2 appends to attest_kernel_v2 (read only when struct_size reaches it) the kernel's
  * internal paths with the problems each takes (attest_path_predicate): attest then draws every
@@ -73,11 +73,11 @@ typedef enum attest_status {
 #define ATTEST_CAP_ROPE (1u << 8)
 #define ATTEST_CAP_DECODE (1u << 9)
 /* Version 2: */
-#define ATTEST_CAP_CHUNK (1u << 10)   /* chunked local attention */
-#define ATTEST_CAP_SOFTCAP (1u << 11) /* logit softcap c * tanh(x / c) */
-#define ATTEST_CAP_ALIBI (1u << 12)   /* ALiBi slopes, one per query head */
-#define ATTEST_CAP_BIAS (1u << 13)    /* an additive float bias (-inf masks a key) */
-#define ATTEST_CAP_SINKS (1u << 14)   /* attention sinks: one logit per query head, denominator only */
+#define ATTEST_CAP_CHUNK (1u << 10)     /* chunked local attention */
+#define ATTEST_CAP_SOFTCAP (1u << 11)   /* logit softcap c * tanh(x / c) */
+#define ATTEST_CAP_ALIBI (1u << 12)     /* ALiBi slopes, one per query head */
+#define ATTEST_CAP_BIAS (1u << 13)      /* an additive float bias (-inf masks a key) */
+#define ATTEST_CAP_SINKS (1u << 14)     /* attention sinks: one logit per query head, denominator only */
 #define ATTEST_CAP_LOOKAHEAD (1u << 15) /* keys ahead of the query: visible iff j - (q_offset + i) < lookahead */
 /* Version 2.3: */
 #define ATTEST_CAP_BACKWARD (1u << 16) /* the backward entry: dQ, dK, dV (and dsinks) from dO */
@@ -88,8 +88,8 @@ typedef enum attest_status {
  * structs, and its line here (attest's adapter and wire iterate this list). A field added after
  * `reserved` holds a value only for a kernel that declares its bit: read it only then. */
 #define ATTEST_INTEGER_MASK_TERMS(X) \
-  X(window, ATTEST_CAP_WINDOW)        \
-  X(chunk, ATTEST_CAP_CHUNK)          \
+  X(window, ATTEST_CAP_WINDOW)       \
+  X(chunk, ATTEST_CAP_CHUNK)         \
   X(lookahead, ATTEST_CAP_LOOKAHEAD)
 
 typedef enum attest_empty_rows { ATTEST_EMPTY_ZERO = 0, ATTEST_EMPTY_NAN = 1 } attest_empty_rows;
@@ -156,16 +156,16 @@ typedef enum attest_input_domain {
 
 typedef struct attest_problem {
   int32_t batch, heads, kv_heads, q_len, k_len, head_dim, value_dim;
-  double scale;        /* always explicit (1/sqrt(Dk) when the user left it default) */
-  int64_t q_offset;    /* always explicit (Tk - Tq when the user left it default) */
-  int32_t causal;      /* 0 or 1: key j visible iff j <= q_offset + i */
-  int32_t window;      /* 0 = none, else visible iff q_offset + i - j < window */
-  const int32_t* kv_valid;       /* NULL or [B]: key j visible iff j < kv_valid[b] */
-  const int32_t* q_valid;        /* NULL or [B]: query i sees nothing unless i < q_valid[b] */
-  const int32_t* q_segment;      /* NULL or [B][Tq]; with k_segment [B][Tk]: equal ids only */
+  double scale;             /* always explicit (1/sqrt(Dk) when the user left it default) */
+  int64_t q_offset;         /* always explicit (Tk - Tq when the user left it default) */
+  int32_t causal;           /* 0 or 1: key j visible iff j <= q_offset + i */
+  int32_t window;           /* 0 = none, else visible iff q_offset + i - j < window */
+  const int32_t* kv_valid;  /* NULL or [B]: key j visible iff j < kv_valid[b] */
+  const int32_t* q_valid;   /* NULL or [B]: query i sees nothing unless i < q_valid[b] */
+  const int32_t* q_segment; /* NULL or [B][Tq]; with k_segment [B][Tk]: equal ids only */
   const int32_t* k_segment;
-  const uint8_t* explicit_mask;  /* NULL or [B][Tq][Tk], nonzero = visible */
-  int32_t rope;        /* 0 or 1: rotate pairs (2m, 2m+1) of q and k by pos * base^(-2m/Dk) */
+  const uint8_t* explicit_mask; /* NULL or [B][Tq][Tk], nonzero = visible */
+  int32_t rope;                 /* 0 or 1: rotate pairs (2m, 2m+1) of q and k by pos * base^(-2m/Dk) */
   double rope_base;
   const float* q;
   const float* k;
@@ -173,15 +173,15 @@ typedef struct attest_problem {
 } attest_problem;
 
 typedef struct attest_outputs {
-  float* o;    /* [B][H][Tq][Dv], to be fully written */
-  float* lse;  /* [B][H][Tq] natural log, or NULL when not wanted */
+  float* o;      /* [B][H][Tq][Dv], to be fully written */
+  float* lse;    /* [B][H][Tq] natural log, or NULL when not wanted */
   char path[32]; /* optional: the internal path that served the call, NUL-terminated */
 } attest_outputs;
 
 typedef struct attest_decode_config {
   int32_t batch, heads, kv_heads, head_dim, value_dim;
   double scale;
-  int32_t window;  /* 0 = none; decode is always causal */
+  int32_t window; /* 0 = none; decode is always causal */
   int32_t rope;
   double rope_base;
 } attest_decode_config;
@@ -199,8 +199,8 @@ typedef struct attest_kernel {
   /* Decode (only with ATTEST_CAP_DECODE; NULL otherwise). step appends n >= 1 tokens:
    * q [B][H][n][Dk], k [B][Hkv][n][Dk], v [B][Hkv][n][Dv] -> o [B][H][n][Dv], lse [B][H][n]. */
   attest_status (*decode_open)(void* user, const attest_decode_config* config, void** session);
-  attest_status (*decode_step)(void* user, void* session, int32_t n, const float* q, const float* k,
-                               const float* v, float* o, float* lse);
+  attest_status (*decode_step)(void* user, void* session, int32_t n, const float* q, const float* k, const float* v,
+                               float* o, float* lse);
   void (*decode_close)(void* user, void* session);
   const char* (*last_error)(void* user);
 } attest_kernel;
@@ -218,25 +218,25 @@ typedef struct attest_range {
  * that need problems outside it as "not covered" (with the reason), and treats
  * ATTEST_UNSUPPORTED on a problem inside it as a failure. */
 typedef struct attest_contract {
-  const int32_t* head_dims;  /* NULL: any head width within head_dim; else the only widths (Dk) */
+  const int32_t* head_dims; /* NULL: any head width within head_dim; else the only widths (Dk) */
   int32_t head_dim_count;
-  attest_range head_dim;     /* Dk (and Dv unless dk_equals_dv says more) */
+  attest_range head_dim; /* Dk (and Dv unless dk_equals_dv says more) */
   attest_range batch, heads, q_len, k_len;
-  attest_range q_offset;     /* {0, 0}: any */
-  int32_t dk_equals_dv;      /* 1: only Dv == Dk */
-  int32_t default_scale_only;  /* 1: only scale = 1/sqrt(Dk) */
-  int32_t causal_required;   /* 1: only causal problems (bottom-right, q_offset = Tk - Tq) */
-  int32_t decode_only;       /* 1: no forward; certified through decode_open/step only */
-  int32_t query_tile, key_tile;  /* the kernel's tile sizes (0: none): lengths are drawn around
-                                    them, and the error bound counts key tiles */
-  int32_t decode_lse_optional;   /* 1: decode_step accepts lse == NULL */
+  attest_range q_offset;        /* {0, 0}: any */
+  int32_t dk_equals_dv;         /* 1: only Dv == Dk */
+  int32_t default_scale_only;   /* 1: only scale = 1/sqrt(Dk) */
+  int32_t causal_required;      /* 1: only causal problems (bottom-right, q_offset = Tk - Tq) */
+  int32_t decode_only;          /* 1: no forward; certified through decode_open/step only */
+  int32_t query_tile, key_tile; /* the kernel's tile sizes (0: none): lengths are drawn around
+                                   them, and the error bound counts key tiles */
+  int32_t decode_lse_optional;  /* 1: decode_step accepts lse == NULL */
   /* 2.1 (these were reserved and zero in 2.0): */
-  int32_t self_attention_only;   /* 1: only Tq == Tk with q_offset 0 (a training kernel's shape) */
-  int32_t alibi_slopes;          /* attest_alibi_slopes */
-  int32_t inputs;                /* attest_input_domain */
-  double alibi_max_bias;         /* with ATTEST_ALIBI_STANDARD: the formula's max_bias (0 means 8) */
-  double max_abs_value;          /* 0: any; else the largest |V| of a visible key the kernel is built for
-                                    (at least 1): an unnormalised 16-bit P.V sum holds up to keys x |V| */
+  int32_t self_attention_only; /* 1: only Tq == Tk with q_offset 0 (a training kernel's shape) */
+  int32_t alibi_slopes;        /* attest_alibi_slopes */
+  int32_t inputs;              /* attest_input_domain */
+  double alibi_max_bias;       /* with ATTEST_ALIBI_STANDARD: the formula's max_bias (0 means 8) */
+  double max_abs_value;        /* 0: any; else the largest |V| of a visible key the kernel is built for
+                                  (at least 1): an unnormalised 16-bit P.V sum holds up to keys x |V| */
   /* 2.3 (reserved and zero before): */
   int32_t deterministic_backward; /* 1: the backward's gradients are bitwise the same on every call with the
                                      same inputs, whatever attest_backward_inputs.threads says */
@@ -248,15 +248,15 @@ typedef struct attest_contract {
  * bounds the error from where the kernel says it rounds, and runs its precision gate against
  * a model kernel rounding at exactly those places (ci/examples/c_plugin/fp16_kv_attention.c). */
 typedef struct attest_precision_spec {
-  int32_t q, k, v, o;     /* storage of each buffer: attest_precision */
-  int32_t scores;         /* precision q.k is accumulated in */
-  int32_t p;              /* P is rounded to this before P.V (ATTEST_F32: not rounded) */
-  int32_t accumulator;    /* precision P.V is accumulated in (and the softmax sum, unless weight_sum) */
-  double exp_ulps;        /* worst error of one exp, in ulps (0 means 1) */
+  int32_t q, k, v, o;  /* storage of each buffer: attest_precision */
+  int32_t scores;      /* precision q.k is accumulated in */
+  int32_t p;           /* P is rounded to this before P.V (ATTEST_F32: not rounded) */
+  int32_t accumulator; /* precision P.V is accumulated in (and the softmax sum, unless weight_sum) */
+  double exp_ulps;     /* worst error of one exp, in ulps (0 means 1) */
   /* 2.1 (these were reserved and zero in 2.0): */
-  int32_t bias;           /* storage of the bias: ATTEST_F32 (problem.bias), or ATTEST_BF16 / ATTEST_F16
-                             (problem.bias_stored holds 16-bit values and problem.bias is NULL) */
-  int32_t weight_sum;     /* 0: the softmax sum is accumulated in `accumulator`; else ATTEST_IN(its precision) */
+  int32_t bias;            /* storage of the bias: ATTEST_F32 (problem.bias), or ATTEST_BF16 / ATTEST_F16
+                              (problem.bias_stored holds 16-bit values and problem.bias is NULL) */
+  int32_t weight_sum;      /* 0: the softmax sum is accumulated in `accumulator`; else ATTEST_IN(its precision) */
   int32_t pv_unnormalised; /* 1: P.V is summed with weights exp(s - m) and divided by the sum at the end */
   int8_t q_entry, k_entry, v_entry; /* rounding on entry: the kernel rounds that input to this precision
                                        before using it (ATTEST_F32: used as stored); attest still sends
@@ -269,7 +269,7 @@ typedef struct attest_problem_v2 {
   double scale;
   int64_t q_offset;
   int32_t causal, window;
-  int32_t chunk;       /* 0 = none, else visible iff floor((q_offset + i) / chunk) == floor(j / chunk) */
+  int32_t chunk; /* 0 = none, else visible iff floor((q_offset + i) / chunk) == floor(j / chunk) */
   const int32_t* kv_valid;
   const int32_t* q_valid;
   const int32_t* q_segment;
@@ -277,48 +277,48 @@ typedef struct attest_problem_v2 {
   const uint8_t* explicit_mask;
   int32_t rope;
   double rope_base;
-  const void* q;  /* in the declared storage types (float for ATTEST_F32) */
+  const void* q; /* in the declared storage types (float for ATTEST_F32) */
   const void* k;
   const void* v;
   /* Score modifiers (docs/design.md#score-modifiers), each absent unless the kernel declares it: with
    * x = scale * q.k, the logit is softcap(x) + alibi[h] * (j - qpos(i)) + bias[b][h][i][j];
    * masked keys are excluded after that; a sink joins only the softmax denominator. */
-  double softcap;               /* 0: none, else c > 0 and softcap(x) = c * tanh(x / c) */
-  const float* alibi_slopes;    /* NULL or [H] */
-  const float* bias;            /* NULL or [B or 1][H or 1][Tq][Tk] */
-  int32_t bias_per_batch;       /* 0: one bias for every batch entry (first dimension is 1) */
-  int32_t bias_per_head;        /* 0: one bias for every head (second dimension is 1) */
-  const float* sinks;           /* NULL or [H] */
+  double softcap;            /* 0: none, else c > 0 and softcap(x) = c * tanh(x / c) */
+  const float* alibi_slopes; /* NULL or [H] */
+  const float* bias;         /* NULL or [B or 1][H or 1][Tq][Tk] */
+  int32_t bias_per_batch;    /* 0: one bias for every batch entry (first dimension is 1) */
+  int32_t bias_per_head;     /* 0: one bias for every head (second dimension is 1) */
+  const float* sinks;        /* NULL or [H] */
   /* 2.1: the bias in its declared storage type (precision.bias), NULL when there is none. An F32
    * bias is the same buffer as `bias`; a BF16 / F16 one holds uint16_t values and `bias` is NULL.
    * -inf masks the key in every storage type. */
   const void* bias_stored;
-  const void* reserved[3];      /* quantized K/V scales later; NULL */
-  int32_t lookahead;            /* 0 = none, else visible iff j - (q_offset + i) < lookahead */
+  const void* reserved[3]; /* quantized K/V scales later; NULL */
+  int32_t lookahead;       /* 0 = none, else visible iff j - (q_offset + i) < lookahead */
 } attest_problem_v2;
 
 typedef struct attest_outputs_v2 {
-  void* o;     /* [B][H][Tq][Dv] in the declared O storage type, to be fully written */
-  float* lse;  /* [B][H][Tq] natural log, or NULL when not wanted */
+  void* o;    /* [B][H][Tq][Dv] in the declared O storage type, to be fully written */
+  float* lse; /* [B][H][Tq] natural log, or NULL when not wanted */
   char path[32];
 } attest_outputs_v2;
 
 typedef struct attest_decode_config_v2 {
   int32_t batch, heads, kv_heads, head_dim, value_dim;
   double scale;
-  int32_t window;  /* 0 = none; decode is always causal */
-  int32_t chunk;   /* 0 = none */
+  int32_t window; /* 0 = none; decode is always causal */
+  int32_t chunk;  /* 0 = none */
   int32_t rope;
   double rope_base;
-  double softcap;             /* as in attest_problem_v2 */
-  const float* alibi_slopes;  /* NULL or [H] */
-  const float* sinks;         /* NULL or [H] */
+  double softcap;            /* as in attest_problem_v2 */
+  const float* alibi_slopes; /* NULL or [H] */
+  const float* sinks;        /* NULL or [H] */
   /* reserved[0], reserved[1] (2.4): with K and V stored ATTEST_Q8_HEAD, the static scales of K and V,
    * each const float* [B][Hkv] (f16 values); NULL otherwise. reserved[2], reserved[3]: NULL.
    * Every pointer of a configuration is valid for the call that receives it only: a session copies
    * what it keeps (slopes, sinks, scales). */
   const void* reserved[4];
-  int32_t lookahead;          /* 0 = none (a no-op in a causal session, carried for uniformity) */
+  int32_t lookahead; /* 0 = none (a no-op in a causal session, carried for uniformity) */
 } attest_decode_config_v2;
 
 /* 2.3: the backward (ATTEST_CAP_BACKWARD, docs/design.md#backward) of the forward of the same problem. It is
@@ -328,22 +328,22 @@ typedef struct attest_decode_config_v2 {
  * type of its forward counterpart (dO as O, dQ as Q, ...); this attest sends a backward only to a
  * kernel whose storage and arithmetic are float32 (a 16-bit backward's bound is not derived yet). */
 typedef struct attest_backward_inputs {
-  const void* o;       /* [B][H][Tq][Dv] */
-  const float* lse;    /* [B][H][Tq] natural log */
-  const void* d_o;     /* [B][H][Tq][Dv] */
-  int32_t threads;     /* the workers the call may use (CPU threads, or the splits of a GPU kernel's
-                          reductions); 0: the kernel's own choice. attest varies it to test a
-                          deterministic backward; a kernel may ignore it */
-  int32_t reserved_int; /* zero */
+  const void* o;           /* [B][H][Tq][Dv] */
+  const float* lse;        /* [B][H][Tq] natural log */
+  const void* d_o;         /* [B][H][Tq][Dv] */
+  int32_t threads;         /* the workers the call may use (CPU threads, or the splits of a GPU kernel's
+                              reductions); 0: the kernel's own choice. attest varies it to test a
+                              deterministic backward; a kernel may ignore it */
+  int32_t reserved_int;    /* zero */
   const void* reserved[4]; /* NULL (dLSE later) */
 } attest_backward_inputs;
 
 typedef struct attest_gradients {
-  void* dq;       /* [B][H][Tq][Dk], to be fully written */
-  void* dk;       /* [B][Hkv][Tk][Dk] */
-  void* dv;       /* [B][Hkv][Tk][Dv] */
-  float* dsinks;  /* [H] when the problem has sinks, else NULL */
-  char path[32];  /* optional: the internal path that served the call */
+  void* dq;      /* [B][H][Tq][Dk], to be fully written */
+  void* dk;      /* [B][Hkv][Tk][Dk] */
+  void* dv;      /* [B][Hkv][Tk][Dv] */
+  float* dsinks; /* [H] when the problem has sinks, else NULL */
+  char path[32]; /* optional: the internal path that served the call */
 } attest_gradients;
 
 /* 2.4: one call of a block-table decoder (page_tokens > 0, docs/design.md#serving-caches). attest owns the pages
@@ -354,9 +354,9 @@ typedef struct attest_gradients {
  * new tokens' slots and nothing else of the pool (attest compares every other page byte for byte),
  * then attends each new query causally over its own sequence. */
 typedef struct attest_paged_step {
-  void* pool;             /* the physical pages, one after another, 64-byte aligned */
-  int64_t pool_bytes;     /* a whole number of pages */
-  const int32_t* tables;  /* [B][table_width]: logical page -> physical page (entries past a sequence's pages: -1) */
+  void* pool;            /* the physical pages, one after another, 64-byte aligned */
+  int64_t pool_bytes;    /* a whole number of pages */
+  const int32_t* tables; /* [B][table_width]: logical page -> physical page (entries past a sequence's pages: -1) */
   int32_t table_width;
   const int64_t* lengths; /* [B] */
   const int32_t* counts;  /* [B] */
@@ -367,12 +367,12 @@ typedef struct attest_paged_step {
   const void* v;
   void* o;
   float* lse;
-  char path[32];          /* optional: the internal path that served the call */
+  char path[32]; /* optional: the internal path that served the call */
 } attest_paged_step;
 
 typedef struct attest_kernel_v2 {
-  uint32_t abi_version;  /* ATTEST_ABI_VERSION_2 */
-  uint32_t struct_size;  /* sizeof(attest_kernel_v2): room to grow */
+  uint32_t abi_version; /* ATTEST_ABI_VERSION_2 */
+  uint32_t struct_size; /* sizeof(attest_kernel_v2): room to grow */
   const char* name;
   uint32_t capabilities; /* ATTEST_CAP_* bits */
   int32_t empty_rows;    /* attest_empty_rows */
@@ -392,7 +392,7 @@ typedef struct attest_kernel_v2 {
   /* 2.3 (a reserved NULL pointer before): with ATTEST_CAP_BACKWARD, the backward; NULL otherwise. */
   attest_status (*backward)(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,
                             attest_gradients* out);
-  void* reserved[7];   /* NULL */
+  void* reserved[7]; /* NULL */
   /* 2.1: read only when struct_size reaches them (a 2.0 descriptor ends before). */
   const struct attest_path_precision* paths; /* NULL, or path_count internal paths that round elsewhere */
   int32_t path_count;
@@ -407,7 +407,7 @@ typedef struct attest_kernel_v2 {
    * at most `capacity` of them (ATTEST_INVALID_ARGUMENT when they do not fit). */
   attest_status (*decode_retained)(void* user, void* session, int32_t b, int32_t t, int64_t* positions,
                                    int32_t capacity, int32_t* count);
-  int32_t cache_policy;  /* attest_cache_policy */
+  int32_t cache_policy; /* attest_cache_policy */
   int32_t cache_sinks, cache_recent;
   /* With ATTEST_CAP_DECODE, block tables: tokens per page (0: none), the bytes of one page for a
    * configuration, and one call over attest's pages (attest_paged_step). */
@@ -430,9 +430,9 @@ typedef struct attest_path_precision {
  * are not); one that meets none by a path the kernel does not declare. Declare them in order, the
  * narrowest first, e.g. {"split_kv", batch {1, 1}, q_len {1, 4}, k_len {512, 1 << 30}}. */
 typedef struct attest_path_predicate {
-  const char* path;  /* as the kernel writes it to outputs.path: 1 to 31 characters */
+  const char* path; /* as the kernel writes it to outputs.path: 1 to 31 characters */
   attest_range batch, heads, q_len, k_len, head_dim, value_dim; /* {0, 0}: any */
-  int32_t head_dim_multiple, value_dim_multiple; /* 0: any width; else Dk (Dv) % it == 0 */
+  int32_t head_dim_multiple, value_dim_multiple;                /* 0: any width; else Dk (Dv) % it == 0 */
   int32_t k_len_multiple;     /* 0: any Tk; else Tk % it == 0, or != 0 with k_len_not_multiple */
   int32_t k_len_not_multiple; /* 0 or 1 */
   uint32_t required;          /* ATTEST_CAP_* bits of problem features every problem of the path uses */

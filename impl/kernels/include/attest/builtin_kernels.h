@@ -10,8 +10,8 @@
 namespace attest {
 
 struct TiledConfig {
-  int block_q = 32;  // Br, query rows per tile
-  int block_k = 32;  // Bc, keys per tile
+  int block_q = 32;     // Br, query rows per tile
+  int block_k = 32;     // Bc, keys per tile
   Precision precision;  // the scalar tiled kernel rounds where this says (and declares it)
   // A split-KV path for decode-shaped calls (B = 1, Tq <= 4, Tk >= 512), reported as "split-kv";
   // with declare_paths the kernel declares its paths (ABI 2.2) instead of leaving them to discovery.
@@ -55,7 +55,8 @@ void merge_states(const MergeInputs& in, std::span<float> o, std::span<float> ls
 // The same kernels with mutation switches on (for impl/mutants/ only).
 std::unique_ptr<Kernel> make_faulty_tiled_kernel(TiledConfig config, const KernelFaults& faults, std::string name);
 std::unique_ptr<Kernel> make_faulty_decode_kernel(int page_size, const KernelFaults& faults, std::string name);
-std::unique_ptr<Kernel> make_faulty_quantized_decode_kernel(Scalar format, const KernelFaults& faults, std::string name);
+std::unique_ptr<Kernel> make_faulty_quantized_decode_kernel(Scalar format, const KernelFaults& faults,
+                                                            std::string name);
 std::unique_ptr<Kernel> make_faulty_sinks_recent_decode_kernel(int sinks, int recent, bool report_positions,
                                                                const KernelFaults& faults, std::string name);
 

@@ -36,8 +36,7 @@ struct Range {
 // build problems of gigabytes to test it. q_offset must admit a value within +-kMaxContractOffset
 // (2^40: beyond it a correct kernel's positions were no longer exact); draws stay inside that.
 inline constexpr long long kMaxContractMinHeadDim = 1024, kMaxContractMinBatch = 64, kMaxContractMinHeads = 256,
-                           kMaxContractMinLength = 65536, kMaxContractTile = 4096,
-                           kMaxContractOffset = 1LL << 40;
+                           kMaxContractMinLength = 65536, kMaxContractTile = 4096, kMaxContractOffset = 1LL << 40;
 // The loosest exp a descriptor may declare (precision.exp_ulps), in ulps of the score type.
 inline constexpr double kMaxExpUlps = 128;
 
@@ -46,8 +45,8 @@ struct Contract {
   Range head_dim, batch, heads, q_len, k_len, q_offset;
   bool dk_equals_dv = false;
   bool default_scale_only = false;
-  bool causal_required = false;  // bottom-right causal only
-  bool decode_only = false;      // no forward
+  bool causal_required = false;      // bottom-right causal only
+  bool decode_only = false;          // no forward
   bool self_attention_only = false;  // Tq == Tk and q_offset 0 only (a training kernel's shape)
   AlibiSlopes alibi_slopes = AlibiSlopes::kArbitrary;
   double alibi_max_bias = 8.0;  // with kStandard

@@ -2,8 +2,8 @@
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -59,13 +59,14 @@ bool parse_input_domain(const std::string& name, InputDomain& out);
 std::string input_domain_names();
 
 struct Capabilities {
-  FeatureSet features =
-      FeatureSet::all().minus(FeatureSet::of_kind(FeatureKind::kModifier)).minus({Feature::kDecode, Feature::kBackward});
+  FeatureSet features = FeatureSet::all()
+                            .minus(FeatureSet::of_kind(FeatureKind::kModifier))
+                            .minus({Feature::kDecode, Feature::kBackward});
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kZero;
   Precision precision;  // where it rounds: storage, scores, P, accumulator, exp (precision.h)
   // Internal paths (Kernel::last_path) that round elsewhere than `precision`; same storage.
   std::map<std::string, Precision> path_precision;
-  Contract contract;    // which problems it accepts; its tiles
+  Contract contract;  // which problems it accepts; its tiles
   InputDomain inputs = InputDomain::kMaskedMayBeNonFinite;
   // Its internal paths and the problems each takes, when it declares them (path_predicate.h);
   // empty: attest discovers the paths over the size ladder.
@@ -123,8 +124,8 @@ class DecodeSession {
  public:
   virtual ~DecodeSession() = default;
   // q [B][H][n][Dk], k [B][Hkv][n][Dk], v [B][Hkv][n][Dv] -> o [B][H][n][Dv], lse [B][H][n].
-  virtual void step(int n, std::span<const float> q, std::span<const float> k,
-                    std::span<const float> v, std::span<float> o, std::span<float> lse) = 0;
+  virtual void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                    std::span<float> o, std::span<float> lse) = 0;
   virtual long long length() const = 0;
   virtual std::size_t cache_bytes() const = 0;
   // A kernel declaring CachePolicy::kExplicit: the positions query t of the last step attended
@@ -142,8 +143,8 @@ class DecodeSession {
 // layout of page_bytes(config) bytes. The call writes the new tokens' slots and nothing else of
 // the pool, then attends each new query causally over its sequence.
 struct PagedStep {
-  std::span<std::byte> pool;              // the physical pages, one after another, 64-byte aligned
-  std::span<const std::int32_t> tables;   // [B][table_width]: logical page -> physical page
+  std::span<std::byte> pool;             // the physical pages, one after another, 64-byte aligned
+  std::span<const std::int32_t> tables;  // [B][table_width]: logical page -> physical page
   int table_width = 0;
   std::span<const std::int64_t> lengths;  // [B]
   std::span<const std::int32_t> counts;   // [B]
@@ -242,7 +243,7 @@ struct Gradients {
 Gradients run_backward(const Kernel& kernel, const Problem& p, const BackwardInputs& in);
 
 // Dense KV-cache size: 2 (K and V) x layers x tokens x kv heads x width x element bytes.
-std::size_t dense_kv_cache_bytes(std::size_t layers, std::size_t tokens, std::size_t kv_heads,
-                                 std::size_t head_dim, std::size_t element_bytes);
+std::size_t dense_kv_cache_bytes(std::size_t layers, std::size_t tokens, std::size_t kv_heads, std::size_t head_dim,
+                                 std::size_t element_bytes);
 
 }  // namespace attest

@@ -15,12 +15,12 @@ namespace attest {
 
 struct PathPredicate {
   std::string path;
-  Range batch, heads, q_len, k_len, head_dim, value_dim;  // {0, 0}: any
+  Range batch, heads, q_len, k_len, head_dim, value_dim;                  // {0, 0}: any
   int head_dim_multiple = 0, value_dim_multiple = 0, k_len_multiple = 0;  // 0: any
   bool k_len_not_multiple = false;  // with k_len_multiple: Tk % it != 0 (a remainder path)
-  FeatureSet required;  // used by every problem the path takes
-  FeatureSet excluded;  // used by none
-  bool no_mask = false;  // the path takes only problems with no mask term at all
+  FeatureSet required;              // used by every problem the path takes
+  FeatureSet excluded;              // used by none
+  bool no_mask = false;             // the path takes only problems with no mask term at all
 
   bool matches(const Problem& p) const;
   // "split-kv: B = 1, Tq <= 4, Tk >= 512"
@@ -35,6 +35,7 @@ struct PathPredicate {
 const PathPredicate* declared_path_for(const std::vector<PathPredicate>& paths, const Problem& p);
 
 // Why serving p by `served` breaks the declaration, or empty.
-std::string declared_path_violation(const std::vector<PathPredicate>& paths, const Problem& p, const std::string& served);
+std::string declared_path_violation(const std::vector<PathPredicate>& paths, const Problem& p,
+                                    const std::string& served);
 
 }  // namespace attest

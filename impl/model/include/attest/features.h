@@ -45,10 +45,10 @@ enum class FeatureKind { kMaskTerm, kModifier, kStructure };
 
 struct FeatureInfo {
   Feature feature;
-  const char* name;        // in certificates, `--require`, docs
+  const char* name;  // in certificates, `--require`, docs
   FeatureKind kind;
-  std::uint32_t abi_bit;   // ATTEST_CAP_* of attest_abi.h (checked against it in impl/abi)
-  bool positional;         // depends on token positions: no permutation equivariance with it
+  std::uint32_t abi_bit;            // ATTEST_CAP_* of attest_abi.h (checked against it in impl/abi)
+  bool positional;                  // depends on token positions: no permutation equivariance with it
   bool (*used_by)(const Problem&);  // whether a problem uses it (null: not a problem property); see uses_feature
   void (*remove)(Problem&);         // takes it out of a problem (GQA: Hkv = H; buffers then resized by the caller)
   const char* summary;

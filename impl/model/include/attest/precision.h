@@ -17,7 +17,7 @@ enum class Scalar : std::uint8_t { kF32, kBF16, kF16, kE4M3, kE5M2, kQ8, kQ4, kQ
 inline constexpr int kScalarCount = 9;
 
 struct ScalarInfo {
-  const char* name;     // f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token
+  const char* name;      // f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token
   double unit_roundoff;  // u: half an ulp of 1 (a scaled format's values are exact f32 operands: f32's)
   double max_finite;
   double min_normal;

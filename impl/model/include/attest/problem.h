@@ -18,7 +18,6 @@ class ProblemError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-
 // What a kernel writes for a row that sees no key.
 enum class EmptyRowPolicy { kZero, kNan };
 
@@ -35,13 +34,13 @@ struct Shape {
 // Every enabled term must allow key j for query i (a conjunction).
 struct MaskSpec {
   bool causal = false;
-  std::optional<int> window;           // >= 1: key j visible iff qpos - j < window
-  std::optional<int> chunk;            // >= 1: key j visible iff floor(qpos / chunk) == floor(j / chunk)
-  std::optional<int> lookahead;        // >= 1: key j visible iff j - qpos < lookahead (1: causal)
-  std::vector<int> kv_valid;           // empty or [B]: key j visible iff j < kv_valid[b]
-  std::vector<int> q_valid;            // empty or [B]: query i sees nothing unless i < q_valid[b]
-  std::vector<int> q_segment;          // empty or [B][Tq]
-  std::vector<int> k_segment;          // empty or [B][Tk] (both or neither)
+  std::optional<int> window;                // >= 1: key j visible iff qpos - j < window
+  std::optional<int> chunk;                 // >= 1: key j visible iff floor(qpos / chunk) == floor(j / chunk)
+  std::optional<int> lookahead;             // >= 1: key j visible iff j - qpos < lookahead (1: causal)
+  std::vector<int> kv_valid;                // empty or [B]: key j visible iff j < kv_valid[b]
+  std::vector<int> q_valid;                 // empty or [B]: query i sees nothing unless i < q_valid[b]
+  std::vector<int> q_segment;               // empty or [B][Tq]
+  std::vector<int> k_segment;               // empty or [B][Tk] (both or neither)
   std::vector<std::uint8_t> explicit_mask;  // empty or [B][Tq][Tk], nonzero = visible
 };
 
@@ -73,7 +72,7 @@ struct ScoreModifiers {
 
 struct Problem {
   Shape shape;
-  std::optional<double> scale;       // default 1/sqrt(Dk)
+  std::optional<double> scale;        // default 1/sqrt(Dk)
   std::optional<long long> q_offset;  // default Tk - Tq (bottom-right alignment)
   MaskSpec mask;
   Rope rope;

@@ -34,7 +34,8 @@ void visit_problem_fields(Problem_& p, Visitor& v) {
   v.optional_number("scale", p.scale);
   v.optional_integer("q_offset", p.q_offset, -kMaxOffset, kMaxOffset);
   v.boolean("mask.causal", p.mask.causal);
-  for (const FeatureInfo* term : integer_mask_terms()) v.optional_integer(term->field, p.mask.*term->parameter, 1, INT_MAX);
+  for (const FeatureInfo* term : integer_mask_terms())
+    v.optional_integer(term->field, p.mask.*term->parameter, 1, INT_MAX);
   v.integers("mask.kv_valid", p.mask.kv_valid, 0, INT_MAX);
   v.integers("mask.q_valid", p.mask.q_valid, 0, INT_MAX);
   v.integers("mask.q_segment", p.mask.q_segment, INT_MIN, INT_MAX);

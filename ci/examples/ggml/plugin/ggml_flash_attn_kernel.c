@@ -143,7 +143,7 @@ static attest_kernel_v2 kernel = {
     .precision = PRECISION(LOOP_Q_ENTRY, LOOP_ACCUMULATOR, LOOP_WEIGHT_SUM, 1.0),
     .contract = {.head_dims = HEAD_DIMS,
                  .head_dim_count = HEAD_DIM_COUNT,
-                 .dk_equals_dv = HEAD_DIMS != NULL,
+                 .dk_equals_dv = HEAD_DIM_COUNT != 0,
                  .head_dim = {1, 256},
                  .q_len = {1, 4096},
                  .k_len = {1, 4096},

@@ -45,6 +45,15 @@ export function declarations(rt, prefix) {
     contract: { inputs_finite: true },
   }, onnxAttention(rt));
 
-  return { mha, attention, mhaSelf, attentionSelf, attentionUnmasked,
+  // ONNX Attention in float16 (Q, K, V and O as bit patterns), no mask term. Its scores are float16:
+  // declared f32, attest found NaN once a logit passed 65504 and errors past the f32 bound.
+  const attentionF16 = declare({
+    name: `${prefix}-attention-f16-unmasked`,
+    features: ["gqa", "softcap"],
+    precision: { q: "f16", k: "f16", v: "f16", o: "f16", scores: "f16" },
+    contract: { inputs_finite: true, default_scale_only: true },
+  }, onnxAttention(rt, "f16"));
+
+  return { mha, attention, mhaSelf, attentionSelf, attentionUnmasked, attentionF16,
     ...groupQueryAttentionKernels(rt, prefix), gqaDecode: groupQueryAttentionDecode(rt, prefix) };
 }

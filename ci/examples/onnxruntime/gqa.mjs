@@ -5,16 +5,18 @@
 import { declare } from "../../../js/attest-kernel/index.js";
 import { FLOAT, INT32, float } from "./onnx_writer.mjs";
 import { swapHeadsAndTokens } from "./layout.mjs";
-import { input, pathName } from "./operators.mjs";
+import { input, pathName, TENSOR_TYPES } from "./operators.mjs";
 
-const groupQueryAttention = (rt) => async (p) => {
+const groupQueryAttention = (rt, storage = "f32") => async (p) => {
+  const { elem, name: type } = TENSOR_TYPES[storage];
+  if (storage !== "f32" && (p.bias || p.sinks)) throw new Error("the float16 wrapper serves no bias and no sinks (as declared)");
   const { batch: B, heads: H, kv_heads: Hkv, q_len: T, head_dim: D, value_dim: Dv } = p;
-  const inputs = [input("query", FLOAT, [B, T, H * D]), input("key", FLOAT, [B, T, Hkv * D]), input("value", FLOAT, [B, T, Hkv * Dv]),
+  const inputs = [input("query", elem, [B, T, H * D]), input("key", elem, [B, T, Hkv * D]), input("value", elem, [B, T, Hkv * Dv]),
     input("seqlens_k", INT32, [B]), input("total_sequence_length", INT32, [])];
   const feeds = {
-    query: rt.tensor("float32", swapHeadsAndTokens(p.q, B, H, T, D), [B, T, H * D]),
-    key: rt.tensor("float32", swapHeadsAndTokens(p.k, B, Hkv, T, D), [B, T, Hkv * D]),
-    value: rt.tensor("float32", swapHeadsAndTokens(p.v, B, Hkv, T, Dv), [B, T, Hkv * Dv]),
+    query: rt.tensor(type, swapHeadsAndTokens(p.q, B, H, T, D), [B, T, H * D]),
+    key: rt.tensor(type, swapHeadsAndTokens(p.k, B, Hkv, T, D), [B, T, Hkv * D]),
+    value: rt.tensor(type, swapHeadsAndTokens(p.v, B, Hkv, T, Dv), [B, T, Hkv * Dv]),
     seqlens_k: rt.tensor("int32", new Int32Array(B).fill(T - 1), [B]),
     total_sequence_length: rt.tensor("int32", Int32Array.of(T), []),
   };
@@ -35,11 +37,11 @@ const groupQueryAttention = (rt) => async (p) => {
   const session = await rt.sessionFor({
     node: { opType: "GroupQueryAttention", domain: "com.microsoft", inputs: names, outputs: ["output", "present_key", "present_value"],
       attributes },
-    inputs, outputs: [input("output", FLOAT, [B, T, H * Dv]), input("present_key", FLOAT, [B, Hkv, T, D]),
-      input("present_value", FLOAT, [B, Hkv, T, Dv])],
+    inputs, outputs: [input("output", elem, [B, T, H * Dv]), input("present_key", elem, [B, Hkv, T, D]),
+      input("present_value", elem, [B, Hkv, T, Dv])],
     opsets: { "": 23, "com.microsoft": 1 } });
   const { output } = await session.run(feeds);
-  return { o: swapHeadsAndTokens(output.data, B, T, H, Dv), path: pathName(rt, "gqa-prompt") };
+  return { o: swapHeadsAndTokens(output.data, B, T, H, Dv), path: pathName(rt, storage === "f32" ? "gqa-prompt" : `gqa-prompt-${storage}`) };
 };
 
 const CONTRACT = { inputs_finite: true, self_attention_only: true, causal_required: true, dk_equals_dv: true,
@@ -61,5 +63,14 @@ export function groupQueryAttentionKernels(rt, prefix) {
     features: ["causal", "gqa", "window", "softcap", "sinks"],
     contract: CONTRACT,
   }, groupQueryAttention(rt));
-  return { gqaPrompt, gqaPromptUnbiased };
+
+  // float16 Q, K, V and O (bit patterns both ways), no bias and no sinks (ONNX wants them float16
+  // too, and attest's f32 values would be rounded on the way); the arithmetic declared f32.
+  const gqaPromptF16 = declare({
+    name: `${prefix}-gqa-prompt-f16`,
+    features: ["causal", "gqa", "window", "softcap"],
+    precision: { q: "f16", k: "f16", v: "f16", o: "f16" },
+    contract: CONTRACT,
+  }, groupQueryAttention(rt, "f16"));
+  return { gqaPrompt, gqaPromptUnbiased, gqaPromptF16 };
 }

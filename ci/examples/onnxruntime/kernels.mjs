@@ -4,6 +4,6 @@
 import { declarations } from "./declarations.mjs";
 import { native } from "./native.mjs";
 
-export const { mha, attention, mhaSelf, attentionSelf, attentionUnmasked, gqaPrompt, gqaPromptUnbiased,
-  gqaDecode } =
+export const { mha, attention, mhaSelf, attentionSelf, attentionUnmasked, attentionF16, gqaPrompt, gqaPromptUnbiased,
+  gqaPromptF16, gqaDecode } =
   declarations(native, "onnxruntime");

@@ -1,9 +1,13 @@
 // ONNX Runtime's attention operators as functions of an attest problem, run on a runtime
 // (sessions.mjs: onnxruntime-node or onnxruntime-web); kernels.mjs and kernels_wasm.mjs declare them.
-import { FLOAT, BOOL, INT32, float } from "./onnx_writer.mjs";
+import { FLOAT, FLOAT16, BOOL, INT32, float } from "./onnx_writer.mjs";
 import { keyPaddingMask, servedMask, swapHeadsAndTokens } from "./layout.mjs";
 
 export const input = (name, type, shape) => ({ name, type, shape });
+
+/** An attest storage format as ONNX sees it: the element type and the tensor type name. float16
+ * tensors carry the bit patterns attest sends (Uint16Array), and return them. */
+export const TENSOR_TYPES = { f32: { elem: FLOAT, name: "float32" }, f16: { elem: FLOAT16, name: "float16" } };
 
 /** "ort-mha" on the native build (the committed certificates' path names), "ort-wasm-mha" on wasm. */
 export const pathName = (rt, operator) => (rt.name === "native" ? `ort-${operator}` : `ort-${rt.name}-${operator}`);
@@ -51,12 +55,16 @@ export const multiHeadAttention = (rt) => async (p) => {
 /** ONNX Attention (opset 23): Q [B][H][Tq][Dk], K and V [B][Hkv][Tk][D] (attest's layouts), is_causal,
  * softcap; attn_mask bool [B][1][Tq][Tk] for an explicit mask or key padding, or float (the bias, with
  * -inf where those mask) when the problem has a bias. */
-export const onnxAttention = (rt) => async (p) => {
+export const onnxAttention = (rt, storage = "f32") => async (p) => {
+  const { elem, name: type } = TENSOR_TYPES[storage];
+  if (storage !== "f32" && (p.bias || p.explicit_mask || p.kv_valid || p.scale <= 0)) {
+    throw new Error("the float16 wrapper serves no mask, no bias and a positive scale (as declared)");
+  }
   const { batch: B, heads: H, kv_heads: Hkv, q_len: Tq, k_len: Tk, head_dim: Dk, value_dim: Dv } = p;
   const { q, scale } = scaled(p);
-  const inputs = [input("Q", FLOAT, [B, H, Tq, Dk]), input("K", FLOAT, [B, Hkv, Tk, Dk]), input("V", FLOAT, [B, Hkv, Tk, Dv])];
-  const feeds = { Q: rt.tensor("float32", q, [B, H, Tq, Dk]), K: rt.tensor("float32", p.k, [B, Hkv, Tk, Dk]),
-    V: rt.tensor("float32", p.v, [B, Hkv, Tk, Dv]) };
+  const inputs = [input("Q", elem, [B, H, Tq, Dk]), input("K", elem, [B, Hkv, Tk, Dk]), input("V", elem, [B, Hkv, Tk, Dv])];
+  const feeds = { Q: rt.tensor(type, q, [B, H, Tq, Dk]), K: rt.tensor(type, p.k, [B, Hkv, Tk, Dk]),
+    V: rt.tensor(type, p.v, [B, Hkv, Tk, Dv]) };
   const names = ["Q", "K", "V"];
   const masked = p.explicit_mask || p.kv_valid;
   if (p.bias) {
@@ -89,8 +97,8 @@ export const onnxAttention = (rt) => async (p) => {
   if (p.softcap) attributes.softcap = float(p.softcap);
   const session = await rt.sessionFor({
     node: { opType: "Attention", domain: "", inputs: names, outputs: ["Y"], attributes },
-    inputs, outputs: [input("Y", FLOAT, [B, H, Tq, Dv])], opsets: { "": 23 } });
+    inputs, outputs: [input("Y", elem, [B, H, Tq, Dv])], opsets: { "": 23 } });
   const { Y } = await session.run(feeds);
-  return { o: Y.data, path: pathName(rt, "attention") };
+  return { o: Y.data, path: pathName(rt, storage === "f32" ? "attention" : `attention-${storage}`) };
 };
 

@@ -139,6 +139,7 @@ class InProcessDecode final : public DecodeSession {
                                                              os.data(), lse.empty() ? nullptr : lse.data(), path);
     if (status != ATTEST_OK) status_failure("decode step", status, kernel_.served_);
     copy_out(os, precision.o, o);
+    kernel_.last_path_ = path_of(path);  // a failing decode check names the session's path
     length_ += n;
   }
   long long length() const override { return length_; }

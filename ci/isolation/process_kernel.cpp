@@ -365,6 +365,7 @@ class ProcessDecodeSession final : public DecodeSession {
     const std::vector<float> values = floats_from_storage(result.o.data(), o.size(), precision.o);
     std::copy(values.begin(), values.end(), o.begin());
     std::copy(result.lse.begin(), result.lse.end(), lse.begin());
+    kernel_.record_path(safe_text(result.path, kMaxKernelName));
     length_ += n;
   }
   long long length() const override { return length_; }

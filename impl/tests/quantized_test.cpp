@@ -53,7 +53,7 @@ std::vector<float> random_rows(std::size_t n, std::uint64_t seed, double magnitu
 }
 
 TEST(ScaledFormats, FitIsIdempotentAndWithinHalfAStepOfTheGroupScale) {
-  for (Scalar s : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kQ8Head})
+  for (Scalar s : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kQ8Head, Scalar::kQ4_0})
     for (int width : {1, 7, 32, 40, 64, 96})
       for (double magnitude : {1e-9, 1e-6, 1.0, 1e3, 1e5}) {  // within the f16 scale's range
         std::vector<float> x = random_rows(std::size_t(width) * 5, width * 31 + int(std::log10(magnitude)), magnitude);
@@ -124,7 +124,7 @@ TEST(ScaledFormats, RepresentabilityIsAGroupProperty) {
 }
 
 TEST(ScaledFormats, EncodingRoundTripsAndHasTheDocumentedLayout) {
-  for (Scalar s : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kE4M3, Scalar::kE5M2})
+  for (Scalar s : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kE4M3, Scalar::kE5M2, Scalar::kQ4_0})
     for (int width : {5, 32, 33, 64}) {
       std::vector<float> x = random_rows(std::size_t(width) * 3, width, 10.0);
       x[1] = 0.0f;
@@ -141,6 +141,18 @@ TEST(ScaledFormats, EncodingRoundTripsAndHasTheDocumentedLayout) {
   EXPECT_EQ(q4[0] | q4[1] << 8, 0x3C00);             // f16 1.0
   EXPECT_EQ(q4[2], 0xF0);                            // low nibble 0 (-8), high nibble 15 (7)
   EXPECT_EQ(q4[3], 0x89);                            // 9 (1), then 8 (0)
+  // q4_0 (ggml's block_q4_0): the same values, byte j holding value j low and value j + 16 high.
+  row[16] = 3.0f;
+  const std::vector<std::uint8_t> q4_0 = encode_rows(row, 32, Scalar::kQ4_0);
+  ASSERT_EQ(q4_0.size(), 18u);
+  EXPECT_EQ(q4_0[0] | q4_0[1] << 8, 0x3C00);
+  EXPECT_EQ(q4_0[2], 0xB0);  // value 0 (-8) low, value 16 (3: 11) high
+  EXPECT_EQ(q4_0[3], 0x8F);  // value 1 (7) low, value 17 (0) high
+  EXPECT_EQ(q4_0[4], 0x89);  // value 2 (1) low, value 18 (0) high
+  // A group of 5 pairs j with j + 3; the last byte's missing high value is code 0.
+  const std::vector<float> five = {-8.0f, 7.0f, 0.0f, 1.0f, -1.0f};
+  EXPECT_EQ(encode_rows(five, 5, Scalar::kQ4_0), (std::vector<std::uint8_t>{0x00, 0x3C, 0x90, 0x7F, 0x88}));
+  EXPECT_EQ(decode_rows(encode_rows(five, 5, Scalar::kQ4_0), 1, 5, Scalar::kQ4_0), five);
   EXPECT_EQ(stored_bytes(Scalar::kQ8, 1, 64), 68u);  // 2 x (2 + 32): 8.5 bits per value
   EXPECT_THROW(encode_rows(std::vector<float>{1.0f, 0.001f}, 2, Scalar::kQ8), std::invalid_argument);
 }

@@ -2,6 +2,9 @@
  * the attest C ABI. One source, built once per K/V type and thread count:
  *   GGML_KV_F16   K and V stored f16 (else f32);   GGML_THREADS  ggml's worker threads (1 or 4);
  *   GGML_V_Q8     K f16 and V q8_0 (ggml's block_q8_0 is attest's ATTEST_Q8 byte for byte);
+ *   GGML_V_Q4_0   K f16 and V q4_0 (ggml's block_q4_0 is attest's ATTEST_Q4_0 byte for byte);
+ *   GGML_Q4_DECLARED  the q4_0 V kernel declaring attest's other nibble order, ATTEST_Q4: wrong on
+ *                     purpose, so that a CERTIFIED q4_0 plugin shows the layout is the one ggml reads;
  *   GGML_NULL_MASK  no mask tensor when nothing is masked (else an all-zero one, as llama.cpp passes);
  *   GGML_F32_DECLARED  an f16 kernel declaring f32 arithmetic throughout: wrong on purpose, so
  *                      that a CERTIFIED here shows the honest declaration is the one that holds.
@@ -38,19 +41,29 @@
 #elif defined(GGML_F32_DECLARED)
 #define MASK_ALWAYS 1
 #define NAME_SUFFIX "-declared-f32"
+#elif defined(GGML_Q4_DECLARED)
+#define MASK_ALWAYS 1
+#define NAME_SUFFIX "-declared-q4"
 #else
 #define MASK_ALWAYS 1
 #define NAME_SUFFIX ""
 #endif
-#if defined(GGML_V_Q8) /* llama.cpp's -ctk f16 -ctv q8_0: only the scalar loop takes mixed types */
+/* llama.cpp's -ctk f16 -ctv q8_0 or q4_0: only the scalar loop takes mixed types. */
+#if defined(GGML_V_Q8) || defined(GGML_V_Q4_0)
 #define K_TYPE GGML_TYPE_F16
-#define V_TYPE GGML_TYPE_Q8_0
 #define K_STORAGE ATTEST_F16
+#ifdef GGML_V_Q8
+#define V_TYPE GGML_TYPE_Q8_0
 #define V_STORAGE ATTEST_Q8
 #define KV_NAME "f16-q8_0"
+#else
+#define V_TYPE GGML_TYPE_Q4_0
+#define V_STORAGE (GGML_Q4_DECLARED_ORDER ? ATTEST_Q4 : ATTEST_Q4_0)
+#define KV_NAME "f16-q4_0"
+#endif
 #define MAX_ABS_VALUE 0.0
 #define LOOP_Q_ENTRY ATTEST_F16
-#define LOOP_ACCUMULATOR ATTEST_F32 /* a q8_0 V is widened to f32 (exactly) and summed in f32 */
+#define LOOP_ACCUMULATOR ATTEST_F32 /* a q8_0 or q4_0 V is widened to f32 (exactly) and summed in f32 */
 #define LOOP_WEIGHT_SUM 0
 #define FIRST_PATH 2 /* one_chunk only */
 #elif defined(GGML_KV_F16)
@@ -74,8 +87,13 @@
 #define KV_NAME "f32"
 #define MAX_ABS_VALUE 0.0
 #endif
-#ifdef GGML_V_Q8
-/* ggml's q8_0 rows are whole blocks of 32: Dv (here = Dk) a multiple of 32. */
+#ifdef GGML_Q4_DECLARED
+#define GGML_Q4_DECLARED_ORDER 1
+#else
+#define GGML_Q4_DECLARED_ORDER 0
+#endif
+#if defined(GGML_V_Q8) || defined(GGML_V_Q4_0)
+/* ggml's q8_0 and q4_0 rows are whole blocks of 32: Dv (here = Dk) a multiple of 32. */
 static const int32_t q8_widths[] = {32, 64, 96, 128, 160, 192, 224, 256};
 #define HEAD_DIMS q8_widths
 #define HEAD_DIM_COUNT 8

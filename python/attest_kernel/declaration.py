@@ -98,8 +98,9 @@ class Precision:
     v_entry: str = "f32"
 
     def __post_init__(self):
-        for name in ("q", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"):
+        for name in ("q", "o", "scores", "p", "accumulator", "bias", "k_entry", "v_entry"):
             _format("precision." + name, getattr(self, name))
+        _format("precision.q_entry", self.q_entry, PRECISIONS + ("q8",))  # 2.6: q8, as ggml's Q
         for name in ("k", "v"):
             _format("precision." + name, getattr(self, name), KV_FORMATS)
         if self.weight_sum is not None:

@@ -187,6 +187,27 @@ std::vector<float> decode_rows(std::span<const std::uint8_t> bytes, std::size_t 
   return out;
 }
 
+void round_on_entry(std::span<float> row, Scalar s) {
+  if (s != Scalar::kQ8) {
+    if (scaled(s)) throw std::invalid_argument(std::string("rounding on entry to ") + to_string(s) + ": only q8");
+    for (float& x : row) x = round_to(x, s);
+    return;
+  }
+  for (std::size_t at = 0; at < row.size(); at += 32) {
+    const std::span<float> group = row.subspan(at, std::min<std::size_t>(32, row.size() - at));
+    float largest = 0;
+    for (float x : group) largest = std::max(largest, std::fabs(x));  // NaN: skipped, as ggml's max
+    if (!std::isfinite(largest)) continue;  // poison of a padded query: no visible score reads it
+    const float d = round_to(largest / 127.0f, Scalar::kF16), inverse = largest != 0 ? 127.0f / largest : 0.0f;
+    for (float& x : group) x = d * std::clamp(std::nearbyint(x * inverse), -127.0f, 127.0f);
+  }
+}
+
+double entry_quantization_error(double largest) {
+  const double step = largest / 127;
+  return step * (0.5 + 0x1p-20) + 127 * std::max(step * 0x1p-11, 0x1p-25);
+}
+
 std::uint8_t to_bits8(float x, Scalar s) {
   if (s != Scalar::kE4M3 && s != Scalar::kE5M2)
     throw std::invalid_argument("an fp8 value in a format that is not fp8 (e4m3, e5m2)");

@@ -265,7 +265,11 @@ typedef struct attest_precision_spec {
   int32_t pv_unnormalised; /* 1: P.V is summed with weights exp(s - m) and divided by the sum at the end */
   int8_t q_entry, k_entry, v_entry; /* rounding on entry: the kernel rounds that input to this precision
                                        before using it (ATTEST_F32: used as stored); attest still sends
-                                       the storage type and charges the rounding to the kernel's bound */
+                                       the storage type and charges the rounding to the kernel's bound.
+                                       2.6: q_entry may be ATTEST_Q8, Q quantized per 32 values of a row
+                                       as ggml's quantize_row_q8_0 does (d = max|x| / 127 stored f16,
+                                       codes x * 127 / max|x| rounded to nearest): ggml's Q for a q8_0
+                                       or q4_0 K */
   int8_t reserved;
 } attest_precision_spec;
 

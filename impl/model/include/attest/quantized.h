@@ -53,6 +53,15 @@ std::size_t stored_bytes(Scalar s, std::size_t rows, int width);
 std::vector<std::uint8_t> encode_rows(std::span<const float> values, int width, Scalar s);
 std::vector<float> decode_rows(std::span<const std::uint8_t> bytes, std::size_t rows, int width, Scalar s);
 
+// Rounding on entry, one row of an input at a time (Precision::q_entry): an element format rounds
+// each value (round_to); q8 (2.6, Q only) quantizes as ggml's quantize_row_q8_0 does Q for a q8_0
+// or q4_0 K: per 32 values, d = max|x| / 127, codes x * (127 / max|x|) rounded to nearest in f32,
+// and each value becomes f16(d) * code. Not fit_rows: the codes come from the unrounded scale.
+void round_on_entry(std::span<float> row, Scalar s);
+// The largest |x - rounded x| of round_on_entry for a value of a q8 group whose largest magnitude
+// is `largest`: half a step, the f16 rounding of the scale times 127, and its subnormal spacing.
+double entry_quantization_error(double largest);
+
 // fp8 bit patterns of values representable there (e4m3: S EEEE MMM, bias 7, no infinity,
 // 0x7F NaN; e5m2: S EEEEE MM, bias 15, IEEE-like), and back.
 std::uint8_t to_bits8(float x, Scalar s);

@@ -140,9 +140,9 @@ TEST(ScaledFormats, EncodingRoundTripsAndHasTheDocumentedLayout) {
   row[0] = -8.0f, row[1] = 7.0f, row[2] = 1.0f;  // scale 1: codes -8, 7, 1, 0 ...
   const std::vector<std::uint8_t> q4 = encode_rows(row, 32, Scalar::kQ4);
   ASSERT_EQ(q4.size(), 18u);
-  EXPECT_EQ(q4[0] | q4[1] << 8, 0x3C00);             // f16 1.0
-  EXPECT_EQ(q4[2], 0xF0);                            // low nibble 0 (-8), high nibble 15 (7)
-  EXPECT_EQ(q4[3], 0x89);                            // 9 (1), then 8 (0)
+  EXPECT_EQ(q4[0] | q4[1] << 8, 0x3C00);  // f16 1.0
+  EXPECT_EQ(q4[2], 0xF0);                 // low nibble 0 (-8), high nibble 15 (7)
+  EXPECT_EQ(q4[3], 0x89);                 // 9 (1), then 8 (0)
   // q4_0 (ggml's block_q4_0): the same values, byte j holding value j low and value j + 16 high.
   row[16] = 3.0f;
   const std::vector<std::uint8_t> q4_0 = encode_rows(row, 32, Scalar::kQ4_0);

@@ -75,7 +75,7 @@ class Precision:
     """Where the kernel rounds (attest_precision_spec). Formats are "f32", "bf16" or "f16".
 
     q, k, v, o and bias are storage formats: a bf16 / f16 buffer arrives (and O leaves) as uint16
-    bit patterns; k and v may also be quantized ("q8", "q4", "q8_token", "q8_head", "e4m3",
+    bit patterns; k and v may also be quantized ("q8", "q4", "q4_0", "q8_token", "q8_head", "e4m3",
     "e5m2": they arrive as attest_kernel.quantized.QuantizedRows, codes and scales). scores: q.k is accumulated in; p: P is rounded to it before P.V ("f32": not
     rounded); accumulator: P.V (and the softmax sum, unless weight_sum names another) is
     accumulated in; exp_ulps: the worst error of one exp in ulps (0 means 1). weight_sum: None,
@@ -98,8 +98,9 @@ class Precision:
     v_entry: str = "f32"
 
     def __post_init__(self):
-        for name in ("q", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"):
+        for name in ("q", "o", "scores", "p", "accumulator", "bias", "k_entry", "v_entry"):
             _format("precision." + name, getattr(self, name))
+        _format("precision.q_entry", self.q_entry, PRECISIONS + ("q8",))  # 2.6: q8, as ggml's Q
         for name in ("k", "v"):
             _format("precision." + name, getattr(self, name), KV_FORMATS)
         if self.weight_sum is not None:

@@ -40,6 +40,8 @@ def test_bad_declarations_refused(fields, message):
     (lambda: Precision(exp_ulps=-1), "precision.exp_ulps"),
     (lambda: Precision(exp_ulps=float("nan")), "precision.exp_ulps"),
     (lambda: Precision(weight_sum="f64"), "precision.weight_sum"),
+    (lambda: Precision(q_entry="q4"), "precision.q_entry: 'q4' is not a number format here"),
+    (lambda: Precision(k_entry="q8"), "precision.k_entry"),
     (lambda: Contract(q_len=(8, 4)), "contract.q_len: min 8 is larger than max 4"),
     (lambda: Contract(q_len=(-1, 4)), "contract.q_len min"),
     (lambda: Contract(batch=4), "contract.batch: 4 is not a \\(min, max\\) pair"),
@@ -54,6 +56,10 @@ def test_bad_declarations_refused(fields, message):
 def test_bad_values_refused(make, message):
     with pytest.raises(DeclarationError, match=message):
         make()
+
+
+def test_q_may_be_quantized_to_q8_on_entry():
+    assert Precision(k="q8", v="q8", q_entry="q8").q_entry == "q8"  # ggml's Q for a q8_0 K (2.6)
 
 
 def test_defaults_and_normalisation():

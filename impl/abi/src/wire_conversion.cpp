@@ -71,8 +71,9 @@ Precision precision_of(const attest_precision_spec& p, const std::string& where)
   r.bias = scalar(p.bias, "bias");
   if (p.weight_sum != 0) r.weight_sum = scalar(p.weight_sum - 1, "weight_sum (as ATTEST_IN(precision))");
   r.pv_unnormalised = flag_of(p.pv_unnormalised, where + ".pv_unnormalised");
-  r.q_entry = scalar(p.q_entry, "q_entry"), r.k_entry = scalar(p.k_entry, "k_entry"),
-  r.v_entry = scalar(p.v_entry, "v_entry");
+  // 2.6: Q may also be quantized on entry to q8 (ggml's Q for a q8_0 or q4_0 K).
+  r.q_entry = p.q_entry == ATTEST_Q8 ? Scalar::kQ8 : scalar(p.q_entry, "q_entry (or ATTEST_Q8)");
+  r.k_entry = scalar(p.k_entry, "k_entry"), r.v_entry = scalar(p.v_entry, "v_entry");
   if (p.reserved != 0) refuse("reserved is " + std::to_string(p.reserved) + ": reserved fields must be zero");
   return r;
 }

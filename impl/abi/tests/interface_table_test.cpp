@@ -96,7 +96,7 @@ static_assert(mask_of<int>({
 #define ATTEST_FORMAT ROW_VALUE
 #include "attest/interface/formats.def"
 #undef ATTEST_FORMAT
-              }) == (std::uint64_t{1} << (ATTEST_Q8_HEAD + 1)) - 1,
+              }) == (std::uint64_t{1} << (ATTEST_Q4_0 + 1)) - 1,
               "formats.def: an attest_precision has no row");
 static_assert(mask_of<int>({
 #define ATTEST_EMPTY_ROWS ROW_VALUE

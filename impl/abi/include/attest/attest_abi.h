@@ -49,7 +49,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 5                      /* version 2.5: the fields and values marked 2.1 to 2.5 below */
+#define ATTEST_ABI_MINOR 6                      /* version 2.6: the fields and values marked 2.1 to 2.6 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 /* Every constant below has its row, with the version that added it, in the .def files of attest/interface/
  * (interface_table_test checks both ways). */
@@ -106,21 +106,26 @@ typedef enum attest_precision {
    * holds rows (one token of one kv head: Dk or Dv values), each row's groups one after another, a
    * group being its f16 scale d (2 bytes, little endian) then its codes; a value is d * code:
    *   ATTEST_Q8        groups of 32, int8 codes in [-127, 127] (ggml's q8_0)
-   *   ATTEST_Q4        groups of 32, codes in [-8, 7] stored as code + 8, two per byte, the first in
-   *                    the low nibble (q4_0; an odd group's last byte has 8 in its high nibble)
+   *   ATTEST_Q4        groups of 32, codes in [-8, 7] stored as code + 8, two per byte: elements
+   *                    2m and 2m + 1 in byte m, low nibble first (an odd group's last byte has 8 in
+   *                    its high nibble). Not ggml's order: that is ATTEST_Q4_0.
+   *   ATTEST_Q4_0      (2.6) ggml's block_q4_0 byte for byte: groups of 32, codes as ATTEST_Q4's, but
+   *                    byte j holds element j in its low nibble and element j + 16 in its high one
+   *                    (a group of n < 32: j and j + ceil(n / 2); a missing element is code 0)
    *   ATTEST_Q8_TOKEN  one group per row, int8 codes
    *   ATTEST_Q8_HEAD   one static scale per (sequence, kv head): in a problem the group is all the
    *                    rows of that kv head ([Tk][D] values, one scale first); in a decode step the
    *                    rows carry int8 codes only, the scales came with the configuration
    *   ATTEST_E4M3, ATTEST_E5M2  fp8, one byte per value, no scale (e4m3: no infinity, saturates at 448)
    * attest sends only values the format holds exactly (canonical scales: the group's largest
-   * magnitude over 127, or its signed largest over -8 for q4, rounded to f16). */
+   * magnitude over 127, or its signed largest over -8 for q4 and q4_0, rounded to f16). */
   ATTEST_E4M3 = 3,
   ATTEST_E5M2 = 4,
   ATTEST_Q8 = 5,
   ATTEST_Q4 = 6,
   ATTEST_Q8_TOKEN = 7,
-  ATTEST_Q8_HEAD = 8
+  ATTEST_Q8_HEAD = 8,
+  ATTEST_Q4_0 = 9
 } attest_precision;
 
 /* 2.4: which cached positions a decoder's sessions keep for the query at position p (docs/design.md#serving-caches). */
@@ -260,7 +265,11 @@ typedef struct attest_precision_spec {
   int32_t pv_unnormalised; /* 1: P.V is summed with weights exp(s - m) and divided by the sum at the end */
   int8_t q_entry, k_entry, v_entry; /* rounding on entry: the kernel rounds that input to this precision
                                        before using it (ATTEST_F32: used as stored); attest still sends
-                                       the storage type and charges the rounding to the kernel's bound */
+                                       the storage type and charges the rounding to the kernel's bound.
+                                       2.6: q_entry may be ATTEST_Q8, Q quantized per 32 values of a row
+                                       as ggml's quantize_row_q8_0 does (d = max|x| / 127 stored f16,
+                                       codes x * 127 / max|x| rounded to nearest): ggml's Q for a q8_0
+                                       or q4_0 K */
   int8_t reserved;
 } attest_precision_spec;
 

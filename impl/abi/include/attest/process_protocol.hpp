@@ -223,7 +223,7 @@ inline std::uint64_t stored_size(std::int32_t precision, std::uint64_t rows, std
     case ATTEST_BF16: case ATTEST_F16: return rows * width * 2;
     case ATTEST_E4M3: case ATTEST_E5M2: case ATTEST_Q8_HEAD: return rows * width;
     case ATTEST_Q8: return rows * (groups * 2 + width);
-    case ATTEST_Q4: return rows * (groups * 2 + (width + 1) / 2);
+    case ATTEST_Q4: case ATTEST_Q4_0: return rows * (groups * 2 + (width + 1) / 2);
     case ATTEST_Q8_TOKEN: return rows * (2 + width);
   }
   return 0;

@@ -322,6 +322,30 @@ void ProcessKernel::backward(const Problem& p, const BackwardInputs& in, const G
     fail(KernelFailure::Kind::kProtocol, "malformed backward result: gradient sizes do not match the problem");
 }
 
+void ProcessKernel::merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const {
+  if (!caps_.merge) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel declares no merge");
+  protocol::Writer w;
+  protocol::write_merge(w, to_wire(in));
+  const std::string reply =
+      call(Type::kMerge, w.bytes(), Type::kMergeResult, reply_bound(3, o.size() + lse.size()), merge_work(in));
+  protocol::MergeResult result;
+  try {
+    protocol::Reader r(reply);
+    result = protocol::read_merge_result(r);
+  } catch (const protocol::ProtocolError& e) {
+    fail(KernelFailure::Kind::kProtocol, std::string("malformed merge result: ") + e.what());
+  }
+  if (!result.fault.empty())
+    throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
+  if (result.status != ATTEST_OK)
+    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("merge returned status {}: {}", result.status,
+                                                                  safe_text(result.error, kMaxKernelMessage)));
+  if (result.o.size() != o.size() || result.lse.size() != lse.size())
+    fail(KernelFailure::Kind::kProtocol, "malformed merge result: output sizes do not match the merge");
+  std::copy(result.o.begin(), result.o.end(), o.begin());
+  std::copy(result.lse.begin(), result.lse.end(), lse.begin());
+}
+
 namespace {
 
 class ProcessDecodeSession final : public DecodeSession {

@@ -32,11 +32,12 @@ def merge_reading_empty_parts(o, lse):
     return _merge(o, lse, skip_empty=False)
 
 
-@declare(Declaration(name="numpy-merge", features=FEATURES, merge=exact_merge))
-def merging(p):
-    return forward(p)
+def _kernel(name, merge):
+    """The float64 forward of training_kernels, declared with `merge`."""
+    def attention(p):
+        return forward(p)
+    return declare(Declaration(name=name, features=FEATURES, merge=merge))(attention)
 
 
-@declare(Declaration(name="numpy-merge-empty-nan", features=FEATURES, merge=merge_reading_empty_parts))
-def merging_empty_nan(p):
-    return forward(p)
+merging = _kernel("numpy-merge", exact_merge)
+merging_empty_nan = _kernel("numpy-merge-empty-nan", merge_reading_empty_parts)

@@ -86,6 +86,13 @@ TEST(MergeAbi, TheMergeMessageRoundTripsAndRefusesWhatDoesNotMatch) {
   protocol::Reader rb(bad.bytes());
   EXPECT_THROW(protocol::read_merge(rb), protocol::ProtocolError);
 
+  protocol::WireMerge huge;  // 32 rows of 2^30 values: more than a message holds, refused before any product
+  huge.parts = 1, huge.rows = 32, huge.value_dim = 1 << 30, huge.lse.assign(32, 0.0f);
+  protocol::Writer hw;
+  protocol::write_merge(hw, huge);
+  protocol::Reader rh(hw.bytes());
+  EXPECT_THROW(protocol::read_merge(rh), protocol::ProtocolError);
+
   attest_merge_inputs f16 = back.view();
   f16.storage = ATTEST_F16;
   EXPECT_THROW(merge_inputs_of(f16, o), ProblemError);

@@ -616,7 +616,9 @@ inline WireMerge read_merge(Reader& r) {
   if (m.parts < 1 || m.parts > 4096 || m.rows < 1 || m.rows > (1 << 30) || m.value_dim < 1 || m.value_dim > (1 << 30))
     throw ProtocolError("merge parts, rows or value_dim out of range");
   if (m.storage != ATTEST_F32 && m.storage != ATTEST_BF16) throw ProtocolError("merge storage is not f32 or bf16");
-  const std::uint64_t rows = std::uint64_t(m.parts) * std::uint64_t(m.rows);
+  const std::uint64_t rows = std::uint64_t(m.parts) * std::uint64_t(m.rows);  // < 2^43
+  if (std::uint64_t(m.value_dim) > kMaxPayload / rows)  // the products below stay far inside 64 bits
+    throw ProtocolError("merge of more values than a message holds");
   if (m.lse.size() != rows || m.o.size() != stored_size(m.storage, rows, std::uint64_t(m.value_dim)))
     throw ProtocolError("merge arrays o and lse do not match the shape");
   return m;

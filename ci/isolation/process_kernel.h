@@ -41,6 +41,7 @@ class ProcessKernel final : public Kernel {
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override;
   std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override;
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override;
+  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override;
   std::size_t page_bytes(const DecodeConfig& config) const override;
   void decode_paged(const DecodeConfig& config, const PagedStep& step) const override;
   std::string last_path() const override { return last_path_; }
@@ -73,6 +74,11 @@ class ProcessKernel final : public Kernel {
   void send_request(protocol::Type request, std::initializer_list<std::string_view> payload,
                     const CallLimit& limit) const;
   std::string read_reply(protocol::Type expected, std::uint64_t max_payload, double work, const CallLimit& limit) const;
+  // A computation's call, its reply read by `read`: a fault, a non-OK status ("<who> returned
+  // status ...") or a malformed reply ("malformed <what> result") fails it.
+  template <typename Result>
+  Result computed(protocol::Type request, const std::string& payload, protocol::Type reply, std::uint64_t max_reply,
+                  double work, Result (*read)(protocol::Reader&), const char* what, const char* who) const;
 
   Options options_;
   std::string name_;

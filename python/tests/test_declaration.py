@@ -3,7 +3,7 @@ import os
 import pytest
 
 from attest_kernel import FEATURES, Contract, Declaration, DeclarationError, Precision, declare
-from attest_kernel import wire
+from attest_kernel import abi, wire
 
 
 def test_every_feature_has_its_capability_bit():
@@ -20,6 +20,8 @@ def test_unknown_feature_refused():
     (dict(features="causal"), "not a list of feature names"),
     (dict(features=["decode"]), "Declaration\\(decode=...\\)"),
     (dict(features=["backward"]), r"give Declaration\(backward=...\)"),
+    (dict(features=["merge"]), r"give Declaration\(merge=...\)"),
+    (dict(merge="exact"), "merge: 'exact' is not callable"),
     (dict(empty_rows="skip"), "empty_rows: 'skip'"),
     (dict(name=""), "name: ''"),
     (dict(precision="bf16"), "not an attest_kernel.Precision"),
@@ -123,3 +125,9 @@ def test_version_names_the_protocol_and_abi_of_the_table():
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.returncode == 0, out.stderr
     assert "process protocol %d, C ABI %d.%d" % (wire.VERSION, abi.ABI_MAJOR, abi.ABI_MINOR) in out.stdout
+
+
+def test_a_merge_function_declares_the_merge_bit():
+    merging = Declaration(name="k", features=["lse"], merge=lambda o, lse: (o[0], lse[0]))
+    assert merging.capabilities == abi.CAPABILITIES["lse"] | abi.CAPABILITIES["merge"]
+    assert "merge" not in FEATURES

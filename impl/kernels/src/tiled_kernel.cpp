@@ -141,6 +141,7 @@ class TiledKernel final : public Kernel {
             }
             if (out_lse) *out_lse = (f.lse_without_max ? 0.0f : row_max[r]) + std::log(row_sum[r]);
             if (out_lse && f.lse_in_storage) *out_lse = round_to(*out_lse, cfg_.precision.o);
+            if (out_lse && f.split_lse_log2) *out_lse *= 1.44269504f;  // log2(e): a base-2 softmax's state
           }
         }
       }

@@ -279,6 +279,10 @@ const std::vector<MutantEntry>& mutant_registry() {
       tiled("merge_without_max", "merge: weights exp(lse_i) without subtracting the largest: inf / inf past lse 88",
             "merge_equals_whole", {.merge_without_max = true}),
       tiled("merge_lse_bf16", "merge: the partial LSEs read in bf16", "merge_equals_whole", {.merge_lse_bf16 = true}),
+      tiled("split_lse_log2",
+            "forward LSE left in base 2 (a base-2 softmax's state, never converted): split-KV states mis-weighted "
+            "when merged",
+            "split_invariance", {.split_lse_log2 = true}),
       // Backward (docs/design.md#backward): the tiled backward with one bug each.
       tiled("backward_drops_d", "backward: dS = P dP, the D = rowsum(dO * O) term dropped",
             "gradient_ds_rows_sum_to_zero", {.backward_drops_d = true}),

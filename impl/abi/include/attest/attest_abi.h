@@ -36,7 +36,10 @@
  * scales through the decode configuration's first reserved pointers, and, appended to
  * attest_kernel_v2 (read only when struct_size reaches them), a decoder declares which cached
  * positions it keeps (attest_cache_policy) and, for an explicit policy, reports them, and may read
- * its cache through block tables attest owns (page_tokens, page_bytes, decode_paged). */
+ * its cache through block tables attest owns (page_tokens, page_bytes, decode_paged).
+ *
+ * Version 2.6 gives the first reserved pointer after `backward` its function: with ATTEST_CAP_MERGE,
+ * `merge` merges partial attention states (split-KV, cascade, ring attention) into one. */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -81,6 +84,8 @@ typedef enum attest_status {
 #define ATTEST_CAP_LOOKAHEAD (1u << 15) /* keys ahead of the query: visible iff j - (q_offset + i) < lookahead */
 /* Version 2.3: */
 #define ATTEST_CAP_BACKWARD (1u << 16) /* the backward entry: dQ, dK, dV (and dsinks) from dO */
+/* Version 2.6: */
+#define ATTEST_CAP_MERGE (1u << 17) /* the merge entry: partial states (O_i, LSE_i) -> (O, LSE) */
 
 /* The integer mask terms: one int32 parameter each (0 = off), a field of that name in
  * attest_problem_v2 and attest_decode_config_v2, listed here in the order they travel on the
@@ -355,6 +360,24 @@ typedef struct attest_gradients {
   char path[32]; /* optional: the internal path that served the call */
 } attest_gradients;
 
+/* 2.6: partial attention states over disjoint sets of keys (ATTEST_CAP_MERGE), to be merged into the
+ * state over their union: o = sum_i w_i o_i / sum_i w_i with w_i = exp(lse_i), lse = log(sum_i w_i).
+ * A row whose part saw no key has lse -inf and an o that must not be read (attest sends NaN there);
+ * a row no part saw merges to o = 0, lse = -inf. */
+typedef struct attest_merge_inputs {
+  int32_t parts, rows, value_dim; /* each >= 1 */
+  int32_t storage;                /* o's storage: ATTEST_F32 or ATTEST_BF16 */
+  const void* o;                  /* [parts][rows][value_dim] in `storage` */
+  const float* lse;               /* [parts][rows] natural log */
+  const void* reserved[2];        /* NULL */
+} attest_merge_inputs;
+
+typedef struct attest_merge_outputs {
+  float* o;      /* [rows][value_dim] float32, to be fully written */
+  float* lse;    /* [rows] natural log */
+  char path[32]; /* optional: the internal path that served the call */
+} attest_merge_outputs;
+
 /* 2.4: one call of a block-table decoder (page_tokens > 0, docs/design.md#serving-caches). attest owns the pages
  * and the tables: it hands out pages, shares a prompt's pages between sequences and copies a shared
  * page before a sequence appends to it. Sequence b holds lengths[b] tokens and appends counts[b] >= 0
@@ -401,7 +424,9 @@ typedef struct attest_kernel_v2 {
   /* 2.3 (a reserved NULL pointer before): with ATTEST_CAP_BACKWARD, the backward; NULL otherwise. */
   attest_status (*backward)(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,
                             attest_gradients* out);
-  void* reserved[7]; /* NULL */
+  /* 2.6 (a reserved NULL pointer before): with ATTEST_CAP_MERGE, the merge; NULL otherwise. */
+  attest_status (*merge)(void* user, const attest_merge_inputs* in, attest_merge_outputs* out);
+  void* reserved[6]; /* NULL */
   /* 2.1: read only when struct_size reaches them (a 2.0 descriptor ends before). */
   const struct attest_path_precision* paths; /* NULL, or path_count internal paths that round elsewhere */
   int32_t path_count;
@@ -451,7 +476,8 @@ typedef struct attest_path_predicate {
 } attest_path_predicate;
 
 /* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need ATTEST_KERNEL_V2_1_SIZE,
- * the 2.2 ones ATTEST_KERNEL_V2_2_SIZE (2.3 added no field), the 2.4 ones ATTEST_KERNEL_V2_4_SIZE. */
+ * the 2.2 ones ATTEST_KERNEL_V2_2_SIZE (2.3 added no field), the 2.4 ones ATTEST_KERNEL_V2_4_SIZE (2.5 and
+ * 2.6 added none: 2.6's merge took a reserved pointer). */
 #define ATTEST_KERNEL_V2_0_SIZE 368u
 #define ATTEST_KERNEL_V2_1_SIZE 384u
 #define ATTEST_KERNEL_V2_2_SIZE 400u

@@ -1,6 +1,10 @@
 #include "attest/mutants.h"
 
+#include <cstddef>
+#include <memory>
+#include <span>
 #include <stdexcept>
+#include <string>
 
 #include "attest/builtin_kernels.h"
 
@@ -114,6 +118,38 @@ class StandardAlibiOnly final : public Kernel {
  private:
   std::unique_ptr<Kernel> inner_;
   bool declared_;
+};
+
+// The built-in tiled kernel with 128 x 128 tiles (vectorized: the mutation run takes its long stage
+// to 32768 keys) whose windowed backward writes dK 1% off for every key past 8192: wrong only under
+// a window at lengths the size ladder never reaches, where only the long stage's windowed backward
+// (16384 and 32768 keys) looks.
+class WindowedDkWrongPast8192 final : public Kernel {
+ public:
+  explicit WindowedDkWrongPast8192(std::string name) : inner_(make_tiled_kernel({128, 128})), name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  Capabilities capabilities() const override { return inner_->capabilities(); }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    inner_->forward(p, o, lse);
+  }
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
+    inner_->backward(p, in, out);
+    const Shape& s = p.shape;
+    if (!p.mask.window || s.k_len <= kFirstWrongKey) return;
+    const std::size_t row = static_cast<std::size_t>(s.head_dim);
+    for (std::size_t slice = 0; slice < std::size_t(s.batch) * s.kv_heads; ++slice)  // dK [B][Hkv][Tk][Dk]
+      for (std::size_t e = kFirstWrongKey * row; e < std::size_t(s.k_len) * row; ++e)
+        out.dk[slice * s.k_len * row + e] *= 1.01f;
+  }
+  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
+    inner_->merge(in, o, lse);
+  }
+  std::string last_path() const override { return inner_->last_path(); }
+
+ private:
+  static constexpr int kFirstWrongKey = 8192;
+  std::unique_ptr<Kernel> inner_;
+  std::string name_;
 };
 
 // Two tiled kernels behind one name, one per internal path: "short" (Tk <= 64) with `short_path`'s
@@ -321,6 +357,9 @@ const std::vector<MutantEntry>& mutant_registry() {
                     "backward with 128 x 128 tiles: dV 1% off in a batch entry "
                     "with padded keys when Tk > 2048",
                     "backward_sampled_rows", {.backward_dv_wrong_padded_past_2048 = true}, 4096),
+      {"backward_windowed_dk_wrong_past_8192",
+       "backward with 128 x 128 tiles: dK 1% off for keys past 8192 under a sliding window", "backward_sampled_rows",
+       [] { return std::make_unique<WindowedDkWrongPast8192>("mutant:backward_windowed_dk_wrong_past_8192"); }, 32768},
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",

@@ -19,6 +19,7 @@
 #include "attest/builtin_kernels.h"
 #include "attest/certify_api.h"
 #include "attest/gtest.h"
+#include "quick_api_options.h"
 
 namespace attest {
 namespace {
@@ -83,14 +84,7 @@ class PooledKernel final : public Kernel {
   std::thread worker_;  // last: started once everything it reads exists
 };
 
-api::CertifyOptions quick(const std::string& out) {
-  api::CertifyOptions o;
-  o.budget = "quick";
-  o.size_stages = false;
-  o.timeout_seconds = 2;  // a hang is cut here, however busy the machine (it never answers)
-  o.out_dir = ::testing::TempDir() + out;
-  return o;
-}
+api::CertifyOptions quick(const std::string& out) { return quick_api_options(out, 2); }
 
 // Kernels the factory built in this process (a child's count is its own).
 int built_here = 0;

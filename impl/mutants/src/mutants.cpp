@@ -1,6 +1,7 @@
 #include "attest/mutants.h"
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -120,13 +121,13 @@ class StandardAlibiOnly final : public Kernel {
   bool declared_;
 };
 
-// The built-in tiled kernel with 128 x 128 tiles (vectorized: the mutation run takes its long stage
-// to 32768 keys) whose windowed backward writes dK 1% off for every key past 8192: wrong only under
-// a window at lengths the size ladder never reaches, where only the long stage's windowed backward
-// (16384 and 32768 keys) looks.
-class WindowedDkWrongPast8192 final : public Kernel {
+// The built-in tiled kernel (vectorized: the mutation run takes its long stage to 32768 keys) whose
+// backward `corrupt` edits after the fact: a gradient bug only some problems show.
+class BackwardCorrupted final : public Kernel {
  public:
-  explicit WindowedDkWrongPast8192(std::string name) : inner_(make_tiled_kernel({128, 128})), name_(std::move(name)) {}
+  using Corruption = std::function<void(const Problem&, const GradientSpans&)>;
+  BackwardCorrupted(TiledConfig tiles, std::string name, Corruption corrupt)
+      : inner_(make_tiled_kernel(tiles)), name_(std::move(name)), corrupt_(std::move(corrupt)) {}
   std::string name() const override { return name_; }
   Capabilities capabilities() const override { return inner_->capabilities(); }
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
@@ -134,12 +135,7 @@ class WindowedDkWrongPast8192 final : public Kernel {
   }
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
     inner_->backward(p, in, out);
-    const Shape& s = p.shape;
-    if (!p.mask.window || s.k_len <= kFirstWrongKey) return;
-    const std::size_t row = static_cast<std::size_t>(s.head_dim);
-    for (std::size_t slice = 0; slice < std::size_t(s.batch) * s.kv_heads; ++slice)  // dK [B][Hkv][Tk][Dk]
-      for (std::size_t e = kFirstWrongKey * row; e < std::size_t(s.k_len) * row; ++e)
-        out.dk[slice * s.k_len * row + e] *= 1.01f;
+    corrupt_(p, out);
   }
   void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
     inner_->merge(in, o, lse);
@@ -147,10 +143,34 @@ class WindowedDkWrongPast8192 final : public Kernel {
   std::string last_path() const override { return inner_->last_path(); }
 
  private:
-  static constexpr int kFirstWrongKey = 8192;
   std::unique_ptr<Kernel> inner_;
   std::string name_;
+  Corruption corrupt_;
 };
+
+MutantEntry backward_corrupted(std::string name, std::string bug, std::string property, TiledConfig tiles,
+                               BackwardCorrupted::Corruption corrupt, int needs_len = 0) {
+  return {name, std::move(bug), std::move(property),
+          [=] { return std::make_unique<BackwardCorrupted>(tiles, "mutant:" + name, corrupt); }, needs_len};
+}
+
+// dK 1% off for every key past 8192 under a window: wrong only at lengths the size ladder never
+// reaches, where only the long stage's windowed backward (16384 and 32768 keys) looks.
+void dk_wrong_past_8192_under_window(const Problem& p, const GradientSpans& out) {
+  constexpr std::size_t kFirstWrongKey = 8192;
+  const Shape& s = p.shape;
+  if (!p.mask.window || std::size_t(s.k_len) <= kFirstWrongKey) return;
+  const std::size_t row = static_cast<std::size_t>(s.head_dim), keys = static_cast<std::size_t>(s.k_len);
+  for (std::size_t slice = 0; slice < std::size_t(s.batch) * s.kv_heads; ++slice)  // dK [B][Hkv][Tk][Dk]
+    for (std::size_t e = kFirstWrongKey * row; e < keys * row; ++e) out.dk[slice * keys * row + e] *= 1.01f;
+}
+
+// dQ 1% off once Tq or Tk passes 128, two 64-wide tiles: gradient properties drawing no more than
+// two tiles per dimension never see it.
+void dq_wrong_past_128(const Problem& p, const GradientSpans& out) {
+  if (p.shape.q_len <= 128 && p.shape.k_len <= 128) return;
+  for (float& x : out.dq) x *= 1.01f;
+}
 
 // Two tiled kernels behind one name, one per internal path: "short" (Tk <= 64) with `short_path`'s
 // arithmetic, "long" with `long_path`'s, each declared in path_precision (ABI 2.1's paths).
@@ -357,9 +377,12 @@ const std::vector<MutantEntry>& mutant_registry() {
                     "backward with 128 x 128 tiles: dV 1% off in a batch entry "
                     "with padded keys when Tk > 2048",
                     "backward_sampled_rows", {.backward_dv_wrong_padded_past_2048 = true}, 4096),
-      {"backward_windowed_dk_wrong_past_8192",
-       "backward with 128 x 128 tiles: dK 1% off for keys past 8192 under a sliding window", "backward_sampled_rows",
-       [] { return std::make_unique<WindowedDkWrongPast8192>("mutant:backward_windowed_dk_wrong_past_8192"); }, 32768},
+      backward_corrupted("backward_windowed_dk_wrong_past_8192",
+                         "backward with 128 x 128 tiles: dK 1% off for keys past 8192 under a sliding window",
+                         "backward_sampled_rows", {128, 128}, dk_wrong_past_8192_under_window, 32768),
+      backward_corrupted("backward_dq_wrong_past_128",
+                         "backward with 64 x 64 tiles: dQ 1% off when Tq or Tk > 128 (past two tiles)",
+                         "gradient_matches_reference", {64, 64}, dq_wrong_past_128),
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",

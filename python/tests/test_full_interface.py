@@ -1,5 +1,5 @@
 """attest certifying Python kernels through the ABI 2.3 and 2.4 messages: q8 K/V with block tables,
-a numpy backward, and a wrong gradient caught. Needs ATTEST; skipped without it."""
+a numpy backward, and a wrong gradient and a backward UNSUPPORTED inside its contract caught. Needs ATTEST; skipped without it."""
 from test_end_to_end import ATTEST, certify  # noqa: F401 (ATTEST: the skip condition)
 from test_end_to_end import pytestmark  # noqa: F401
 
@@ -21,3 +21,12 @@ def test_a_wrong_gradient_is_not_certified(tmp_path):
     run = certify("training_kernels.py:wrong_dq", tmp_path)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
     assert "NOT CERTIFIED numpy-wrong-dq: failed: gradient_matches_reference" in run.stdout
+
+
+def test_a_backward_unsupported_inside_its_contract_is_not_certified(tmp_path):
+    # UNSUPPORTED past 100 keys, inside its contract: the ladder's backward at 128 keys fails it (issue 41
+    # found it CERTIFIED when the backward was checked only to 65 x 65).
+    run = certify("training_kernels.py:backward_to_100", tmp_path, "--check", "sizes", size_stages=True)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "NOT CERTIFIED numpy-backward-to-100: failed: sizes" in run.stdout
+    assert "no backward past 100 keys" in run.stdout

@@ -1,5 +1,6 @@
 """attest certifying Python kernels through the ABI 2.3 and 2.4 messages: q8 K/V with block tables,
-a numpy backward, and a wrong gradient and a backward UNSUPPORTED inside its contract caught. Needs ATTEST; skipped without it."""
+a numpy backward, and a wrong gradient and a backward UNSUPPORTED inside its contract caught. Needs
+ATTEST; skipped without it."""
 from test_end_to_end import ATTEST, certify  # noqa: F401 (ATTEST: the skip condition)
 from test_end_to_end import pytestmark  # noqa: F401
 

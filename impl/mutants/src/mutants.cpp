@@ -1,11 +1,13 @@
 #include "attest/mutants.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "attest/builtin_kernels.h"
 
@@ -264,6 +266,55 @@ MutantEntry evicting(std::string name, std::string bug, KernelFaults faults,
           [=] { return make_faulty_sinks_recent_decode_kernel(4, 32, false, faults, "mutant:" + name); }, needs_len};
 }
 
+// A cache declaring sinks 4 + recent 32 (decode-only) that keeps only 24 recent keys from position
+// 200 on: two sessions fed the same tokens, the answers of the narrower one for queries from 200.
+// Wrong only past 200 positions, more than 5 times the cache's capacity.
+class RecentShrinksFrom200 final : public Kernel {
+ public:
+  explicit RecentShrinksFrom200(std::string name)
+      : declared_(make_decode_only(make_sinks_recent_decode_kernel(4, 32))),
+        narrow_(make_sinks_recent_decode_kernel(4, 24)),
+        name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  Capabilities capabilities() const override { return declared_->capabilities(); }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    declared_->forward(p, o, lse);
+  }
+  std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override {
+    return std::make_unique<Session>(declared_->open_decode(config), narrow_->open_decode(config), config);
+  }
+
+ private:
+  class Session final : public DecodeSession {
+   public:
+    Session(std::unique_ptr<DecodeSession> wide, std::unique_ptr<DecodeSession> narrow, const DecodeConfig& config)
+        : wide_(std::move(wide)), narrow_(std::move(narrow)), config_(config) {}
+    void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v, std::span<float> o,
+              std::span<float> lse) override {
+      const long long first = wide_->length();
+      std::vector<float> narrow_o(o.size()), narrow_lse(lse.size());
+      wide_->step(n, q, k, v, o, lse);
+      narrow_->step(n, q, k, v, narrow_o, narrow_lse);
+      const std::size_t dv = static_cast<std::size_t>(config_.value_dim);
+      for (std::size_t row = 0; row < std::size_t(config_.batch) * config_.heads * n; ++row) {
+        if (first + static_cast<long long>(row % n) < kFirstNarrowPosition) continue;  // rows are [B][H][n]
+        std::copy_n(&narrow_o[row * dv], dv, &o[row * dv]);
+        if (!lse.empty()) lse[row] = narrow_lse[row];
+      }
+    }
+    long long length() const override { return wide_->length(); }
+    std::size_t cache_bytes() const override { return wide_->cache_bytes(); }
+
+   private:
+    static constexpr long long kFirstNarrowPosition = 200;
+    std::unique_ptr<DecodeSession> wide_, narrow_;
+    DecodeConfig config_;
+  };
+
+  std::unique_ptr<Kernel> declared_, narrow_;
+  std::string name_;
+};
+
 }  // namespace
 
 const std::vector<MutantEntry>& mutant_registry() {
@@ -517,6 +568,11 @@ const std::vector<MutantEntry>& mutant_registry() {
                "sinks + recent cache: the sinks dropped from position 150 on (the cache "
                "holds 36)",
                {.sinks_evicted_from_150 = true}),
+      {"recent_24_from_200",
+       "sinks + recent cache declaring recent 32: only 24 recent keys kept from position 200 on (more than 5x "
+       "the cache's 36)",
+       "eviction_matches_retained_set",
+       [] { return std::make_unique<RecentShrinksFrom200>("mutant:recent_24_from_200"); }},
       evicting("sinks_evicted_from_5000",
                "sinks + recent cache: the sinks dropped from position 5000 on (long "
                "sessions only)",

@@ -173,7 +173,8 @@ void ProcessKernel::fail_at_limit(const CallLimit& l, std::optional<std::size_t>
   const std::string forked = options_.serve_in_child
                                  ? "; it ran in a fork of the calling process, which keeps only the calling thread: "
                                    "a kernel waiting on threads it started before certify hangs there (start them on "
-                                   "first use, or certify with in_process = true)"
+                                   "first use, give certify a KernelFactory that builds the kernel in the child, or "
+                                   "certify with in_process = true)"
                                  : "";
   fail(KernelFailure::Kind::kHang,
        fmt::format("kernel did not answer within {}, {:.3g}x what {} predicts ({:.3g} s) (killed){}",

@@ -4,8 +4,8 @@ import numpy as np
 
 from attest_kernel import Declaration, Unsupported, declare
 
-FEATURES = ["causal", "window", "key_padding", "query_padding", "segments", "explicit_mask", "chunk", "lookahead", "gqa",
-            "lse"]
+FEATURES = ["causal", "window", "key_padding", "query_padding", "segments", "explicit_mask", "chunk", "lookahead",
+            "gqa", "lse"]
 
 
 def _inputs(p):

@@ -31,7 +31,7 @@ def check_shown(readme, shown_pattern, run, label):
         if result.returncode != 0 or result.stdout != expected:
             failures += 1
             print("DIFFERS: %s (exit %d)\n--- README\n%s--- printed\n%s%s" % (label(name), result.returncode, expected,
-                                                                          result.stdout, result.stderr[-1000:]))
+                                                                              result.stdout, result.stderr[-1000:]))
         else:
             print("ok: %s prints what the README shows" % label(name))
     return 1 if failures else 0

@@ -78,8 +78,8 @@ class Precision:
     bit patterns; k and v may also be quantized ("q8", "q4", "q4_0", "q8_token", "q8_head", "e4m3",
     "e5m2": they arrive as attest_kernel.quantized.QuantizedRows, codes and scales). scores: q.k is
     accumulated in; p: P is rounded to it before P.V ("f32": not rounded); accumulator: P.V (and the
-    softmax sum, unless weight_sum names another) is accumulated in; exp_ulps: the worst error of one exp in ulps (0 means 1). weight_sum: None,
-    or the format the softmax sum is accumulated in apart from P.V. pv_unnormalised: P.V summed
+    softmax sum, unless weight_sum names another) is accumulated in; exp_ulps: the worst error of one
+    exp in ulps (0 means 1). weight_sum: None, or the format the softmax sum is accumulated in apart from P.V. pv_unnormalised: P.V summed
     with weights exp(s - m), divided by the sum at the end. q_entry, k_entry, v_entry: the kernel
     rounds that input to this format before using it ("f32": used as stored)."""
     q: str = "f32"

@@ -74,14 +74,15 @@ def _range(where, value, allow_negative=False):
 class Precision:
     """Where the kernel rounds (attest_precision_spec). Formats are "f32", "bf16" or "f16".
 
-    q, k, v, o and bias are storage formats: a bf16 / f16 buffer arrives (and O leaves) as uint16
-    bit patterns; k and v may also be quantized ("q8", "q4", "q4_0", "q8_token", "q8_head", "e4m3",
-    "e5m2": they arrive as attest_kernel.quantized.QuantizedRows, codes and scales). scores: q.k is
-    accumulated in; p: P is rounded to it before P.V ("f32": not rounded); accumulator: P.V (and the
-    softmax sum, unless weight_sum names another) is accumulated in; exp_ulps: the worst error of one
-    exp in ulps (0 means 1). weight_sum: None, or the format the softmax sum is accumulated in apart from P.V. pv_unnormalised: P.V summed
-    with weights exp(s - m), divided by the sum at the end. q_entry, k_entry, v_entry: the kernel
-    rounds that input to this format before using it ("f32": used as stored)."""
+    q, k, v, o and bias are storage formats: a bf16 / f16 buffer arrives (and O leaves) as uint16 bit
+    patterns; k and v may also be quantized ("q8", "q4", "q4_0", "q8_token", "q8_head", "e4m3", "e5m2":
+    they arrive as attest_kernel.quantized.QuantizedRows, codes and scales). scores: q.k is accumulated
+    in; p: P is rounded to it before P.V ("f32": not rounded); accumulator: P.V (and the softmax sum,
+    unless weight_sum names another) is accumulated in; exp_ulps: the worst error of one exp in ulps (0
+    means 1). weight_sum: None, or the format the softmax sum is accumulated in apart from P.V.
+    pv_unnormalised: P.V summed with weights exp(s - m), divided by the sum at the end. q_entry,
+    k_entry, v_entry: the kernel rounds that input to this format before using it ("f32": used as
+    stored)."""
     q: str = "f32"
     k: str = "f32"
     v: str = "f32"

@@ -10,6 +10,7 @@
 
 #include "attest/precision_limit.h"
 #include "certificate.h"
+#include "run_summary.h"
 
 namespace attest {
 
@@ -280,8 +281,8 @@ std::string format_report(const KernelReport& k, ReportDetail detail) {
   for (const CheckResult* r : full ? failed : std::vector<const CheckResult*>{}) {
     out += "\n" + format_failure(k, *r);
     if (!r->counterexample_path.empty())
-      out +=
-          fmt::format("    counterexample: {}  (attest replay {})\n", r->counterexample_path, r->counterexample_path);
+      out += fmt::format("    counterexample: {}  ({})\n", r->counterexample_path,
+                         replay_command(k, r->counterexample_path));
     if (!r->reproduce.empty()) out += fmt::format("    seed {}; RapidCheck: RC_PARAMS=\"{}\"\n", r->seed, r->reproduce);
   }
   for (const CheckResult* r : insufficient) {

@@ -94,11 +94,11 @@ try:
     dom = run(browser + ["--dump-dom", "file://" + os.path.abspath(page)], 0, timeout=120).stdout
     need(dom, "2 kernels: 1 CERTIFIED, 1 NOT CERTIFIED", 'class="verdict certified"',
          'class="verdict not-certified"', "CERTIFIED blocked for", "NOT CERTIFIED mutant:causal_sees_next",
-         "<h3>Failing checks</h3>", "case: <code>", "replay: <code>attest replay ", "Coverage: targets per path")
+         "<h3>Failing checks</h3>", "case: <code>", "replay: <code>%s replay " % html.escape(ATTEST), "Coverage: targets per path")
     rows, bars = dom.count('<tr class="check">'), dom.count('<div class="bar')
     if rows < 4 or bars != rows:
         sys.exit("%d check rows, %d err/bound bars: expected a bar per row, at least 4 rows" % (rows, bars))
-    replay = html.unescape(re.search(r"replay: <code>(attest replay [^<]*)</code>", dom).group(1))
+    replay = html.unescape(re.search(r"replay: <code>([^<]* replay [^<]*)</code>", dom).group(1))
     if not re.search(r"counterexamples/\S*__mutant_causal_sees_next__\S*Tq\d+_Tk\d+\S*\.json", replay):
         sys.exit("the replay command does not name the counterexample file by kernel and case: " + replay)
     shot = os.path.join(WORK, "report.png")

@@ -5,8 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 
+#include "attest/coverage_model.h"
 #include "attest/precision_limit.h"
 #include "attest/safe_text.h"
 
@@ -137,6 +140,15 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
+// The pairs of classes a path reached, with their effective cases: the coverage model's pair
+// targets as evidence, so a report can draw which pair was never reached (strength 1 included).
+std::map<std::string, long> pair_cases(const PathStats& stats) {
+  std::map<std::string, long> pairs;
+  for (const auto& [target, n] : stats.targets)
+    if (n > 0 && target_classes(target).size() == 2) pairs[target] = n;
+  return pairs;
+}
+
 }  // namespace
 
 std::string certificate_json(const CertificateInfo& info) {
@@ -175,7 +187,8 @@ std::string certificate_json(const CertificateInfo& info) {
               {"covered", stats.targets_required - static_cast<long>(stats.targets_uncovered.size())},
               {"uncovered", stats.targets_uncovered},
               {"unexercised", stats.targets_unexercised},
-              {"not_taken", stats.targets_not_taken}};
+              {"not_taken", stats.targets_not_taken},
+              {"pair_cases", pair_cases(stats)}};
       if (r.time_budget > 0) check["time_budget_seconds"] = r.time_budget;
       if (!r.not_reached.empty()) check["not_reached"] = r.not_reached;
       if (r.required_len > 0) check["required_length"] = r.required_len, check["reached_length"] = r.reached_len;

@@ -95,6 +95,8 @@ int main(int argc, char** argv) {
                    "golden,gradient_.* (--list-checks names them)")
       ->delimiter(',');
   cert->add_flag("--list-checks", request.list_checks, "print every check's stage and name, one per line, and exit");
+  cert->add_flag("--markdown", request.catalogue_markdown,
+                 "with --list-checks: the property catalogue as a Markdown table (docs/properties.md's)");
   cert->add_flag("--plan", request.plan,
                  "print which checks would run on each kernel and why the others would not, without running any");
   cert->add_flag("--verbose", request.verbose,

@@ -49,7 +49,8 @@ struct CertificateInfo {
 std::string declared_scope(const Capabilities& c);
 // A check's verdict as the report's table shows it: PASS, FAIL, not covered, INSUFFICIENT.
 std::string verdict_text(const CheckResult& r);
-// Per internal path: effective cases over all checks, how many checks reached it, worst err/bound.
+// Per internal path, a line: effective cases over all checks, how many checks reached it, worst
+// err/bound, coverage targets covered of required.
 std::string format_path_table(const KernelReport& k);
 // The human report of one kernel: its declaration, a table of checks, failures, the verdict line.
 // kCompact: a "checks: N ran, M not covered" line instead of a row and a line per check that did

@@ -178,12 +178,13 @@ std::string format_path_table(const KernelReport& k) {
   if (rows.empty()) return {};
   std::size_t width = 4;
   for (const auto& [path, row] : rows) width = std::max(width, path.size());
+  // One self-labelled line per path, no header of its own (the "one line per path").
   // targets: coverage targets (coverage_model.h: classes, or pairs of classes) covered of required, over all checks.
-  std::string out =
-      fmt::format("  {:<{}} {:>7} {:>7} {:>10} {:>15}\n", "path", width, "cases", "checks", "err/bound", "targets");
+  std::string out;
   for (const auto& [path, row] : rows)
-    out += fmt::format("  {:<{}} {:>7} {:>7} {:>10.3g} {:>15}\n", path, width, row.cases, row.checks, row.worst,
-                       row.required ? fmt::format("{}/{}", row.covered, row.required) : "-");
+    out +=
+        fmt::format("  path {:<{}} {:>7} cases {:>3} checks  err/bound {:<9.3g} targets {}\n", path, width, row.cases,
+                    row.checks, row.worst, row.required ? fmt::format("{}/{}", row.covered, row.required) : "-");
   return out;
 }
 

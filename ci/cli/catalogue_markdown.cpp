@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attest/mutants.h"
@@ -16,20 +17,22 @@ std::string needs_of(const PropertyInfo& p) {
   std::vector<std::string> needs;
   for (const std::string& f : p.required.names()) needs.push_back("`" + f + "`");
   const DeclarationNeeds& d = p.declares;
-  if (d.cache_eviction) needs.push_back("a cache policy that evicts");
-  if (d.block_tables) needs.push_back("block tables");
-  if (d.shareable_pages) needs.push_back("pages two sequences may share");
-  if (d.merge) needs.push_back("`merge` declared");
-  if (d.exact_sessions) needs.push_back("decode sessions that keep every key");
-  if (d.deterministic_backward) needs.push_back("`backward` promised deterministic");
-  if (d.padding) needs.push_back("padding");
   const ProblemNeeds& n = p.needs;
-  if (n.position_free) needs.push_back("a problem without positions");
-  if (n.rope) needs.push_back("`rope`");
-  if (n.gqa) needs.push_back("`gqa`");
-  if (n.masked) needs.push_back("a mask term");
-  if (n.hides_keys) needs.push_back("keys no row sees");
-  if (n.several_slices) needs.push_back("B·H > 1");
+  const std::pair<bool, const char*> flags[] = {{d.cache_eviction, "a cache policy that evicts"},
+                                                {d.block_tables, "block tables"},
+                                                {d.shareable_pages, "pages two sequences may share"},
+                                                {d.merge, "`merge` declared"},
+                                                {d.exact_sessions, "decode sessions that keep every key"},
+                                                {d.deterministic_backward, "`backward` promised deterministic"},
+                                                {d.padding, "padding"},
+                                                {n.position_free, "a problem without positions"},
+                                                {n.rope, "`rope`"},
+                                                {n.gqa, "`gqa`"},
+                                                {n.masked, "a mask term"},
+                                                {n.hides_keys, "keys no row sees"},
+                                                {n.several_slices, "B·H > 1"}};
+  for (const auto& [needed, text] : flags)
+    if (needed) needs.push_back(text);
   if (n.max_keys > 0) needs.push_back(fmt::format("Tk ≤ {}", n.max_keys));
   std::string out;
   for (const std::string& need : needs) out += (out.empty() ? "" : ", ") + need;

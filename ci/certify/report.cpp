@@ -238,8 +238,9 @@ std::string format_report(const KernelReport& k, ReportDetail detail) {
   const bool full = detail == ReportDetail::kFull;
   const Capabilities& c = k.capabilities;
   const std::string features = c.features.empty() ? "no features" : c.features.joined();
+  // Compact: the header is one line (name, declaration, precision, contract).
   std::string out = full ? fmt::format("{} ({})\n  declares: {}\n  {}\n", k.name, k.source, features, declared_scope(c))
-                         : fmt::format("{} ({}) declares {}\n  {}\n", k.name, k.source, features, declared_scope(c));
+                         : fmt::format("{} ({}) declares {}; {}\n", k.name, k.source, features, declared_scope(c));
   if (!full) out += checks_line(k);
   // The compact table holds the checks that ran; --verbose every check, the zero rows included.
   auto shown = [&](const CheckResult& r) { return full || r.status() != CheckStatus::kNotCovered; };

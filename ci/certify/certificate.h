@@ -23,6 +23,9 @@ struct KernelReport {
   std::map<std::string, std::string> identity;  // file -> SHA-256 of what was certified (identity.h)
   bool uncontained = false;                     // the library ran the caller's kernel in its own process, as asked
   std::string check_selection;                  // --check as given, when it chose the checks that ran
+  // Read from a certificate: per path, effective cases per pair of classes over every check (a
+  // run's own are in its checks' paths).
+  std::map<std::string, std::map<std::string, long>> path_pairs;
 
   // What the run covered: declared features with their effective cases, declared features no
   // effective case used, features not declared, and features --require names but did not get.

@@ -26,16 +26,22 @@ void add_classes(PathPairs& p, const std::vector<std::string>& classes) {
     if (std::find(p.classes.begin(), p.classes.end(), c) == p.classes.end()) p.classes.push_back(c);
 }
 
+void add_reached(PathPairs& p, const std::map<std::string, long>& targets) {
+  for (const auto& [target, n] : targets) {
+    const std::vector<std::string> classes = target_classes(target);
+    if (classes.size() != 2 || n <= 0) continue;
+    add_classes(p, classes);
+    p.reached[target] += n;
+  }
+}
+
 std::map<std::string, PathPairs> pairs_per_path(const KernelReport& k) {
   std::map<std::string, PathPairs> paths;
+  // A certificate keeps the pairs per kernel path; a run (or a shard) per check.
+  for (const auto& [path, targets] : k.path_pairs) add_reached(paths[path], targets);
   for (const CheckResult& r : k.checks)
     for (const auto& [path, stats] : r.paths) {
-      for (const auto& [target, n] : stats.targets) {
-        const std::vector<std::string> classes = target_classes(target);
-        if (classes.size() != 2 || n <= 0) continue;
-        add_classes(paths[path], classes);
-        paths[path].reached[target] += n;
-      }
+      if (k.path_pairs.empty()) add_reached(paths[path], stats.targets);
       for (const std::string& target : stats.targets_uncovered) {
         const std::vector<std::string> classes = target_classes(target);
         if (classes.size() != 2) continue;

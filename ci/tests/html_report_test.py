@@ -89,15 +89,14 @@ def pair_cells(page):
 
 def check_pair_matrix(page, certificate):
     """Each path's pairs of classes, drawn per pair: a reached pair's cell holds its effective cases
-    summed over the checks (the certificate's pair_cases); a pair a check required and never reached
-    is red. The certificate is then given a required pair no case reached: its cell turns red."""
+    over every check (pair_cases of the kernel's path in the certificate); a pair a check required
+    and never reached is red. The certificate is then given a required pair no case reached: its
+    cell turns red."""
     cells, expected = pair_cells(page), {}
     for index, kernel in enumerate(certificate["kernels"]):
-        for check in kernel["checks"]:
-            for path, coverage in check.get("coverage", {}).items():
-                for pair, n in coverage.get("pair_cases", {}).items():
-                    key = (index, path)
-                    expected.setdefault(key, {})[pair] = expected.get(key, {}).get(pair, 0) + n
+        for path in kernel["paths"]:
+            if path.get("pair_cases"):
+                expected[(index, path["path"])] = path["pair_cases"]
     if not expected:
         sys.exit("the certificate holds no pair_cases: nothing for the matrix to draw")
     for key, pairs in expected.items():

@@ -151,6 +151,9 @@ int main(int argc, char** argv) {
   mut->add_option("--fuzz-build", mutants.fuzz_build, "the fuzz preset's build directory (default: build/fuzz)");
   mut->add_option("--json", mutants.json_path, "write the report as JSON");
   mut->add_option("--only", mutants.only, "one mutant by name");
+  mut->add_flag("--expected-first", mutants.expected_first,
+                "run each mutant's expected check alone first, the whole certification only if it passes (the "
+                "same kills; \"caught by\" lists only the checks that ran)");
   std::string mutants_shard;
   mut->add_option("--shard", mutants_shard,
                   "K/N: only the mutants at registry positions p with p % N == K - 1; auto or auto/N: from the "

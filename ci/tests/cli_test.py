@@ -520,6 +520,27 @@ def case_broken_sink_in_numerator():
     broken_modifier("broken_sink_in_numerator", "sinks", ("a row that sees no key but a sink must output 0",))
 
 
+def merge_checked(*kernel_args):
+    """The merge_equals_whole check of a certify of example-c that must say CERTIFIED."""
+    path = os.path.join(WORK, "merge.json")
+    certify(*kernel_args, "--budget", "40", "--json", path, expect=0)
+    return checks_of(path)[1]["merge_equals_whole"]
+
+
+def case_merge_c_plugin():
+    # ABI 2.6: example_attention.c's merge is judged through the plugin (the kernel host) and
+    # through the process protocol (example_process_kernel, the same C file); each broken merge
+    # is NOT CERTIFIED by merge_equals_whole.
+    for args in (("--kernel", plugin("example_attention")),
+                 ("--kernel-cmd", os.path.join(EXAMPLES, "example_process_kernel"))):
+        check = merge_checked(*args)
+        if check["verdict"] != "pass" or check["effective_cases"] < 1:
+            sys.exit("%s: merge_equals_whole %s" % (args[1], check))
+        print("%s: merge_equals_whole passed, %d effective cases" % (os.path.basename(args[1]), check["effective_cases"]))
+    for library in ("broken_merge_without_max", "broken_merge_empty_part_nan"):
+        not_certified_quick(library, "example-c", "merge_equals_whole")
+
+
 def numpy_variant(name, old, new):
     """A copy of the numpy example in WORK with one line replaced (which must occur exactly once)."""
     source = open(os.path.join(SOURCE, "ci/examples/process_python/numpy_kernel.py")).read()

@@ -12,7 +12,7 @@ from . import abi, quantized, wire
 from .declaration import Declaration, DeclarationError
 from .paged import PagedStep
 from .problem import DecodeConfig, Problem
-from .storage import from_float32, is_torch_tensor, numpy_dtype, to_float32, torch_to_numpy
+from .storage import from_float32, is_torch_tensor, itemsize, numpy_dtype, to_float32, torch_to_numpy
 from .wire import ProtocolError
 
 MAX_MESSAGE = 1000  # attest keeps 1 KiB of an error
@@ -268,7 +268,7 @@ class Server:
         return {wire.HELLO: self.hello, wire.FORWARD: self.forward, wire.DECODE_OPEN: self.decode_open,
                 wire.DECODE_STEP: self.decode_step, wire.DECODE_CLOSE: self.decode_close, wire.BACKWARD: self.backward,
                 wire.DECODE_RETAINED: self.decode_retained, wire.PAGE_BYTES: self.page_bytes,
-                wire.DECODE_PAGED: self.decode_paged}
+                wire.DECODE_PAGED: self.decode_paged, wire.MERGE: self.merge}
 
     def hello(self, r):
         version = r.u32()
@@ -516,6 +516,38 @@ class Server:
                 lse_parts.append(convert_output(lse_list[b], "f32", (config.heads, n), "lse[%d]" % b, "[H][n]").reshape(-1))
         o = np.concatenate(o_parts) if o_parts else np.zeros(0, dtype=np.float32)
         return {"o": o, "lse": np.concatenate(lse_parts) if lse_parts else None, "path": path}
+
+
+    # --- ABI 2.6: merging partial states -------------------------------------------------------------
+
+    def merge(self, r):
+        if self.declaration.merge is None:
+            raise ProtocolError("MERGE sent to a kernel declared without merge")
+        parts, rows, width, storage = r.i32(), r.i32(), r.i32(), r.i32()
+        o_bytes, lse = r.array("u1"), r.array("<f4")
+        r.expect_end()
+        fmt = abi.FORMAT_NAMES.get(storage)
+        if fmt not in ("f32", "bf16") or min(parts, rows, width) < 1:
+            raise ProtocolError("merge: storage %d, parts %d, rows %d, value_dim %d" % (storage, parts, rows, width))
+        if o_bytes.size != parts * rows * width * itemsize(fmt) or lse.size != parts * rows:
+            raise ProtocolError("merge arrays o and lse do not match the shape")
+        o = to_float32(o_bytes.view(numpy_dtype(fmt)), fmt).reshape(parts, rows, width)
+        lse = lse.reshape(parts, rows)
+        who = "the merge %s" % getattr(self.declaration.merge, "__name__", "function")
+        status, error, result = self._call(lambda states: self.declaration.merge(*states), (o, lse), who)
+        out = {"status": status, "error": error}
+        if status == abi.OK:
+            try:
+                if not isinstance(result, tuple) or len(result) != 2:
+                    raise OutputError("%s returned %s; expected (o, lse)" % (who, type(result).__name__))
+                out["o"] = convert_output(result[0], "f32", (rows, width), "o", "[rows][Dv]").reshape(-1)
+                out["lse"] = convert_output(result[1], "f32", (rows,), "lse", "[rows]")
+            except OutputError as e:
+                out = {"status": abi.INTERNAL_ERROR, "error": _cut(str(e))}
+            except Exception as e:
+                out = {"status": abi.INTERNAL_ERROR, "error": _cut("the merged state could not be read: "
+                                                                  + describe_exception(e))}
+        self.channel.write_frame(wire.MERGE_RESULT, wire.encode_message(wire.MERGE_RESULT, **out))
 
 
 class Gradient:

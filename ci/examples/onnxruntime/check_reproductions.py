@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 
-SHOWN = re.compile(r"`node (repro/[a-z_]+\.mjs)`:\n\n```\n(.*?)```", re.S)
+SHOWN = re.compile(r"`node (repro/[a-z0-9_]+\.mjs)`:\n\n```\n(.*?)```", re.S)
 
 
 def check_shown(readme, shown_pattern, run, label):

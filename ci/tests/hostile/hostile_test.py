@@ -783,13 +783,18 @@ def case_document_to_stdout():
 
 def case_outputs_never_replace_inputs():
     # --json or --junit naming the plugin being certified, or a shard being merged, would
-    # replace it with the certificate: refused before the run, and the file is unchanged.
+    # replace it with the certificate, and --out would save counterexamples in it: refused before
+    # the run, and the file is unchanged.
     kernel = own_plugin("printf")
     before = open(kernel, "rb").read()
     for flag in ("--json", "--junit"):
         run = certify("--kernel", kernel, "--budget", "0", "--no-size-stages", flag, kernel, timeout=60, expect=(2,))
         refused_before_running(run, flag.lstrip("-"))
         require(run, "is an input of this run")
+    # --out is a folder: naming the plugin (or any input file) is refused, and nothing is written in it.
+    run = attest("certify", "--kernel", kernel, "--budget", "0", "--no-size-stages", "--out", kernel, timeout=60,
+                 expect=(2,))
+    refused_before_running(run, "out")
     shard = os.path.join(WORK, "shard-1.json")
     open(shard, "w").write("{}")
     run = attest("merge", shard, os.path.join(WORK, "shard-2.json"), "--json", shard, timeout=60, expect=(2,))

@@ -40,7 +40,8 @@ def main():
         problems.append(f"--markdown's rows {sorted(table ^ properties)} differ from --list-checks")
     details = set(re.findall(r"^\| `([a-z0-9_]+)` \|", text.replace(generated, ""), re.MULTILINE))
     problems += [f"{name}: a property check with no detail row in {page}" for name in sorted(properties - details)]
-    problems += [f"{name}: a detail row of {page} that names no check of attest" for name in sorted(details - properties)]
+    problems += [f"{name}: a detail row of {page} that names no check of attest" for name in sorted(
+        details - properties)]
     problems += [f"{stage} {name}: not named in {page}" for stage, name in checks
                  if stage != "property" and f"`{stage} {name}`" not in text]
     for p in problems:

@@ -103,7 +103,7 @@ def check_pair_matrix(page, certificate):
         for pair, n in pairs.items():
             if cells.get(key, {}).get(pair) != ("reached", str(n)):
                 sys.exit("path %r: pair %r: cell %s, expected %d effective cases" % (key[1], pair,
-                                                                                   cells.get(key, {}).get(pair), n))
+                                                                                     cells.get(key, {}).get(pair), n))
     unreached = [(key, pair) for key, row in cells.items() for pair, (kind, _) in row.items() if kind == "unreached"]
     if not unreached:
         sys.exit("no cell shows a pair never reached (the matrix draws only what was reached?)")
@@ -152,7 +152,8 @@ try:
         sys.exit("the replay command does not name the counterexample file by kernel and case: " + replay)
     check_pair_matrix(dom, certificate)
     shot = os.path.join(WORK, "report.png")
-    run(browser + ["--window-size=1280,2400", "--screenshot=" + shot, "file://" + os.path.abspath(page)], 0, timeout=120)
+    run(browser + ["--window-size=1280,2400", "--screenshot=" + shot, "file://" + os.path.abspath(page)], 0,
+        timeout=120)
     colours = png_pixels(shot)
     for name, colour in (("certified", CERTIFIED_COLOUR), ("not certified", FAILED_COLOUR)):
         if colour not in colours:

@@ -70,12 +70,14 @@ def case_compact():
     # blocked declares neither decode nor backward: 2 of the 5 chosen checks run.
     done, checks = certify("--kernel", "blocked", "--check", CHOSEN, "--no-size-stages", expect=0)
     out = done.stdout
-    need(out, "  checks: 2 ran, 3 not covered [2: the kernel does not declare decode] [1: the kernel does not declare backward]\n",
+    need(out, "  checks: 2 ran, 3 not covered [2: the kernel does not declare decode] "
+         "[1: the kernel does not declare backward]\n",
          "; 2 of 5 checks apply; only the checks --check chose (%s)\n" % CHOSEN, "\n1 kernel: 1 CERTIFIED (seed 11, ")
     if not out.endswith("\nCERTIFIED\n"):
         sys.exit("the last line is not CERTIFIED:\n" + out)
     refuse(out, "not covered: gradient")
-    if re.search(r"^  property +(decode_matches_prefill|ragged_batch_equals_single|gradient_matches_reference) ", out, re.M):
+    skipped = r"^  property +(decode_matches_prefill|ragged_batch_equals_single|gradient_matches_reference) "
+    if re.search(skipped, out, re.M):
         sys.exit("a row for a check that did not run:\n" + out)
     if progress_checks(done.stderr) != ["golden", "grid"]:
         sys.exit("progress lines for other checks than the two that ran:\n" + done.stderr)
@@ -83,7 +85,8 @@ def case_compact():
         sys.exit("the certificate does not keep every chosen check: %s" % checks)
     # --verbose: a row and a line for each check that did not run, and progress for each.
     verbose, _ = certify("--kernel", "blocked", "--check", CHOSEN, "--no-size-stages", "--verbose", expect=0)
-    need(verbose.stdout, "  not covered: decode_matches_prefill (the kernel does not declare decode)", "  declares: causal")
+    need(verbose.stdout, "  not covered: decode_matches_prefill (the kernel does not declare decode)",
+         "  declares: causal")
     if not re.search(r"\n  property +decode_matches_prefill +0 +0 +not covered ", verbose.stdout):
         sys.exit("--verbose: no row for decode_matches_prefill:\n" + verbose.stdout)
     refuse(verbose.stdout, "  checks: ")
@@ -121,7 +124,7 @@ def fails_again_as_printed(command, cwd, path):
                            text=True, timeout=120)
     if again.returncode != 1:
         sys.exit("%s (in %s) exited %d, expected 1 (fails again)\n%s%s" % (command, cwd, again.returncode, again.stdout,
-                                                                         again.stderr))
+                                                                           again.stderr))
 
 
 def printed_replays(argv0, cwd, path):
@@ -156,14 +159,15 @@ def case_replay_as_printed():
     program = os.path.realpath(ATTEST)
     # Started by its path: the path as given. Started as "attest" by a program (not found on PATH):
     # the executable's resolved path. Found on PATH as "attest": the name.
+    local = "./" + os.path.basename(ATTEST)
     for argv0, cwd, path, first_word in ((ATTEST, WORK, bare_path, ATTEST),
-                                         ("./" + os.path.basename(ATTEST), home, bare_path, "./" + os.path.basename(ATTEST)),
+                                         (local, home, bare_path, local),
                                          ("attest", WORK, bare_path, program),
                                          ("attest", WORK, home + ":" + bare_path, "attest")):
         for command in printed_replays(argv0, cwd, path):
             if shlex.split(command)[0] != first_word:
                 sys.exit("started as %s in %s: printed %r, expected it to start with %s" % (argv0, cwd, command,
-                                                                                          first_word))
+                                                                                            first_word))
             # A path as given is the user's shell's: it runs where they ran attest.
             fails_again_as_printed(command, cwd if first_word.startswith("./") else elsewhere, path)
 
@@ -247,7 +251,8 @@ def case_markdown():
     need(text, "## attest: 2 kernels: 1 CERTIFIED, 1 NOT CERTIFIED (seed 11)\n",
          "| blocked | CERTIFIED | 2 | 1 |", "| mutant:causal_sees_next | **NOT CERTIFIED** | 2 | 1 |",
          "### Failing checks", "- **mutant:causal_sees_next** `grid`: tq1_tk17", "  - case: `",
-         "  - replay: `%s replay " % ATTEST, "`CERTIFIED blocked for ", "; only the checks --check chose (golden,grid,decode_matches_prefill)`",
+         "  - replay: `%s replay " % ATTEST, "`CERTIFIED blocked for ",
+         "; only the checks --check chose (golden,grid,decode_matches_prefill)`",
          "| deterministic | grid | 251 | 251 | PASS |")
     refuse(text, "| property | decode_matches_prefill |")  # the table holds the checks that ran
     # The same document on stdout; a file that is no certificate: one line, exit 2, nothing written.
@@ -262,6 +267,7 @@ def case_markdown():
         sys.exit("a summary was written for a bad certificate")
 
 
-{"compact": case_compact, "failing": case_failing, "replay_as_printed": case_replay_as_printed, "list_checks": case_list_checks, "check_errors": case_check_errors,
- "plan": case_plan, "markdown": case_markdown}[CASE]()
+{"compact": case_compact, "failing": case_failing, "replay_as_printed": case_replay_as_printed,
+ "list_checks": case_list_checks, "check_errors": case_check_errors, "plan": case_plan,
+ "markdown": case_markdown}[CASE]()
 print("ok")

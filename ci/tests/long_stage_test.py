@@ -78,8 +78,8 @@ def case_paths():
         if c["verdict"] != "pass" or c.get("path_shortfall"):
             sys.exit("%s: %s" % (c["check"], c))
     for line in ("single-tile", "multi-tile"):
-        if "\n  %s " % line not in out:
-            sys.exit("no %s row in the path table:\n%s" % (line, out))
+        if "\n  path %s " % line not in out:
+            sys.exit("no line for path %s in the report:\n%s" % (line, out))
 
 
 def case_flags():

@@ -94,11 +94,18 @@ void draw_serving_cache(Draw d, Capabilities& c) {
 
 // Declared paths with predicates, in a quarter of the declarations that have a forward: one or two
 // of three, in a drawn order (the first whose predicate a problem meets serves it), each only where
-// the contract admits a problem it takes. The model serves a path by its name's tiling
-// (declared_model.h).
+// the contract admits a problem it takes that no earlier path takes (a kernel never names a path it
+// cannot reach). The model serves a path by its name's tiling (declared_model.h).
 void draw_paths(Draw d, Capabilities& c) {
   if (!c.forward() || !d.chance(0.25)) return;
   const Contract& k = c.contract;
+  auto some_head_dim = [&](bool multiple_of_16) {
+    for (int dim = 1; dim <= 256; ++dim)
+      if ((dim % 16 == 0) == multiple_of_16 && k.accepts_head_dim(dim)) return true;
+    return false;
+  };
+  const bool long_q =
+      (k.q_len.unlimited() || k.q_len.max > 8) && (!k.self_attention_only || k.k_len.unlimited() || k.k_len.max > 8);
   std::vector<PathPredicate> options;
   PathPredicate short_q{.path = "short-q"};
   short_q.q_len = {1, 8};
@@ -108,13 +115,15 @@ void draw_paths(Draw d, Capabilities& c) {
     batched.batch = {2, kMaxContractMinBatch};
     options.push_back(batched);
   }
-  bool aligned = false;
-  for (int dim = 16; dim <= 256 && !aligned; dim += 16) aligned = k.accepts_head_dim(dim);
-  if (aligned) options.push_back(PathPredicate{.path = "per-batch-d16", .head_dim_multiple = 16});
+  if (some_head_dim(true)) options.push_back(PathPredicate{.path = "per-batch-d16", .head_dim_multiple = 16});
   for (int n = d.between(1, 2); n > 0 && !options.empty(); --n) {
     const int at = d.between(0, static_cast<int>(options.size()) - 1);
-    c.paths.push_back(options[static_cast<std::size_t>(at)]);
+    const PathPredicate taken = options[static_cast<std::size_t>(at)];
+    c.paths.push_back(taken);
     options.erase(options.begin() + at);
+    // What the taken path leaves to a later one: Tq > 8, a Dk not a multiple of 16 (B = 1 is
+    // always admitted).
+    if ((taken.path == "short-q" && !long_q) || (taken.path == "per-batch-d16" && !some_head_dim(false))) break;
   }
 }
 

@@ -37,36 +37,20 @@ std::vector<float> rows(const std::vector<float>& all, int heads, int t, int d, 
   return out;
 }
 
-TEST(ModelDecode, StepsEqualTheForwardOfTheWholeSequence) {
-  Capabilities declaration;
-  declaration.features.insert(Feature::kDecode);
-  declaration.features.insert(Feature::kCausal);
-  declaration.precision.k = declaration.precision.v = Scalar::kBF16;
-  declaration.precision.accumulator = Scalar::kF16;
-  Problem whole = sequence(5, 3);
-  for (float& x : whole.k) x = round_to(x, Scalar::kBF16);
-  for (float& x : whole.v) x = round_to(x, Scalar::kBF16);
-  whole.storage = {Scalar::kF32, Scalar::kBF16, Scalar::kBF16};
-  const auto model = make_declared_model(declaration, "model");
-  std::vector<float> o(whole.o_size()), lse(whole.lse_size());
-  model->forward(whole, o, lse);
-
-  DecodeConfig config;
-  config.heads = 2;
-  config.head_dim = config.value_dim = 4;
-  config.scale = whole.effective_scale();
-  const auto session = model->open_decode(config);
+// Decodes `whole` (T tokens) in steps of `chunks` and expects each step's O and LSE to be the
+// forward's rows o and lse of the same positions.
+void expect_steps_equal(DecodeSession& session, const Problem& whole, const std::vector<float>& o,
+                        const std::vector<float>& lse, const std::vector<int>& chunks) {
+  const int t = whole.shape.k_len;
   int start = 0;
-  for (const int n : {3, 1, 1}) {
+  for (const int n : chunks) {
     std::vector<float> step_o(2 * n * 4), step_lse(2 * n);
-    session->step(n, rows(whole.q, 2, 5, 4, start, n), rows(whole.k, 1, 5, 4, start, n),
-                  rows(whole.v, 1, 5, 4, start, n), step_o, step_lse);
-    EXPECT_EQ(step_o, rows(o, 2, 5, 4, start, n)) << "step from " << start;
-    EXPECT_EQ(step_lse, rows(lse, 2, 5, 1, start, n)) << "step from " << start;
+    session.step(n, rows(whole.q, 2, t, 4, start, n), rows(whole.k, 1, t, 4, start, n),
+                 rows(whole.v, 1, t, 4, start, n), step_o, step_lse);
+    EXPECT_EQ(step_o, rows(o, 2, t, 4, start, n)) << "step from " << start;
+    EXPECT_EQ(step_lse, rows(lse, 2, t, 1, start, n)) << "step from " << start;
     start += n;
   }
-  EXPECT_EQ(session->length(), 5);
-  EXPECT_THROW(session->step(1, {}, {}, {}, {}, {}), ProblemError);
 }
 
 Capabilities decoder() {
@@ -84,6 +68,24 @@ DecodeConfig config_of(const Problem& whole) {
   return config;
 }
 
+TEST(ModelDecode, StepsEqualTheForwardOfTheWholeSequence) {
+  Capabilities declaration = decoder();
+  declaration.precision.k = declaration.precision.v = Scalar::kBF16;
+  declaration.precision.accumulator = Scalar::kF16;
+  Problem whole = sequence(5, 3);
+  for (float& x : whole.k) x = round_to(x, Scalar::kBF16);
+  for (float& x : whole.v) x = round_to(x, Scalar::kBF16);
+  whole.storage = {Scalar::kF32, Scalar::kBF16, Scalar::kBF16};
+  const auto model = make_declared_model(declaration, "model");
+  std::vector<float> o(whole.o_size()), lse(whole.lse_size());
+  model->forward(whole, o, lse);
+
+  const auto session = model->open_decode(config_of(whole));
+  expect_steps_equal(*session, whole, o, lse, {3, 1, 1});
+  EXPECT_EQ(session->length(), 5);
+  EXPECT_THROW(session->step(1, {}, {}, {}, {}, {}), ProblemError);
+}
+
 // A window cache of 2 attends each query over itself and the position before: the forward with a
 // window of 2 over the whole sequence.
 TEST(ModelDecode, AWindowCacheAttendsTheRetainedPositionsOnly) {
@@ -95,15 +97,7 @@ TEST(ModelDecode, AWindowCacheAttendsTheRetainedPositionsOnly) {
   std::vector<float> o(whole.o_size()), lse(whole.lse_size());
   model->forward(whole, o, lse);
   const auto session = model->open_decode(config_of(whole));
-  int start = 0;
-  for (const int n : {4, 1, 1}) {
-    std::vector<float> step_o(2 * n * 4), step_lse(2 * n);
-    session->step(n, rows(whole.q, 2, 6, 4, start, n), rows(whole.k, 1, 6, 4, start, n),
-                  rows(whole.v, 1, 6, 4, start, n), step_o, step_lse);
-    EXPECT_EQ(step_o, rows(o, 2, 6, 4, start, n)) << "step from " << start;
-    EXPECT_EQ(step_lse, rows(lse, 2, 6, 1, start, n)) << "step from " << start;
-    start += n;
-  }
+  expect_steps_equal(*session, whole, o, lse, {4, 1, 1});
   EXPECT_EQ(session->retained_positions(0, 0), (std::vector<long long>{4, 5}));
 }
 

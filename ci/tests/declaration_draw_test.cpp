@@ -40,6 +40,7 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
     if (!c.paths.empty()) {
       ++paths;
       EXPECT_TRUE(c.forward()) << "declaration " << i;
+      EXPECT_EQ(c.page_tokens, 0) << "declaration " << i << ": paths with a block table";
     }
     if (c.paths.size() > 1) EXPECT_TRUE(later_path_reachable(c)) << "declaration " << i << " shadows a path";
     fp8 += c.precision.k == Scalar::kE4M3 || c.precision.k == Scalar::kE5M2;

@@ -23,7 +23,8 @@ def kernels(build):
     return {
         "c": ["--kernel", os.path.join(examples, "libexample_attention.so")],
         "fp16_kv": ["--kernel", os.path.join(examples, "libfp16_kv_attention.so")],
-        "numpy": ["--kernel-cmd", "/usr/bin/python3 %s" % os.path.join(ROOT, "ci/examples/process_python/numpy_kernel.py")],
+        "numpy": ["--kernel-cmd",
+                  "/usr/bin/python3 %s" % os.path.join(ROOT, "ci/examples/process_python/numpy_kernel.py")],
     }
 
 
@@ -53,7 +54,8 @@ def run(attest, name, args, budget, one_core):
             if check["stage"] == "long" and "reached_length" in check:
                 reach = "long to T = %d (%d not reached)" % (check["reached_length"], len(check.get("not_reached", [])))
         per_stage = ", ".join("%s %.1f s" % (stage, seconds) for stage, seconds in stages.items())
-        return "%-8s %-8s %6.1f s  exit %d  %s  [%s; %s]" % (name, budget, wall, done.returncode, verdict, per_stage, reach)
+        fields = (name, budget, wall, done.returncode, verdict, per_stage, reach)
+        return "%-8s %-8s %6.1f s  exit %d  %s  [%s; %s]" % fields
 
 
 def main():

@@ -38,7 +38,7 @@ for m in re.finditer(r"^\d+/\d+ Testing: (.+?)\n(.*?)^Test (Passed|Failed)\.?", 
     if verdict == "Passed":
         continue
     output = body.split("Output:\n", 1)[-1].split("<end of output>", 1)[0].splitlines()
-    output = [l for l in output if not l.startswith("-----")]
+    output = [line for line in output if not line.startswith("-----")]
     print("==== %s: the last %d of %d lines" % (name, min(lines, len(output)), len(output)))
     for line in output[-lines:]:
         print("  " + line[:300])

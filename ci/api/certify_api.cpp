@@ -2,7 +2,9 @@
 #include "attest/certify_api.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -13,6 +15,7 @@
 #include "certificate.h"
 #include "certify.h"
 #include "containment.h"
+#include "forked_object.h"
 #include "frozen_declaration.h"
 #include "kernel_resolver.h"
 #include "process_kernel.h"
@@ -65,9 +68,35 @@ std::unique_ptr<ProcessKernel> contained(const Kernel& kernel, const CertifyOpti
   return std::make_unique<ProcessKernel>(std::move(served));
 }
 
-Certificate certificate_of(const Kernel& kernel, const std::string& source, const CertifyOptions& o) {
+// The same for a kernel built by the caller's factory in each child: its worker threads, started in
+// its constructor, live where its calls run. The name comes from the child's descriptor, and a
+// declaration the C ABI refuses is refused in the handshake (KernelLoadError) before any check.
+std::unique_ptr<ProcessKernel> contained(const KernelFactory& make, const CertifyOptions& o) {
+  ProcessKernel::Options served;
+  served.description = "the kernel built by certify's factory";
+  served.containment.timeout_seconds = o.timeout_seconds;
+  served.containment.memory_limit_bytes = default_memory_limit();
+  served.serve_in_child = [&make](int in, int out) {
+    // The child never returns into the caller's code: a factory that throws ends it, said on stderr.
+    try {
+      const std::unique_ptr<Kernel> kernel = make();
+      if (!kernel) throw std::invalid_argument("it returned no kernel");
+      AbiAdapter adapter(std::make_unique<FrozenDeclaration>(*kernel));
+      return protocol::serve_descriptor(adapter.descriptor(), in, out);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "attest: certify's kernel factory failed in the child: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "attest: certify's kernel factory threw a non-standard exception in the child\n");
+    }
+    return 1;
+  };
+  return std::make_unique<ProcessKernel>(std::move(served));
+}
+
+// `isolated`: the kernel runs in a child process.
+Certificate certificate_of(const Kernel& kernel, const std::string& source, const CertifyOptions& o, bool isolated) {
   attest::CertifyOptions options = internal_options(o, source);
-  options.isolated = dynamic_cast<const ProcessKernel*>(&kernel) != nullptr;
+  options.isolated = isolated;
   Oracle oracle(1024);
   const FrozenDeclaration frozen(kernel);  // one reading of its declaration: the report's and the checks'
   KernelReport report{source, frozen.name(), frozen.capabilities(), certify_kernel(frozen, oracle, options), {}, {},
@@ -113,8 +142,21 @@ Certificate certify(const Kernel& kernel, const CertifyOptions& options) {
   check_timeout(options);
   const std::string source = "library:" + kernel.name();
   refuse_what_the_abi_refuses(kernel);
-  if (options.in_process) return certificate_of(kernel, source, options);
-  return certificate_of(*contained(kernel, options), source, options);
+  if (options.in_process) return certificate_of(kernel, source, options, false);
+  const int threads = threads_of_this_process();  // before the fork: none of them is the child's
+  return certificate_of(ForkedObject(contained(kernel, options), threads), source, options, true);
+}
+
+Certificate certify(const KernelFactory& make, const CertifyOptions& options) {
+  check_timeout(options);
+  if (!make) throw std::invalid_argument("certify was given an empty kernel factory");
+  if (options.in_process) {
+    const std::unique_ptr<Kernel> kernel = make();
+    if (!kernel) throw std::invalid_argument("certify's kernel factory returned no kernel");
+    return certify(*kernel, options);
+  }
+  const std::unique_ptr<ProcessKernel> kernel = contained(make, options);
+  return certificate_of(*kernel, "library:" + kernel->name(), options, true);
 }
 
 Certificate certify(const std::string& kernel, const CertifyOptions& options) {
@@ -123,7 +165,8 @@ Certificate certify(const std::string& kernel, const CertifyOptions& options) {
   LoadOptions load;
   load.containment.timeout_seconds = options.timeout_seconds;
   load.containment.memory_limit_bytes = default_memory_limit();
-  return certificate_of(*resolve_kernel(kernel, load), kernel, options);
+  const std::unique_ptr<Kernel> resolved = resolve_kernel(kernel, load);
+  return certificate_of(*resolved, kernel, options, dynamic_cast<const ProcessKernel*>(resolved.get()) != nullptr);
 }
 
 }  // namespace attest::api

@@ -61,7 +61,8 @@ def check_rows(path, batch, heads, plugin_runs):
             sys.exit("inconsistent statistics: %r" % r)
         # GFLOP/s counts every batch and head: 4 B H Tq Tk D (halved when causal) per median second
         tq = 1 if r["mode"] == "decode" else r["length"]
-        flops = 4.0 * batch * heads * tq * r["length"] * r["head_dim"] * (0.5 if r["causal"] and r["mode"] != "decode" else 1)
+        flops = 4.0 * batch * heads * tq * r["length"] * r["head_dim"] * \
+            (0.5 if r["causal"] and r["mode"] != "decode" else 1)
         flops *= 2.5 if r["mode"] == "backward" else 1  # the backward counts 2.5 forwards
         if abs(r["gflops"] * 1e9 * r["median_seconds"] - flops) > 1e-6 * flops:
             sys.exit("GFLOP/s does not count B = %d, H = %d: %r" % (batch, heads, r))

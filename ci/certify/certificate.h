@@ -23,6 +23,9 @@ struct KernelReport {
   std::map<std::string, std::string> identity;  // file -> SHA-256 of what was certified (identity.h)
   bool uncontained = false;                     // the library ran the caller's kernel in its own process, as asked
   std::string check_selection;                  // --check as given, when it chose the checks that ran
+  // Read from a certificate: per path, effective cases per pair of classes over every check (a
+  // run's own are in its checks' paths).
+  std::map<std::string, std::map<std::string, long>> path_pairs;
 
   // What the run covered: declared features with their effective cases, declared features no
   // effective case used, features not declared, and features --require names but did not get.
@@ -49,7 +52,8 @@ struct CertificateInfo {
 std::string declared_scope(const Capabilities& c);
 // A check's verdict as the report's table shows it: PASS, FAIL, not covered, INSUFFICIENT.
 std::string verdict_text(const CheckResult& r);
-// Per internal path: effective cases over all checks, how many checks reached it, worst err/bound.
+// Per internal path, a line: effective cases over all checks, how many checks reached it, worst
+// err/bound, coverage targets covered of required.
 std::string format_path_table(const KernelReport& k);
 // The human report of one kernel: its declaration, a table of checks, failures, the verdict line.
 // kCompact: a "checks: N ran, M not covered" line instead of a row and a line per check that did

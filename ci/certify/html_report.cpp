@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "html_report_pairs.h"
 #include "run_summary.h"
 
 namespace attest {
 // A named namespace: a unity build puts this file beside markdown_report.cpp's helpers.
 namespace html_page {
 
-// A kernel's name, its messages and its path names are the kernel's to choose: escaped everywhere.
 std::string escaped(const std::string& text) {
   std::string out;
   for (const char c : text)
@@ -41,6 +41,10 @@ th{background:#f3f3f3} td.n{text-align:right}
 .bar.over span{background:#c62828}
 .bar em{position:absolute;right:.3em;font-size:.75em;font-style:normal}
 code{background:#f5f5f5;padding:0 .2em}
+table.pairs td,table.pairs th{font-size:.7em;padding:.1em .25em;min-width:1.4em}
+table.pairs th.column{writing-mode:vertical-rl;transform:rotate(180deg);vertical-align:bottom}
+td.reached{background:#e3f4e1;text-align:right} td.never{background:#c62828;color:#fff;text-align:center}
+td.same-axis{background:#f3f3f3;border-color:#f3f3f3}
 </style>)";
 
 // err/bound as a bar: its width the utilisation (1 is the bound), red past it.
@@ -122,9 +126,12 @@ std::string kernel_section(const KernelReport& k) {
       "<section class=\"kernel\">\n<h2>{}</h2>\n<div class=\"verdict {}\">{}</div>\n{}"
       "<h3>Checks that ran</h3>\n<table class=\"checks\"><tr><th>stage</th><th>check</th><th>cases</th>"
       "<th>effective</th><th>verdict</th><th>err/bound</th><th>max Tq&times;Tk</th></tr>\n{}</table>\n"
-      "<h3>Coverage: targets per path and check</h3>\n{}</section>\n",
+      "<h3>Coverage: targets per path and check</h3>\n{}"
+      "<h3>Coverage: pairs of classes per path</h3>\n<p>A cell: the effective cases of that pair of classes over "
+      "every check; red (&#10007;) where a check required the pair and never reached it; empty where no case "
+      "reached it.</p>\n{}</section>\n",
       escaped(k.name), k.passed() ? "certified" : "not-certified", escaped(verdict), failures(k), check_rows(k),
-      coverage_matrix(k));
+      coverage_matrix(k), html_pair_matrices(k));
 }
 
 }  // namespace html_page

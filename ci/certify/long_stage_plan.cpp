@@ -5,17 +5,39 @@
 #include <algorithm>
 
 #include "attest/harness.h"
+#include "attest/problem.h"
 
 namespace attest {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Work of a whole case: one forward or backward call, or every step of its decode session (a
-// cache keeping `capacity` positions, when it declares it, attends to no more than those).
+// The share of the Tq x Tk (query, key) pairs that the causal, window and lookahead terms let through:
+// a kernel skipping masked tiles does work in proportion to it (a window of 512 at 32768 keys is
+// 1/64 of the square), so the plan affords a windowed case by what it computes, not by its keys.
+double visible_share(const Problem& p) {
+  const Shape& s = p.shape;
+  if (s.q_len <= 0 || s.k_len <= 0) return 1;
+  const MaskSpec& m = p.mask;
+  const long long offset = p.effective_q_offset();
+  double pairs = 0;
+  for (long long i = 0; i < s.q_len; ++i) {
+    const long long pos = offset + i;
+    long long lo = 0, hi = s.k_len - 1;
+    if (m.causal) hi = std::min(hi, pos);
+    if (m.lookahead) hi = std::min(hi, pos + *m.lookahead - 1);
+    if (m.window) lo = std::max(lo, pos - *m.window + 1);
+    pairs += static_cast<double>(std::max(0LL, hi - lo + 1));
+  }
+  return pairs / (double(s.q_len) * s.k_len);
+}
+
+// Work of a whole case: one forward or backward call over the pairs its mask lets through, or
+// every step of its decode session (a cache keeping `capacity` positions, when it declares it,
+// attends to no more than those).
 double case_work(const SizedCase& c, long long capacity) {
-  if (c.backward) return backward_work(c.problem);
-  if (c.decode_chunks.empty()) return forward_work(c.problem);
+  if (c.backward) return backward_work(c.problem) * visible_share(c.problem);
+  if (c.decode_chunks.empty()) return forward_work(c.problem) * visible_share(c.problem);
   const Shape& s = c.problem.shape;
   const DecodeConfig config{s.batch, s.heads, s.kv_heads, s.head_dim, s.value_dim};
   double work = 0;
@@ -26,11 +48,12 @@ double case_work(const SizedCase& c, long long capacity) {
 }
 
 // What attest itself builds and checks for a case: the inputs and outputs, and the rows it
-// checks against the reference (each costs Tk exact dot products).
+// checks against the reference (each costs an exact dot product per key the mask lets through).
 double case_size(const SizedCase& c) {
   const Shape& s = c.problem.shape;
   const double rows = c.rows.empty() ? s.q_len : static_cast<double>(c.rows.size());
-  return double(s.batch) * s.heads * (s.q_len + s.k_len + rows * s.k_len) * (double(s.head_dim) + s.value_dim);
+  const double keys = s.k_len * (c.decode_chunks.empty() ? visible_share(c.problem) : 1.0);
+  return double(s.batch) * s.heads * (s.q_len + s.k_len + rows * keys) * (double(s.head_dim) + s.value_dim);
 }
 
 // A prediction with a safety margin for a machine whose load changes between two cases.
@@ -87,7 +110,8 @@ std::optional<Clock::time_point> LongStagePlan::cutoff(const SizedCase& c) const
 std::optional<double> LongStagePlan::predict_kernel(const SizedCase& c) const {
   const double work = case_work(c, capacity_);
   // Its own family first; a family not yet timed (a window past the square sizes) scales from the
-  // dense squares, which over-predicts a kernel that skips masked tiles: never under-predicts.
+  // squares by visible pairs. A kernel computing masked tiles anyway takes longer than that: its
+  // first windowed case teaches the window family, and the budget's cutoff bounds that case.
   for (const std::string& family : {case_family(c.name), std::string("square")})
     if (auto it = kernel_by_family_.find(family); it != kernel_by_family_.end())
       if (auto t = it->second.predict(work)) return t;

@@ -231,6 +231,8 @@ CheckResult check_of(const json& j, const std::string& where, const std::string&
     for (const auto& [path, stats] : paths.items()) {
       const std::string at = where + ".paths." + shown(path);
       r.paths[path] = {count(stats, at, "cases"), number_or_null(stats, at, "worst_utilisation").value_or(INFINITY)};
+      // Added after certificates were first written: an older shard has no pairs to sum.
+      if (stats.contains("pair_cases")) r.paths[path].targets = counts(stats, at, "pair_cases");
     }
   }
   if (j.contains("coverage")) {
@@ -272,6 +274,7 @@ KernelReport kernel_of(const json& j, const std::string& where, std::optional<Sh
     number_or_null(paths[i], at, "worst_utilisation");
     if (paths[i].contains("targets_required"))
       count(paths[i], at, "targets_required"), count(paths[i], at, "targets_covered");
+    if (paths[i].contains("pair_cases")) k.path_pairs[text(paths[i], at, "path")] = counts(paths[i], at, "pair_cases");
   }
   const json& checks = array(j, where, "checks");
   for (std::size_t c = 0; c < checks.size(); ++c)

@@ -10,6 +10,7 @@
 
 #include "attest/precision_limit.h"
 #include "certificate.h"
+#include "run_summary.h"
 
 namespace attest {
 
@@ -177,12 +178,13 @@ std::string format_path_table(const KernelReport& k) {
   if (rows.empty()) return {};
   std::size_t width = 4;
   for (const auto& [path, row] : rows) width = std::max(width, path.size());
+  // One self-labelled line per path, no header of its own (the "one line per path").
   // targets: coverage targets (coverage_model.h: classes, or pairs of classes) covered of required, over all checks.
-  std::string out =
-      fmt::format("  {:<{}} {:>7} {:>7} {:>10} {:>15}\n", "path", width, "cases", "checks", "err/bound", "targets");
+  std::string out;
   for (const auto& [path, row] : rows)
-    out += fmt::format("  {:<{}} {:>7} {:>7} {:>10.3g} {:>15}\n", path, width, row.cases, row.checks, row.worst,
-                       row.required ? fmt::format("{}/{}", row.covered, row.required) : "-");
+    out +=
+        fmt::format("  path {:<{}} {:>7} cases {:>3} checks  err/bound {:<9.3g} targets {}\n", path, width, row.cases,
+                    row.checks, row.worst, row.required ? fmt::format("{}/{}", row.covered, row.required) : "-");
   return out;
 }
 
@@ -236,8 +238,9 @@ std::string format_report(const KernelReport& k, ReportDetail detail) {
   const bool full = detail == ReportDetail::kFull;
   const Capabilities& c = k.capabilities;
   const std::string features = c.features.empty() ? "no features" : c.features.joined();
+  // Compact: the header is one line (name, declaration, precision, contract).
   std::string out = full ? fmt::format("{} ({})\n  declares: {}\n  {}\n", k.name, k.source, features, declared_scope(c))
-                         : fmt::format("{} ({}) declares {}\n  {}\n", k.name, k.source, features, declared_scope(c));
+                         : fmt::format("{} ({}) declares {}; {}\n", k.name, k.source, features, declared_scope(c));
   if (!full) out += checks_line(k);
   // The compact table holds the checks that ran; --verbose every check, the zero rows included.
   auto shown = [&](const CheckResult& r) { return full || r.status() != CheckStatus::kNotCovered; };
@@ -280,8 +283,8 @@ std::string format_report(const KernelReport& k, ReportDetail detail) {
   for (const CheckResult* r : full ? failed : std::vector<const CheckResult*>{}) {
     out += "\n" + format_failure(k, *r);
     if (!r->counterexample_path.empty())
-      out +=
-          fmt::format("    counterexample: {}  (attest replay {})\n", r->counterexample_path, r->counterexample_path);
+      out += fmt::format("    counterexample: {}  ({})\n", r->counterexample_path,
+                         replay_command(k, r->counterexample_path));
     if (!r->reproduce.empty()) out += fmt::format("    seed {}; RapidCheck: RC_PARAMS=\"{}\"\n", r->seed, r->reproduce);
   }
   for (const CheckResult* r : insufficient) {

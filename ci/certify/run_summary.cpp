@@ -4,24 +4,11 @@
 
 #include <string>
 
+#include "replay_program.h"
+
 namespace attest {
-namespace {
-
-// A word the shell takes as it is, or the word in single quotes.
-std::string shell_word(const std::string& word) {
-  const bool plain = !word.empty() && word.find_first_not_of(
-                                          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                          "0123456789_-./:=+,@%") == std::string::npos;
-  if (plain) return word;
-  std::string out = "'";
-  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-}  // namespace
-
 std::string replay_command(const KernelReport& k, const std::string& counterexample) {
-  std::string command = "attest replay " + shell_word(counterexample);
+  std::string command = replay_program() + " replay " + shell_word(counterexample);
   const std::string& source = k.source;
   if (source.starts_with("cmd:")) return command + " --kernel-cmd " + shell_word(source.substr(4));
   const bool named_in_file = source.starts_with("builtin:") || source.starts_with("mutant:") ||

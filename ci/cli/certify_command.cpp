@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "attest/file_io.h"
+#include "catalogue_markdown.h"
 #include "certificate.h"
 #include "check_plan.h"
 #include "check_selection.h"
@@ -59,7 +60,11 @@ std::map<std::string, std::string> recorded_options(const CertifyRequest& reques
   return options;
 }
 
-int list_checks() {
+int list_checks(bool markdown) {
+  if (markdown) {
+    std::cout << catalogue_markdown();
+    return 0;
+  }
   for (const CheckName& c : every_check()) std::cout << fmt::format("{:<14} {}\n", c.stage, c.name);
   return 0;
 }
@@ -78,7 +83,10 @@ FeatureSet parse_features(const std::vector<std::string>& names) {
 }
 
 int run_certify(CertifyRequest request) {
-  if (request.list_checks) return list_checks();
+  if (request.catalogue_markdown && !request.list_checks)
+    throw FlagError(
+        "--markdown: prints the catalogue, with --list-checks (a run's summary: attest report CERT --markdown)");
+  if (request.list_checks) return list_checks(request.catalogue_markdown);
   CertifyOptions& options = request.options;
   const auto started = std::chrono::steady_clock::now();
   options.verbose = request.verbose;

@@ -20,11 +20,12 @@ struct CertifyRequest {
   double baseline_factor = 2.0;
   bool baseline_any_options = false;  // --baseline-any-options
   double deadline_seconds = 3600;
-  FeatureSet required;           // --require
-  std::optional<ShardId> shard;  // --shard K/N: this run's share of the checks
-  bool verbose = false;          // --verbose: the full report and progress (ReportDetail::kFull)
-  bool list_checks = false;      // --list-checks: print every check, run nothing
-  bool plan = false;             // --plan: print what would run on each kernel, run nothing
+  FeatureSet required;              // --require
+  std::optional<ShardId> shard;     // --shard K/N: this run's share of the checks
+  bool verbose = false;             // --verbose: the full report and progress (ReportDetail::kFull)
+  bool list_checks = false;         // --list-checks: print every check, run nothing
+  bool catalogue_markdown = false;  // with --list-checks, --markdown: the catalogue as docs/properties.md's table
+  bool plan = false;                // --plan: print what would run on each kernel, run nothing
 };
 
 // Exit code: 0 certified, 1 not (a failure, too little evidence, a missing --require, a

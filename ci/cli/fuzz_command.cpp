@@ -18,6 +18,7 @@
 #include "attest/oracle.h"
 #include "attest/problem_file.h"
 #include "fuzz_targets.h"
+#include "replay_program.h"
 
 namespace attest {
 namespace {
@@ -117,8 +118,8 @@ void print_outcome(const FuzzFinding& f) {
               << " finding; replay the input with the fuzz binary)\n";
     return;
   }
-  std::cout << fmt::format("  replayed in a fresh process (attest replay {} --kernel {}): exit {}, {}\n  {}\n",
-                           f.problem_path, f.kernel, f.replay_exit,
+  std::cout << fmt::format("  replayed in a fresh process ({} replay {} --kernel {}): exit {}, {}\n  {}\n",
+                           replay_program(), shell_word(f.problem_path), shell_word(f.kernel), f.replay_exit,
                            f.replay_verdict.empty() ? "no verdict" : f.replay_verdict,
                            f.counted() ? "counted: the replay fails" : "not counted: the replay does not fail");
 }

@@ -2,6 +2,7 @@
 // 2 usage, load or input error.
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include "bench_command.h"
@@ -9,10 +10,12 @@
 #include "certify_command.h"
 #include "flags.h"
 #include "fuzz_command.h"
+#include "invoked_program.h"
 #include "kernel_host_command.h"
 #include "merge_command.h"
 #include "mutants_command.h"
 #include "replay_command.h"
+#include "replay_program.h"
 #include "report_command.h"
 #include "selfcheck.h"
 #include "shard_environment.h"
@@ -27,6 +30,9 @@ int main(int argc, char** argv) {
   // A write past the file-size limit (ulimit -f) then fails with EFBIG, and the atomic write
   // removes its temporary file and reports it, instead of the signal killing attest mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
+  // Printed replay commands start with the program as the user ran it, so they run as printed.
+  const char* path_variable = std::getenv("PATH");
+  set_replay_program(invoked_program(argc > 0 ? argv[0] : "", path_variable ? path_variable : "", "/proc/self/exe"));
   CLI::App app{"attest: certify attention kernels against exact attention"};
   app.require_subcommand(1);
 
@@ -89,6 +95,8 @@ int main(int argc, char** argv) {
                    "golden,gradient_.* (--list-checks names them)")
       ->delimiter(',');
   cert->add_flag("--list-checks", request.list_checks, "print every check's stage and name, one per line, and exit");
+  cert->add_flag("--markdown", request.catalogue_markdown,
+                 "with --list-checks: the property catalogue as a Markdown table (docs/properties.md's)");
   cert->add_flag("--plan", request.plan,
                  "print which checks would run on each kernel and why the others would not, without running any");
   cert->add_flag("--verbose", request.verbose,
@@ -143,6 +151,9 @@ int main(int argc, char** argv) {
   mut->add_option("--fuzz-build", mutants.fuzz_build, "the fuzz preset's build directory (default: build/fuzz)");
   mut->add_option("--json", mutants.json_path, "write the report as JSON");
   mut->add_option("--only", mutants.only, "one mutant by name");
+  mut->add_flag("--expected-first", mutants.expected_first,
+                "run each mutant's expected check alone first, the whole certification only if it passes (the "
+                "same kills; \"caught by\" lists only the checks that ran)");
   std::string mutants_shard;
   mut->add_option("--shard", mutants_shard,
                   "K/N: only the mutants at registry positions p with p % N == K - 1; auto or auto/N: from the "

@@ -13,6 +13,7 @@
 #include "attest/mutants.h"
 #include "attest/problem_file.h"
 #include "certify.h"
+#include "check_selection.h"
 #include "fuzz_command.h"
 #include "fuzz_targets.h"
 
@@ -42,9 +43,7 @@ double median(std::vector<int> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2.0;
 }
 
-MutantReport evaluate(const MutantEntry& entry, const MutantsRequest& request, Oracle& oracle) {
-  MutantReport r{&entry};
-  const auto kernel = entry.make();
+CertifyOptions mutant_options(const MutantEntry& entry, const MutantsRequest& request) {
   CertifyOptions options;
   options.property_cases = request.property_cases;
   options.seed = request.seed;
@@ -55,8 +54,32 @@ MutantReport evaluate(const MutantEntry& entry, const MutantsRequest& request, O
   options.sizes.max_len = std::max(options.sizes.max_len, entry.needs_len);  // a long-stage bug's lengths
   options.shrink_only = entry.expected_property;  // the other checks' first counterexamples suffice
   options.stop_after = entry.expected_property;   // killed by it: the later checks change nothing
+  return options;
+}
+
+// With --expected-first, the expected check runs alone first: when it fails, the mutant is killed
+// by it and the whole run would say the same (killed, by the expected property); when it does not
+// (it may need what earlier checks discover), the whole run decides, as without the flag.
+std::vector<CheckResult> certify_mutant(const MutantEntry& entry, const MutantsRequest& request, Oracle& oracle) {
+  const auto kernel = entry.make();
+  CertifyOptions options = mutant_options(entry, request);
   std::filesystem::remove_all(options.out_dir);
-  const std::vector<CheckResult> checks = certify_kernel(*kernel, oracle, options);
+  if (request.expected_first) {
+    CertifyOptions alone = options;
+    alone.checks = CheckSelection({entry.expected_property});
+    std::vector<CheckResult> checks = certify_kernel(*entry.make(), oracle, alone);
+    const bool caught = std::any_of(checks.begin(), checks.end(), [&](const CheckResult& c) {
+      return c.check == entry.expected_property && !c.passed();
+    });
+    if (caught) return checks;
+    std::filesystem::remove_all(options.out_dir);
+  }
+  return certify_kernel(*kernel, oracle, options);
+}
+
+MutantReport evaluate(const MutantEntry& entry, const MutantsRequest& request, Oracle& oracle) {
+  MutantReport r{&entry};
+  const std::vector<CheckResult> checks = certify_mutant(entry, request, oracle);
   bool first = true;
   for (const CheckResult& c : checks) {
     if (first) {

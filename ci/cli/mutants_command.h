@@ -21,6 +21,8 @@ struct MutantsRequest {
   std::string only;                      // run one mutant
   int shard_index = 1, shard_count = 1;  // --shard K/N: the mutants at registry positions p % N == K - 1
   SizeOptions sizes;                     // the ladder and long stages (certify's, up to a shorter maximum)
+  bool expected_first = false;           // run each mutant's expected check alone first (same kills, fewer checks run;
+                                         // "caught by" then lists only what the run needed)
 };
 
 // Exit code: 0 every mutant killed, and by its expected property; 1 otherwise.

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <string>
 
 #include "attest/problem_file.h"
 #include "attest/property_driver.h"
+#include "replay_program.h"
 
 namespace attest {
 namespace {
@@ -16,13 +18,6 @@ bool names_builtin_code(const std::string& name) {
   for (const KernelEntry& e : kernel_registry())
     if (name == e.name) return true;
   return false;
-}
-
-// A shell word for the command the user is told to run.
-std::string quoted(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
 }
 
 }  // namespace
@@ -42,9 +37,9 @@ int run_replay(const std::string& path, const std::string& kernel_override, cons
       const bool command = file.kernel.starts_with("cmd:");
       std::cerr << fmt::format(
           "attest: {} was recorded with an external kernel; attest does not run code named in a file.\n"
-          "To replay it with that kernel, run:\n  attest replay {} {} {}\n",
-          path, quoted(path), command ? "--kernel-cmd" : "--kernel",
-          quoted(command ? file.kernel.substr(4) : file.kernel));
+          "To replay it with that kernel, run:\n  {} replay {} {} {}\n",
+          path, replay_program(), shell_word(path), command ? "--kernel-cmd" : "--kernel",
+          shell_word(command ? file.kernel.substr(4) : file.kernel));
       return 2;
     }
     load.isolate = load.isolate || file.isolated;

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <span>
 
 #include "attest/abi_adapter.h"
 #include "attest/safe_text.h"
@@ -34,6 +36,8 @@ const void* open_plugin(const std::string& path) {
           fmt::format("{}: descriptor has no forward function (and its contract is not decode_only)", path));
     if ((v2->capabilities & ATTEST_CAP_BACKWARD) && !v2->backward)
       throw KernelLoadError(fmt::format("{}: descriptor declares ATTEST_CAP_BACKWARD but its backward is NULL", path));
+    if ((v2->capabilities & ATTEST_CAP_MERGE) && !v2->merge)
+      throw KernelLoadError(fmt::format("{}: descriptor declares ATTEST_CAP_MERGE but its merge is NULL", path));
   } else {
     throw KernelLoadError(fmt::format("{}: kernel ABI version {}, this attest speaks versions 1 and 2", path, version));
   }
@@ -119,6 +123,16 @@ void InProcessPlugin::backward(const Problem& p, const BackwardInputs& in, const
     throw KernelFailure(KernelFailure::Kind::kProtocol, "the gradients do not have the problem's sizes");
 }
 
+void InProcessPlugin::merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const {
+  const protocol::WireMerge wire = to_wire(in);
+  std::fill(o.begin(), o.end(), std::numeric_limits<float>::quiet_NaN());  // a value never written shows
+  std::fill(lse.begin(), lse.end(), std::numeric_limits<float>::quiet_NaN());
+  attest_merge_outputs out{};
+  out.o = o.data(), out.lse = lse.data();
+  const attest_status status = served_.merge(wire.view(), out);
+  if (status != ATTEST_OK) status_failure("merge", status, served_);
+}
+
 class InProcessDecode final : public DecodeSession {
  public:
   InProcessDecode(const InProcessPlugin& kernel, const DecodeConfig& config) : kernel_(kernel), config_(config) {
@@ -139,6 +153,7 @@ class InProcessDecode final : public DecodeSession {
                                                              os.data(), lse.empty() ? nullptr : lse.data(), path);
     if (status != ATTEST_OK) status_failure("decode step", status, kernel_.served_);
     copy_out(os, precision.o, o);
+    kernel_.last_path_ = path_of(path);  // a failing decode check names the session's path
     length_ += n;
   }
   long long length() const override { return length_; }

@@ -173,7 +173,8 @@ void ProcessKernel::fail_at_limit(const CallLimit& l, std::optional<std::size_t>
   const std::string forked = options_.serve_in_child
                                  ? "; it ran in a fork of the calling process, which keeps only the calling thread: "
                                    "a kernel waiting on threads it started before certify hangs there (start them on "
-                                   "first use, or certify with in_process = true)"
+                                   "first use, give certify a KernelFactory that builds the kernel in the child, or "
+                                   "certify with in_process = true)"
                                  : "";
   fail(KernelFailure::Kind::kHang,
        fmt::format("kernel did not answer within {}, {:.3g}x what {} predicts ({:.3g} s) (killed){}",
@@ -271,24 +272,33 @@ void ProcessKernel::send_request(Type request, std::initializer_list<std::string
   if (r == ReadResult::kTimeout) fail_at_limit(limit, header.size() + size);
 }
 
-void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {
-  if (!caps_.forward()) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel is decode-only (no forward)");
-  protocol::Writer w;
-  protocol::write_problem(w, to_wire(p, caps_.precision));
-  const std::string reply =
-      call(Type::kForward, w.bytes(), Type::kForwardResult, reply_bound(3, p.o_size() + p.lse_size()), forward_work(p));
-  protocol::ForwardResult result;
+template <typename Result>
+Result ProcessKernel::computed(Type request, const std::string& payload, Type reply, std::uint64_t max_reply,
+                               double work, Result (*read)(protocol::Reader&), const char* what,
+                               const char* who) const {
+  const std::string bytes = call(request, payload, reply, max_reply, work);
+  Result result;
   try {
-    protocol::Reader r(reply);
-    result = protocol::read_forward_result(r);
+    protocol::Reader r(bytes);
+    result = read(r);
   } catch (const protocol::ProtocolError& e) {
-    fail(KernelFailure::Kind::kProtocol, std::string("malformed forward result: ") + e.what());
+    fail(KernelFailure::Kind::kProtocol, fmt::format("malformed {} result: {}", what, e.what()));
   }
   if (!result.fault.empty())
     throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
   if (result.status != ATTEST_OK)
-    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("kernel returned status {}: {}", result.status,
+    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("{} returned status {}: {}", who, result.status,
                                                                   safe_text(result.error, kMaxKernelMessage)));
+  return result;
+}
+
+void ProcessKernel::forward(const Problem& p, std::span<float> o, std::span<float> lse) const {
+  if (!caps_.forward()) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel is decode-only (no forward)");
+  protocol::Writer w;
+  protocol::write_problem(w, to_wire(p, caps_.precision));
+  const protocol::ForwardResult result =
+      computed(Type::kForward, w.bytes(), Type::kForwardResult, reply_bound(3, p.o_size() + p.lse_size()),
+               forward_work(p), protocol::read_forward_result, "forward", "kernel");
   const Scalar o_format = caps_.precision.o;  // O arrives in its storage format
   if (result.o.size() != o.size() * info(o_format).bytes ||
       (caps_.lse() && !lse.empty() && result.lse.size() != lse.size()))
@@ -304,22 +314,24 @@ void ProcessKernel::backward(const Problem& p, const BackwardInputs& in, const G
   protocol::Writer w;
   protocol::write_backward(w, to_wire(p, in, caps_.precision));
   const std::uint64_t elements = p.q_size() + p.k_size() + p.v_size() + p.modifiers.sinks.size();
-  const std::string reply =
-      call(Type::kBackward, w.bytes(), Type::kBackwardResult, reply_bound(3, elements), backward_work(p));
-  protocol::BackwardResult result;
-  try {
-    protocol::Reader r(reply);
-    result = protocol::read_backward_result(r);
-  } catch (const protocol::ProtocolError& e) {
-    fail(KernelFailure::Kind::kProtocol, std::string("malformed backward result: ") + e.what());
-  }
-  if (!result.fault.empty())
-    throw KernelFailure(KernelFailure::Kind::kFault, safe_text(result.fault, kMaxKernelMessage));
-  if (result.status != ATTEST_OK)
-    throw KernelFailure(KernelFailure::Kind::kStatus, fmt::format("backward returned status {}: {}", result.status,
-                                                                  safe_text(result.error, kMaxKernelMessage)));
+  const protocol::BackwardResult result =
+      computed(Type::kBackward, w.bytes(), Type::kBackwardResult, reply_bound(3, elements), backward_work(p),
+               protocol::read_backward_result, "backward", "backward");
   if (!gradients_from_storage(result.dq, result.dk, result.dv, result.dsinks, caps_.precision, out))
     fail(KernelFailure::Kind::kProtocol, "malformed backward result: gradient sizes do not match the problem");
+}
+
+void ProcessKernel::merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const {
+  if (!caps_.merge) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel declares no merge");
+  protocol::Writer w;
+  protocol::write_merge(w, to_wire(in));
+  const protocol::MergeResult result =
+      computed(Type::kMerge, w.bytes(), Type::kMergeResult, reply_bound(3, o.size() + lse.size()), merge_work(in),
+               protocol::read_merge_result, "merge", "merge");
+  if (result.o.size() != o.size() || result.lse.size() != lse.size())
+    fail(KernelFailure::Kind::kProtocol, "malformed merge result: output sizes do not match the merge");
+  std::copy(result.o.begin(), result.o.end(), o.begin());
+  std::copy(result.lse.begin(), result.lse.end(), lse.begin());
 }
 
 namespace {
@@ -365,6 +377,7 @@ class ProcessDecodeSession final : public DecodeSession {
     const std::vector<float> values = floats_from_storage(result.o.data(), o.size(), precision.o);
     std::copy(values.begin(), values.end(), o.begin());
     std::copy(result.lse.begin(), result.lse.end(), lse.begin());
+    kernel_.record_path(safe_text(result.path, kMaxKernelName));
     length_ += n;
   }
   long long length() const override { return length_; }

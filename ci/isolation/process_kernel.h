@@ -41,9 +41,12 @@ class ProcessKernel final : public Kernel {
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override;
   std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override;
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override;
+  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override;
   std::size_t page_bytes(const DecodeConfig& config) const override;
   void decode_paged(const DecodeConfig& config, const PagedStep& step) const override;
   std::string last_path() const override { return last_path_; }
+  // A decode session's step reports its path here: a failing decode check names it.
+  void record_path(const std::string& path) const { last_path_ = path.empty() ? "default" : path; }
   void set_cutoff(std::optional<std::chrono::steady_clock::time_point> cutoff) const override { cutoff_ = cutoff; }
 
   std::uint32_t abi_version() const { return abi_version_; }
@@ -71,6 +74,11 @@ class ProcessKernel final : public Kernel {
   void send_request(protocol::Type request, std::initializer_list<std::string_view> payload,
                     const CallLimit& limit) const;
   std::string read_reply(protocol::Type expected, std::uint64_t max_payload, double work, const CallLimit& limit) const;
+  // A computation's call, its reply read by `read`: a fault, a non-OK status ("<who> returned
+  // status ...") or a malformed reply ("malformed <what> result") fails it.
+  template <typename Result>
+  Result computed(protocol::Type request, const std::string& payload, protocol::Type reply, std::uint64_t max_reply,
+                  double work, Result (*read)(protocol::Reader&), const char* what, const char* who) const;
 
   Options options_;
   std::string name_;
@@ -78,7 +86,8 @@ class ProcessKernel final : public Kernel {
   std::uint32_t abi_version_ = 0;
   mutable ContainedChild child_;  // none while it is not running
   mutable std::uint64_t generation_ = 0;
-  mutable std::string last_path_ = "default";
+  mutable std::string last_path_ = "default";        // of the last forward, backward or decode step
+  friend class ProcessDecodeSession;                 // sets it
   mutable CostModel costs_{kMeasurableCallSeconds};  // what this kernel's answered calls took
   mutable std::optional<std::chrono::steady_clock::time_point> cutoff_;
   mutable PageSizeRecord page_sizes_;

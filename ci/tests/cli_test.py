@@ -115,7 +115,8 @@ def case_no_write():
 
 
 def case_abi_version():
-    require(certify("--kernel", plugin("broken_abi_version"), expect=2), "kernel ABI version 3, this attest speaks versions 1 and 2")
+    require(certify("--kernel", plugin("broken_abi_version"), expect=2),
+            "kernel ABI version 3, this attest speaks versions 1 and 2")
 
 
 def case_missing_plugin():
@@ -192,7 +193,6 @@ def case_gate():
             sys.exit("gate did not keep " + artifact)
 
 
-
 def verdict_line(output, name):
     """The per-kernel verdict line: `CERTIFIED NAME for ...` or `NOT CERTIFIED NAME: ...`."""
     for line in output.splitlines():
@@ -230,7 +230,8 @@ def case_narrow_scope():
                                   expect=0), "example-c")
     if narrow == full:
         sys.exit("the narrow kernel's verdict line is the full one's: " + narrow)
-    require(narrow, "CERTIFIED example-c for gqa, lse (contract: Dk in [1, 256], Tq in [1, 4096], Tk in [1, 4096]); not covered: ")
+    require(narrow, "CERTIFIED example-c for gqa, lse (contract: Dk in [1, 256], Tq in [1, 4096], Tk in [1, 4096]); "
+            "not covered: ")
     for feature in ("causal", "window", "rope", "explicit_mask"):
         require(narrow.split("not covered:")[1], feature)
     # No check passes on nothing; the mask and GQA checks pass only with cases that exercised them.
@@ -324,7 +325,8 @@ def case_fp16_kv():
     for buffer, scalar in (("k", "f16"), ("v", "f16"), ("q", "f32"), ("o", "f32"), ("scores", "f32"),
                            ("accumulator", "f32")):
         if precision[buffer] != scalar:
-            sys.exit("the certificate records %s as %s, declared %s: %s" % (buffer, precision[buffer], scalar, precision))
+            sys.exit("the certificate records %s as %s, declared %s: %s" %
+                     (buffer, precision[buffer], scalar, precision))
     for name in ("precision_gate", "matches_reference"):
         check = checks[name]
         if check["verdict"] != "pass" or check["effective_cases"] < 1:
@@ -369,7 +371,7 @@ def case_backward_variants():
     if "the last row sees every key" not in masked.get("not_covered", ""):
         sys.exit("causal only: gradient_masked_keys_zero should be not covered: %s" % masked)
     for name in set(GRADIENT_CHECKS) - {"gradient_masked_keys_zero", "gradient_permutation_equivariance",
-                                         "gradient_empty_rows_contribute_nothing"}:
+                                        "gradient_empty_rows_contribute_nothing"}:
         if checks[name]["verdict"] != "pass" or checks[name]["effective_cases"] < 1:
             sys.exit("causal only: %s: %s" % (name, checks[name]))
 
@@ -409,7 +411,8 @@ def case_backward_plugin():
     verdict, document, checks = certified_at_default("backward_attention", "backward-c")
     require(verdict, "CERTIFIED backward-c for ", "backward")
     if document["kernels"][0]["descriptor"].get("deterministic_backward") is not True:
-        sys.exit("the certificate does not record the deterministic backward: %s" % document["kernels"][0]["descriptor"])
+        sys.exit("the certificate does not record the deterministic backward: %s" %
+                 document["kernels"][0]["descriptor"])
     for name in GRADIENT_CHECKS:
         check = checks[name]
         if check["verdict"] != "pass" or check["effective_cases"] < 1:
@@ -487,7 +490,8 @@ def case_modifiers_c_plugin():
     verdict = verdict_line(certify("--kernel", plugin("example_attention"), "--json", path, expect=0), "example-c")
     require(verdict, "softcap, sinks")
     require_modifier_cases(path, "example-c", "softcap", "sinks")
-    certify("--kernel-cmd", os.path.join(EXAMPLES, "example_process_kernel"), "--budget", "40", "--json", path, expect=0)
+    certify("--kernel-cmd", os.path.join(EXAMPLES, "example_process_kernel"), "--budget", "40", "--json", path,
+            expect=0)
     require_modifier_cases(path, "example-c", "softcap", "sinks")
 
 
@@ -505,7 +509,7 @@ def broken_modifier(library, feature, needles):
     if not modifiers.get(feature):
         sys.exit("the counterexample has no %s: %s" % (feature, modifiers))
     print("%s: shrunk to Tq = %d, Tk = %d, %s = %s" % (library, problem["shape"]["q_len"], problem["shape"]["k_len"],
-                                                      feature, modifiers[feature]))
+                                                       feature, modifiers[feature]))
     replay_all(plugin(library), expect=1)
 
 
@@ -518,6 +522,28 @@ def case_broken_softcap_after_mask():
 def case_broken_sink_in_numerator():
     # The sink's share given to key 0's value: O is no longer sum_j p_j v_j.
     broken_modifier("broken_sink_in_numerator", "sinks", ("a row that sees no key but a sink must output 0",))
+
+
+def merge_checked(*kernel_args):
+    """The merge_equals_whole check of a certify of example-c that must say CERTIFIED."""
+    path = os.path.join(WORK, "merge.json")
+    certify(*kernel_args, "--budget", "40", "--json", path, expect=0)
+    return checks_of(path)[1]["merge_equals_whole"]
+
+
+def case_merge_c_plugin():
+    # ABI 2.6: example_attention.c's merge is judged through the plugin (the kernel host) and
+    # through the process protocol (example_process_kernel, the same C file); each broken merge
+    # is NOT CERTIFIED by merge_equals_whole.
+    for args in (("--kernel", plugin("example_attention")),
+                 ("--kernel-cmd", os.path.join(EXAMPLES, "example_process_kernel"))):
+        check = merge_checked(*args)
+        if check["verdict"] != "pass" or check["effective_cases"] < 1:
+            sys.exit("%s: merge_equals_whole %s" % (args[1], check))
+        print("%s: merge_equals_whole passed, %d effective cases" %
+              (os.path.basename(args[1]), check["effective_cases"]))
+    for library in ("broken_merge_without_max", "broken_merge_empty_part_nan"):
+        not_certified_quick(library, "example-c", "merge_equals_whole")
 
 
 def numpy_variant(name, old, new):
@@ -603,7 +629,8 @@ def protocol_forward(argv, payload):
     def text():
         return take("%ds" % take("I")[0])[0].decode()
 
-    status, error, path, _fault = take("i")[0], text(), text(), text()
+    status, error, path = take("i")[0], text(), text()
+    text()  # the fault message, empty when the status says all
     o = take("%df" % (take("Q")[0] // 4))
     lse = take("%df" % take("Q")[0])
     if status != 0:
@@ -623,12 +650,13 @@ def case_report_polish():
     for line in out.splitlines():
         if line.startswith("Using configuration:") and "seed=11" not in line:
             sys.exit("RapidCheck names another seed than attest's 11: %r" % line)
-    fails = [l for l in out.splitlines() if l.strip().startswith("FAIL ") and "kernel failure" not in l]
-    if not fails or any("[path: " not in l for l in fails):
+    fails = [line for line in out.splitlines() if line.strip().startswith("FAIL ") and "kernel failure" not in line]
+    if not fails or any("[path: " not in line for line in fails):
         sys.exit("a failure line without its path:\n" + "\n".join(fails))
     # Columns fit a long kernel name: every table row of a kernel has the same verdict column.
-    rows = [l for l in out.splitlines() if l.startswith("  property ")]
-    starts = {l.index(" PASS") if " PASS" in l else l.index(" FAIL") for l in rows if " PASS" in l or " FAIL" in l}
+    rows = [line for line in out.splitlines() if line.startswith("  property ")]
+    starts = {row.index(" PASS") if " PASS" in row else row.index(" FAIL") for row in rows
+              if " PASS" in row or " FAIL" in row}
     if len(starts) > 2:  # one per kernel at most
         sys.exit("verdict columns move within a table:\n" + "\n".join(rows))
 
@@ -652,6 +680,7 @@ def case_protocol_example():
                 sys.exit("%s: %s = %s, PROTOCOL.md shows %s" % (argv[-1], name, got, shown[name]))
         print("%s (path %r): o = %s, lse = %s" % (os.path.basename(argv[-1]), path, o, lse))
     require(blocks[3], 'path "c-reference-loop"')
+
 
 globals()["case_" + CASE]()
 print("ok:", CASE)

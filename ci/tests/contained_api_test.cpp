@@ -11,6 +11,7 @@
 
 #include "attest/builtin_kernels.h"
 #include "attest/certify_api.h"
+#include "quick_api_options.h"
 
 namespace attest {
 namespace {
@@ -49,14 +50,7 @@ class Misbehaving final : public Kernel {
   int* calls_ = nullptr;
 };
 
-api::CertifyOptions quick(const std::string& out) {
-  api::CertifyOptions o;
-  o.budget = "quick";
-  o.size_stages = false;
-  o.timeout_seconds = 5;  // a hang is cut here, however busy the machine (it never answers)
-  o.out_dir = ::testing::TempDir() + out;
-  return o;
-}
+api::CertifyOptions quick(const std::string& out) { return quick_api_options(out, 5); }
 
 struct Case {
   Misdeed misdeed;

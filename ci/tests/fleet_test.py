@@ -26,7 +26,8 @@ atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 TEST_VALUES = {
     "ATTEST_KERNELS": "--kernel loop",
     "ATTEST_FLAGS": "--budget quick --seed 7 --no-size-stages "
-                    "--check golden,grid,matches_reference,rows_sum_to_one,output_in_convex_hull,permutation_equivariance",
+                    "--check golden,grid,matches_reference,rows_sum_to_one,output_in_convex_hull,"
+                    "permutation_equivariance",
 }
 
 
@@ -95,7 +96,7 @@ def expect_same(merged, full, shards):
     a, b = untimed(merged), untimed(full)
     if a != b:
         fail("the merged certificate differs from the unsharded one:\n%s\n%s" % (json.dumps(a)[:2000],
-                                                                                json.dumps(b)[:2000]))
+                                                                                 json.dumps(b)[:2000]))
     held = [len(json.load(open(s))["kernels"][0]["checks"]) for s in shards]
     if min(held) == 0:
         fail("a shard held no check (%r): the test would not show the split" % held)

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 
-EXTENSIONS = (".c", ".cc", ".cpp", ".h")
+EXTENSIONS = (".c", ".cc", ".cpp", ".h", ".hpp")
 
 
 def main():

@@ -3,9 +3,11 @@
     html_report_test.py ATTEST WORKDIR
 A certificate of a certified kernel and a failing mutant becomes one self-contained page. Headless
 Chromium (Debian's) loads it: the DOM it built holds the summary, both verdicts, a row and an
-err/bound bar per check that ran, the coverage matrix and the failing check with its case and replay
-command; its screenshot (kept as WORKDIR/report.png) shows both verdict colours. Skipped (exit 77)
-only when chromium is not installed.
+err/bound bar per check that ran, the coverage matrix, per path the pairs of classes (a cell per
+pair: its effective cases, red where a check required it and no case reached it, checked on a
+certificate given such a pair) and the failing check with its case and replay command; its
+screenshot (kept as WORKDIR/report.png) shows both verdict colours. Skipped (exit 77) only when
+chromium is not installed.
 """
 import html
 import json
@@ -75,6 +77,52 @@ def png_pixels(path):
     return {tuple(row[x:x + 3]) for row in rows for x in range(0, stride, channels)}
 
 
+def pair_cells(page):
+    """{(kernel section index, path): {pair: (class, text)}} of the page's pair matrices."""
+    cells = {}
+    for index, section in enumerate(page.split('<section class="kernel">')[1:]):
+        for path, table in re.findall(r'<table class="pairs" data-path="([^"]*)">(.*?)</table>', section, re.S):
+            found = re.findall(r'<td class="pair (\w+)" data-pair="([^"]*)"[^>]*>([^<]*)</td>', table)
+            cells[(index, html.unescape(path))] = {html.unescape(p): (kind, text) for kind, p, text in found}
+    return cells
+
+
+def check_pair_matrix(page, certificate):
+    """Each path's pairs of classes, drawn per pair: a reached pair's cell holds its effective cases
+    over every check (pair_cases of the kernel's path in the certificate); a pair a check required
+    and never reached is red. The certificate is then given a required pair no case reached: its
+    cell turns red."""
+    cells, expected = pair_cells(page), {}
+    for index, kernel in enumerate(certificate["kernels"]):
+        for path in kernel["paths"]:
+            if path.get("pair_cases"):
+                expected[(index, path["path"])] = path["pair_cases"]
+    if not expected:
+        sys.exit("the certificate holds no pair_cases: nothing for the matrix to draw")
+    for key, pairs in expected.items():
+        for pair, n in pairs.items():
+            if cells.get(key, {}).get(pair) != ("reached", str(n)):
+                sys.exit("path %r: pair %r: cell %s, expected %d effective cases" % (key[1], pair,
+                                                                                     cells.get(key, {}).get(pair), n))
+    unreached = [(key, pair) for key, row in cells.items() for pair, (kind, _) in row.items() if kind == "unreached"]
+    if not unreached:
+        sys.exit("no cell shows a pair never reached (the matrix draws only what was reached?)")
+    (index, path), pair = unreached[0]
+    for check in certificate["kernels"][index]["checks"]:
+        if path in check.get("coverage", {}):
+            coverage = check["coverage"][path]
+            coverage["uncovered"].append(pair)
+            coverage["required"] += 1
+            break
+    edited = os.path.join(WORK, "never_reached.json")
+    json.dump(certificate, open(edited, "w"))
+    page_of_edited = os.path.join(WORK, "never_reached.html")
+    run([ATTEST, "report", edited, "--html", page_of_edited], 0)
+    cell = pair_cells(open(page_of_edited).read()).get((index, path), {}).get(pair)
+    if not cell or cell[0] != "never":
+        sys.exit("a required pair never reached (%s on path %r) is drawn %s" % (pair, path, cell))
+
+
 chromium = shutil.which("chromium")
 if not chromium:
     print("SKIP: chromium is not installed (apt-get install chromium)")
@@ -94,15 +142,18 @@ try:
     dom = run(browser + ["--dump-dom", "file://" + os.path.abspath(page)], 0, timeout=120).stdout
     need(dom, "2 kernels: 1 CERTIFIED, 1 NOT CERTIFIED", 'class="verdict certified"',
          'class="verdict not-certified"', "CERTIFIED blocked for", "NOT CERTIFIED mutant:causal_sees_next",
-         "<h3>Failing checks</h3>", "case: <code>", "replay: <code>attest replay ", "Coverage: targets per path")
+         "<h3>Failing checks</h3>", "case: <code>", "replay: <code>%s replay " % html.escape(ATTEST),
+         "Coverage: targets per path", "Coverage: pairs of classes per path", '<table class="pairs" data-path=')
     rows, bars = dom.count('<tr class="check">'), dom.count('<div class="bar')
     if rows < 4 or bars != rows:
         sys.exit("%d check rows, %d err/bound bars: expected a bar per row, at least 4 rows" % (rows, bars))
-    replay = html.unescape(re.search(r"replay: <code>(attest replay [^<]*)</code>", dom).group(1))
+    replay = html.unescape(re.search(r"replay: <code>([^<]* replay [^<]*)</code>", dom).group(1))
     if not re.search(r"counterexamples/\S*__mutant_causal_sees_next__\S*Tq\d+_Tk\d+\S*\.json", replay):
         sys.exit("the replay command does not name the counterexample file by kernel and case: " + replay)
+    check_pair_matrix(dom, certificate)
     shot = os.path.join(WORK, "report.png")
-    run(browser + ["--window-size=1280,2400", "--screenshot=" + shot, "file://" + os.path.abspath(page)], 0, timeout=120)
+    run(browser + ["--window-size=1280,2400", "--screenshot=" + shot, "file://" + os.path.abspath(page)], 0,
+        timeout=120)
     colours = png_pixels(shot)
     for name, colour in (("certified", CERTIFIED_COLOUR), ("not certified", FAILED_COLOUR)):
         if colour not in colours:

@@ -42,7 +42,8 @@ def main():
         with open(path, "w", encoding="utf-8") as f:
             f.writelines(lines)
         bad = run(tree)
-    expected = f"{VICTIM}:2: includes properties/include/attest/harness.h: layer impl/model may not depend on properties"
+    expected = (f"{VICTIM}:2: includes properties/include/attest/harness.h: "
+                "layer impl/model may not depend on properties")
     if bad.returncode != 1 or expected not in bad.stdout.splitlines():
         print(f"expected exit 1 and the line\n  {expected}\ngot exit {bad.returncode}:\n{bad.stdout}{bad.stderr}")
         return 1

@@ -5,12 +5,15 @@
                 summary, progress only for checks that ran; --verbose the full report; JSON keeps all
   failing       a failing run's "Failing checks:" list: each failure once, its case id, a replay
                 command that runs as printed and fails again
+  replay_as_printed  the replay command of the report, --verbose, --markdown and --html starts with
+                attest as the user ran it, and runs as printed from another directory
   list_checks   --list-checks: every check once, with its stage
   check_errors  --check with an unknown name, a bad or an unmatched expression: one line, exit 2
   plan          --plan agrees with a run's certificate check by check, and follows --check
   markdown      attest report CERT --markdown FILE: the summary, a row per kernel, the failing checks
                 with their replay commands; a file that is not a certificate is one line, exit 2
 """
+import html
 import json
 import os
 import re
@@ -67,12 +70,14 @@ def case_compact():
     # blocked declares neither decode nor backward: 2 of the 5 chosen checks run.
     done, checks = certify("--kernel", "blocked", "--check", CHOSEN, "--no-size-stages", expect=0)
     out = done.stdout
-    need(out, "  checks: 2 ran, 3 not covered [2: the kernel does not declare decode] [1: the kernel does not declare backward]\n",
+    need(out, "  checks: 2 ran, 3 not covered [2: the kernel does not declare decode] "
+         "[1: the kernel does not declare backward]\n",
          "; 2 of 5 checks apply; only the checks --check chose (%s)\n" % CHOSEN, "\n1 kernel: 1 CERTIFIED (seed 11, ")
     if not out.endswith("\nCERTIFIED\n"):
         sys.exit("the last line is not CERTIFIED:\n" + out)
     refuse(out, "not covered: gradient")
-    if re.search(r"^  property +(decode_matches_prefill|ragged_batch_equals_single|gradient_matches_reference) ", out, re.M):
+    skipped = r"^  property +(decode_matches_prefill|ragged_batch_equals_single|gradient_matches_reference) "
+    if re.search(skipped, out, re.M):
         sys.exit("a row for a check that did not run:\n" + out)
     if progress_checks(done.stderr) != ["golden", "grid"]:
         sys.exit("progress lines for other checks than the two that ran:\n" + done.stderr)
@@ -80,7 +85,8 @@ def case_compact():
         sys.exit("the certificate does not keep every chosen check: %s" % checks)
     # --verbose: a row and a line for each check that did not run, and progress for each.
     verbose, _ = certify("--kernel", "blocked", "--check", CHOSEN, "--no-size-stages", "--verbose", expect=0)
-    need(verbose.stdout, "  not covered: decode_matches_prefill (the kernel does not declare decode)", "  declares: causal")
+    need(verbose.stdout, "  not covered: decode_matches_prefill (the kernel does not declare decode)",
+         "  declares: causal")
     if not re.search(r"\n  property +decode_matches_prefill +0 +0 +not covered ", verbose.stdout):
         sys.exit("--verbose: no row for decode_matches_prefill:\n" + verbose.stdout)
     refuse(verbose.stdout, "  checks: ")
@@ -105,14 +111,65 @@ def case_failing():
             sys.exit("%s: failing case %r is not a one-line case id" % (name, case))
         need(failing, "    case: " + case + "\n")
     need(done.stderr, " at Tq=")  # the failing check's progress line names its case
-    replays = re.findall(r"^    replay: (attest replay .*)$", failing, re.M)
+    replays = re.findall(r"^    replay: (.* replay .*)$", failing, re.M)
     if len(replays) != 2:
         sys.exit("expected a replay command per failing check:\n" + failing)
     for command in replays:
-        argv = shlex.split(command)
-        again = subprocess.run([ATTEST] + argv[1:], capture_output=True, text=True, timeout=120)
-        if again.returncode != 1:
-            sys.exit("%s exited %d, expected 1 (fails again)\n%s%s" % (command, again.returncode, again.stdout, again.stderr))
+        fails_again_as_printed(command, os.getcwd(), os.environ["PATH"])
+
+
+def fails_again_as_printed(command, cwd, path):
+    """Runs a printed replay command through the shell, as a user pastes it: it must fail again."""
+    again = subprocess.run(["sh", "-c", command], cwd=cwd, env=dict(os.environ, PATH=path), capture_output=True,
+                           text=True, timeout=120)
+    if again.returncode != 1:
+        sys.exit("%s (in %s) exited %d, expected 1 (fails again)\n%s%s" % (command, cwd, again.returncode, again.stdout,
+                                                                           again.stderr))
+
+
+def printed_replays(argv0, cwd, path):
+    """Certify a failing mutant with attest started as `argv0` from `cwd` under this PATH; the replay
+    commands the text report, --verbose, --markdown and --html print."""
+    out, cert = os.path.join(WORK, "out"), os.path.join(WORK, "printed.json")
+    common = ["certify", "--out", out, *SMALL, "--kernel", "mutant:causal_sees_next", "--check", "grid",
+              "--no-size-stages"]
+    commands = []
+    for extra in ([], ["--verbose"]):
+        done = subprocess.run([argv0, *common, "--json", cert, *extra], executable=ATTEST, cwd=cwd,
+                              env=dict(os.environ, PATH=path), capture_output=True, text=True, timeout=300)
+        if done.returncode != 1:
+            sys.exit("exit %d, expected 1:\n%s%s" % (done.returncode, done.stdout, done.stderr))
+        commands += re.findall(r"^    replay: (.*)$", done.stdout, re.M)
+        commands += re.findall(r"^    counterexample: \S+  \((.*)\)$", done.stdout, re.M)
+    md, page = os.path.join(WORK, "printed.md"), os.path.join(WORK, "printed.html")
+    subprocess.run([argv0, "report", cert, "--markdown", md, "--html", page], executable=ATTEST, cwd=cwd,
+                   env=dict(os.environ, PATH=path), check=True, timeout=60)
+    commands += re.findall(r"^  - replay: `(.*)`$", open(md).read(), re.M)
+    commands += [html.unescape(c) for c in re.findall(r"replay: <code>([^<]*)</code>", open(page).read())]
+    if len(commands) != 4:
+        sys.exit("expected the replay command in the report, --verbose, --markdown and --html: %s" % commands)
+    return commands
+
+
+def case_replay_as_printed():
+    # Each printed replay command runs as printed, in another directory, with attest not on PATH.
+    bare_path = "/usr/bin:/bin"
+    elsewhere, home = os.path.join(WORK, "elsewhere"), os.path.dirname(ATTEST)
+    os.makedirs(elsewhere, exist_ok=True)
+    program = os.path.realpath(ATTEST)
+    # Started by its path: the path as given. Started as "attest" by a program (not found on PATH):
+    # the executable's resolved path. Found on PATH as "attest": the name.
+    local = "./" + os.path.basename(ATTEST)
+    for argv0, cwd, path, first_word in ((ATTEST, WORK, bare_path, ATTEST),
+                                         (local, home, bare_path, local),
+                                         ("attest", WORK, bare_path, program),
+                                         ("attest", WORK, home + ":" + bare_path, "attest")):
+        for command in printed_replays(argv0, cwd, path):
+            if shlex.split(command)[0] != first_word:
+                sys.exit("started as %s in %s: printed %r, expected it to start with %s" % (argv0, cwd, command,
+                                                                                            first_word))
+            # A path as given is the user's shell's: it runs where they ran attest.
+            fails_again_as_printed(command, cwd if first_word.startswith("./") else elsewhere, path)
 
 
 def case_list_checks():
@@ -194,7 +251,8 @@ def case_markdown():
     need(text, "## attest: 2 kernels: 1 CERTIFIED, 1 NOT CERTIFIED (seed 11)\n",
          "| blocked | CERTIFIED | 2 | 1 |", "| mutant:causal_sees_next | **NOT CERTIFIED** | 2 | 1 |",
          "### Failing checks", "- **mutant:causal_sees_next** `grid`: tq1_tk17", "  - case: `",
-         "  - replay: `attest replay ", "`CERTIFIED blocked for ", "; only the checks --check chose (golden,grid,decode_matches_prefill)`",
+         "  - replay: `%s replay " % ATTEST, "`CERTIFIED blocked for ",
+         "; only the checks --check chose (golden,grid,decode_matches_prefill)`",
          "| deterministic | grid | 251 | 251 | PASS |")
     refuse(text, "| property | decode_matches_prefill |")  # the table holds the checks that ran
     # The same document on stdout; a file that is no certificate: one line, exit 2, nothing written.
@@ -209,6 +267,7 @@ def case_markdown():
         sys.exit("a summary was written for a bad certificate")
 
 
-{"compact": case_compact, "failing": case_failing, "list_checks": case_list_checks, "check_errors": case_check_errors,
- "plan": case_plan, "markdown": case_markdown}[CASE]()
+{"compact": case_compact, "failing": case_failing, "replay_as_printed": case_replay_as_printed,
+ "list_checks": case_list_checks, "check_errors": case_check_errors, "plan": case_plan,
+ "markdown": case_markdown}[CASE]()
 print("ok")

@@ -144,7 +144,8 @@ def case_failing_check_same():
         for field in ("verdict", "cases", "effective_cases", "failures", "first_failure", "worst_utilisation", "seed",
                       "reproduce", "skipped", "feature_cases"):
             if check.get(field) != want.get(field):
-                sys.exit("%s in shard %d/2: %s is %r, unsharded %r" % (name, k, field, check.get(field), want.get(field)))
+                sys.exit("%s in shard %d/2: %s is %r, unsharded %r" %
+                         (name, k, field, check.get(field), want.get(field)))
         saved, expected = json.load(open(check["counterexample"])), json.load(open(want["counterexample"]))
         if saved != expected:
             sys.exit("%s: shard %d/2 saved another counterexample than the unsharded run" % (name, k))
@@ -208,11 +209,13 @@ def case_merge_hostile():
         ("an edited verdict", [path(one), write("edited.json", edited)], "checks[0].verdict"),
         ("a field of the wrong type", [path(one), write("typed.json", dict(good, seed="7"))], "seed must be"),
         ("a missing file", [path(one), path("no-such.json")], "cannot open"),
-        ("more effective cases than cases", [path(one), write("inflated.json", inflated)], "effective_cases is more than cases"),
+        ("more effective cases than cases", [path(one), write(
+            "inflated.json", inflated)], "effective_cases is more than cases"),
         ("negative seconds", [path(one), write("negative.json", negative)], "seconds is negative"),
         ("a declared path taking no problem", [path(one), write("empty_path.json", empty_path)],
          "declared_paths[0] path split_kv: an empty or negative range"),
-        ("negative probes redone", [path(one), write("off_path.json", off_path)], "probes_off_path.redone must be a count"),
+        ("negative probes redone", [path(one), write("off_path.json", off_path)],
+         "probes_off_path.redone must be a count"),
         ("an unknown cache policy", [path(one), write("lru.json", lru)], "descriptor.cache.policy must be"),
         ("a window keeping nothing", [path(one), write("no_window.json", no_window)], "recent must be >= 1"),
     ]

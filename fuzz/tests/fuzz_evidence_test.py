@@ -46,7 +46,7 @@ def run(*args, expect):
     p = subprocess.run([ATTEST, *args], cwd=WORK, capture_output=True, text=True, timeout=600)
     if p.returncode != expect:
         sys.exit("attest %s exited %d, expected %d\n%s\n%s" % (" ".join(args), p.returncode, expect, p.stdout,
-                                                                p.stderr))
+                                                               p.stderr))
     return p.stdout
 
 
@@ -79,7 +79,8 @@ require(out, "deterministic_and_in_bounds on mutant:write_past_output", "counted
 
 # attest mutants records each target's replay; only the one that failed again counts.
 report = os.path.join(WORK, "mutants.json")
-out = run("mutants", "--only", "causal_sees_next", "--budget", "quick", "--seed", "1", "--fuzz-seconds", "1", "--fuzz-build", BUILD,
+out = run("mutants", "--only", "causal_sees_next", "--budget", "quick", "--seed", "1", "--fuzz-seconds", "1",
+          "--fuzz-build", BUILD,
           "--out", "three", "--json", report, expect=0)
 require(out, "fuzz: fuzz_mask_leak\n")
 with open(report) as f:
@@ -100,7 +101,8 @@ if row["fuzz_killed_by"] != ["fuzz_mask_leak"]:
     sys.exit("fuzz_killed_by: %s" % row["fuzz_killed_by"])
 
 # A mutant the input does not catch: the finding is recorded, no fuzz kill.
-out = run("mutants", "--only", "decode_skips_self", "--budget", "quick", "--seed", "1", "--fuzz-seconds", "1", "--fuzz-build", BUILD,
+out = run("mutants", "--only", "decode_skips_self", "--budget", "quick", "--seed", "1", "--fuzz-seconds", "1",
+          "--fuzz-build", BUILD,
           "--out", "four", "--json", report, expect=0)
 require(out, "fuzz: -\n")
 with open(report) as f:

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -53,7 +54,7 @@ std::vector<float> random_rows(std::size_t n, std::uint64_t seed, double magnitu
 }
 
 TEST(ScaledFormats, FitIsIdempotentAndWithinHalfAStepOfTheGroupScale) {
-  for (Scalar s : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kQ8Head})
+  for (Scalar s : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kQ8Head, Scalar::kQ4_0})
     for (int width : {1, 7, 32, 40, 64, 96})
       for (double magnitude : {1e-9, 1e-6, 1.0, 1e3, 1e5}) {  // within the f16 scale's range
         std::vector<float> x = random_rows(std::size_t(width) * 5, width * 31 + int(std::log10(magnitude)), magnitude);
@@ -71,10 +72,11 @@ TEST(ScaledFormats, FitIsIdempotentAndWithinHalfAStepOfTheGroupScale) {
             for (int c = c0; c < std::min(width, c0 + g); ++c) largest = std::max(largest, std::fabs(x[row + c]));
             // The f16 scale's own rounding moves each code's value by 2^-11 of it, or by half f16's
             // smallest subnormal 2^-25; below 2^-25 the scale is 0 (all codes 0).
-            const double step = largest / (s == Scalar::kQ4 ? 8.0 : 127.0);
+            const bool q4 = code_max(s) == 7;  // q4, q4_0
+            const double step = largest / (q4 ? 8.0 : 127.0);
             // q4's codes stop at +7: a value of the other sign than the largest may lose a whole step.
-            const double steps = s == Scalar::kQ4 ? 1.0 : 0.5;
-            const double scale_error = (s == Scalar::kQ4 ? 8 : 127) * std::max(step * 0x1p-11, 0x1p-25);
+            const double steps = q4 ? 1.0 : 0.5;
+            const double scale_error = (q4 ? 8 : 127) * std::max(step * 0x1p-11, 0x1p-25);
             const double allowed = step < 0x1p-25 ? largest : steps * std::max(step, 0x1p-24) + scale_error;
             for (int c = c0; c < std::min(width, c0 + g); ++c)
               EXPECT_LE(std::fabs(fitted[row + c] - x[row + c]), allowed)
@@ -124,7 +126,7 @@ TEST(ScaledFormats, RepresentabilityIsAGroupProperty) {
 }
 
 TEST(ScaledFormats, EncodingRoundTripsAndHasTheDocumentedLayout) {
-  for (Scalar s : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kE4M3, Scalar::kE5M2})
+  for (Scalar s : {Scalar::kQ8, Scalar::kQ4, Scalar::kQ8Token, Scalar::kE4M3, Scalar::kE5M2, Scalar::kQ4_0})
     for (int width : {5, 32, 33, 64}) {
       std::vector<float> x = random_rows(std::size_t(width) * 3, width, 10.0);
       x[1] = 0.0f;
@@ -138,11 +140,50 @@ TEST(ScaledFormats, EncodingRoundTripsAndHasTheDocumentedLayout) {
   row[0] = -8.0f, row[1] = 7.0f, row[2] = 1.0f;  // scale 1: codes -8, 7, 1, 0 ...
   const std::vector<std::uint8_t> q4 = encode_rows(row, 32, Scalar::kQ4);
   ASSERT_EQ(q4.size(), 18u);
-  EXPECT_EQ(q4[0] | q4[1] << 8, 0x3C00);             // f16 1.0
-  EXPECT_EQ(q4[2], 0xF0);                            // low nibble 0 (-8), high nibble 15 (7)
-  EXPECT_EQ(q4[3], 0x89);                            // 9 (1), then 8 (0)
+  EXPECT_EQ(q4[0] | q4[1] << 8, 0x3C00);  // f16 1.0
+  EXPECT_EQ(q4[2], 0xF0);                 // low nibble 0 (-8), high nibble 15 (7)
+  EXPECT_EQ(q4[3], 0x89);                 // 9 (1), then 8 (0)
+  // q4_0 (ggml's block_q4_0): the same values, byte j holding value j low and value j + 16 high.
+  row[16] = 3.0f;
+  const std::vector<std::uint8_t> q4_0 = encode_rows(row, 32, Scalar::kQ4_0);
+  ASSERT_EQ(q4_0.size(), 18u);
+  EXPECT_EQ(q4_0[0] | q4_0[1] << 8, 0x3C00);
+  EXPECT_EQ(q4_0[2], 0xB0);  // value 0 (-8) low, value 16 (3: 11) high
+  EXPECT_EQ(q4_0[3], 0x8F);  // value 1 (7) low, value 17 (0) high
+  EXPECT_EQ(q4_0[4], 0x89);  // value 2 (1) low, value 18 (0) high
+  // A group of 5 pairs j with j + 3; the last byte's missing high value is code 0.
+  const std::vector<float> five = {-8.0f, 7.0f, 0.0f, 1.0f, -1.0f};
+  EXPECT_EQ(encode_rows(five, 5, Scalar::kQ4_0), (std::vector<std::uint8_t>{0x00, 0x3C, 0x90, 0x7F, 0x88}));
+  EXPECT_EQ(decode_rows(encode_rows(five, 5, Scalar::kQ4_0), 1, 5, Scalar::kQ4_0), five);
   EXPECT_EQ(stored_bytes(Scalar::kQ8, 1, 64), 68u);  // 2 x (2 + 32): 8.5 bits per value
   EXPECT_THROW(encode_rows(std::vector<float>{1.0f, 0.001f}, 2, Scalar::kQ8), std::invalid_argument);
+}
+
+// q8 on entry is ggml's quantize_row_q8_0: codes from the unrounded scale, values f16(d) * code.
+TEST(ScaledFormats, QuantizingOnEntryIsGgmlsQ8_0WithinItsErrorBound) {
+  std::vector<float> row(40, 0.0f);
+  row[0] = 127.0f, row[1] = -63.4f, row[2] = 0.6f, row[32] = 2.0f, row[33] = 0.49f;
+  round_on_entry(row, Scalar::kQ8);
+  EXPECT_EQ(row[0], 127.0f);  // d = 1
+  EXPECT_EQ(row[1], -63.0f);
+  EXPECT_EQ(row[2], 1.0f);
+  EXPECT_EQ(row[32], round_to(2.0f / 127, Scalar::kF16) * 127.0f);  // its own group: d = f16(2 / 127)
+  EXPECT_EQ(row[33], round_to(2.0f / 127, Scalar::kF16) * 31.0f);
+  for (double magnitude : {1e-9, 1e-5, 1.0, 1e3, 1e6}) {
+    const std::vector<float> x = random_rows(64 * 4, int(std::log10(magnitude)) + 50, magnitude);
+    std::vector<float> q = x;
+    for (std::size_t at = 0; at < q.size(); at += 64) round_on_entry(std::span(q).subspan(at, 64), Scalar::kQ8);
+    for (std::size_t g = 0; g < x.size(); g += 32) {
+      float largest = 0;
+      for (std::size_t i = g; i < g + 32; ++i) largest = std::max(largest, std::fabs(x[i]));
+      for (std::size_t i = g; i < g + 32; ++i)
+        EXPECT_LE(std::fabs(double(q[i]) - x[i]), entry_quantization_error(largest)) << magnitude << " at " << i;
+    }
+  }
+  std::vector<float> f16_row = {1.0f + 0x1p-12f, 3.0f};
+  round_on_entry(f16_row, Scalar::kF16);  // an element format: round_to each
+  EXPECT_EQ(f16_row, (std::vector<float>{1.0f, 3.0f}));
+  EXPECT_THROW(round_on_entry(f16_row, Scalar::kQ4), std::invalid_argument);
 }
 
 TEST(ScaledFormats, ProblemValidationChecksKAndVAGroupAtATime) {

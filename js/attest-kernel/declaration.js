@@ -3,7 +3,7 @@
 // the field, before anything is served (serve.js then answers attest's HELLO with an ERROR).
 import { CAPABILITIES, EMPTY_ROWS, ALIBI_SLOPES, CACHE_POLICIES, INPUT_DOMAINS } from "./interface.js";
 
-export const FEATURES = Object.keys(CAPABILITIES).filter((name) => name !== "decode" && name !== "backward");
+export const FEATURES = Object.keys(CAPABILITIES).filter((name) => !["decode", "backward", "merge"].includes(name));
 export const PRECISIONS = ["f32", "bf16", "f16"]; // what this package serves (quantized K/V is not)
 const PRECISION_FIELDS = ["q", "k", "v", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"];
 const RANGES = ["head_dim", "batch", "heads", "q_len", "k_len", "q_offset"];
@@ -85,7 +85,7 @@ export function contract(fields = {}) {
   return c;
 }
 
-const DECLARATION_FIELDS = ["name", "features", "empty_rows", "precision", "contract", "paths", "decode", "backward"];
+const DECLARATION_FIELDS = ["name", "features", "empty_rows", "precision", "contract", "paths", "decode", "backward", "merge"];
 
 /** A checked declaration from plain fields (see declare). */
 export function declaration(fields) {
@@ -99,7 +99,7 @@ export function declaration(fields) {
   const features = fields.features ?? [];
   if (!Array.isArray(features)) fail("features", `${show(features)} is not a list of feature names`);
   for (const feature of features) {
-    if (feature === "decode" || feature === "backward") fail("features", `${show(feature)} is not declared by name: give ${feature}: function`);
+    if (["decode", "backward", "merge"].includes(feature)) fail("features", `${show(feature)} is not declared by name: give ${feature}: function`);
     if (!FEATURES.includes(feature)) fail("features", `unknown feature ${show(feature)} (known: ${FEATURES.join(", ")})`);
   }
   d.features = [...new Set(features)];
@@ -107,7 +107,7 @@ export function declaration(fields) {
   if (!(d.empty_rows in EMPTY_ROWS)) fail("empty_rows", `${show(d.empty_rows)} is not "zero" or "nan"`);
   d.precision = precision(fields.precision ?? {});
   d.contract = contract(fields.contract ?? {});
-  for (const name of ["decode", "backward"]) {
+  for (const name of ["decode", "backward", "merge"]) {
     if (fields[name] != null && typeof fields[name] !== "function") fail(name, "is not a function");
     d[name] = fields[name] ?? null;
   }
@@ -133,7 +133,8 @@ export function declaration(fields) {
     d.paths.push([name, p]);
   }
   d.capabilities = d.features.reduce((bits, f) => bits | (1 << CAPABILITIES[f][0]), 0)
-    | (d.decode ? 1 << CAPABILITIES.decode[0] : 0) | (d.backward ? 1 << CAPABILITIES.backward[0] : 0);
+    | (d.decode ? 1 << CAPABILITIES.decode[0] : 0) | (d.backward ? 1 << CAPABILITIES.backward[0] : 0)
+    | (d.merge ? 1 << CAPABILITIES.merge[0] : 0);
   d.capabilities >>>= 0;
   d.has = (feature) => d.features.includes(feature);
   d.cache_policy = Object.keys(CACHE_POLICIES)[0]; // "full": caches and block tables are not served here

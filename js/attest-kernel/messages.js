@@ -148,6 +148,10 @@ export function encodeBackwardResult({ status, error = "", path = "", fault = ""
     .array(dsinks, Float32Array).finish();
 }
 
+export function encodeMergeResult({ status, error = "", path = "", fault = "", o = null, lse = null }) {
+  return new Writer().i32(status).str(error).str(path).str(fault).array(o, Float32Array).array(lse, Float32Array).finish();
+}
+
 export function encodeDecodeOpened(status, error, session) {
   return new Writer().i32(status).str(error).u64(session).finish();
 }

@@ -5,7 +5,7 @@ import fs from "node:fs";
 import { STATUSES, VERSION as TABLE_VERSION } from "./interface.js";
 import * as messages from "./messages.js";
 import { DecodeConfig, Problem } from "./problem.js";
-import { fromNumbers, SIXTEEN_BIT } from "./storage.js";
+import { FORMAT_CODES, fromNumbers, SIXTEEN_BIT, toFloat32 } from "./storage.js";
 import { ProtocolError, Reader, TYPES, TYPE_NAMES, VERSION, frameHeader, parseHeader } from "./wire.js";
 
 export const STATUS = Object.fromEntries(Object.entries(STATUSES).map(([name, row]) => [name, row[0]]));
@@ -119,7 +119,8 @@ export class Server {
    * Kernels may be async (ONNX Runtime's sessions are): each call is awaited before the next read. */
   async run() {
     const handlers = { [TYPES.HELLO]: this.hello, [TYPES.FORWARD]: this.forward, [TYPES.DECODE_OPEN]: this.decodeOpen,
-      [TYPES.DECODE_STEP]: this.decodeStep, [TYPES.DECODE_CLOSE]: this.decodeClose, [TYPES.BACKWARD]: this.backward };
+      [TYPES.DECODE_STEP]: this.decodeStep, [TYPES.DECODE_CLOSE]: this.decodeClose, [TYPES.BACKWARD]: this.backward,
+      [TYPES.MERGE]: this.merge };
     try {
       for (;;) {
         const frame = this.channel.readFrame();
@@ -269,5 +270,37 @@ export class Server {
       }
     }
     this.channel.writeFrame(TYPES.BACKWARD_RESULT, messages.encodeBackwardResult(reply));
+  }
+
+  /** MERGE (ABI 2.6): partial states { parts, rows, value_dim, o [parts][rows][Dv], lse [parts][rows] }
+   * (o as float32 whatever its storage) merged by the declaration's merge into { o, lse }. */
+  async merge(r) {
+    if (!this.declaration.merge) throw new ProtocolError("MERGE sent to a kernel declared without merge");
+    const [parts, rows, valueDim, storage] = [r.i32(), r.i32(), r.i32(), r.i32()];
+    const bytes = r.array(Uint8Array), lse = r.array(Float32Array);
+    r.expectEnd();
+    const format = Object.keys(FORMAT_CODES).find((name) => FORMAT_CODES[name] === storage);
+    if (!["f32", "bf16"].includes(format) || Math.min(parts, rows, valueDim) < 1) {
+      throw new ProtocolError(`merge: storage ${storage}, parts ${parts}, rows ${rows}, value_dim ${valueDim}`);
+    }
+    const width = format === "f32" ? 4 : 2;
+    if (bytes.length !== parts * rows * valueDim * width || lse.length !== parts * rows) {
+      throw new ProtocolError("merge arrays o and lse do not match the shape");
+    }
+    const copy = new Uint8Array(bytes); // aligned for the typed view
+    const stored = format === "f32" ? new Float32Array(copy.buffer) : new Uint16Array(copy.buffer);
+    const states = { parts, rows, value_dim: valueDim, o: toFloat32(stored, format), lse };
+    const call = await this.call(() => this.declaration.merge(states), "the merge");
+    let reply = { status: call.status, error: call.error };
+    if (call.status === STATUS.ok) {
+      try {
+        const m = call.result ?? {};
+        reply = { status: STATUS.ok, path: pathOf(m.path), o: output(m.o, "f32", rows * valueDim, "o", "[rows][Dv]"),
+          lse: output(m.lse, "f32", rows, "lse", "[rows]") };
+      } catch (e) {
+        reply = { status: STATUS.internal_error, error: cut(e instanceof OutputError ? e.message : describe(e)) };
+      }
+    }
+    this.channel.writeFrame(TYPES.MERGE_RESULT, messages.encodeMergeResult(reply));
   }
 }

@@ -162,6 +162,11 @@ const std::vector<PropertyInfo>& property_catalogue() {
        .summary = "exact states of a drawn key partition merge to the exact whole",
        .check = merge_equals_whole,
        .declares = {.merge = true}},
+      {.name = "split_invariance",
+       .summary = "forwards over drawn key splits, merged by the kernel, equal the whole",
+       .check = split_invariance,
+       .required = {F::kExplicitMask, F::kLse},
+       .declares = {.merge = true}},
   };
   return catalogue;
 }

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "attest/harness.h"
+#include "attest/quantized.h"
 
 namespace attest {
 
@@ -29,6 +31,14 @@ double largest_l1(const std::vector<float>& values, int d) {
     for (int i = 0; i < d; ++i) sum += std::fabs(double(values[r + i]));
     if (std::isfinite(sum)) worst = std::max(worst, sum);
   }
+  return worst;
+}
+
+// The largest finite magnitude in `values` (poison of padded queries left out, as above).
+double largest_finite(const std::vector<float>& values) {
+  double worst = 0;
+  for (float x : values)
+    if (std::isfinite(x)) worst = std::max(worst, double(std::fabs(x)));
   return worst;
 }
 
@@ -62,6 +72,13 @@ KernelNumerics numerics_of(const Capabilities& caps, const Precision& p, const P
     k.entry_score_absolute = 2 * std::fabs(problem.effective_scale()) *
                              (dq * largest_l1(problem.k, d) + dk * largest_l1(problem.q, d) + d * dq * dk);
   }
+  // Q quantized on entry (q8 per 32) errs by up to a step of its group, whatever the value: each
+  // logit by |scale| |dq| |k|_1 with dq that step for the problem's largest |q| (doubled as above,
+  // and K's own entry rounding on top).
+  if (scaled(p.q_entry))
+    k.entry_score_absolute += 2 * std::fabs(problem.effective_scale()) * (1 + uk) *
+                              entry_quantization_error(largest_finite(problem.q)) *
+                              largest_l1(problem.k, problem.shape.head_dim);
   k.entry_value_absolute = flush(p.v_entry, p.v);
   k.output_roundoff = unit_roundoff(p.o);
   k.exp_error = 2 * k.score_roundoff * p.exp_ulps;  // one ulp is 2u

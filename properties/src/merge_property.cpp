@@ -46,18 +46,6 @@ std::vector<int> drawn_partition(int keys, std::mt19937_64& rng, int& parts) {
   return part;
 }
 
-// The problem with only part `which`'s keys visible (an explicit mask term, ANDed with the rest).
-Problem part_problem(const Problem& p, const std::vector<int>& part, int which) {
-  Problem q = p;
-  const Shape& s = p.shape;
-  const std::size_t per_batch = static_cast<std::size_t>(s.q_len) * static_cast<std::size_t>(s.k_len);
-  std::vector<std::uint8_t>& mask = q.mask.explicit_mask;
-  if (mask.empty()) mask.assign(static_cast<std::size_t>(s.batch) * per_batch, 1);
-  for (std::size_t e = 0; e < mask.size(); ++e)
-    if (part[e % static_cast<std::size_t>(s.k_len)] != which) mask[e] = 0;
-  return q;
-}
-
 }  // namespace
 
 Verdict merge_equals_whole(const Problem& given, const Kernel& kernel, Oracle& oracle) {
@@ -80,7 +68,7 @@ Verdict merge_equals_whole(const Problem& given, const Kernel& kernel, Oracle& o
   std::vector<float> part_lse(static_cast<std::size_t>(parts) * rows);
   std::vector<double> max_abs_o(rows, 0.0);  // over the parts that saw a key
   for (int i = 0; i < parts; ++i) {
-    const Reference& ref = oracle.reference(part_problem(p, part, i));
+    const Reference& ref = oracle.reference(only_keys_of_part(p, part, i));
     for (std::size_t r = 0; r < rows; ++r) {
       const bool empty = ref.empty[r] != 0;
       part_lse[i * rows + r] = empty ? -std::numeric_limits<float>::infinity() : static_cast<float>(ref.lse[r]);

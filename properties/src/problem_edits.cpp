@@ -160,6 +160,17 @@ Problem single_query(const Problem& p, int i) {
   return out;
 }
 
+Problem only_keys_of_part(const Problem& p, const std::vector<int>& part, int which) {
+  Problem q = p;
+  const Shape& s = p.shape;
+  const std::size_t per_batch = static_cast<std::size_t>(s.q_len) * static_cast<std::size_t>(s.k_len);
+  std::vector<std::uint8_t>& mask = q.mask.explicit_mask;
+  if (mask.empty()) mask.assign(static_cast<std::size_t>(s.batch) * per_batch, 1);
+  for (std::size_t e = 0; e < mask.size(); ++e)
+    if (part[e % static_cast<std::size_t>(s.k_len)] != which) mask[e] = 0;
+  return q;
+}
+
 Problem first_keys(const Problem& p, int n) {
   const Shape& s = p.shape;
   Problem out = p;

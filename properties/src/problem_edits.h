@@ -56,6 +56,10 @@ Problem with_alibi_slopes(const Problem& p, std::uint64_t seed);
 // K and V refitted to their storage.
 Problem first_keys(const Problem& p, int n);
 
+// Only the keys of part `which` visible (part[j] names key j's part): an explicit mask term, ANDed
+// with the rest.
+Problem only_keys_of_part(const Problem& p, const std::vector<int>& part, int which);
+
 // The single-query problem of row i: same keys and masks, q_offset fixed to the row's position.
 Problem single_query(const Problem& p, int i);
 

@@ -141,9 +141,9 @@ struct Reader {
     const json* j = find(name, false);
     if (!j) return;
     if (j->is_string() && parse_scalar(j->get<std::string>(), x)) return;
-    bad(std::string("problem.") + name, "must be one of " + scalar_names() +
-                                            " (q8, q4, q8_token and q8_head for storage.k and storage.v only), got " +
-                                            preview(*j));
+    bad(std::string("problem.") + name,
+        "must be one of " + scalar_names() +
+            " (q8, q4, q8_token, q8_head and q4_0 for storage.k and storage.v only), got " + preview(*j));
   }
   const json* array(const char* name, bool required) {
     const json* j = find(name, required);

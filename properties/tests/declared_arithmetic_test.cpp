@@ -140,6 +140,25 @@ TEST(DeclaredArithmetic, RoundingOnEntryIsChargedAndNamed) {
             "P not rounded, accumulator f32");
 }
 
+// Q quantized to q8 on entry (2.6: ggml's Q for a q8_0 or q4_0 K): charged as an absolute error
+// of each logit, so the kernel that does it passes when it says so and fails when it does not.
+TEST(DeclaredArithmetic, QQuantizedOnEntryIsChargedAndNamed) {
+  const Problem p = uniform_problem(2, 256);
+  Oracle oracle;
+  Precision entry;
+  entry.q_entry = Scalar::kQ8;
+  const Declaring honest(entry, entry);
+  const Declaring lying(entry, Precision{});
+  const Verdict bound = matches_reference(p, honest, oracle);
+  EXPECT_TRUE(bound.passed && bound.exercised) << bound.detail;
+  // A worst case (the largest |q|'s step against |k|_1) over random errors: loose, not boundless.
+  EXPECT_GT(bound.utilisation, 1e-3);
+  EXPECT_FALSE(matches_reference(p, lying, oracle).passed);
+  const Verdict truth = precision_gate(p, honest, oracle);
+  EXPECT_TRUE(truth.passed && truth.exercised) << truth.detail;
+  EXPECT_EQ(entry.summary(), "q/k/v/o f32, Q rounded to q8 on entry, scores f32, P not rounded, accumulator f32");
+}
+
 // f16 behind bf16 storage rounds no bf16 digit away, but flushes what lies below f16's normal
 // range: one key whose V is 1e-30 enters as 0, and so does the output. The bound charged such a
 // rounding only when the entry format was coarser (selfcheck seed 3, declarations 5 and 44).

@@ -106,6 +106,7 @@ const Catch kCatches[] = {
     {"merge_equals_whole", "merge_empty_part_nan"},
     {"merge_equals_whole", "merge_without_max"},
     {"merge_equals_whole", "merge_lse_bf16"},
+    {"split_invariance", "split_lse_log2"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Mutants, PropertyCatchesMutant, ::testing::ValuesIn(kCatches),

@@ -32,10 +32,10 @@ TEST(UserMessages, AnUnknownStorageListsEveryAcceptedName) {
     const std::string what = e.what();
     EXPECT_NE(what.find("storage.k"), std::string::npos) << what;
     EXPECT_NE(what.find("q9"), std::string::npos) << what;
-    for (const char* name : {"f32", "bf16", "f16", "e4m3", "e5m2", "q8", "q4", "q8_token", "q8_head"})
+    for (const char* name : {"f32", "bf16", "f16", "e4m3", "e5m2", "q8", "q4", "q8_token", "q8_head", "q4_0"})
       EXPECT_NE(what.find(name), std::string::npos) << name << " missing from: " << what;
   }
-  EXPECT_EQ(scalar_names(), "f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token or q8_head");
+  EXPECT_EQ(scalar_names(), "f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token, q8_head or q4_0");
 }
 
 // A K row a scaled format cannot hold says what the format holds, not which function of attest's

@@ -77,7 +77,8 @@ def load(kernel_spec, declaration_spec=None):
 
 def version_text():
     """The protocol and ABI this package speaks (the interface table's)."""
-    return "attest_kernel %s: process protocol %d, C ABI %d.%d" % (__version__, wire.VERSION, abi.ABI_MAJOR, abi.ABI_MINOR)
+    versions = (__version__, wire.VERSION, abi.ABI_MAJOR, abi.ABI_MINOR)
+    return "attest_kernel %s: process protocol %d, C ABI %d.%d" % versions
 
 
 def main(argv=None):

@@ -11,7 +11,7 @@ from typing import Callable, Optional, Sequence, Tuple
 from . import abi
 from .quantized import QUANTIZED
 
-FEATURES = tuple(name for name in abi.CAPABILITIES if name not in ("decode", "backward"))
+FEATURES = tuple(name for name in abi.CAPABILITIES if name not in ("decode", "backward", "merge"))
 KV_FORMATS = tuple(abi.FORMATS)  # K and V storage: also the 2.4 quantized formats
 PRECISIONS = tuple(name for name in KV_FORMATS if name not in QUANTIZED)  # "f32", "bf16", "f16"
 PATH_NAME_BYTES = 31
@@ -74,14 +74,15 @@ def _range(where, value, allow_negative=False):
 class Precision:
     """Where the kernel rounds (attest_precision_spec). Formats are "f32", "bf16" or "f16".
 
-    q, k, v, o and bias are storage formats: a bf16 / f16 buffer arrives (and O leaves) as uint16
-    bit patterns; k and v may also be quantized ("q8", "q4", "q8_token", "q8_head", "e4m3",
-    "e5m2": they arrive as attest_kernel.quantized.QuantizedRows, codes and scales). scores: q.k is accumulated in; p: P is rounded to it before P.V ("f32": not
-    rounded); accumulator: P.V (and the softmax sum, unless weight_sum names another) is
-    accumulated in; exp_ulps: the worst error of one exp in ulps (0 means 1). weight_sum: None,
-    or the format the softmax sum is accumulated in apart from P.V. pv_unnormalised: P.V summed
-    with weights exp(s - m), divided by the sum at the end. q_entry, k_entry, v_entry: the kernel
-    rounds that input to this format before using it ("f32": used as stored)."""
+    q, k, v, o and bias are storage formats: a bf16 / f16 buffer arrives (and O leaves) as uint16 bit
+    patterns; k and v may also be quantized ("q8", "q4", "q4_0", "q8_token", "q8_head", "e4m3", "e5m2":
+    they arrive as attest_kernel.quantized.QuantizedRows, codes and scales). scores: q.k is accumulated
+    in; p: P is rounded to it before P.V ("f32": not rounded); accumulator: P.V (and the softmax sum,
+    unless weight_sum names another) is accumulated in; exp_ulps: the worst error of one exp in ulps (0
+    means 1). weight_sum: None, or the format the softmax sum is accumulated in apart from P.V.
+    pv_unnormalised: P.V summed with weights exp(s - m), divided by the sum at the end. q_entry,
+    k_entry, v_entry: the kernel rounds that input to this format before using it ("f32": used as
+    stored)."""
     q: str = "f32"
     k: str = "f32"
     v: str = "f32"
@@ -98,8 +99,9 @@ class Precision:
     v_entry: str = "f32"
 
     def __post_init__(self):
-        for name in ("q", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"):
+        for name in ("q", "o", "scores", "p", "accumulator", "bias", "k_entry", "v_entry"):
             _format("precision." + name, getattr(self, name))
+        _format("precision.q_entry", self.q_entry, PRECISIONS + ("q8",))  # 2.6: q8, as ggml's Q
         for name in ("k", "v"):
             _format("precision." + name, getattr(self, name), KV_FORMATS)
         if self.weight_sum is not None:
@@ -177,7 +179,8 @@ class Contract:
             _fail("contract.inputs", "%r is not one of %s" % (self.inputs, ", ".join(abi.INPUT_DOMAINS)))
         if self.inputs and self.inputs_finite and self.inputs != "finite":
             _fail("contract.inputs", "%r with inputs_finite=True" % self.inputs)
-        object.__setattr__(self, "inputs", self.inputs or ("finite" if self.inputs_finite else "masked_may_be_nonfinite"))
+        object.__setattr__(self, "inputs", self.inputs or (
+            "finite" if self.inputs_finite else "masked_may_be_nonfinite"))
 
 
 @dataclass(frozen=True)
@@ -195,7 +198,10 @@ class Declaration:
     "full", "window" (cache_recent), "sinks_recent" (cache_sinks, cache_recent) or "explicit" (each
     session's retained(b, t) returns the positions query t of its last step attended in sequence b).
     page_tokens > 0: block tables, with page_bytes(config) -> bytes of one page and
-    decode_paged(config, step) -> (o, lse) per sequence (see attest_kernel.paged)."""
+    decode_paged(config, step) -> (o, lse) per sequence (see attest_kernel.paged). merge: None, or a
+    function (o, lse) -> (o, lse) merging partial attention states: o float32 [parts][rows][Dv], lse
+    [parts][rows] (a part that saw no key of a row: lse -inf, o NaN) into o [rows][Dv], lse [rows]
+    (a row no part saw: o 0, lse -inf)."""
     name: str
     features: Sequence[str] = ()
     empty_rows: str = "zero"
@@ -210,6 +216,7 @@ class Declaration:
     page_tokens: int = 0
     page_bytes: Optional[Callable] = None
     decode_paged: Optional[Callable] = None
+    merge: Optional[Callable] = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name or len(self.name.encode()) > 63:
@@ -218,7 +225,7 @@ class Declaration:
         if isinstance(features, (str, bytes)) or not isinstance(features, (list, tuple, set, frozenset)):
             _fail("features", "%r is not a list of feature names" % (features,))
         for feature in features:
-            if feature in ("decode", "backward"):
+            if feature in ("decode", "backward", "merge"):
                 hint = "give Declaration(%s=...) instead" % feature
                 _fail("features", "%r is not declared by name: %s" % (feature, hint))
             if feature not in FEATURES:
@@ -232,7 +239,7 @@ class Declaration:
             _fail("contract", "%r is not an attest_kernel.Contract" % (self.contract,))
         if self.decode is not None and not callable(self.decode):
             _fail("decode", "%r is not callable" % (self.decode,))
-        for name in ("backward", "page_bytes", "decode_paged"):
+        for name in ("backward", "page_bytes", "decode_paged", "merge"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 _fail(name, "%r is not callable" % (getattr(self, name),))
         if self.backward is not None and self.precision != Precision():
@@ -290,6 +297,8 @@ class Declaration:
             bits |= abi.CAPABILITIES["decode"]
         if self.backward is not None:
             bits |= abi.CAPABILITIES["backward"]
+        if self.merge is not None:
+            bits |= abi.CAPABILITIES["merge"]
         return bits
 
     def has(self, feature):

@@ -57,7 +57,8 @@ class PagedStep:
                 raise ValueError("paged step: %s does not match the counts and the configuration" % name)
         for b in range(self.config.batch):
             used = (int(self.lengths[b]) + int(self.counts[b]) + self.page_tokens - 1) // self.page_tokens
-            if used > self.table_width or np.any(self.tables[b, :used] < 0) or np.any(self.tables[b, :used] >= len(self.pool)):
+            pages = self.tables[b, :used]
+            if used > self.table_width or np.any(pages < 0) or np.any(pages >= len(self.pool)):
                 raise ValueError("paged step: sequence %d's table names a page outside the pool" % b)
 
     def slot(self, b, position):

@@ -30,12 +30,13 @@ class Problem:
     def __repr__(self):
         terms = [name for name in ("causal", "rope") if getattr(self, name)]
         terms += ["%s=%d" % (name, getattr(self, name)) for name in abi.INTEGER_MASK_TERMS if getattr(self, name)]
-        terms += [name for name in ("kv_valid", "q_valid", "q_segment", "explicit_mask", "alibi_slopes", "bias", "sinks")
-                  if getattr(self, name) is not None]
+        arrays = ("kv_valid", "q_valid", "q_segment", "explicit_mask", "alibi_slopes", "bias", "sinks")
+        terms += [name for name in arrays if getattr(self, name) is not None]
         if self.softcap:
             terms.append("softcap=%g" % self.softcap)
+        shape = tuple(getattr(self, n) for n in SHAPE_FIELDS)
         return "Problem(B=%d H=%d Hkv=%d Tq=%d Tk=%d Dk=%d Dv=%d scale=%g q_offset=%d%s)" % (
-            tuple(getattr(self, n) for n in SHAPE_FIELDS) + (self.scale, self.q_offset, "".join(" " + t for t in terms)))
+            shape + (self.scale, self.q_offset, "".join(" " + t for t in terms)))
 
     @property
     def o_shape(self):

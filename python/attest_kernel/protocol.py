@@ -12,7 +12,7 @@ from . import abi, quantized, wire
 from .declaration import Declaration, DeclarationError
 from .paged import PagedStep
 from .problem import DecodeConfig, Problem
-from .storage import from_float32, is_torch_tensor, numpy_dtype, to_float32, torch_to_numpy
+from .storage import from_float32, is_torch_tensor, itemsize, numpy_dtype, to_float32, torch_to_numpy
 from .wire import ProtocolError
 
 MAX_MESSAGE = 1000  # attest keeps 1 KiB of an error
@@ -126,13 +126,14 @@ def convert_output(value, fmt, shape, what, layout):
     expected = tuple(int(d) for d in shape)
     if array.shape != expected:
         raise OutputError("%s has shape %s; this problem needs %s = %s" % (what, _shape_text(array.shape), layout,
-                                                                          _shape_text(expected)))
+                                                                           _shape_text(expected)))
     dtype = array.dtype
     if bits == "bf16":
         return array if fmt == "bf16" else from_float32(to_float32(array, "bf16"), fmt)
     if fmt == "f32":
         if dtype.kind != "f":
-            raise OutputError("%s has dtype %s; its storage is f32: return floating-point values (float32)" % (what, dtype))
+            raise OutputError(
+                "%s has dtype %s; its storage is f32: return floating-point values (float32)" % (what, dtype))
         return array.astype(np.float32, copy=False)
     if dtype == np.uint16:
         return array
@@ -165,7 +166,8 @@ def split_result(result, lse_declared, who):
         elif len(result) == 3:
             o, lse, path = result
         else:
-            raise OutputError("%s returned a tuple of %d values; expected (o, lse) or (o, lse, path)" % (who, len(result)))
+            raise OutputError("%s returned a tuple of %d values; expected (o, lse) or (o, lse, path)" %
+                              (who, len(result)))
     elif lse_declared:
         raise OutputError("%s returned a %s, not a tuple (o, lse): the declaration has the feature \"lse\""
                           % (who, type(result).__name__))
@@ -268,7 +270,7 @@ class Server:
         return {wire.HELLO: self.hello, wire.FORWARD: self.forward, wire.DECODE_OPEN: self.decode_open,
                 wire.DECODE_STEP: self.decode_step, wire.DECODE_CLOSE: self.decode_close, wire.BACKWARD: self.backward,
                 wire.DECODE_RETAINED: self.decode_retained, wire.PAGE_BYTES: self.page_bytes,
-                wire.DECODE_PAGED: self.decode_paged}
+                wire.DECODE_PAGED: self.decode_paged, wire.MERGE: self.merge}
 
     def hello(self, r):
         version = r.u32()
@@ -325,7 +327,8 @@ class Server:
         config = DecodeConfig(fields, self.declaration)
         status, error, session = self._call(self.declaration.decode, config, "the decode function")
         if status == abi.OK and (session is None or not callable(getattr(session, "step", None))):
-            status, error = abi.INTERNAL_ERROR, "the decode function returned %r, not a session with step()" % (session,)
+            status = abi.INTERNAL_ERROR
+            error = "the decode function returned %r, not a session with step()" % (session,)
         number = 0
         if status == abi.OK:
             number, self.next_session = self.next_session, self.next_session + 1
@@ -403,7 +406,8 @@ class Server:
         r.expect_end()
         if lse.size != int(np.prod(problem.lse_shape)) or o.size != int(np.prod(problem.o_shape)) or d_o.size != o.size:
             raise ProtocolError("backward arrays o, lse and d_o do not match the shape")
-        grad = Gradient(o.reshape(problem.o_shape), lse.reshape(problem.lse_shape), d_o.reshape(problem.o_shape), threads)
+        grad = Gradient(o.reshape(problem.o_shape), lse.reshape(
+            problem.lse_shape), d_o.reshape(problem.o_shape), threads)
         who = "the backward %s" % getattr(self.declaration.backward, "__name__", "function")
         status, error, result = self._call(lambda p: self.declaration.backward(p, grad), problem, who)
         out = {"status": status, "error": error}
@@ -413,13 +417,15 @@ class Server:
             except OutputError as e:
                 out = {"status": abi.INTERNAL_ERROR, "error": _cut(str(e))}
             except Exception as e:
-                out = {"status": abi.INTERNAL_ERROR, "error": _cut("the gradients could not be read: " + describe_exception(e))}
+                out = {"status": abi.INTERNAL_ERROR, "error": _cut(
+                    "the gradients could not be read: " + describe_exception(e))}
         self.channel.write_frame(wire.BACKWARD_RESULT, wire.encode_message(wire.BACKWARD_RESULT, **out))
 
     @staticmethod
     def _gradients(problem, result, who):
         if not isinstance(result, tuple) or len(result) not in (3, 4):
-            raise OutputError("%s returned %s; expected (dq, dk, dv) or (dq, dk, dv, dsinks)" % (who, type(result).__name__))
+            raise OutputError("%s returned %s; expected (dq, dk, dv) or (dq, dk, dv, dsinks)" %
+                              (who, type(result).__name__))
         B, H, Hkv, Tq, Tk = problem.batch, problem.heads, problem.kv_heads, problem.q_len, problem.k_len
         shapes = {"dq": ((B, H, Tq, problem.head_dim), "[B][H][Tq][Dk]"), "dk": ((B, Hkv, Tk, problem.head_dim),
                   "[B][Hkv][Tk][Dk]"), "dv": ((B, Hkv, Tk, problem.value_dim), "[B][Hkv][Tk][Dv]")}
@@ -479,7 +485,8 @@ class Server:
         fields = wire.decode_paged_step(r)
         status, _, own = self._page_bytes(config)
         if status != abi.OK or own != fields["page_bytes"] or fields["pool"].size % max(own, 1):
-            raise ProtocolError("DECODE_PAGED with pages of %d bytes; the kernel's are %r" % (fields["page_bytes"], own))
+            raise ProtocolError("DECODE_PAGED with pages of %d bytes; the kernel's are %r" %
+                                (fields["page_bytes"], own))
         if fields["tables"].size != config.batch * fields["table_width"] or len(fields["counts"]) != config.batch \
                 or len(fields["lengths"]) != config.batch:
             raise ProtocolError("paged step: tables, lengths and counts do not match the batch")
@@ -497,7 +504,8 @@ class Server:
             except OutputError as e:
                 out.update(status=abi.INTERNAL_ERROR, error=_cut(str(e)))
             except Exception as e:
-                out.update(status=abi.INTERNAL_ERROR, error=_cut("the outputs could not be read: " + describe_exception(e)))
+                out.update(status=abi.INTERNAL_ERROR, error=_cut(
+                    "the outputs could not be read: " + describe_exception(e)))
         self.channel.write_frame(wire.DECODE_PAGED_RESULT, wire.encode_message(wire.DECODE_PAGED_RESULT, **out))
 
     def _paged_outputs(self, config, step, result, who):
@@ -513,9 +521,41 @@ class Server:
             o_parts.append(convert_output(o_list[b], self.storage["o"], (config.heads, n, config.value_dim),
                                           "o[%d]" % b, "[H][n][Dv]").reshape(-1))
             if lse_list is not None:
-                lse_parts.append(convert_output(lse_list[b], "f32", (config.heads, n), "lse[%d]" % b, "[H][n]").reshape(-1))
+                lse_parts.append(convert_output(lse_list[b], "f32",
+                                 (config.heads, n), "lse[%d]" % b, "[H][n]").reshape(-1))
         o = np.concatenate(o_parts) if o_parts else np.zeros(0, dtype=np.float32)
         return {"o": o, "lse": np.concatenate(lse_parts) if lse_parts else None, "path": path}
+
+    # --- ABI 2.6: merging partial states -------------------------------------------------------------
+
+    def merge(self, r):
+        if self.declaration.merge is None:
+            raise ProtocolError("MERGE sent to a kernel declared without merge")
+        parts, rows, width, storage = r.i32(), r.i32(), r.i32(), r.i32()
+        o_bytes, lse = r.array("u1"), r.array("<f4")
+        r.expect_end()
+        fmt = abi.FORMAT_NAMES.get(storage)
+        if fmt not in ("f32", "bf16") or min(parts, rows, width) < 1:
+            raise ProtocolError("merge: storage %d, parts %d, rows %d, value_dim %d" % (storage, parts, rows, width))
+        if o_bytes.size != parts * rows * width * itemsize(fmt) or lse.size != parts * rows:
+            raise ProtocolError("merge arrays o and lse do not match the shape")
+        o = to_float32(o_bytes.view(numpy_dtype(fmt)), fmt).reshape(parts, rows, width)
+        lse = lse.reshape(parts, rows)
+        who = "the merge %s" % getattr(self.declaration.merge, "__name__", "function")
+        status, error, result = self._call(lambda states: self.declaration.merge(*states), (o, lse), who)
+        out = {"status": status, "error": error}
+        if status == abi.OK:
+            try:
+                if not isinstance(result, tuple) or len(result) != 2:
+                    raise OutputError("%s returned %s; expected (o, lse)" % (who, type(result).__name__))
+                out["o"] = convert_output(result[0], "f32", (rows, width), "o", "[rows][Dv]").reshape(-1)
+                out["lse"] = convert_output(result[1], "f32", (rows,), "lse", "[rows]")
+            except OutputError as e:
+                out = {"status": abi.INTERNAL_ERROR, "error": _cut(str(e))}
+            except Exception as e:
+                out = {"status": abi.INTERNAL_ERROR, "error": _cut("the merged state could not be read: "
+                                                                   + describe_exception(e))}
+        self.channel.write_frame(wire.MERGE_RESULT, wire.encode_message(wire.MERGE_RESULT, **out))
 
 
 class Gradient:

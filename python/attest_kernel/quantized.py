@@ -5,7 +5,10 @@ codecs do (impl/model/src/quantized.cpp: a value is the f16 scale times its code
 A row is one token of one kv head (Dk or Dv values); its groups follow one another, each its
 f16 scale (2 bytes, little endian) then its codes:
     q8        groups of 32, int8 codes in [-127, 127]
-    q4        groups of 32, codes in [-8, 7] stored as code + 8, two per byte, low nibble first
+    q4        groups of 32, codes in [-8, 7] stored as code + 8, two per byte: values 2m and
+              2m + 1 in byte m, low nibble first
+    q4_0      ggml's block_q4_0: as q4, but byte j holds value j (low nibble) and value j + 16
+              (high nibble); a group of n < 32 pairs j with j + ceil(n / 2)
     q8_token  one group per row
     q8_head   one static scale per (sequence, kv head): in a problem, all Tk rows of the kv head
               are one group; in a decode step the rows are codes alone (the scales came with
@@ -13,7 +16,8 @@ f16 scale (2 bytes, little endian) then its codes:
     e4m3, e5m2  fp8, one byte a value, no scale."""
 import numpy as np
 
-SCALED = ("q8", "q4", "q8_token", "q8_head")
+SCALED = ("q8", "q4", "q8_token", "q8_head", "q4_0")
+NIBBLES = ("q4", "q4_0")
 FP8 = ("e4m3", "e5m2")
 QUANTIZED = SCALED + FP8
 
@@ -29,7 +33,7 @@ def row_bytes(fmt, width, with_scale=True):
         return width
     g = group_width(fmt, width)
     groups = (width + g - 1) // g
-    return groups * 2 + ((width + 1) // 2 if fmt == "q4" else width)
+    return groups * 2 + ((width + 1) // 2 if fmt in NIBBLES else width)
 
 
 def _fp8_table(fmt):
@@ -60,8 +64,8 @@ def _f16(two_bytes):
 
 class QuantizedRows:
     """K or V stored quantized. shape: the values' shape ([B][Hkv][T][D] in a problem or a step,
-    [Hkv][n][D] for one sequence of a paged step). codes: int8 [*shape] (q4 codes in [-8, 7]) or,
-    for fp8, uint8 [*shape] bit patterns. scales: float32 [*shape[:-1]][groups] for q8 and q4,
+    [Hkv][n][D] for one sequence of a paged step). codes: int8 [*shape] (q4 and q4_0 codes in [-8, 7]) or,
+    for fp8, uint8 [*shape] bit patterns. scales: float32 [*shape[:-1]][groups] for q8, q4 and q4_0,
     [*shape[:-1]][1] for q8_token, [*shape[:-2]] for q8_head, None for fp8. raw: the bytes as they
     arrived, uint8 (row_bytes() gives them a row at a time: what a cache stores)."""
 
@@ -125,9 +129,11 @@ def decode(raw, fmt, shape, head_scales=None):
         n = min(g, width - first)
         scales.append(_f16(data[:, at:at + 2]))
         at += 2
-        if fmt == "q4":
+        if fmt in NIBBLES:
             packed = data[:, at:at + (n + 1) // 2]
-            nibbles = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(rows, 2 * packed.shape[1])[:, :n]
+            # q4: low, high nibble of each byte in turn; q4_0: every low nibble, then every high one
+            axis = -1 if fmt == "q4" else 1
+            nibbles = np.stack([packed & 0xF, packed >> 4], axis=axis).reshape(rows, 2 * packed.shape[1])[:, :n]
             codes[:, first:first + n] = nibbles.astype(np.int8) - 8
             at += (n + 1) // 2
         else:

@@ -299,7 +299,8 @@ def decode_problem_fields(r, storage):
     sinks = r.array("<f4")
     q, k, v = r.array("u1"), r.array("u1"), r.array("u1")
 
-    B, H, Hkv, Tq, Tk, Dk, Dv = (p[n] for n in ("batch", "heads", "kv_heads", "q_len", "k_len", "head_dim", "value_dim"))
+    B, H, Hkv, Tq, Tk, Dk, Dv = (p[n] for n in ("batch", "heads", "kv_heads",
+                                 "q_len", "k_len", "head_dim", "value_dim"))
 
     def buffer(raw, fmt, shape, what):
         if fmt in quantized.QUANTIZED:

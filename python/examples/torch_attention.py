@@ -37,9 +37,9 @@ import numpy as np
 # AVX512-BF16 it runs the GEMMs the recorded certificates were measured with.
 os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
 import torch  # noqa: E402  (after the ISA cap, which oneDNN reads when first used)
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: E402
 
-from attest_kernel import Contract, Declaration, Precision, declare
+from attest_kernel import Contract, Declaration, Precision, declare  # noqa: E402
 
 torch.set_num_threads(1)  # attest runs the checks; one thread keeps the kernel's rounding order fixed
 

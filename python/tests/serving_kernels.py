@@ -90,7 +90,9 @@ def make_serving(fmt, read_as=None):
             lses.append(lse)
         return outputs, lses if step.want_lse else None, "paged"
 
-    @declare(Declaration(name="numpy-serving-" + fmt.replace("_", "-") + ("-read-as-" + read_as if read_as else ""), features=["causal", "lse", "gqa"],
+    name = "numpy-serving-" + fmt.replace("_", "-") + ("-read-as-" + read_as if read_as else "")
+
+    @declare(Declaration(name=name, features=["causal", "lse", "gqa"],
                          precision=Precision(k=fmt, v=fmt), contract=Contract(decode_only=True), decode=Session,
                          page_tokens=PAGE_TOKENS, page_bytes=page_bytes, decode_paged=decode_paged))
     def kernel(p):

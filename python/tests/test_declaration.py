@@ -3,7 +3,7 @@ import os
 import pytest
 
 from attest_kernel import FEATURES, Contract, Declaration, DeclarationError, Precision, declare
-from attest_kernel import wire
+from attest_kernel import abi, wire
 
 
 def test_every_feature_has_its_capability_bit():
@@ -20,6 +20,8 @@ def test_unknown_feature_refused():
     (dict(features="causal"), "not a list of feature names"),
     (dict(features=["decode"]), "Declaration\\(decode=...\\)"),
     (dict(features=["backward"]), r"give Declaration\(backward=...\)"),
+    (dict(features=["merge"]), r"give Declaration\(merge=...\)"),
+    (dict(merge="exact"), "merge: 'exact' is not callable"),
     (dict(empty_rows="skip"), "empty_rows: 'skip'"),
     (dict(name=""), "name: ''"),
     (dict(precision="bf16"), "not an attest_kernel.Precision"),
@@ -40,6 +42,8 @@ def test_bad_declarations_refused(fields, message):
     (lambda: Precision(exp_ulps=-1), "precision.exp_ulps"),
     (lambda: Precision(exp_ulps=float("nan")), "precision.exp_ulps"),
     (lambda: Precision(weight_sum="f64"), "precision.weight_sum"),
+    (lambda: Precision(q_entry="q4"), "precision.q_entry: 'q4' is not a number format here"),
+    (lambda: Precision(k_entry="q8"), "precision.k_entry"),
     (lambda: Contract(q_len=(8, 4)), "contract.q_len: min 8 is larger than max 4"),
     (lambda: Contract(q_len=(-1, 4)), "contract.q_len min"),
     (lambda: Contract(batch=4), "contract.batch: 4 is not a \\(min, max\\) pair"),
@@ -54,6 +58,10 @@ def test_bad_declarations_refused(fields, message):
 def test_bad_values_refused(make, message):
     with pytest.raises(DeclarationError, match=message):
         make()
+
+
+def test_q_may_be_quantized_to_q8_on_entry():
+    assert Precision(k="q8", v="q8", q_entry="q8").q_entry == "q8"  # ggml's Q for a q8_0 K (2.6)
 
 
 def test_defaults_and_normalisation():
@@ -117,3 +125,9 @@ def test_version_names_the_protocol_and_abi_of_the_table():
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert out.returncode == 0, out.stderr
     assert "process protocol %d, C ABI %d.%d" % (wire.VERSION, abi.ABI_MAJOR, abi.ABI_MINOR) in out.stdout
+
+
+def test_a_merge_function_declares_the_merge_bit():
+    merging = Declaration(name="k", features=["lse"], merge=lambda o, lse: (o[0], lse[0]))
+    assert merging.capabilities == abi.CAPABILITIES["lse"] | abi.CAPABILITIES["merge"]
+    assert "merge" not in FEATURES

@@ -12,9 +12,9 @@ ATTEST = os.environ.get("ATTEST")
 pytestmark = pytest.mark.skipif(not ATTEST, reason="set ATTEST to the attest binary to run attest end to end")
 
 
-def certify(spec, out, *extra, timeout=600):
+def certify(spec, out, *extra, timeout=600, size_stages=False):
     cmd = [ATTEST, "certify", "--kernel-cmd", "%s -m attest_kernel serve %s" % (PYTHON, spec), "--budget", "quick",
-           "--no-size-stages", "--seed", "1", "--out", str(out)] + list(extra)
+           "--seed", "1", "--out", str(out)] + ([] if size_stages else ["--no-size-stages"]) + list(extra)
     started = time.monotonic()
     run = subprocess.run(cmd, cwd=TESTS, env=env_with_package(), capture_output=True, text=True, timeout=timeout)
     print("%s: exit %d in %.1f s" % (" ".join(cmd), run.returncode, time.monotonic() - started))

@@ -11,8 +11,8 @@ from attest_kernel import abi, wire  # noqa: E402
 
 def test_generated_constants_are_the_tables():
     differences = interface_table.differences(interface_table.read_table(), interface_table.generated_module())
-    assert not differences, "attest_kernel/_interface.py differs from the table (run python/tools/interface_table.py):\n" \
-        + "\n".join(differences)
+    assert not differences, ("attest_kernel/_interface.py differs from the table (run "
+                             "python/tools/interface_table.py):\n" + "\n".join(differences))
 
 
 def test_every_message_type_has_its_number():

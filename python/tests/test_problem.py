@@ -7,7 +7,7 @@ import pytest
 from attest_kernel import Declaration, Problem, apply_rope
 
 DECLARATION = Declaration(name="k", features=["causal", "window", "chunk", "lookahead", "key_padding", "query_padding",
-                                               "segments", "explicit_mask", "bias"])
+                                              "segments", "explicit_mask", "bias"])
 
 
 def problem(**fields):

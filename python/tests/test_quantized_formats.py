@@ -29,6 +29,15 @@ def test_q4_two_codes_a_byte_low_nibble_first_offset_by_8():
     assert values(raw, "q4", (1, 5)).tolist() == [[-4.0, 3.5, 0.0, 0.5, -0.5]]
 
 
+def test_q4_0_is_ggml_block_q4_0_byte_j_holds_values_j_and_j_plus_16():
+    codes = [(j % 16) - 8 for j in range(32)]  # -8 .. 7, twice
+    raw = [*HALF, *[(codes[j] + 8) | (codes[j + 16] + 8) << 4 for j in range(16)]]
+    assert values(raw, "q4_0", (1, 32)).tolist() == [[0.5 * c for c in codes]]
+    # a group of 5 pairs j with j + 3: codes -8, 7, 0, 1, -1
+    raw = [*HALF, 0x00 | 0x90, 0x0F | 0x70, 0x08 | 0x80]
+    assert values(raw, "q4_0", (1, 5)).tolist() == [[-4.0, 3.5, 0.0, 0.5, -0.5]]
+
+
 def test_q8_token_one_scale_per_row_of_any_width():
     raw = [*HALF, *([2] * 40), *QUARTER, *([0xFE] * 40)]
     got = values(raw, "q8_token", (2, 40))

@@ -43,7 +43,8 @@ EXPECTED = {
     "mha_forward": (LEAK, EVERY_CHECK_WITH_POISON),
     "mha_forward_finite": (LEAK, LEAK),
     # float attn_mask + float key_padding_mask: the padding is dropped (masked_fill with a float mask).
-    "mha_forward_float_mask": ({"golden", "grid", "matches_reference", "empty_row_policy", "bias_minus_inf_equals_mask"},
+    "mha_forward_float_mask": ({"golden", "grid", "matches_reference", "empty_row_policy",
+                                "bias_minus_inf_equals_mask"},
                                EVERY_CHECK_WITH_POISON | {"golden", "grid", "bias_minus_inf_equals_mask"}),
     "mha_forward_float_mask_bool_padding_finite": (LEAK, LEAK),
     "mha_forward_bf16": (LEAK, EVERY_CHECK_WITH_POISON),

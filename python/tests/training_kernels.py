@@ -2,10 +2,10 @@
 with a wrong dQ), and torch autograd of a torch attention."""
 import numpy as np
 
-from attest_kernel import Declaration, declare
+from attest_kernel import Declaration, Unsupported, declare
 
-FEATURES = ["causal", "window", "key_padding", "query_padding", "segments", "explicit_mask", "chunk", "lookahead", "gqa",
-            "lse"]
+FEATURES = ["causal", "window", "key_padding", "query_padding", "segments", "explicit_mask", "chunk", "lookahead",
+            "gqa", "lse"]
 
 
 def _inputs(p):
@@ -66,6 +66,17 @@ def training(p):
 
 @declare(Declaration(name="numpy-wrong-dq", features=FEATURES, backward=wrong_gradients))
 def wrong_dq(p):
+    return forward(p)
+
+
+def gradients_to_100_keys(p, grad):
+    if p.k_len > 100:
+        raise Unsupported("no backward past 100 keys")  # inside its contract: a failure, not a skip
+    return gradients(p, grad)
+
+
+@declare(Declaration(name="numpy-backward-to-100", features=FEATURES, backward=gradients_to_100_keys))
+def backward_to_100(p):
     return forward(p)
 
 

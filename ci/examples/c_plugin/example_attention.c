@@ -1,6 +1,7 @@
 /* An attention kernel in plain C99 behind the attest C ABI, version 2: the full problem model
  * (every mask term including chunked attention, GQA, LSE, RoPE, the zero empty-row policy) and
- * two score modifiers (logit softcap, attention sinks) in float32. Copy it as the skeleton of your
+ * two score modifiers (logit softcap, attention sinks) in float32, and the merge of partial
+ * attention states (ABI 2.6, split-KV and cascade attention). Copy it as the skeleton of your
  * own plugin: fill in forward(), then declare in `kernel` below what you support (capabilities)
  * and what you accept (the contract).
  *
@@ -12,7 +13,8 @@
  *   BROKEN_SOFTCAP_AFTER_MASK, BROKEN_SINK_IN_NUMERATOR  a modifier implemented wrongly, the way
  *                           real kernels got it wrong (see forward());
  *   BROKEN_SEGFAULT, BROKEN_HANG, BROKEN_WRITE_PAST, BROKEN_NO_WRITE, BROKEN_ABI_VERSION,
- *   BROKEN_UNSUPPORTED_DK7  broken plugins for the command-line tests (ci/tests/cli_test.py). */
+ *   BROKEN_UNSUPPORTED_DK7  broken plugins for the command-line tests (ci/tests/cli_test.py);
+ *   BROKEN_MERGE_WITHOUT_MAX, BROKEN_MERGE_EMPTY_PART_NAN  a merge gone wrong (see merge()). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -166,6 +168,53 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
   return ATTEST_OK;
 }
 
+/* A partial O value: f32, or bf16 (the top half of an f32's bits). */
+static float part_value(const attest_merge_inputs* in, size_t i) {
+  if (in->storage == ATTEST_F32) return ((const float*)in->o)[i];
+  const uint32_t bits = (uint32_t)((const uint16_t*)in->o)[i] << 16;
+  float x;
+  memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+/* Partial states over disjoint keys into the state over all of them: each part weighted by
+ * exp(lse_i - m), m the largest lse (so no weight overflows), and a part that saw no key of the
+ * row (lse -inf, its O NaN) skipped. */
+static attest_status merge(void* user, const attest_merge_inputs* in, attest_merge_outputs* out) {
+  (void)user;
+  if (in->storage != ATTEST_F32 && in->storage != ATTEST_BF16) {
+    strcpy(last_error, "merge: partial O must be f32 or bf16");
+    return ATTEST_INVALID_ARGUMENT;
+  }
+  const size_t rows = (size_t)in->rows, width = (size_t)in->value_dim;
+  for (size_t r = 0; r < rows; ++r) {
+    float m = -INFINITY;
+    for (int i = 0; i < in->parts; ++i) m = fmaxf(m, in->lse[(size_t)i * rows + r]);
+    float* o = out->o + r * width;
+    for (size_t c = 0; c < width; ++c) o[c] = 0.0f;
+    if (m == -INFINITY) { /* no part saw a key */
+      out->lse[r] = -INFINITY;
+      continue;
+    }
+#ifdef BROKEN_MERGE_WITHOUT_MAX
+    m = 0.0f; /* exp(lse_i) overflows once an lse passes 88 */
+#endif
+    float sum = 0.0f;
+    for (int i = 0; i < in->parts; ++i) {
+      const float l = in->lse[(size_t)i * rows + r];
+#ifndef BROKEN_MERGE_EMPTY_PART_NAN /* weighting an empty part by 0 still reads its NaN: 0 * NaN */
+      if (l == -INFINITY) continue;
+#endif
+      const float w = expf(l - m);
+      sum += w;
+      for (size_t c = 0; c < width; ++c) o[c] += w * part_value(in, ((size_t)i * rows + r) * width + c);
+    }
+    for (size_t c = 0; c < width; ++c) o[c] /= sum;
+    out->lse[r] = m + logf(sum);
+  }
+  return ATTEST_OK;
+}
+
 static const char* error(void* user) {
   (void)user;
   return last_error;
@@ -177,7 +226,7 @@ static const char* error(void* user) {
 #define CAPABILITIES                                                                                              \
   (ATTEST_CAP_CAUSAL | ATTEST_CAP_WINDOW | ATTEST_CAP_CHUNK | ATTEST_CAP_KEY_PADDING | ATTEST_CAP_QUERY_PADDING | \
    ATTEST_CAP_SEGMENTS | ATTEST_CAP_EXPLICIT_MASK | ATTEST_CAP_GQA | ATTEST_CAP_LSE | ATTEST_CAP_ROPE |           \
-   ATTEST_CAP_SOFTCAP | ATTEST_CAP_SINKS)
+   ATTEST_CAP_SOFTCAP | ATTEST_CAP_SINKS | ATTEST_CAP_MERGE)
 #endif
 
 static const attest_kernel_v2 kernel = {
@@ -206,6 +255,7 @@ static const attest_kernel_v2 kernel = {
     .user = NULL,
     .forward = forward,
     .last_error = error,
+    .merge = merge, /* ABI 2.6: declared by ATTEST_CAP_MERGE */
 };
 
 const attest_kernel_v2* attest_kernel_entry(void) { return &kernel; }

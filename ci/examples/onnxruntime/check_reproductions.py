@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 
-SHOWN = re.compile(r"`node (repro/[a-z_]+\.mjs)`:\n\n```\n(.*?)```", re.S)
+SHOWN = re.compile(r"`node (repro/[a-z0-9_]+\.mjs)`:\n\n```\n(.*?)```", re.S)
 
 
 def check_shown(readme, shown_pattern, run, label):
@@ -31,7 +31,7 @@ def check_shown(readme, shown_pattern, run, label):
         if result.returncode != 0 or result.stdout != expected:
             failures += 1
             print("DIFFERS: %s (exit %d)\n--- README\n%s--- printed\n%s%s" % (label(name), result.returncode, expected,
-                                                                          result.stdout, result.stderr[-1000:]))
+                                                                              result.stdout, result.stderr[-1000:]))
         else:
             print("ok: %s prints what the README shows" % label(name))
     return 1 if failures else 0

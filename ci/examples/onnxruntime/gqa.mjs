@@ -4,21 +4,21 @@
 // are required outputs (the KV cache it would keep).
 import { declare } from "../../../js/attest-kernel/index.js";
 import { FLOAT, INT32, float } from "./onnx_writer.mjs";
-import { sessionFor, tensor } from "./sessions.mjs";
 import { swapHeadsAndTokens } from "./layout.mjs";
+import { input, pathName, TENSOR_TYPES } from "./operators.mjs";
 
-const input = (name, type, shape) => ({ name, type, shape });
-
-async function groupQueryAttention(p) {
+const groupQueryAttention = (rt, storage = "f32") => async (p) => {
+  const { elem, name: type } = TENSOR_TYPES[storage];
+  if (storage !== "f32" && (p.bias || p.sinks)) throw new Error("the float16 wrapper serves no bias and no sinks (as declared)");
   const { batch: B, heads: H, kv_heads: Hkv, q_len: T, head_dim: D, value_dim: Dv } = p;
-  const inputs = [input("query", FLOAT, [B, T, H * D]), input("key", FLOAT, [B, T, Hkv * D]), input("value", FLOAT, [B, T, Hkv * Dv]),
+  const inputs = [input("query", elem, [B, T, H * D]), input("key", elem, [B, T, Hkv * D]), input("value", elem, [B, T, Hkv * Dv]),
     input("seqlens_k", INT32, [B]), input("total_sequence_length", INT32, [])];
   const feeds = {
-    query: tensor("float32", swapHeadsAndTokens(p.q, B, H, T, D), [B, T, H * D]),
-    key: tensor("float32", swapHeadsAndTokens(p.k, B, Hkv, T, D), [B, T, Hkv * D]),
-    value: tensor("float32", swapHeadsAndTokens(p.v, B, Hkv, T, Dv), [B, T, Hkv * Dv]),
-    seqlens_k: tensor("int32", new Int32Array(B).fill(T - 1), [B]),
-    total_sequence_length: tensor("int32", Int32Array.of(T), []),
+    query: rt.tensor(type, swapHeadsAndTokens(p.q, B, H, T, D), [B, T, H * D]),
+    key: rt.tensor(type, swapHeadsAndTokens(p.k, B, Hkv, T, D), [B, T, Hkv * D]),
+    value: rt.tensor(type, swapHeadsAndTokens(p.v, B, Hkv, T, Dv), [B, T, Hkv * Dv]),
+    seqlens_k: rt.tensor("int32", new Int32Array(B).fill(T - 1), [B]),
+    total_sequence_length: rt.tensor("int32", Int32Array.of(T), []),
   };
   const names = ["query", "key", "value", "", "", "seqlens_k", "total_sequence_length"];
   const optional = [["cos_cache", null], ["sin_cache", null], ["position_ids", null], ["attention_bias", p.bias], ["head_sink", p.sinks]];
@@ -29,35 +29,48 @@ async function groupQueryAttention(p) {
     if (!value) continue;
     const shape = name === "head_sink" ? [H] : [p.bias_per_batch ? B : 1, p.bias_per_head ? H : 1, T, T];
     inputs.push(input(name, FLOAT, shape));
-    feeds[name] = tensor("float32", Float32Array.from(value), shape);
+    feeds[name] = rt.tensor("float32", Float32Array.from(value), shape);
   }
   const attributes = { num_heads: H, kv_num_heads: Hkv, scale: float(p.scale) };
   if (p.softcap) attributes.softcap = float(p.softcap);
   if (p.window) attributes.local_window_size = p.window;
-  const session = await sessionFor({
+  const session = await rt.sessionFor({
     node: { opType: "GroupQueryAttention", domain: "com.microsoft", inputs: names, outputs: ["output", "present_key", "present_value"],
       attributes },
-    inputs, outputs: [input("output", FLOAT, [B, T, H * Dv]), input("present_key", FLOAT, [B, Hkv, T, D]),
-      input("present_value", FLOAT, [B, Hkv, T, Dv])],
+    inputs, outputs: [input("output", elem, [B, T, H * Dv]), input("present_key", elem, [B, Hkv, T, D]),
+      input("present_value", elem, [B, Hkv, T, Dv])],
     opsets: { "": 23, "com.microsoft": 1 } });
   const { output } = await session.run(feeds);
-  return { o: swapHeadsAndTokens(output.data, B, T, H, Dv), path: "ort-gqa-prompt" };
-}
+  return { o: swapHeadsAndTokens(output.data, B, T, H, Dv), path: pathName(rt, storage === "f32" ? "gqa-prompt" : `gqa-prompt-${storage}`) };
+};
 
 const CONTRACT = { inputs_finite: true, self_attention_only: true, causal_required: true, dk_equals_dv: true,
   head_dims: Array.from({ length: 32 }, (_, i) => 8 * (i + 1)) }; // "head_size must be a multiple of 8"
 
-// local_window_size = attest's window (it keeps keys with i - j < local_window_size); head_sink is
-// attest's sinks. A row whose every key a -inf bias hides outputs 0 for two or more tokens.
-export const gqaPrompt = declare({
-  name: "onnxruntime-gqa-prompt-f32",
-  features: ["causal", "gqa", "window", "softcap", "sinks", "bias"],
-  contract: CONTRACT,
-}, groupQueryAttention);
+/** GroupQueryAttention's prompt path on runtime `rt`, declared with and without its bias. */
+export function groupQueryAttentionKernels(rt, prefix) {
+  // local_window_size = attest's window (it keeps keys with i - j < local_window_size); head_sink is
+  // attest's sinks. A row whose every key a -inf bias hides outputs 0 for two or more tokens.
+  const gqaPrompt = declare({
+    name: `${prefix}-gqa-prompt-f32`,
+    features: ["causal", "gqa", "window", "softcap", "sinks", "bias"],
+    contract: CONTRACT,
+  }, groupQueryAttention(rt));
 
-// Without the bias no row is ever empty (causal self-attention, window >= 1).
-export const gqaPromptUnbiased = declare({
-  name: "onnxruntime-gqa-prompt-f32-unbiased",
-  features: ["causal", "gqa", "window", "softcap", "sinks"],
-  contract: CONTRACT,
-}, groupQueryAttention);
+  // Without the bias no row is ever empty (causal self-attention, window >= 1).
+  const gqaPromptUnbiased = declare({
+    name: `${prefix}-gqa-prompt-f32-unbiased`,
+    features: ["causal", "gqa", "window", "softcap", "sinks"],
+    contract: CONTRACT,
+  }, groupQueryAttention(rt));
+
+  // float16 Q, K, V and O (bit patterns both ways), no bias and no sinks (ONNX wants them float16
+  // too, and attest's f32 values would be rounded on the way); the arithmetic declared f32.
+  const gqaPromptF16 = declare({
+    name: `${prefix}-gqa-prompt-f16`,
+    features: ["causal", "gqa", "window", "softcap"],
+    precision: { q: "f16", k: "f16", v: "f16", o: "f16" },
+    contract: CONTRACT,
+  }, groupQueryAttention(rt, "f16"));
+  return { gqaPrompt, gqaPromptUnbiased, gqaPromptF16 };
+}

@@ -1,9 +1,10 @@
 // attest's layouts ([B][H][T][D], flat) to and from the [B][T][H*D] of com.microsoft operators,
 // and the masks attest's mask terms become.
 
-/** x [B][H][T][D] -> [B][T][H][D] (and back with swapHeadsAndTokens(x, B, T, H, D)). */
+/** x [B][H][T][D] -> [B][T][H][D] (and back with swapHeadsAndTokens(x, B, T, H, D)); the same
+ * array type (Float32Array, or Uint16Array of float16 bit patterns). */
 export function swapHeadsAndTokens(x, B, H, T, D) {
-  const out = new Float32Array(x.length);
+  const out = new x.constructor(x.length);
   for (let b = 0; b < B; b++) {
     for (let h = 0; h < H; h++) {
       for (let t = 0; t < T; t++) {

@@ -32,7 +32,8 @@ def attention(problem):
     B, H, Tq, Tk = problem.batch, problem.heads, problem.q_len, problem.k_len
     q, k, v = problem.q, problem.k, problem.v  # float32 [B][H][Tq][Dk], [B][Hkv][Tk][Dk], [B][Hkv][Tk][Dv]
     if problem.rope:
-        q, k = apply_rope(q, problem.q_positions(), problem.rope_base), apply_rope(k, problem.k_positions(), problem.rope_base)
+        q, k = apply_rope(q, problem.q_positions(), problem.rope_base), apply_rope(
+            k, problem.k_positions(), problem.rope_base)
     k, v = problem.repeat_kv(k), problem.repeat_kv(v)  # query head h reads kv head h // (H / Hkv)
 
     # Causal, window, chunk, key and query padding, segments, the explicit mask: [B][Tq][Tk].

@@ -64,7 +64,8 @@ def main(argv):
     with tempfile.TemporaryDirectory() as scratch:
         certificate = os.path.join(scratch, "certificate.json")
         command = [attest, "certify", "--kernel-cmd", "node %s %s" % (HOST, kernel), "--budget", "quick",
-                   "--no-size-stages", "--seed", "1", "--out", os.path.join(scratch, "out"), "--json", certificate] + options
+                   "--no-size-stages", "--seed", "1", "--out", os.path.join(scratch, "out"), "--json",
+                   certificate] + options
         started = time.monotonic()
         run = subprocess.run(command, cwd=source, capture_output=True, text=True, env=env)
         seconds = time.monotonic() - started

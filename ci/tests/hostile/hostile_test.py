@@ -222,8 +222,8 @@ def wait_until(condition, seconds):
 def counterexample():
     """A real counterexample file, as a dict: the mutant no_rescale fails matches_reference."""
     out = os.path.join(WORK, "mutant")
-    attest("certify", "--kernel", "mutant:no_rescale", "--budget", "50", "--seed", "7", "--no-size-stages", "--out", out,
-           expect=(1,))
+    attest("certify", "--kernel", "mutant:no_rescale", "--budget", "50", "--seed", "7", "--no-size-stages",
+           "--out", out, expect=(1,))
     folder = os.path.join(out, "counterexamples")
     names = sorted(os.listdir(folder))
     preferred = [n for n in names if n.startswith("matches_reference__")]
@@ -446,7 +446,7 @@ def case_huge_frame():
             require(run, "protocol violation")
         if result["maxrss_kib"] >= 500 * 1024:
             fail("%s: attest's peak RSS was %d MB (limit 500 MB):\n%s" % (mode, result["maxrss_kib"] // 1024,
-                                                                         run.describe()))
+                                                                          run.describe()))
 
 
 def case_kernel_stops_reading():
@@ -716,7 +716,8 @@ def case_name_prints_verdict_lines():
     script = os.path.join(WORK, "evil_kernel.py")
     open(script, "w").write(source)
     junit, cert = os.path.join(WORK, "r.xml"), os.path.join(WORK, "c.json")
-    run = certify("--kernel-cmd", "env PYTHONPATH=%s /usr/bin/python3 %s" % (os.path.join(SOURCE, "python"), script), *QUICK, "--junit", junit, "--json", cert, expect=(1,))
+    run = certify("--kernel-cmd", "env PYTHONPATH=%s /usr/bin/python3 %s" %
+                  (os.path.join(SOURCE, "python"), script), *QUICK, "--junit", junit, "--json", cert, expect=(1,))
     starts = [line for line in run.stdout.splitlines() if line.startswith("CERTIFIED")]
     if starts:
         fail("a kernel's name printed verdict lines %r:\n%s" % (starts, run.describe()))
@@ -783,13 +784,18 @@ def case_document_to_stdout():
 
 def case_outputs_never_replace_inputs():
     # --json or --junit naming the plugin being certified, or a shard being merged, would
-    # replace it with the certificate: refused before the run, and the file is unchanged.
+    # replace it with the certificate, and --out would save counterexamples in it: refused before
+    # the run, and the file is unchanged.
     kernel = own_plugin("printf")
     before = open(kernel, "rb").read()
     for flag in ("--json", "--junit"):
         run = certify("--kernel", kernel, "--budget", "0", "--no-size-stages", flag, kernel, timeout=60, expect=(2,))
         refused_before_running(run, flag.lstrip("-"))
         require(run, "is an input of this run")
+    # --out is a folder: naming the plugin (or any input file) is refused, and nothing is written in it.
+    run = attest("certify", "--kernel", kernel, "--budget", "0", "--no-size-stages", "--out", kernel, timeout=60,
+                 expect=(2,))
+    refused_before_running(run, "out")
     shard = os.path.join(WORK, "shard-1.json")
     open(shard, "w").write("{}")
     run = attest("merge", shard, os.path.join(WORK, "shard-2.json"), "--json", shard, timeout=60, expect=(2,))
@@ -983,7 +989,8 @@ def case_strict_flags():
 
     every([(flag, flag.split(), [flag.split()[0].lstrip("-")]) for flag in STRICT_FLAGS] +
           [("--json X --junit X", ["--json", same, "--junit", same], []),
-           ("--json X --junit ./X spelled differently", ["--json", same, "--junit", os.path.join(WORK, ".", "same")], []),
+           ("--json X --junit ./X spelled differently", ["--json",
+            same, "--junit", os.path.join(WORK, ".", "same")], []),
            ("--json X --junit d/../X", ["--json", same, "--junit", os.path.join(WORK, "d", "..", "same")], [])],
           refused)
 
@@ -1065,8 +1072,8 @@ def case_negative_retained_count():
     require(run, "NOT CERTIFIED", text=run.stdout)
     if "Exception thrown" in run.output:
         fail("an exception escaped the check:\n" + run.describe())
-    named = [l for l in run.output.splitlines() if "decode_retained" in l]
-    if not any("-1" in l and "kernel" in l for l in named):
+    named = [line for line in run.output.splitlines() if "decode_retained" in line]
+    if not any("-1" in line and "kernel" in line for line in named):
         fail("no line names decode_retained's count -1 as the kernel's fault:\n" + run.describe())
     folder = os.path.join(out, "counterexamples")
     saved = sorted(os.listdir(folder)) if os.path.isdir(folder) else []

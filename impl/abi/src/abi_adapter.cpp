@@ -52,6 +52,7 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
     descriptor_.decode_close = &AbiAdapter::decode_close;
   }
   if (c.backward()) descriptor_.backward = &AbiAdapter::backward;
+  if (c.merge) descriptor_.merge = &AbiAdapter::merge;
   descriptor_.last_error = &AbiAdapter::last_error;
   descriptor_.cache_policy = d.cache_policy;
   descriptor_.cache_sinks = d.cache_sinks, descriptor_.cache_recent = d.cache_recent;
@@ -110,6 +111,20 @@ attest_status AbiAdapter::backward(void* user, const attest_problem_v2* problem,
                              {static_cast<float*>(out->dv), p.v_size()},
                              {out->dsinks, out->dsinks ? sinks : 0}});
     std::strncpy(out->path, kBackwardPath, sizeof out->path - 1);
+  });
+}
+
+attest_status AbiAdapter::merge(void* user, const attest_merge_inputs* in, attest_merge_outputs* out) {
+  auto* self = static_cast<AbiAdapter*>(user);
+  return self->status_of([&] {
+    std::vector<float> o_parts;
+    const MergeInputs m = merge_inputs_of(*in, o_parts);
+    const std::size_t rows = std::size_t(m.rows), width = std::size_t(m.value_dim);
+    if (rows > 0 && (!out->o || !out->lse)) throw ProblemError("merge: the output o or lse is NULL");
+    const std::span<float> o(out->o, rows * width), lse(out->lse, rows);
+    check_merge_inputs(m, o, lse);
+    self->kernel_->merge(m, o, lse);
+    std::strncpy(out->path, "merge", sizeof out->path - 1);
   });
 }
 

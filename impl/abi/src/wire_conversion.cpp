@@ -33,6 +33,11 @@ static_assert(sizeof(attest_path_predicate) == 144);
 // 2.3 took the reserved backward pointer and contract.reserved[0]: the layout is 2.2's.
 static_assert(offsetof(attest_kernel_v2, backward) == offsetof(attest_kernel_v2, last_error) + sizeof(void*));
 static_assert(offsetof(attest_contract, deterministic_backward) == 168);
+// 2.6 took the next reserved pointer for merge: still 2.2's layout.
+static_assert(offsetof(attest_kernel_v2, merge) == offsetof(attest_kernel_v2, backward) + sizeof(void*) &&
+              offsetof(attest_kernel_v2, reserved) == offsetof(attest_kernel_v2, merge) + sizeof(void*));
+static_assert(sizeof(attest_merge_inputs) == 48 && offsetof(attest_merge_inputs, o) == 16);
+static_assert(sizeof(attest_merge_outputs) == 48 && offsetof(attest_merge_outputs, path) == 16);
 static_assert(offsetof(attest_problem_v2, bias_stored) + 4 * sizeof(void*) == offsetof(attest_problem_v2, lookahead));
 
 template <typename T>
@@ -71,8 +76,9 @@ Precision precision_of(const attest_precision_spec& p, const std::string& where)
   r.bias = scalar(p.bias, "bias");
   if (p.weight_sum != 0) r.weight_sum = scalar(p.weight_sum - 1, "weight_sum (as ATTEST_IN(precision))");
   r.pv_unnormalised = flag_of(p.pv_unnormalised, where + ".pv_unnormalised");
-  r.q_entry = scalar(p.q_entry, "q_entry"), r.k_entry = scalar(p.k_entry, "k_entry"),
-  r.v_entry = scalar(p.v_entry, "v_entry");
+  // 2.6: Q may also be quantized on entry to q8 (ggml's Q for a q8_0 or q4_0 K).
+  r.q_entry = p.q_entry == ATTEST_Q8 ? Scalar::kQ8 : scalar(p.q_entry, "q_entry (or ATTEST_Q8)");
+  r.k_entry = scalar(p.k_entry, "k_entry"), r.v_entry = scalar(p.v_entry, "v_entry");
   if (p.reserved != 0) refuse("reserved is " + std::to_string(p.reserved) + ": reserved fields must be zero");
   return r;
 }
@@ -256,8 +262,11 @@ attest_path_predicate predicate_spec(const PathPredicate& p) {
 Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   auto refuse = [](const std::string& why) { throw std::invalid_argument("descriptor: " + why); };
   Capabilities c;
-  c.features = FeatureSet::from_abi_bits(d.capabilities);
-  if (c.features.abi_bits() != d.capabilities)
+  // Merge is an operation beside the forward, not a feature of problems: Capabilities::merge.
+  c.merge = (d.capabilities & ATTEST_CAP_MERGE) != 0;
+  const std::uint32_t feature_bits = d.capabilities & ~ATTEST_CAP_MERGE;
+  c.features = FeatureSet::from_abi_bits(feature_bits);
+  if (c.features.abi_bits() != feature_bits)
     refuse("capabilities has bits this attest does not know (0x" + std::to_string(d.capabilities) + ")");
   // Version 1's structs end before chunk: a version-1 kernel cannot be handed a version-2 feature.
   constexpr std::uint32_t kVersion1Bits = (1u << 10) - 1;
@@ -403,7 +412,7 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   d.page_tokens = c.page_tokens;
   d.abi_version = ATTEST_ABI_VERSION_2;
   d.name = name;
-  d.capabilities = c.features.abi_bits();
+  d.capabilities = c.features.abi_bits() | (c.merge ? ATTEST_CAP_MERGE : 0u);
   d.empty_rows = c.empty_rows == EmptyRowPolicy::kNan ? ATTEST_EMPTY_NAN : ATTEST_EMPTY_ZERO;
   d.precision = spec_of(c.precision);
   for (const auto& [path, p] : c.path_precision) d.paths.push_back({path, spec_of(p)});

@@ -54,7 +54,8 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         table = os.path.join(scratch, "attest", "interface")
         shutil.copytree(original, table)
-        for check, run in (("C++", lambda: cxx_check(cxx, source, scratch)), ("Python", lambda: python_check(source, table)),
+        for check, run in (("C++", lambda: cxx_check(cxx, source, scratch)),
+                           ("Python", lambda: python_check(source, table)),
                            ("JavaScript", lambda: javascript_check(source, table))):
             code, output = run()
             if code != 0:

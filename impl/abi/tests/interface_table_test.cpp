@@ -90,13 +90,13 @@ static_assert(mask_of<int>({
 #define ATTEST_CAPABILITY ROW_BIT
 #include "attest/interface/capabilities.def"
 #undef ATTEST_CAPABILITY
-              }) == std::uint64_t{ATTEST_CAP_BACKWARD} * 2 - 1,
+              }) == std::uint64_t{ATTEST_CAP_MERGE} * 2 - 1,
               "capabilities.def: an ATTEST_CAP_ bit has no row");
 static_assert(mask_of<int>({
 #define ATTEST_FORMAT ROW_VALUE
 #include "attest/interface/formats.def"
 #undef ATTEST_FORMAT
-              }) == (std::uint64_t{1} << (ATTEST_Q8_HEAD + 1)) - 1,
+              }) == (std::uint64_t{1} << (ATTEST_Q4_0 + 1)) - 1,
               "formats.def: an attest_precision has no row");
 static_assert(mask_of<int>({
 #define ATTEST_EMPTY_ROWS ROW_VALUE
@@ -287,6 +287,15 @@ TEST(InterfaceTable, RequestsAreWrittenAsTheTableSays) {
   walk(rb, message("Backward"));
   EXPECT_TRUE(rb.at_end()) << "BACKWARD";
 
+  WireMerge merge;
+  merge.parts = merge.rows = 1, merge.value_dim = 2;
+  merge.o = std::vector<std::uint8_t>(8, 0), merge.lse = {0.0f};
+  Writer m;
+  write_merge(m, merge);
+  Reader rm(m.bytes());
+  walk(rm, message("Merge"));
+  EXPECT_TRUE(rm.at_end()) << "MERGE";
+
   WirePagedStep step;
   const std::vector<std::uint8_t> pool(64, 0);
   step.page_bytes = 64, step.pool = pool, step.table_width = 1, step.tables = {0}, step.lengths = {0};
@@ -314,6 +323,7 @@ TEST(InterfaceTable, RepliesAreReadAsTheTableSays) {
   expect_read("DecodeResult", read_decode_result);
   expect_read("Retained", read_retained);
   expect_read("DecodePagedResult", read_paged_result);
+  expect_read("MergeResult", read_merge_result);
 }
 
 // The descriptor: every member the table names gets its own value, and write_descriptor must put

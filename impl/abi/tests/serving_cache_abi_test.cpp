@@ -143,8 +143,8 @@ TEST(ServingCacheAbi, WhatTheAbiCannotMeanIsRefusedWithTheField) {
   q_quantized.precision.q = ATTEST_Q8;
   expect_refused(q_quantized, "precision.q");
   protocol::Descriptor unknown = decoder(ATTEST_CACHE_FULL, 0, 0, 0);
-  unknown.precision.k = 9;
-  expect_refused(unknown, "precision.k = 9");
+  unknown.precision.k = ATTEST_Q4_0 + 1;  // the first code past the table's last
+  expect_refused(unknown, "precision.k = 10");
   protocol::Descriptor per_head_forward = decoder(ATTEST_CACHE_FULL, 0, 0, 0);
   per_head_forward.contract.decode_only = 0;
   per_head_forward.precision.k = per_head_forward.precision.v = ATTEST_Q8_HEAD;

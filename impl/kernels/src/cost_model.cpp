@@ -20,6 +20,8 @@ double forward_work(const Problem& p) {
 
 double backward_work(const Problem& p) { return 2.5 * forward_work(p); }
 
+double merge_work(const MergeInputs& in) { return double(in.parts) * in.rows * (double(in.value_dim) + 1); }
+
 double decode_step_work(const DecodeConfig& c, long long cached, int n) {
   return double(c.batch) * c.heads * n * double(cached + n) * (double(c.head_dim) + c.value_dim);
 }

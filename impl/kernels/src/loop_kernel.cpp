@@ -3,9 +3,11 @@
 // that precision says (inputs on entry, scores, P, the weight sum, the P.V accumulator, O's
 // storage) and nowhere else.
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "attest/builtin_kernels.h"
+#include "attest/quantized.h"
 #include "backward_kernels.h"
 #include "kernel_support.h"
 
@@ -57,7 +59,7 @@ class LoopKernel final : public Kernel {
           float* out = &o[at.o(b, h, i)];
           float* out_lse = lse.empty() ? nullptr : &lse[at.lse(b, h, i)];
           std::copy_n(&p.q[at.q(b, h, i)], s.head_dim, query.begin());
-          for (float& x : query) x = round_to(x, p_.q_entry);
+          round_on_entry(query, p_.q_entry);
           if (p.rope.enabled) rope_rotate(query.data(), s.head_dim, mask.position(i), p.rope.base);
 
           // Keys outside the row's range (causal, window, chunk, padding) are never visited; the

@@ -3,10 +3,12 @@
 // off it is a correct kernel (tested as "tiled-scalar"); the `faults_` switches inject the bugs
 // of impl/mutants/. The built-in "tiled" is the vectorized tiled_fast_kernel.cpp.
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "attest/builtin_kernels.h"
 #include "attest/faults.h"
+#include "attest/quantized.h"
 #include "backward_kernels.h"
 #include "kernel_support.h"
 
@@ -87,7 +89,8 @@ class TiledKernel final : public Kernel {
         for (int i0 = 0; i0 < s.q_len; i0 += br) {
           const int rows = std::min(br, s.q_len - i0);
           std::copy_n(&p.q[at.q(b, h, i0)], std::size_t(rows) * dk, q_tile.begin());
-          for (float& x : q_tile) x = round_to(x, cfg_.precision.q_entry);  // rounding on entry, if declared
+          for (int r = 0; r < rows; ++r)  // rounding on entry, if declared, a query at a time
+            round_on_entry(std::span(q_tile).subspan(std::size_t(r) * dk, dk), cfg_.precision.q_entry);
           if (f.scale_in_storage)  // q * scale kept in Q's storage format, the dot then unscaled
             for (float& x : q_tile) x = round_to(x * scale, cfg_.precision.q);
           // Keys any row of this tile may see; key tiles outside them are skipped whole.
@@ -138,6 +141,7 @@ class TiledKernel final : public Kernel {
             }
             if (out_lse) *out_lse = (f.lse_without_max ? 0.0f : row_max[r]) + std::log(row_sum[r]);
             if (out_lse && f.lse_in_storage) *out_lse = round_to(*out_lse, cfg_.precision.o);
+            if (out_lse && f.split_lse_log2) *out_lse *= 1.44269504f;  // log2(e): a base-2 softmax's state
           }
         }
       }

@@ -33,6 +33,7 @@ constexpr std::array<ScalarInfo, kScalarCount> kScalars = {{
     {"q4", 0x1p-24, 65504.0 * 8, 0x1p-14, 0x1p-24, 1},
     {"q8_token", 0x1p-24, 65504.0 * 127, 0x1p-14, 0x1p-24, 1},
     {"q8_head", 0x1p-24, 65504.0 * 127, 0x1p-14, 0x1p-24, 1},
+    {"q4_0", 0x1p-24, 65504.0 * 8, 0x1p-14, 0x1p-24, 1},
 }};
 
 // Round to nearest even with `digits` significant bits, no spacing below 2^min_quantum_exp; past

@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace attest {
 namespace {
@@ -16,13 +17,24 @@ void require_width(int width) {
   if (width < 1) throw std::invalid_argument("quantized rows: width must be >= 1");
 }
 
-// The canonical scale of a finite group: its largest magnitude over the largest code (q4: its
-// signed largest over -8, so that value takes code -8), rounded to f16 and saturated there.
+// Two 4-bit codes a byte: q4 (2m and 2m + 1 in byte m) and q4_0 (ggml's: j and j + half).
+bool nibbles(Scalar s) { return s == Scalar::kQ4 || s == Scalar::kQ4_0; }
+
+// Where value i of a group of n sits in its nibble codes: the byte, and 4 for the high nibble.
+// q4 pairs neighbours; q4_0 pairs the first half with the second, as ggml's block_q4_0 does.
+std::pair<int, int> nibble_of(int i, int n, Scalar s) {
+  if (s == Scalar::kQ4) return {i / 2, i % 2 ? 4 : 0};
+  const int half = (n + 1) / 2;
+  return i < half ? std::pair{i, 0} : std::pair{i - half, 4};
+}
+
+// The canonical scale of a finite group: its largest magnitude over the largest code (q4, q4_0:
+// its signed largest over -8, so that value takes code -8), rounded to f16 and saturated there.
 float scale_of(std::span<const float> group, Scalar s) {
   float largest = 0;
   for (float x : group)
     if (std::fabs(x) > std::fabs(largest)) largest = x;
-  const float d = s == Scalar::kQ4 ? largest / -8.0f : std::fabs(largest) / 127.0f;
+  const float d = nibbles(s) ? largest / -8.0f : std::fabs(largest) / 127.0f;
   return std::clamp(round_to(d, Scalar::kF16), -kLargestScale, kLargestScale);
 }
 
@@ -56,7 +68,7 @@ std::uint16_t f16_bits(float x) { return to_bits16(x, Scalar::kF16); }
 
 }  // namespace
 
-bool scaled(Scalar s) { return s == Scalar::kQ8 || s == Scalar::kQ4 || s == Scalar::kQ8Token || s == Scalar::kQ8Head; }
+bool scaled(Scalar s) { return s == Scalar::kQ8 || nibbles(s) || s == Scalar::kQ8Token || s == Scalar::kQ8Head; }
 
 int group_width(Scalar s, int width) {
   return s == Scalar::kQ8Token || s == Scalar::kQ8Head ? width : std::min(32, width);
@@ -71,8 +83,8 @@ float canonical_scale(std::span<const float> group, Scalar s) {
   if (infinite > 0) return std::numeric_limits<float>::infinity();
   return scale_of(group, s);
 }
-int code_min(Scalar s) { return s == Scalar::kQ4 ? -8 : -127; }
-int code_max(Scalar s) { return s == Scalar::kQ4 ? 7 : 127; }
+int code_min(Scalar s) { return nibbles(s) ? -8 : -127; }
+int code_max(Scalar s) { return nibbles(s) ? 7 : 127; }
 
 void fit_rows(std::span<float> values, int width, Scalar s) {
   require_width(width);
@@ -107,7 +119,7 @@ std::size_t stored_bytes(Scalar s, std::size_t rows, int width) {
   require_width(width);
   if (!scaled(s)) return rows * width * info(s).bytes;
   const std::size_t groups = (width + group_width(s, width) - 1) / group_width(s, width);
-  const std::size_t code_bytes = s == Scalar::kQ4 ? (std::size_t(width) + 1) / 2 : std::size_t(width);
+  const std::size_t code_bytes = nibbles(s) ? (std::size_t(width) + 1) / 2 : std::size_t(width);
   return rows * (groups * 2 + code_bytes);
 }
 
@@ -133,9 +145,14 @@ std::vector<std::uint8_t> encode_rows(std::span<const float> values, int width, 
     auto code = [&](float x) {
       return nan || d == 0 ? 0 : inf ? (x > 0 ? code_max(s) : code_min(s)) : int(code_of(x, d, s));
     };
-    if (s == Scalar::kQ4) {
-      for (int i = 0; i < n; i += 2)
-        out.push_back(std::uint8_t((code(group[i]) + 8) | (i + 1 < n ? (code(group[i + 1]) + 8) << 4 : 8 << 4)));
+    if (nibbles(s)) {
+      const std::size_t first = out.size();
+      out.resize(first + (n + 1) / 2, std::uint8_t{8 << 4});  // a missing high value: code 0
+      for (int i = 0; i < n; ++i) {
+        const auto [byte, shift] = nibble_of(i, n, s);
+        std::uint8_t& b = out[first + byte];
+        b = std::uint8_t((b & ~(0xF << shift)) | (code(group[i]) + 8) << shift);
+      }
     } else {
       for (float x : group) out.push_back(static_cast<std::uint8_t>(static_cast<std::int8_t>(code(x))));
     }
@@ -161,13 +178,34 @@ std::vector<float> decode_rows(std::span<const std::uint8_t> bytes, std::size_t 
     const float d = from_bits16(std::uint16_t(bytes[at] | bytes[at + 1] << 8), Scalar::kF16);
     at += 2;
     for (int i = 0; i < n; ++i) {
-      const int code = s == Scalar::kQ4 ? ((bytes[at + i / 2] >> (i % 2 ? 4 : 0)) & 0xF) - 8
-                                        : static_cast<std::int8_t>(bytes[at + i]);
+      const auto [byte, shift] = nibble_of(i, n, s);
+      const int code = nibbles(s) ? ((bytes[at + byte] >> shift) & 0xF) - 8 : static_cast<std::int8_t>(bytes[at + i]);
       out[first + i] = d * float(code);
     }
-    at += s == Scalar::kQ4 ? (n + 1) / 2 : n;
+    at += nibbles(s) ? (n + 1) / 2 : n;
   });
   return out;
+}
+
+void round_on_entry(std::span<float> row, Scalar s) {
+  if (s != Scalar::kQ8) {
+    if (scaled(s)) throw std::invalid_argument(std::string("rounding on entry to ") + to_string(s) + ": only q8");
+    for (float& x : row) x = round_to(x, s);
+    return;
+  }
+  for (std::size_t at = 0; at < row.size(); at += 32) {
+    const std::span<float> group = row.subspan(at, std::min<std::size_t>(32, row.size() - at));
+    float largest = 0;
+    for (float x : group) largest = std::max(largest, std::fabs(x));  // NaN: skipped, as ggml's max
+    if (!std::isfinite(largest)) continue;  // poison of a padded query: no visible score reads it
+    const float d = round_to(largest / 127.0f, Scalar::kF16), inverse = largest != 0 ? 127.0f / largest : 0.0f;
+    for (float& x : group) x = d * std::clamp(std::nearbyint(x * inverse), -127.0f, 127.0f);
+  }
+}
+
+double entry_quantization_error(double largest) {
+  const double step = largest / 127;
+  return step * (0.5 + 0x1p-20) + 127 * std::max(step * 0x1p-11, 0x1p-25);
 }
 
 std::uint8_t to_bits8(float x, Scalar s) {

@@ -1,6 +1,13 @@
 #include "attest/mutants.h"
 
+#include <algorithm>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "attest/builtin_kernels.h"
 
@@ -116,6 +123,57 @@ class StandardAlibiOnly final : public Kernel {
   bool declared_;
 };
 
+// The built-in tiled kernel (vectorized: the mutation run takes its long stage to 32768 keys) whose
+// backward `corrupt` edits after the fact: a gradient bug only some problems show.
+class BackwardCorrupted final : public Kernel {
+ public:
+  using Corruption = std::function<void(const Problem&, const GradientSpans&)>;
+  BackwardCorrupted(TiledConfig tiles, std::string name, Corruption corrupt)
+      : inner_(make_tiled_kernel(tiles)), name_(std::move(name)), corrupt_(std::move(corrupt)) {}
+  std::string name() const override { return name_; }
+  Capabilities capabilities() const override { return inner_->capabilities(); }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    inner_->forward(p, o, lse);
+  }
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
+    inner_->backward(p, in, out);
+    corrupt_(p, out);
+  }
+  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
+    inner_->merge(in, o, lse);
+  }
+  std::string last_path() const override { return inner_->last_path(); }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  std::string name_;
+  Corruption corrupt_;
+};
+
+MutantEntry backward_corrupted(std::string name, std::string bug, std::string property, TiledConfig tiles,
+                               BackwardCorrupted::Corruption corrupt, int needs_len = 0) {
+  return {name, std::move(bug), std::move(property),
+          [=] { return std::make_unique<BackwardCorrupted>(tiles, "mutant:" + name, corrupt); }, needs_len};
+}
+
+// dK 1% off for every key past 8192 under a window: wrong only at lengths the size ladder never
+// reaches, where only the long stage's windowed backward (16384 and 32768 keys) looks.
+void dk_wrong_past_8192_under_window(const Problem& p, const GradientSpans& out) {
+  constexpr std::size_t kFirstWrongKey = 8192;
+  const Shape& s = p.shape;
+  if (!p.mask.window || std::size_t(s.k_len) <= kFirstWrongKey) return;
+  const std::size_t row = static_cast<std::size_t>(s.head_dim), keys = static_cast<std::size_t>(s.k_len);
+  for (std::size_t slice = 0; slice < std::size_t(s.batch) * s.kv_heads; ++slice)  // dK [B][Hkv][Tk][Dk]
+    for (std::size_t e = kFirstWrongKey * row; e < keys * row; ++e) out.dk[slice * keys * row + e] *= 1.01f;
+}
+
+// dQ 1% off once Tq or Tk passes 128, two 64-wide tiles: gradient properties drawing no more than
+// two tiles per dimension never see it.
+void dq_wrong_past_128(const Problem& p, const GradientSpans& out) {
+  if (p.shape.q_len <= 128 && p.shape.k_len <= 128) return;
+  for (float& x : out.dq) x *= 1.01f;
+}
+
 // Two tiled kernels behind one name, one per internal path: "short" (Tk <= 64) with `short_path`'s
 // arithmetic, "long" with `long_path`'s, each declared in path_precision (ABI 2.1's paths).
 class TwoPaths final : public Kernel {
@@ -208,6 +266,55 @@ MutantEntry evicting(std::string name, std::string bug, KernelFaults faults,
           [=] { return make_faulty_sinks_recent_decode_kernel(4, 32, false, faults, "mutant:" + name); }, needs_len};
 }
 
+// A cache declaring sinks 4 + recent 32 (decode-only) that keeps only 24 recent keys from position
+// 200 on: two sessions fed the same tokens, the answers of the narrower one for queries from 200.
+// Wrong only past 200 positions, more than 5 times the cache's capacity.
+class RecentShrinksFrom200 final : public Kernel {
+ public:
+  explicit RecentShrinksFrom200(std::string name)
+      : declared_(make_decode_only(make_sinks_recent_decode_kernel(4, 32))),
+        narrow_(make_sinks_recent_decode_kernel(4, 24)),
+        name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  Capabilities capabilities() const override { return declared_->capabilities(); }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    declared_->forward(p, o, lse);
+  }
+  std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override {
+    return std::make_unique<Session>(declared_->open_decode(config), narrow_->open_decode(config), config);
+  }
+
+ private:
+  class Session final : public DecodeSession {
+   public:
+    Session(std::unique_ptr<DecodeSession> wide, std::unique_ptr<DecodeSession> narrow, const DecodeConfig& config)
+        : wide_(std::move(wide)), narrow_(std::move(narrow)), config_(config) {}
+    void step(int n, std::span<const float> q, std::span<const float> k, std::span<const float> v, std::span<float> o,
+              std::span<float> lse) override {
+      const long long first = wide_->length();
+      std::vector<float> narrow_o(o.size()), narrow_lse(lse.size());
+      wide_->step(n, q, k, v, o, lse);
+      narrow_->step(n, q, k, v, narrow_o, narrow_lse);
+      const std::size_t dv = static_cast<std::size_t>(config_.value_dim);
+      for (std::size_t row = 0; row < std::size_t(config_.batch) * config_.heads * n; ++row) {
+        if (first + static_cast<long long>(row % n) < kFirstNarrowPosition) continue;  // rows are [B][H][n]
+        std::copy_n(&narrow_o[row * dv], dv, &o[row * dv]);
+        if (!lse.empty()) lse[row] = narrow_lse[row];
+      }
+    }
+    long long length() const override { return wide_->length(); }
+    std::size_t cache_bytes() const override { return wide_->cache_bytes(); }
+
+   private:
+    static constexpr long long kFirstNarrowPosition = 200;
+    std::unique_ptr<DecodeSession> wide_, narrow_;
+    DecodeConfig config_;
+  };
+
+  std::unique_ptr<Kernel> declared_, narrow_;
+  std::string name_;
+};
+
 }  // namespace
 
 const std::vector<MutantEntry>& mutant_registry() {
@@ -279,6 +386,10 @@ const std::vector<MutantEntry>& mutant_registry() {
       tiled("merge_without_max", "merge: weights exp(lse_i) without subtracting the largest: inf / inf past lse 88",
             "merge_equals_whole", {.merge_without_max = true}),
       tiled("merge_lse_bf16", "merge: the partial LSEs read in bf16", "merge_equals_whole", {.merge_lse_bf16 = true}),
+      tiled("split_lse_log2",
+            "forward LSE left in base 2 (a base-2 softmax's state, never converted): split-KV states mis-weighted "
+            "when merged",
+            "split_invariance", {.split_lse_log2 = true}),
       // Backward (docs/design.md#backward): the tiled backward with one bug each.
       tiled("backward_drops_d", "backward: dS = P dP, the D = rowsum(dO * O) term dropped",
             "gradient_ds_rows_sum_to_zero", {.backward_drops_d = true}),
@@ -321,6 +432,12 @@ const std::vector<MutantEntry>& mutant_registry() {
                     "backward with 128 x 128 tiles: dV 1% off in a batch entry "
                     "with padded keys when Tk > 2048",
                     "backward_sampled_rows", {.backward_dv_wrong_padded_past_2048 = true}, 4096),
+      backward_corrupted("backward_windowed_dk_wrong_past_8192",
+                         "backward with 128 x 128 tiles: dK 1% off for keys past 8192 under a sliding window",
+                         "backward_sampled_rows", {128, 128}, dk_wrong_past_8192_under_window, 32768),
+      backward_corrupted("backward_dq_wrong_past_128",
+                         "backward with 64 x 64 tiles: dQ 1% off when Tq or Tk > 128 (past two tiles)",
+                         "gradient_matches_reference", {64, 64}, dq_wrong_past_128),
       tiled("backward_lse_wrong_row", "backward: P recomputed with the LSE of the next row of the query tile",
             "gradient_matches_reference", {.backward_lse_wrong_row = true}),
       tiled("backward_dv_unnormalised", "backward: dV from exp(s - rowmax), P never normalised", "gradient_dv_is_pt_do",
@@ -455,6 +572,11 @@ const std::vector<MutantEntry>& mutant_registry() {
                "sinks + recent cache: the sinks dropped from position 150 on (the cache "
                "holds 36)",
                {.sinks_evicted_from_150 = true}),
+      {"recent_24_from_200",
+       "sinks + recent cache declaring recent 32: only 24 recent keys kept from position 200 on (more than 5x "
+       "the cache's 36)",
+       "eviction_matches_retained_set",
+       [] { return std::make_unique<RecentShrinksFrom200>("mutant:recent_24_from_200"); }},
       evicting("sinks_evicted_from_5000",
                "sinks + recent cache: the sinks dropped from position 5000 on (long "
                "sessions only)",

@@ -1,7 +1,7 @@
 // A float64 reference kernel in JavaScript (every mask term and score modifier, GQA, LSE, decode),
 // and the same kernel with a wrong declaration on purpose. Serve it with
 //   node js/attest-kernel/serve.js js/attest-kernel/examples/reference.mjs:attention
-import { declare } from "../index.js";
+import { declare, Unsupported } from "../index.js";
 
 const FEATURES = ["causal", "window", "key_padding", "query_padding", "segments", "explicit_mask", "gqa", "lse",
   "chunk", "softcap", "alibi", "bias", "sinks", "lookahead"];
@@ -112,3 +112,10 @@ export const attention = declare({ name: "js-reference", features: FEATURES, dec
 // one (query i at i): wrong on purpose, attest must not certify it.
 export const wrongAlignment = declare({ name: "js-causal-top-left", features: ["causal", "lse"] },
   (p) => forward(p, { alignToStart: true }));
+
+// A decode-only kernel whose sessions score with twice the scale: wrong on purpose; its failures
+// name the path its steps report ("float64-decode"), not "default".
+export const wrongDecode = declare({
+  name: "js-wrong-decode", features: ["causal", "lse"], contract: { decode_only: true },
+  decode: (c) => openSession({ ...c, scale: 2 * c.scale }),
+}, () => { throw new Unsupported("decode sessions only"); });

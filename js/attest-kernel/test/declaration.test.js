@@ -34,6 +34,8 @@ test("every bad field is named", () => {
     [{ name: "k", paths: [["p", { o: "f16" }]] }, /a path changes arithmetic, never storage/],
     [{ name: "k", colour: 1 }, /unknown field "colour"/],
     [{ name: "k", backward: () => 0, precision: { p: "bf16" } }, /backward/],
+    [{ name: "k", features: ["merge"] }, /give merge: function/],
+    [{ name: "k", merge: "exact" }, /merge: is not a function/],
   ];
   for (const [fields, message] of cases) assert.throws(() => declaration(fields), (e) => e instanceof DeclarationError && message.test(e.message));
   assert.throws(() => declare({ name: "k" }, 42), /not a function/);

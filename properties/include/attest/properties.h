@@ -72,6 +72,9 @@ Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // A kernel declaring merge: the exact states of a drawn partition of the keys (empty parts, single
 // keys, one part holding every key; partial O in f32 or bf16) merge to the exact whole.
 Verdict merge_equals_whole(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// A kernel declaring merge and LSE: its forward over 2 to 8 contiguous key ranges (an explicit mask
+// hiding the rest) merged by its merge equals its forward over every key, within the bound.
+Verdict split_invariance(const Problem& p, const Kernel& kernel, Oracle& oracle);
 
 // Backward (docs/design.md#backward), each on the exact forward's O and LSE and a dO drawn from the problem:
 // dQ, dK, dV and dsinks within the gradient bound of the exact gradient (gate 1).

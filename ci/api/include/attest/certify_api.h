@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,8 +26,10 @@ struct CertifyOptions {
   double timeout_seconds = 30;         // per call: longer is a hang (a failed check), whatever the budget
   // An attest::Kernel runs in a child process (a fork of this one) by default: its exit(), crash or
   // hang fails a check instead of ending or stopping the caller. A fork keeps only the calling
-  // thread, so a kernel must start its own threads on first use, not before certify. true: in this
-  // process, faster, for a trusted kernel; the verdict line then says "in process, not contained".
+  // thread: a kernel object whose worker threads started in its constructor has none in the child,
+  // hangs on its first call, and certify throws KernelLoadError saying why. Give certify a
+  // KernelFactory instead: the kernel is then built in the child, threads and all. true: in this process, faster, for a
+  // trusted kernel; the verdict line then says "in process, not contained".
   bool in_process = false;
   // The attest executable that serves plugins and cmd: kernels' isolation (`attest kernel-host`):
   // the installed package's bin/attest (find_package(attest) defines it); empty: this program.
@@ -56,9 +60,15 @@ struct Certificate {
   std::vector<const Check*> failed() const;
 };
 
+// Builds the kernel to certify. Contained, it is called in each child process attest serves the
+// kernel from (again after a crash), so a kernel starting a thread pool in its constructor has its
+// threads where its calls run; in process, once.
+using KernelFactory = std::function<std::unique_ptr<Kernel>()>;
+
 // Throws std::invalid_argument on bad options, and attest::KernelLoadError when the kernel cannot
 // be loaded; a kernel that crashes, hangs or fails is a NOT CERTIFIED certificate, not an exception.
 Certificate certify(const Kernel& kernel, const CertifyOptions& options = {});
+Certificate certify(const KernelFactory& make, const CertifyOptions& options = {});
 Certificate certify(const std::string& kernel, const CertifyOptions& options = {});
 
 }  // namespace attest::api

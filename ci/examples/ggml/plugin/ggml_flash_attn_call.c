@@ -46,7 +46,8 @@ static ggml_fp16_t* build_mask(const attest_problem_v2* p) {
 }
 
 const char* ggml_flash_attn_path(const ggml_flash_attn_options* options, const attest_problem_v2* p, int f32_per_simd) {
-  if (options->k_type != options->v_type || options->k_type == GGML_TYPE_Q8_0) return "one_chunk";
+  const int float_kv = options->k_type == GGML_TYPE_F32 || options->k_type == GGML_TYPE_F16;
+  if (options->k_type != options->v_type || !float_kv) return "one_chunk";
   if (p->q_len == 1 && p->batch == 1 && p->k_len >= 512) return "split_kv";
   if (p->q_len >= 64 && p->value_dim % f32_per_simd == 0) return "tiled";
   return "one_chunk";

@@ -10,7 +10,7 @@
 #include "ggml_cpu_variant.h"
 
 typedef struct ggml_flash_attn_options {
-  enum ggml_type k_type, v_type; /* F32 or F16 each; V also Q8_0 (its blocks are attest's ATTEST_Q8) */
+  enum ggml_type k_type, v_type; /* F32, F16, Q8_0 or Q4_0 (attest's ATTEST_Q8, ATTEST_Q4_0) */
   int threads;
   float alibi_max_bias; /* passed to ggml when the problem has ALiBi slopes (the standard set) */
   int mask_always;      /* 1: a mask on every call, all zero when nothing is hidden (llama.cpp's call);

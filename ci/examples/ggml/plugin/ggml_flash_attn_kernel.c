@@ -2,6 +2,12 @@
  * the attest C ABI. One source, built once per K/V type and thread count:
  *   GGML_KV_F16   K and V stored f16 (else f32);   GGML_THREADS  ggml's worker threads (1 or 4);
  *   GGML_V_Q8     K f16 and V q8_0 (ggml's block_q8_0 is attest's ATTEST_Q8 byte for byte);
+ *   GGML_V_Q4_0   K f16 and V q4_0 (ggml's block_q4_0 is attest's ATTEST_Q4_0 byte for byte);
+ *   GGML_KV_Q8, GGML_KV_Q4_0  K and V both q8_0 or both q4_0: ggml quantizes Q to q8_0 (K's vec_dot
+ *                 type), declared as q_entry ATTEST_Q8 (2.6);
+ *   GGML_Q_ENTRY_F32_DECLARED  the q8_0 K/V kernel declaring Q used as stored: wrong on purpose;
+ *   GGML_Q4_DECLARED  the q4_0 V kernel declaring attest's other nibble order, ATTEST_Q4: wrong on
+ *                     purpose, so that a CERTIFIED q4_0 plugin shows the layout is the one ggml reads;
  *   GGML_NULL_MASK  no mask tensor when nothing is masked (else an all-zero one, as llama.cpp passes);
  *   GGML_F32_DECLARED  an f16 kernel declaring f32 arithmetic throughout: wrong on purpose, so
  *                      that a CERTIFIED here shows the honest declaration is the one that holds.
@@ -38,21 +44,59 @@
 #elif defined(GGML_F32_DECLARED)
 #define MASK_ALWAYS 1
 #define NAME_SUFFIX "-declared-f32"
+#elif defined(GGML_Q4_DECLARED)
+#define MASK_ALWAYS 1
+#define NAME_SUFFIX "-declared-q4"
+#elif defined(GGML_Q_ENTRY_F32_DECLARED)
+#define MASK_ALWAYS 1
+#define NAME_SUFFIX "-declared-q-f32"
 #else
 #define MASK_ALWAYS 1
 #define NAME_SUFFIX ""
 #endif
-#if defined(GGML_V_Q8) /* llama.cpp's -ctk f16 -ctv q8_0: only the scalar loop takes mixed types */
+#ifdef GGML_Q_ENTRY_F32_DECLARED
+#define QUANTIZED_Q_ENTRY ATTEST_F32
+#else
+#define QUANTIZED_Q_ENTRY ATTEST_Q8
+#endif
+/* llama.cpp's -ctk q8_0 -ctv q8_0 (or q4_0): only the scalar loop takes quantized K. */
+#if defined(GGML_KV_Q8) || defined(GGML_KV_Q4_0)
+#ifdef GGML_KV_Q8
+#define K_TYPE GGML_TYPE_Q8_0
+#define K_STORAGE ATTEST_Q8
+#define KV_NAME "q8_0"
+#else
+#define K_TYPE GGML_TYPE_Q4_0
+#define K_STORAGE ATTEST_Q4_0
+#define KV_NAME "q4_0"
+#endif
+#define V_TYPE K_TYPE
+#define V_STORAGE K_STORAGE
+#define MAX_ABS_VALUE 0.0
+#define LOOP_Q_ENTRY QUANTIZED_Q_ENTRY /* Q to q8_0 blocks; q.k then exact per block, blocks summed in f32 */
+#define LOOP_ACCUMULATOR ATTEST_F32
+#define LOOP_WEIGHT_SUM 0
+#define FIRST_PATH 2
+#define QUANTIZED_ROWS 1
+/* llama.cpp's -ctk f16 -ctv q8_0 or q4_0: only the scalar loop takes mixed types. */
+#elif defined(GGML_V_Q8) || defined(GGML_V_Q4_0)
 #define K_TYPE GGML_TYPE_F16
-#define V_TYPE GGML_TYPE_Q8_0
 #define K_STORAGE ATTEST_F16
+#ifdef GGML_V_Q8
+#define V_TYPE GGML_TYPE_Q8_0
 #define V_STORAGE ATTEST_Q8
 #define KV_NAME "f16-q8_0"
+#else
+#define V_TYPE GGML_TYPE_Q4_0
+#define V_STORAGE (GGML_Q4_DECLARED_ORDER ? ATTEST_Q4 : ATTEST_Q4_0)
+#define KV_NAME "f16-q4_0"
+#endif
 #define MAX_ABS_VALUE 0.0
 #define LOOP_Q_ENTRY ATTEST_F16
-#define LOOP_ACCUMULATOR ATTEST_F32 /* a q8_0 V is widened to f32 (exactly) and summed in f32 */
+#define LOOP_ACCUMULATOR ATTEST_F32 /* a q8_0 or q4_0 V is widened to f32 (exactly) and summed in f32 */
 #define LOOP_WEIGHT_SUM 0
 #define FIRST_PATH 2 /* one_chunk only */
+#define QUANTIZED_ROWS 1
 #elif defined(GGML_KV_F16)
 #define K_TYPE GGML_TYPE_F16
 #define V_TYPE GGML_TYPE_F16
@@ -74,8 +118,13 @@
 #define KV_NAME "f32"
 #define MAX_ABS_VALUE 0.0
 #endif
-#ifdef GGML_V_Q8
-/* ggml's q8_0 rows are whole blocks of 32: Dv (here = Dk) a multiple of 32. */
+#ifdef GGML_Q4_DECLARED
+#define GGML_Q4_DECLARED_ORDER 1
+#else
+#define GGML_Q4_DECLARED_ORDER 0
+#endif
+#ifdef QUANTIZED_ROWS
+/* ggml's q8_0 and q4_0 rows are whole blocks of 32: Dv (here = Dk) a multiple of 32. */
 static const int32_t q8_widths[] = {32, 64, 96, 128, 160, 192, 224, 256};
 #define HEAD_DIMS q8_widths
 #define HEAD_DIM_COUNT 8

@@ -1,10 +1,15 @@
-// What every reproduction shares: a one-node ONNX model run once with onnxruntime-node.
-import ort from "onnxruntime-node";
+// What every reproduction shares: a one-node ONNX model run once with onnxruntime-node (or, given
+// `ort: web`, with onnxruntime-web's wasm build, one thread).
+import native from "onnxruntime-node";
+import * as webModule from "onnxruntime-web";
 import { singleNodeModel } from "../onnx_writer.mjs";
+
+export const web = webModule.default ?? webModule;
+web.env.wasm.numThreads = 1;
 
 /** Runs op (inputs {name: [type, data, dims], or null for an optional input left out, in the
  * operator's order}) and returns its first output's values; `outputs` names the outputs after it. */
-export async function runNode({ opType, domain = "", attributes, inputs, outputShape, opsets, outputs = [] }) {
+export async function runNode({ opType, domain = "", attributes, inputs, outputShape, opsets, outputs = [], ort = native }) {
   const names = Object.keys(inputs).filter((name) => inputs[name]);
   const types = { float32: 1, bool: 9, int32: 6 };
   const model = singleNodeModel({

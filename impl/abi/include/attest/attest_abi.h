@@ -36,7 +36,10 @@
  * scales through the decode configuration's first reserved pointers, and, appended to
  * attest_kernel_v2 (read only when struct_size reaches them), a decoder declares which cached
  * positions it keeps (attest_cache_policy) and, for an explicit policy, reports them, and may read
- * its cache through block tables attest owns (page_tokens, page_bytes, decode_paged). */
+ * its cache through block tables attest owns (page_tokens, page_bytes, decode_paged).
+ *
+ * Version 2.6 gives the first reserved pointer after `backward` its function: with ATTEST_CAP_MERGE,
+ * `merge` merges partial attention states (split-KV, cascade, ring attention) into one. */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -49,7 +52,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 5                      /* version 2.5: the fields and values marked 2.1 to 2.5 below */
+#define ATTEST_ABI_MINOR 6                      /* version 2.6: the fields and values marked 2.1 to 2.6 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 /* Every constant below has its row, with the version that added it, in the .def files of attest/interface/
  * (interface_table_test checks both ways). */
@@ -81,6 +84,8 @@ typedef enum attest_status {
 #define ATTEST_CAP_LOOKAHEAD (1u << 15) /* keys ahead of the query: visible iff j - (q_offset + i) < lookahead */
 /* Version 2.3: */
 #define ATTEST_CAP_BACKWARD (1u << 16) /* the backward entry: dQ, dK, dV (and dsinks) from dO */
+/* Version 2.6: */
+#define ATTEST_CAP_MERGE (1u << 17) /* the merge entry: partial states (O_i, LSE_i) -> (O, LSE) */
 
 /* The integer mask terms: one int32 parameter each (0 = off), a field of that name in
  * attest_problem_v2 and attest_decode_config_v2, listed here in the order they travel on the
@@ -106,21 +111,26 @@ typedef enum attest_precision {
    * holds rows (one token of one kv head: Dk or Dv values), each row's groups one after another, a
    * group being its f16 scale d (2 bytes, little endian) then its codes; a value is d * code:
    *   ATTEST_Q8        groups of 32, int8 codes in [-127, 127] (ggml's q8_0)
-   *   ATTEST_Q4        groups of 32, codes in [-8, 7] stored as code + 8, two per byte, the first in
-   *                    the low nibble (q4_0; an odd group's last byte has 8 in its high nibble)
+   *   ATTEST_Q4        groups of 32, codes in [-8, 7] stored as code + 8, two per byte: elements
+   *                    2m and 2m + 1 in byte m, low nibble first (an odd group's last byte has 8 in
+   *                    its high nibble). Not ggml's order: that is ATTEST_Q4_0.
+   *   ATTEST_Q4_0      (2.6) ggml's block_q4_0 byte for byte: groups of 32, codes as ATTEST_Q4's, but
+   *                    byte j holds element j in its low nibble and element j + 16 in its high one
+   *                    (a group of n < 32: j and j + ceil(n / 2); a missing element is code 0)
    *   ATTEST_Q8_TOKEN  one group per row, int8 codes
    *   ATTEST_Q8_HEAD   one static scale per (sequence, kv head): in a problem the group is all the
    *                    rows of that kv head ([Tk][D] values, one scale first); in a decode step the
    *                    rows carry int8 codes only, the scales came with the configuration
    *   ATTEST_E4M3, ATTEST_E5M2  fp8, one byte per value, no scale (e4m3: no infinity, saturates at 448)
    * attest sends only values the format holds exactly (canonical scales: the group's largest
-   * magnitude over 127, or its signed largest over -8 for q4, rounded to f16). */
+   * magnitude over 127, or its signed largest over -8 for q4 and q4_0, rounded to f16). */
   ATTEST_E4M3 = 3,
   ATTEST_E5M2 = 4,
   ATTEST_Q8 = 5,
   ATTEST_Q4 = 6,
   ATTEST_Q8_TOKEN = 7,
-  ATTEST_Q8_HEAD = 8
+  ATTEST_Q8_HEAD = 8,
+  ATTEST_Q4_0 = 9
 } attest_precision;
 
 /* 2.4: which cached positions a decoder's sessions keep for the query at position p (docs/design.md#serving-caches). */
@@ -260,7 +270,11 @@ typedef struct attest_precision_spec {
   int32_t pv_unnormalised; /* 1: P.V is summed with weights exp(s - m) and divided by the sum at the end */
   int8_t q_entry, k_entry, v_entry; /* rounding on entry: the kernel rounds that input to this precision
                                        before using it (ATTEST_F32: used as stored); attest still sends
-                                       the storage type and charges the rounding to the kernel's bound */
+                                       the storage type and charges the rounding to the kernel's bound.
+                                       2.6: q_entry may be ATTEST_Q8, Q quantized per 32 values of a row
+                                       as ggml's quantize_row_q8_0 does (d = max|x| / 127 stored f16,
+                                       codes x * 127 / max|x| rounded to nearest): ggml's Q for a q8_0
+                                       or q4_0 K */
   int8_t reserved;
 } attest_precision_spec;
 
@@ -346,6 +360,24 @@ typedef struct attest_gradients {
   char path[32]; /* optional: the internal path that served the call */
 } attest_gradients;
 
+/* 2.6: partial attention states over disjoint sets of keys (ATTEST_CAP_MERGE), to be merged into the
+ * state over their union: o = sum_i w_i o_i / sum_i w_i with w_i = exp(lse_i), lse = log(sum_i w_i).
+ * A row whose part saw no key has lse -inf and an o that must not be read (attest sends NaN there);
+ * a row no part saw merges to o = 0, lse = -inf. */
+typedef struct attest_merge_inputs {
+  int32_t parts, rows, value_dim; /* each >= 1 */
+  int32_t storage;                /* o's storage: ATTEST_F32 or ATTEST_BF16 */
+  const void* o;                  /* [parts][rows][value_dim] in `storage` */
+  const float* lse;               /* [parts][rows] natural log */
+  const void* reserved[2];        /* NULL */
+} attest_merge_inputs;
+
+typedef struct attest_merge_outputs {
+  float* o;      /* [rows][value_dim] float32, to be fully written */
+  float* lse;    /* [rows] natural log */
+  char path[32]; /* optional: the internal path that served the call */
+} attest_merge_outputs;
+
 /* 2.4: one call of a block-table decoder (page_tokens > 0, docs/design.md#serving-caches). attest owns the pages
  * and the tables: it hands out pages, shares a prompt's pages between sequences and copies a shared
  * page before a sequence appends to it. Sequence b holds lengths[b] tokens and appends counts[b] >= 0
@@ -392,7 +424,9 @@ typedef struct attest_kernel_v2 {
   /* 2.3 (a reserved NULL pointer before): with ATTEST_CAP_BACKWARD, the backward; NULL otherwise. */
   attest_status (*backward)(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,
                             attest_gradients* out);
-  void* reserved[7]; /* NULL */
+  /* 2.6 (a reserved NULL pointer before): with ATTEST_CAP_MERGE, the merge; NULL otherwise. */
+  attest_status (*merge)(void* user, const attest_merge_inputs* in, attest_merge_outputs* out);
+  void* reserved[6]; /* NULL */
   /* 2.1: read only when struct_size reaches them (a 2.0 descriptor ends before). */
   const struct attest_path_precision* paths; /* NULL, or path_count internal paths that round elsewhere */
   int32_t path_count;
@@ -442,7 +476,8 @@ typedef struct attest_path_predicate {
 } attest_path_predicate;
 
 /* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need ATTEST_KERNEL_V2_1_SIZE,
- * the 2.2 ones ATTEST_KERNEL_V2_2_SIZE (2.3 added no field), the 2.4 ones ATTEST_KERNEL_V2_4_SIZE. */
+ * the 2.2 ones ATTEST_KERNEL_V2_2_SIZE (2.3 added no field), the 2.4 ones ATTEST_KERNEL_V2_4_SIZE (2.5 and
+ * 2.6 added none: 2.6's merge took a reserved pointer). */
 #define ATTEST_KERNEL_V2_0_SIZE 368u
 #define ATTEST_KERNEL_V2_1_SIZE 384u
 #define ATTEST_KERNEL_V2_2_SIZE 400u

@@ -30,7 +30,7 @@ inline constexpr std::uint32_t kSlackCanary = 0x7fa5a5a5u;        // a NaN paylo
 // Where every live buffer sits, for the fault handler (which may not allocate or lock).
 struct Registration {
   const char* name;
-  std::uintptr_t begin, end;              // the buffer's bytes
+  std::uintptr_t begin, end;                // the buffer's bytes
   std::uintptr_t region_begin, region_end;  // the whole mapping, guards included
 };
 inline constexpr int kMaxRegistrations = 64;
@@ -181,7 +181,8 @@ struct Text {
   Text& operator<<(std::uintptr_t x) {
     char digits[24];
     int d = 0;
-    do digits[d++] = static_cast<char>('0' + x % 10); while ((x /= 10) && d < 24);
+    do digits[d++] = static_cast<char>('0' + x % 10);
+    while ((x /= 10) && d < 24);
     while (d && n + 1 < sizeof buf) buf[n++] = digits[--d];
     buf[n] = '\0';
     return *this;
@@ -207,8 +208,10 @@ inline bool describe_fault(std::uintptr_t address, const void* context, char (&o
     if (address >= r.begin && address < r.end) continue;  // inside the buffer: a sealed input written
     detail::Text t;
     t << (detail::fault_was_write(context) ? "write" : "read") << " outside " << r.name << " at byte offset ";
-    if (address < r.begin) t << "-" << (r.begin - address);
-    else t << (address - r.begin);
+    if (address < r.begin)
+      t << "-" << (r.begin - address);
+    else
+      t << (address - r.begin);
     t << " (" << r.name << " has " << (r.end - r.begin) << " bytes)";
     std::memcpy(out, t.buf, sizeof out);
     return true;

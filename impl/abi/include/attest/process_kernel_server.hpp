@@ -109,8 +109,10 @@ class ServedKernel {
  public:
   explicit ServedKernel(const void* descriptor) {
     const std::uint32_t version = *static_cast<const std::uint32_t*>(descriptor);
-    if (version == ATTEST_ABI_VERSION_2) v2_ = static_cast<const attest_kernel_v2*>(descriptor);
-    else v1_ = static_cast<const attest_kernel*>(descriptor);
+    if (version == ATTEST_ABI_VERSION_2)
+      v2_ = static_cast<const attest_kernel_v2*>(descriptor);
+    else
+      v1_ = static_cast<const attest_kernel*>(descriptor);
   }
 
   Descriptor descriptor() const {
@@ -123,7 +125,8 @@ class ServedKernel {
       d.precision = v2_->precision;
       d.contract = v2_->contract;
       if (v2_->contract.head_dims && v2_->contract.head_dim_count > 0)
-        d.head_dims.assign(v2_->contract.head_dims, v2_->contract.head_dims + std::min(v2_->contract.head_dim_count, 4096));
+        d.head_dims.assign(v2_->contract.head_dims,
+                           v2_->contract.head_dims + std::min(v2_->contract.head_dim_count, 4096));
       d.contract.head_dims = nullptr;
       d.contract.head_dim_count = 0;
       // 2.1's paths follow the 2.0 struct: read them only when the descriptor is that long.
@@ -170,7 +173,8 @@ class ServedKernel {
     return buffer == 'q' ? p.q : buffer == 'k' ? p.k : buffer == 'v' ? p.v : buffer == 'b' ? p.bias : p.o;
   }
   bool decodes() const {
-    return (capabilities() & ATTEST_CAP_DECODE) && (v2_ ? v2_->decode_open && v2_->decode_step : v1_->decode_open && v1_->decode_step);
+    return (capabilities() & ATTEST_CAP_DECODE) &&
+           (v2_ ? v2_->decode_open && v2_->decode_step : v1_->decode_open && v1_->decode_step);
   }
 
   attest_status forward(const attest_problem_v2& p, attest_outputs_v2& out) const {
@@ -179,10 +183,27 @@ class ServedKernel {
       return v2_->forward(v2_->user, &p, &out);
     }
     if (!v1_->forward) return ATTEST_UNSUPPORTED;
-    attest_problem v1{p.batch,     p.heads,     p.kv_heads,  p.q_len,         p.k_len, p.head_dim, p.value_dim,
-                      p.scale,     p.q_offset,  p.causal,    p.window,        p.kv_valid, p.q_valid, p.q_segment,
-                      p.k_segment, p.explicit_mask, p.rope, p.rope_base, static_cast<const float*>(p.q),
-                      static_cast<const float*>(p.k), static_cast<const float*>(p.v)};
+    attest_problem v1{p.batch,
+                      p.heads,
+                      p.kv_heads,
+                      p.q_len,
+                      p.k_len,
+                      p.head_dim,
+                      p.value_dim,
+                      p.scale,
+                      p.q_offset,
+                      p.causal,
+                      p.window,
+                      p.kv_valid,
+                      p.q_valid,
+                      p.q_segment,
+                      p.k_segment,
+                      p.explicit_mask,
+                      p.rope,
+                      p.rope_base,
+                      static_cast<const float*>(p.q),
+                      static_cast<const float*>(p.k),
+                      static_cast<const float*>(p.v)};
     attest_outputs o1{static_cast<float*>(out.o), out.lse, {}};
     const attest_status status = v1_->forward(v1_->user, &v1, &o1);
     std::memcpy(out.path, o1.path, sizeof out.path);
@@ -190,7 +211,8 @@ class ServedKernel {
   }
   attest_status decode_open(const attest_decode_config_v2& c, void** session) const {
     if (v2_) return v2_->decode_open(v2_->user, &c, session);
-    const attest_decode_config v1{c.batch, c.heads, c.kv_heads, c.head_dim, c.value_dim, c.scale, c.window, c.rope, c.rope_base};
+    const attest_decode_config v1{c.batch, c.heads,  c.kv_heads, c.head_dim, c.value_dim,
+                                  c.scale, c.window, c.rope,     c.rope_base};
     return v1_->decode_open(v1_->user, &v1, session);
   }
   attest_status decode_step(void* session, std::int32_t n, const void* q, const void* k, const void* v, void* o,
@@ -208,7 +230,8 @@ class ServedKernel {
   }
   // 2.4: block tables.
   std::int32_t page_tokens() const {
-    return v2_ && v2_->struct_size >= ATTEST_KERNEL_V2_4_SIZE && v2_->page_bytes && v2_->decode_paged ? v2_->page_tokens : 0;
+    return v2_ && v2_->struct_size >= ATTEST_KERNEL_V2_4_SIZE && v2_->page_bytes && v2_->decode_paged ? v2_->page_tokens
+                                                                                                      : 0;
   }
   attest_status page_bytes(const attest_decode_config_v2& c, std::int64_t* bytes) const {
     if (page_tokens() < 1) return ATTEST_UNSUPPORTED;
@@ -222,6 +245,12 @@ class ServedKernel {
   attest_status backward(const attest_problem_v2& p, const attest_backward_inputs& in, attest_gradients& out) const {
     if (!backs()) return ATTEST_UNSUPPORTED;
     return v2_->backward(v2_->user, &p, &in, &out);
+  }
+  // 2.6: merging partial states.
+  bool merges() const { return (capabilities() & ATTEST_CAP_MERGE) && v2_ && v2_->merge; }
+  attest_status merge(const attest_merge_inputs& in, attest_merge_outputs& out) const {
+    if (!merges()) return ATTEST_UNSUPPORTED;
+    return v2_->merge(v2_->user, &in, &out);
   }
   void decode_close(void* session) const {
     if (v2_ && v2_->decode_close) v2_->decode_close(v2_->user, session);
@@ -252,8 +281,8 @@ inline void fill_nan(void* data, std::size_t bytes, std::int32_t precision) {
   for (std::size_t i = 0; i + 2 <= bytes; i += 2) std::memcpy(b + i, &nan16, 2);
 }
 
-inline std::unique_ptr<guarded::Buffer> guarded_typed_output(const char* name, std::size_t elements, std::int32_t precision,
-                                                             guarded::Placement placement) {
+inline std::unique_ptr<guarded::Buffer> guarded_typed_output(const char* name, std::size_t elements,
+                                                             std::int32_t precision, guarded::Placement placement) {
   auto b = std::make_unique<guarded::Buffer>(name, elements * storage_bytes(precision), placement);
   fill_nan(b->data(), b->bytes(), precision);
   return b;
@@ -304,8 +333,8 @@ struct Server {
   struct Session {
     void* handle;
     attest_decode_config_v2 config;
-    std::int64_t length = 0;  // tokens appended so far
-    std::int32_t last_step = 0;  // the last step's n
+    std::int64_t length = 0;                       // tokens appended so far
+    std::int32_t last_step = 0;                    // the last step's n
     std::shared_ptr<const WireDecodeConfig> wire;  // what `config` points to, kept for a kernel that kept it
   };
   using Placement = guarded::Placement;
@@ -336,6 +365,11 @@ struct Server {
     if ((kernel.capabilities() & ATTEST_CAP_BACKWARD) && !kernel.backs()) {
       write_frame(out_fd, Type::kError,
                   Writer().str("the descriptor declares ATTEST_CAP_BACKWARD but its backward is NULL").bytes());
+      return 2;
+    }
+    if ((kernel.capabilities() & ATTEST_CAP_MERGE) && !kernel.merges()) {
+      write_frame(out_fd, Type::kError,
+                  Writer().str("the descriptor declares ATTEST_CAP_MERGE but its merge is NULL").bytes());
       return 2;
     }
     write_descriptor(w, kernel.descriptor());
@@ -407,6 +441,29 @@ struct Server {
     w.array(detail::bytes_of(*dq)).array(detail::bytes_of(*dk)).array(detail::bytes_of(*dv));
     w.array(detail::contents(*dsinks));
     write_frame(out_fd, Type::kBackwardResult, w.bytes());
+    return kServing;
+  }
+
+  // MERGE: the partial states in guarded buffers, the merged O and LSE back.
+  int merge(Reader& r, Placement placement) {
+    Writer w;
+    if (!kernel.merges()) throw ProtocolError("MERGE to a kernel without merge");
+    const WireMerge request = read_merge(r);
+    const std::size_t rows = std::size_t(request.rows);
+    auto o_parts = detail::guarded_input("partial O", request.o, placement),
+         lse_parts = detail::guarded_input("partial LSE", request.lse, placement);
+    auto o = detail::guarded_output("O", rows * std::size_t(request.value_dim), placement),
+         lse = detail::guarded_output("LSE", rows, placement);
+    attest_merge_inputs in = request.view();
+    in.o = o_parts->data(), in.lse = static_cast<const float*>(lse_parts->data());
+    attest_merge_outputs out{};
+    out.o = static_cast<float*>(o->data()), out.lse = static_cast<float*>(lse->data());
+    const attest_status status = kernel.merge(in, out);
+    out.path[sizeof out.path - 1] = '\0';
+    const std::string fault = detail::damage_of({o.get(), lse.get()});
+    w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(out.path).str(fault);
+    w.array(detail::contents(*o)).array(detail::contents(*lse));
+    write_frame(out_fd, Type::kMergeResult, w.bytes());
     return kServing;
   }
 
@@ -588,6 +645,9 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           break;
         case Type::kBackward:
           status = server.backward(r, placement);
+          break;
+        case Type::kMerge:
+          status = server.merge(r, placement);
           break;
         case Type::kDecodeOpen:
           status = server.decode_open(r);

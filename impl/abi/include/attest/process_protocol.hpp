@@ -1,5 +1,5 @@
-// attest process protocol, version 3 (header-only, C++17; its DESCRIPTOR may carry ABI 2.1's section): how a separate program serves a
-// kernel to attest over a pair of private file descriptors (ATTEST_PROTOCOL_FDS="IN,OUT"; the
+// attest process protocol, version 3 (header-only, C++17; its DESCRIPTOR may carry ABI 2.1's section): how a separate
+// program serves a kernel to attest over a pair of private file descriptors (ATTEST_PROTOCOL_FDS="IN,OUT"; the
 // program's stdout goes to attest's stderr). Documented in impl/PROTOCOL.md.
 //
 // Every message is a frame: u32 magic "ATST" (0x54535441), u32 type, u64 payload bytes, payload.
@@ -71,7 +71,9 @@ class Writer {
     return raw(data, count * sizeof(T));
   }
   template <typename T>
-  Writer& array(const std::vector<T>& v) { return array(v.data(), v.size()); }
+  Writer& array(const std::vector<T>& v) {
+    return array(v.data(), v.size());
+  }
   template <typename T>
   Writer& array(std::span<const T> v) {
     return array(v.data(), v.size());
@@ -219,12 +221,22 @@ inline std::size_t storage_bytes(std::int32_t precision) { return precision == A
 inline std::uint64_t stored_size(std::int32_t precision, std::uint64_t rows, std::uint64_t width) {
   const std::uint64_t groups = (width + 31) / 32;
   switch (precision) {
-    case ATTEST_F32: return rows * width * 4;
-    case ATTEST_BF16: case ATTEST_F16: return rows * width * 2;
-    case ATTEST_E4M3: case ATTEST_E5M2: case ATTEST_Q8_HEAD: return rows * width;
-    case ATTEST_Q8: return rows * (groups * 2 + width);
-    case ATTEST_Q4: return rows * (groups * 2 + (width + 1) / 2);
-    case ATTEST_Q8_TOKEN: return rows * (2 + width);
+    case ATTEST_F32:
+      return rows * width * 4;
+    case ATTEST_BF16:
+    case ATTEST_F16:
+      return rows * width * 2;
+    case ATTEST_E4M3:
+    case ATTEST_E5M2:
+    case ATTEST_Q8_HEAD:
+      return rows * width;
+    case ATTEST_Q8:
+      return rows * (groups * 2 + width);
+    case ATTEST_Q4:
+    case ATTEST_Q4_0:
+      return rows * (groups * 2 + (width + 1) / 2);
+    case ATTEST_Q8_TOKEN:
+      return rows * (2 + width);
   }
   return 0;
 }
@@ -256,8 +268,8 @@ struct Descriptor {
   std::int32_t empty_rows = 0;
   attest_precision_spec precision{};
   std::vector<std::int32_t> head_dims;
-  attest_contract contract{};  // head_dims travel separately
-  std::vector<PathPrecision> paths;  // ABI 2.1
+  attest_contract contract{};                   // head_dims travel separately
+  std::vector<PathPrecision> paths;             // ABI 2.1
   std::vector<PathDeclaration> declared_paths;  // ABI 2.2
   // ABI 2.4: the decoder's cache policy (attest_cache_policy and its sizes), and whether it reports
   // retained positions (decode_retained is set).
@@ -322,7 +334,8 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
   for (const PathDeclaration& declared : d.declared_paths) {
     const attest_path_predicate& x = declared.predicate;
     w.str(declared.path);
-    for (const attest_range* r : {&x.batch, &x.heads, &x.q_len, &x.k_len, &x.head_dim, &x.value_dim}) write_range(w, *r);
+    for (const attest_range* r : {&x.batch, &x.heads, &x.q_len, &x.k_len, &x.head_dim, &x.value_dim})
+      write_range(w, *r);
     w.i32(x.head_dim_multiple).i32(x.value_dim_multiple).i32(x.k_len_multiple).i32(x.k_len_not_multiple);
     w.u32(x.required).u32(x.excluded).i32(x.no_mask);
   }
@@ -364,7 +377,8 @@ inline Descriptor read_descriptor(Reader& r) {
     PathDeclaration path;
     attest_path_predicate& x = path.predicate;
     path.path = r.str();
-    for (attest_range* range : {&x.batch, &x.heads, &x.q_len, &x.k_len, &x.head_dim, &x.value_dim}) *range = read_range(r);
+    for (attest_range* range : {&x.batch, &x.heads, &x.q_len, &x.k_len, &x.head_dim, &x.value_dim})
+      *range = read_range(r);
     x.head_dim_multiple = r.i32(), x.value_dim_multiple = r.i32(), x.k_len_multiple = r.i32();
     x.k_len_not_multiple = r.i32(), x.required = r.u32(), x.excluded = r.u32(), x.no_mask = r.i32();
     d.declared_paths.push_back(path);
@@ -393,8 +407,7 @@ template <typename Header>
 void read_integer_terms(Reader& r, Header& h) {
   const std::vector<std::int32_t> terms = r.array<std::int32_t>();
   std::size_t k = 0;
-#define ATTEST_TERM_READ(name, cap) \
-  h.name = k < terms.size() ? terms[k] : 0, ++k;
+#define ATTEST_TERM_READ(name, cap) h.name = k < terms.size() ? terms[k] : 0, ++k;
   ATTEST_INTEGER_MASK_TERMS(ATTEST_TERM_READ)
 #undef ATTEST_TERM_READ
   for (; k < terms.size(); ++k)
@@ -431,8 +444,10 @@ inline void write_problem(Writer& w, const WireProblem& p) {
   w.f64(h.scale).i64(h.q_offset).i32(h.causal).array(integer_terms(h)).i32(h.rope).f64(h.rope_base);
   w.array(p.kv_valid).array(p.q_valid).array(p.q_segment).array(p.k_segment).array(p.explicit_mask);
   w.f64(h.softcap).array(p.alibi_slopes);
-  if (p.bias16.empty()) w.array(p.bias);
-  else w.array(p.bias16);
+  if (p.bias16.empty())
+    w.array(p.bias);
+  else
+    w.array(p.bias16);
   w.i32(h.bias_per_batch).i32(h.bias_per_head).array(p.sinks);
   w.array(p.q).array(p.k).array(p.v);
 }
@@ -454,8 +469,10 @@ inline WireProblem read_problem(Reader& r, std::int32_t q_type = ATTEST_F32, std
   p.explicit_mask = r.array<std::uint8_t>();
   h.softcap = r.f64();
   p.alibi_slopes = r.array<float>();
-  if (bias_bytes == 4) p.bias = r.array<float>();
-  else p.bias16 = r.array<std::uint16_t>();
+  if (bias_bytes == 4)
+    p.bias = r.array<float>();
+  else
+    p.bias16 = r.array<std::uint16_t>();
   h.bias_per_batch = r.i32(), h.bias_per_head = r.i32();
   p.sinks = r.array<float>();
   p.q = r.array<std::uint8_t>(), p.k = r.array<std::uint8_t>(), p.v = r.array<std::uint8_t>();
@@ -484,7 +501,8 @@ inline WireProblem read_problem(Reader& r, std::int32_t q_type = ATTEST_F32, std
   check(p.explicit_mask.size(), product({h.batch, h.q_len, h.k_len}), true, "explicit_mask");
   check(p.alibi_slopes.size(), product({h.heads}), true, "alibi_slopes");
   check(p.sinks.size(), product({h.heads}), true, "sinks");
-  const std::uint64_t bias_size = product({h.bias_per_batch ? h.batch : 1, h.bias_per_head ? h.heads : 1, h.q_len, h.k_len});
+  const std::uint64_t bias_size =
+      product({h.bias_per_batch ? h.batch : 1, h.bias_per_head ? h.heads : 1, h.q_len, h.k_len});
   check(p.bias.size() + p.bias16.size(), bias_size, true, "bias");
   if (p.q_segment.empty() != p.k_segment.empty()) throw ProtocolError("q_segment and k_segment travel together");
   return p;
@@ -572,6 +590,41 @@ inline WireBackward read_backward(Reader& r, std::int32_t q_type, std::int32_t k
   return b;
 }
 
+// A merge request (ABI 2.6): partial states o [parts][rows][value_dim] as bytes in `storage` (f32
+// or bf16) and lse [parts][rows].
+struct WireMerge {
+  std::int32_t parts = 0, rows = 0, value_dim = 0, storage = ATTEST_F32;
+  std::vector<std::uint8_t> o;
+  std::vector<float> lse;
+
+  attest_merge_inputs view() const {
+    attest_merge_inputs in{};
+    in.parts = parts, in.rows = rows, in.value_dim = value_dim, in.storage = storage;
+    in.o = o.data(), in.lse = lse.data();
+    return in;
+  }
+};
+
+inline void write_merge(Writer& w, const WireMerge& m) {
+  w.i32(m.parts).i32(m.rows).i32(m.value_dim).i32(m.storage).array(m.o).array(m.lse);
+}
+
+inline WireMerge read_merge(Reader& r) {
+  WireMerge m;
+  m.parts = r.i32(), m.rows = r.i32(), m.value_dim = r.i32(), m.storage = r.i32();
+  m.o = r.array<std::uint8_t>(), m.lse = r.array<float>();
+  r.expect_end();
+  if (m.parts < 1 || m.parts > 4096 || m.rows < 1 || m.rows > (1 << 30) || m.value_dim < 1 || m.value_dim > (1 << 30))
+    throw ProtocolError("merge parts, rows or value_dim out of range");
+  if (m.storage != ATTEST_F32 && m.storage != ATTEST_BF16) throw ProtocolError("merge storage is not f32 or bf16");
+  const std::uint64_t rows = std::uint64_t(m.parts) * std::uint64_t(m.rows);  // < 2^43
+  if (std::uint64_t(m.value_dim) > kMaxPayload / rows)  // the products below stay far inside 64 bits
+    throw ProtocolError("merge of more values than a message holds");
+  if (m.lse.size() != rows || m.o.size() != stored_size(m.storage, rows, std::uint64_t(m.value_dim)))
+    throw ProtocolError("merge arrays o and lse do not match the shape");
+  return m;
+}
+
 // The kernel's replies as attest reads them (each throws ProtocolError when malformed).
 struct ForwardResult {
   std::int32_t status = 0;
@@ -604,6 +657,21 @@ inline BackwardResult read_backward_result(Reader& r) {
   b.dsinks = r.array<float>();
   r.expect_end();
   return b;
+}
+
+struct MergeResult {
+  std::int32_t status = 0;
+  std::string error, path, fault;
+  std::vector<float> o, lse;  // float32: [rows][value_dim] and [rows]
+};
+
+inline MergeResult read_merge_result(Reader& r) {
+  MergeResult m;
+  m.status = r.i32();
+  m.error = r.str(), m.path = r.str(), m.fault = r.str();
+  m.o = r.array<float>(), m.lse = r.array<float>();
+  r.expect_end();
+  return m;
 }
 
 struct DecodeResult {

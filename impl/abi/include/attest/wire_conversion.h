@@ -22,6 +22,11 @@ protocol::WireBackward to_wire(const Problem& p, const BackwardInputs& in, const
 bool gradients_from_storage(const std::vector<std::uint8_t>& dq, const std::vector<std::uint8_t>& dk,
                             const std::vector<std::uint8_t>& dv, const std::vector<float>& dsinks,
                             const Precision& precision, const GradientSpans& out);
+// Partial states to merge (ABI 2.6) as the protocol carries them: o as bytes of its storage.
+protocol::WireMerge to_wire(const MergeInputs& in);
+// Partial states from the C view: their o converted to floats into `o` (which the result views).
+// Throws ProblemError naming what is wrong (NULL buffers, a storage other than f32 or bf16, counts).
+MergeInputs merge_inputs_of(const attest_merge_inputs& in, std::vector<float>& o);
 // Back from the C view; validates nothing (Problem::validate does).
 Problem from_wire(const attest_problem_v2& h, const Precision& precision);
 // A decode configuration as attest's model has it (q8_head scales from reserved[0] and [1]).

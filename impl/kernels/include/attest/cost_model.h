@@ -18,6 +18,8 @@ double forward_work(const Problem& p);
 double backward_work(const Problem& p);
 // Of a decode step appending n tokens to a cache of `cached` tokens.
 double decode_step_work(const DecodeConfig& c, long long cached, int n);
+// Of a merge of partial states: parts x rows x (Dv + 1).
+double merge_work(const MergeInputs& in);
 
 class CostModel {
  public:

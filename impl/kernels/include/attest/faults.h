@@ -129,6 +129,7 @@ struct KernelFaults {
   bool merge_reads_empty_part = false;  // an empty part's O weighted by 0, not skipped: 0 * NaN
   bool merge_without_max = false;       // weights exp(lse_i), not exp(lse_i - max): overflows past lse 88
   bool merge_lse_bf16 = false;          // the partial LSEs read as bf16
+  bool split_lse_log2 = false;          // the forward's LSE left in base 2 (log2 e x lse): split states mis-weighted
   // Sizes: bugs only past the first tiles
   bool third_key_tile_stale = false;        // double-buffered K: the third key tile scores the first tile's keys
   bool query_tile_local_positions = false;  // a row's mask position from its index within its query tile
@@ -146,7 +147,7 @@ inline bool backward_fault(const KernelFaults& f) {
 
 // Whether any merge switch is on.
 inline bool merge_fault(const KernelFaults& f) {
-  return f.merge_reads_empty_part || f.merge_without_max || f.merge_lse_bf16;
+  return f.merge_reads_empty_part || f.merge_without_max || f.merge_lse_bf16 || f.split_lse_log2;
 }
 
 }  // namespace attest

@@ -10,26 +10,26 @@
 
 namespace attest {
 
-// bf16/f16/e4m3/e5m2 are element formats. q8, q4 and q8_token are KV storage only: scaled integer
+// bf16/f16/e4m3/e5m2 are element formats. q8, q4, q8_token, q8_head and q4_0 are KV storage only: scaled integer
 // codes whose values are fitted and checked a row at a time (quantized.h); round_to leaves a value
 // alone there, and they are never a format the kernel computes in.
-enum class Scalar : std::uint8_t { kF32, kBF16, kF16, kE4M3, kE5M2, kQ8, kQ4, kQ8Token, kQ8Head };
-inline constexpr int kScalarCount = 9;
+enum class Scalar : std::uint8_t { kF32, kBF16, kF16, kE4M3, kE5M2, kQ8, kQ4, kQ8Token, kQ8Head, kQ4_0 };
+inline constexpr int kScalarCount = 10;
 
 struct ScalarInfo {
-  const char* name;      // f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token
+  const char* name;      // f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token, q8_head, q4_0
   double unit_roundoff;  // u: half an ulp of 1 (a scaled format's values are exact f32 operands: f32's)
   double max_finite;
   double min_normal;
   double min_subnormal;  // the spacing of the smallest values (underflow quantum)
-  int bytes;             // per value (q4: a byte holds two codes; stored_bytes() counts exactly)
+  int bytes;             // per value (q4, q4_0: a byte holds two codes; stored_bytes() counts exactly)
 };
 
 const ScalarInfo& info(Scalar s);
 const char* to_string(Scalar s);
 double unit_roundoff(Scalar s);
 bool parse_scalar(const std::string& name, Scalar& out);
-// Every name parse_scalar accepts, for a message: "f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token or q8_head".
+// Every name parse_scalar accepts, for a message: "f32, bf16, f16, e4m3, e5m2, q8, q4, q8_token, q8_head or q4_0".
 std::string scalar_names();
 
 // Round to nearest even in that format (overflow gives +-inf, NaN stays NaN; e4m3 has no infinity and

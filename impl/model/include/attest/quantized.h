@@ -2,8 +2,9 @@
 // works per value). The scaled integer formats are not: each group of values along a row shares
 // one f16 scale d, and a value is d * code:
 //   q8       groups of 32, code in [-127, 127]    (like ggml's q8_0)
-//   q4       groups of 32, code in [-8, 7]        (like q4_0: stored as code + 8, two per byte,
-//                                                  the lower-indexed value in the low nibble)
+//   q4       groups of 32, code in [-8, 7]        (stored as code + 8, two per byte: values 2m
+//                                                  and 2m + 1 in byte m, low nibble first)
+//   q4_0     as q4, in ggml's block_q4_0 order     (byte j: value j low, value j + 16 high)
 //   q8_token one group per row (a scale per token and head), code in [-127, 127]
 //   q8_head  one group per kv head of a sequence, every token's row (a static scale, fixed
 //            before the first token, as serving caches with per-head scales keep), [-127, 127]
@@ -21,7 +22,7 @@
 
 namespace attest {
 
-bool scaled(Scalar s);  // q8, q4, q8_token, q8_head
+bool scaled(Scalar s);  // q8, q4, q8_token, q8_head, q4_0
 // The values fitted as one row of K or V ([B][Hkv][tokens][width]): a token's `width`, or for
 // q8_head a sequence's kv head, tokens x width.
 int fit_width(Scalar s, int tokens, int width);
@@ -36,7 +37,7 @@ int code_max(Scalar s);
 
 // Replaces each value by the nearest the format holds, rows of `width` at a time. Element formats
 // round each value. Scaled formats take the canonical encoding of each group: d is the group's
-// largest magnitude over code_max (q4: its signed largest over -8), rounded to f16 and saturated
+// largest magnitude over code_max (q4, q4_0: its signed largest over -8), rounded to f16 and saturated
 // there; codes round to nearest. A group with a NaN, or an infinity among finite values, becomes
 // all NaN (a NaN scale); all-infinite groups stay. Fitting twice changes nothing.
 void fit_rows(std::span<float> values, int width, Scalar s);
@@ -46,10 +47,20 @@ bool rows_representable(std::span<const float> values, int width, Scalar s);
 std::size_t stored_bytes(Scalar s, std::size_t rows, int width);
 
 // The canonical encoding of fitted rows: per group, the f16 scale's bits (2 bytes, little endian)
-// then its codes (q8: one int8 each; q4: code + 8, two per byte, low nibble first; e4m3 and e5m2:
-// one byte per value, no scale). decode_rows inverts it.
+// then its codes (q8: one int8 each; q4: code + 8, two per byte, low nibble first; q4_0: code + 8,
+// byte j holding value j low and value j + ceil(n / 2) high for a group of n, as ggml's
+// block_q4_0 for n = 32; e4m3 and e5m2: one byte per value, no scale). decode_rows inverts it.
 std::vector<std::uint8_t> encode_rows(std::span<const float> values, int width, Scalar s);
 std::vector<float> decode_rows(std::span<const std::uint8_t> bytes, std::size_t rows, int width, Scalar s);
+
+// Rounding on entry, one row of an input at a time (Precision::q_entry): an element format rounds
+// each value (round_to); q8 (2.6, Q only) quantizes as ggml's quantize_row_q8_0 does Q for a q8_0
+// or q4_0 K: per 32 values, d = max|x| / 127, codes x * (127 / max|x|) rounded to nearest in f32,
+// and each value becomes f16(d) * code. Not fit_rows: the codes come from the unrounded scale.
+void round_on_entry(std::span<float> row, Scalar s);
+// The largest |x - rounded x| of round_on_entry for a value of a q8 group whose largest magnitude
+// is `largest`: half a step, the f16 rounding of the scale times 127, and its subnormal spacing.
+double entry_quantization_error(double largest);
 
 // fp8 bit patterns of values representable there (e4m3: S EEEE MMM, bias 7, no infinity,
 // 0x7F NaN; e5m2: S EEEEE MM, bias 15, IEEE-like), and back.

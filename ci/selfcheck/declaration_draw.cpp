@@ -82,6 +82,8 @@ Contract draw_contract(Draw& d, const FeatureSet& features) {
 
 // A decoder's serving cache: a cache policy that evicts (window, sinks + recent, or positions the
 // session reports) in 4 of 10, a block table attest owns in 3 of 10.
+constexpr long long kBlockTableKeys = 1280;
+
 void draw_serving_cache(Draw d, Capabilities& c) {
   using Kind = CachePolicy::Kind;
   if (d.chance(0.4)) {
@@ -89,7 +91,14 @@ void draw_serving_cache(Draw d, Capabilities& c) {
     if (c.cache.kind == Kind::kSinksRecent) c.cache.sinks = d.between(1, 4);
     if (c.cache.kind != Kind::kExplicit) c.cache.recent = d.pick(std::vector<int>{4, 8, 16, 32, 64});
   }
-  if (d.chance(0.3)) c.page_tokens = d.pick(std::vector<int>{1, 4, 16, 64});
+  if (d.chance(0.3)) {
+    c.page_tokens = d.pick(std::vector<int>{1, 4, 16, 64});
+    // The model attends every call in float64: the block-table checks' long case (past 1024 tokens
+    // and 64 table entries, up to 4096) cost it up to ten minutes per declaration. Declared up to
+    // kBlockTableKeys keys, the long case still passes 1024 tokens, at about a tenth of the cost.
+    Range& keys = c.contract.k_len;
+    if (keys.unlimited() || keys.max > kBlockTableKeys) keys = {keys.unlimited() ? 1 : keys.min, kBlockTableKeys};
+  }
 }
 
 // Declared paths with predicates, in a quarter of the declarations that have a forward: one or two

@@ -1,8 +1,12 @@
 #include "declaration_draw.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <random>
 #include <vector>
+
+#include "attest/cache_policy.h"
+#include "attest/path_predicate.h"
 
 namespace attest {
 namespace {
@@ -76,19 +80,95 @@ Contract draw_contract(Draw& d, const FeatureSet& features) {
   return c;
 }
 
+// A decoder's serving cache: a cache policy that evicts (window, sinks + recent, or positions the
+// session reports) in 4 of 10, a block table attest owns in 3 of 10.
+constexpr long long kBlockTableKeys = 1280;
+
+void draw_serving_cache(Draw d, Capabilities& c) {
+  using Kind = CachePolicy::Kind;
+  if (d.chance(0.4)) {
+    c.cache.kind = d.pick(std::vector<Kind>{Kind::kWindow, Kind::kSinksRecent, Kind::kExplicit});
+    if (c.cache.kind == Kind::kSinksRecent) c.cache.sinks = d.between(1, 4);
+    if (c.cache.kind != Kind::kExplicit) c.cache.recent = d.pick(std::vector<int>{4, 8, 16, 32, 64});
+  }
+  if (d.chance(0.3)) {
+    c.page_tokens = d.pick(std::vector<int>{1, 4, 16, 64});
+    // The model attends every call in float64: the block-table checks' long case (past 1024 tokens
+    // and 64 table entries, up to 4096) cost it up to ten minutes per declaration. Declared up to
+    // kBlockTableKeys keys, the long case still passes 1024 tokens, at about a tenth of the cost.
+    Range& keys = c.contract.k_len;
+    if (keys.unlimited() || keys.max > kBlockTableKeys) keys = {keys.unlimited() ? 1 : keys.min, kBlockTableKeys};
+  }
+}
+
+// Declared paths with predicates, in a quarter of the declarations that have a forward: one or two
+// of three, in a drawn order (the first whose predicate a problem meets serves it), each only where
+// the contract admits a problem it takes that no earlier path takes (a kernel never names a path it
+// cannot reach). The model serves a path by its name's tiling (declared_model.h).
+//
+// Not with a block table: the model attends a block-table call a sequence at a time, so its calls
+// of B >= 2 would report the path of B = 1 (seed 7 #29: "path per-batch: 0 of 3 cases" in the
+// block-table properties). Serving them under the call's own path is not done yet.
+void draw_paths(Draw d, Capabilities& c) {
+  if (!c.forward() || !d.chance(0.25) || c.page_tokens > 0) return;
+  const Contract& k = c.contract;
+  auto some_head_dim = [&](bool multiple_of_16) {
+    for (int dim = 1; dim <= 256; ++dim)
+      if ((dim % 16 == 0) == multiple_of_16 && k.accepts_head_dim(dim)) return true;
+    return false;
+  };
+  const bool long_q =
+      (k.q_len.unlimited() || k.q_len.max > 8) && (!k.self_attention_only || k.k_len.unlimited() || k.k_len.max > 8);
+  std::vector<PathPredicate> options;
+  PathPredicate short_q{.path = "short-q"};
+  short_q.q_len = {1, 8};
+  options.push_back(short_q);
+  if (k.batch.unlimited() || k.batch.max >= 2) {
+    PathPredicate batched{.path = "per-batch"};
+    batched.batch = {2, kMaxContractMinBatch};
+    options.push_back(batched);
+  }
+  if (some_head_dim(true)) options.push_back(PathPredicate{.path = "per-batch-d16", .head_dim_multiple = 16});
+  for (int n = d.between(1, 2); n > 0 && !options.empty(); --n) {
+    const int at = d.between(0, static_cast<int>(options.size()) - 1);
+    const PathPredicate taken = options[static_cast<std::size_t>(at)];
+    c.paths.push_back(taken);
+    options.erase(options.begin() + at);
+    // What the taken path leaves to a later one: Tq > 8, a Dk not a multiple of 16 (B = 1 is
+    // always admitted).
+    if ((taken.path == "short-q" && !long_q) || (taken.path == "per-batch-d16" && !some_head_dim(false))) break;
+  }
+}
+
+// Each field group added after the first draws from a stream of its own, so that adding it moved
+// no earlier field of any declaration.
+constexpr std::uint64_t kBackwardStream = 0xBAC4'0000'0000ULL, kServingStream = 0x5E55'0000'0000ULL,
+                        kPathStream = 0x9A74'0000'0000ULL, kFp8Stream = 0xF980'0000'0000ULL;
+std::uint64_t stream(std::uint64_t seed, int index, std::uint64_t salt) {
+  return seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(index) + salt;
+}
+
 }  // namespace
 
 Capabilities draw_declaration(std::uint64_t seed, int index) {
-  Draw d(seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(index));
+  Draw d(stream(seed, index, 0));
   Capabilities c;
   c.features = {};
   for (const Feature f : FeatureSet::all().minus({Feature::kDecode, Feature::kBackward}).members())
     if (d.chance(0.6)) c.features.insert(f);
   c.precision = draw_precision(d);
-  // The gradient's bound is a float32 backward's: a backward comes with float32 throughout.
-  if (c.precision.all_f32() && d.chance(0.5)) {
+  // fp8 K/V storage (element formats, as bf16 and f16 are) in about a tenth.
+  if (Draw fp8(stream(seed, index, kFp8Stream)); fp8.chance(0.1))
+    c.precision.k = c.precision.v = fp8.pick(std::vector<Scalar>{Scalar::kE4M3, Scalar::kE5M2});
+  // Backward in about a sixth of declarations, from a stream of its own so that no other field moves.
+  // The gradient's bound is a float32 backward's: a backward comes with float32 throughout (its
+  // precision drawn and then replaced, for the same reason), and the model's backward is exact in
+  // float32 whatever its determinism or tiles.
+  Draw backward(stream(seed, index, kBackwardStream));
+  if (backward.chance(1.0 / 6)) {
     c.features.insert(Feature::kBackward);
-    c.deterministic_backward = d.chance(0.5);
+    c.deterministic_backward = backward.chance(0.5);
+    c.precision = Precision{};
   }
   c.empty_rows = d.chance(0.3) ? EmptyRowPolicy::kNan : EmptyRowPolicy::kZero;
   c.contract = draw_contract(d, c.features);
@@ -104,7 +184,9 @@ Capabilities draw_declaration(std::uint64_t seed, int index) {
     c.features.insert(Feature::kDecode);
     c.features.insert(Feature::kCausal);
     c.contract.decode_only = !c.features.contains(Feature::kBackward) && d.chance(0.5);
+    draw_serving_cache(Draw(stream(seed, index, kServingStream)), c);
   }
+  draw_paths(Draw(stream(seed, index, kPathStream)), c);
   return c;
 }
 

@@ -3,13 +3,38 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "attest/builtin_kernels.h"
+#include "attest/path_predicate.h"
 #include "model_decode.h"
 
 namespace attest {
 namespace {
+
+// Rows [b * n, (b + 1) * n) of a buffer of B equal blocks.
+template <typename T>
+std::vector<T> block(const std::vector<T>& all, int batch, int b) {
+  if (all.empty()) return {};
+  const std::size_t n = all.size() / std::size_t(batch);
+  return {all.begin() + std::ptrdiff_t(b * n), all.begin() + std::ptrdiff_t((b + 1) * n)};
+}
+
+// Batch entry b of p, as a problem of its own (every per-batch input sliced, the rest shared).
+Problem batch_entry(const Problem& p, int b) {
+  const int batch = p.shape.batch;
+  Problem out = p;
+  out.shape.batch = 1;
+  out.q = block(p.q, batch, b), out.k = block(p.k, batch, b), out.v = block(p.v, batch, b);
+  MaskSpec& m = out.mask;
+  m.kv_valid = block(p.mask.kv_valid, batch, b), m.q_valid = block(p.mask.q_valid, batch, b);
+  m.q_segment = block(p.mask.q_segment, batch, b), m.k_segment = block(p.mask.k_segment, batch, b);
+  m.explicit_mask = block(p.mask.explicit_mask, batch, b);
+  if (p.modifiers.bias_per_batch) out.modifiers.bias = block(p.modifiers.bias, batch, b);
+  return out;
+}
 
 class DeclaredModel final : public Kernel {
  public:
@@ -20,11 +45,24 @@ class DeclaredModel final : public Kernel {
         exact_(make_loop_kernel()) {}
   std::string name() const override { return name_; }
   Capabilities capabilities() const override { return declaration_; }
+  std::string last_path() const override { return path_; }
 
+  // A declared path is served under its name: "per-batch" ones a batch entry at a time, the others
+  // (and problems no predicate takes, "default") whole. Each row is the same exact computation.
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    const PathPredicate* path = declared_path_for(declaration_.paths, p);
+    path_ = path ? path->path : "default";
     // The row's LSE says whether it saw a key (-inf: none, and no sink): the NaN policy's rows.
     std::vector<float> own_lse(p.lse_size());
-    model_->forward(p, o, own_lse);
+    if (path_.starts_with("per-batch")) {
+      const std::size_t o_rows = p.o_size() / std::size_t(p.shape.batch),
+                        lse_rows = p.lse_size() / std::size_t(p.shape.batch);
+      for (int b = 0; b < p.shape.batch; ++b)
+        model_->forward(batch_entry(p, b), o.subspan(b * o_rows, o_rows),
+                        std::span(own_lse).subspan(b * lse_rows, lse_rows));
+    } else {
+      model_->forward(p, o, own_lse);
+    }
     if (declaration_.empty_rows == EmptyRowPolicy::kNan) {
       const float nan = std::numeric_limits<float>::quiet_NaN();
       const int dv = p.shape.value_dim;
@@ -38,10 +76,18 @@ class DeclaredModel final : public Kernel {
     if (!lse.empty()) std::copy(own_lse.begin(), own_lse.end(), lse.begin());
   }
 
-  // Decode sessions attend through this forward: the same roundings, the same empty-row policy.
+  // Decode sessions and block-table calls attend through this forward: the same roundings, the
+  // same empty-row policy, evicting as the declared cache policy says.
   std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override {
-    const Precision& p = declaration_.precision;
-    return open_model_decode(*this, config, {p.q, p.k, p.v, p.bias});
+    return open_model_decode(*this, config, storage(), declaration_.cache);
+  }
+  std::size_t page_bytes(const DecodeConfig& config) const override {
+    if (declaration_.page_tokens < 1) return Kernel::page_bytes(config);
+    return model_page_bytes(config, declaration_.page_tokens);
+  }
+  void decode_paged(const DecodeConfig& config, const PagedStep& step) const override {
+    if (declaration_.page_tokens < 1) return Kernel::decode_paged(config, step);
+    model_decode_paged(*this, config, storage(), declaration_.cache, declaration_.page_tokens, step);
   }
 
   // A backward is declared only in float32 (the gradient's bound is a float32 backward's): the
@@ -51,8 +97,14 @@ class DeclaredModel final : public Kernel {
   }
 
  private:
+  Problem::Storage storage() const {
+    const Precision& p = declaration_.precision;
+    return {p.q, p.k, p.v, p.bias};
+  }
+
   const Capabilities declaration_;
   const std::string name_;
+  mutable std::string path_ = "default";
   std::unique_ptr<Kernel> model_, exact_;
 };
 

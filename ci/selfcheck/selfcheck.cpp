@@ -5,12 +5,14 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
 #include "attest/abi_adapter.h"
 #include "attest/file_io.h"
 #include "attest/process_kernel_server.hpp"
+#include "attest/quantized.h"
 #include "certificate.h"
 #include "certify.h"
 #include "declaration_draw.h"
@@ -81,6 +83,30 @@ bool certify_declaration(int index, const SelfcheckOptions& o, Oracle& oracle, c
   return false;
 }
 
+// How often the run drew each field the model serves beyond a plain forward: that every one of
+// them was certified is only visible when it was drawn.
+std::string drawn_fields(std::uint64_t seed, const std::vector<int>& indices) {
+  std::map<std::string, int> n;
+  for (const int i : indices) {
+    const Capabilities c = draw_declaration(seed, i);
+    const Precision& p = c.precision;
+    n["backward"] += c.backward();
+    n["decode"] += c.decode();
+    n["decode-only"] += c.decode() && !c.forward();
+    n[fmt::format("cache {}", to_string(c.cache.kind))] += c.decode() && c.cache.evicts();
+    n["block table"] += c.page_tokens > 0;
+    n["declared paths"] += !c.paths.empty();
+    n["quantized K/V"] += scaled(p.k);
+    n["fp8 K/V"] += p.k == Scalar::kE4M3 || p.k == Scalar::kE5M2;
+    n["entry rounding"] += p.q_entry != Scalar::kF32 || p.k_entry != Scalar::kF32 || p.v_entry != Scalar::kF32;
+    n[fmt::format("inputs {}", to_string(c.inputs))] += 1;
+  }
+  std::string out;
+  for (const auto& [field, count] : n)
+    if (count) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", field, count);
+  return out;
+}
+
 }  // namespace
 
 int run_selfcheck(const SelfcheckOptions& o) {
@@ -97,6 +123,7 @@ int run_selfcheck(const SelfcheckOptions& o) {
       if (route == "protocol" && !o.through_protocol) continue;
       ++runs;
       const bool certified = certify_declaration(i, o, oracle, route);
+      std::cout.flush();  // a long run's progress, line by line
       if (o.known.count(i)) {
         if (!certified) ++known, std::cout << "  (a known open defect: listed in the known false alarms)\n";
         if (certified)
@@ -107,6 +134,7 @@ int run_selfcheck(const SelfcheckOptions& o) {
         ++alarms;
       }
     }
+  std::cout << fmt::format("drawn ({} declarations): {}\n", indices.size(), drawn_fields(o.seed, indices));
   std::cout << fmt::format(
       "selfcheck: {} of {} runs CERTIFIED; {} new false alarm{}, {} known, {} known now fixed (seed {})\n",
       runs - alarms - known, runs, alarms, alarms == 1 ? "" : "s", known, fixed, o.seed);

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "attest/contract.h"
 #include "attest/oracle.h"
 #include "attest/properties.h"
 #include "attest/quantized.h"
@@ -41,6 +42,18 @@ float scored_poison(const Problem& p, const Capabilities& caps) {
   // headroom of 4 for a bias, ALiBi or a sum order adding to the score.
   const double limit = std::min(declared_range(caps, p.shape.k_len).logit, std::numeric_limits<float>::max() / 4.0);
   return static_cast<float>(per_unit_k > 0 ? std::min(1e30, limit / per_unit_k) : 1e30);
+}
+
+// The largest value a constant V row may hold under a |V| <= limit contract once stored: a 16-bit
+// format, or a quantized group's f16 scale, may round the limit itself up past it (by < 2^-8).
+float contract_edge(double limit, Scalar storage, int width) {
+  std::vector<float> row;
+  for (const double edge : {limit, limit * (1 - 0x1p-7)}) {
+    row.assign(std::size_t(width), round_to(static_cast<float>(edge), storage));
+    if (scaled(storage)) fit_rows(row, fit_width(storage, 1, width), storage);
+    if (std::fabs(row[0]) <= limit) break;
+  }
+  return row[0];
 }
 
 }  // namespace
@@ -82,6 +95,10 @@ int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& c
     const float d = canonical_scale(std::span(buffer).subspan(head * block, block), storage);
     return (j % 2 ? -127.0f : 127.0f) * d;
   };
+  // A key masked for the compared rows may be visible to another row of the problem (bottom-right
+  // causal: every key is, the only problems a decode-only kernel takes). A |V| contract covers its V
+  // there, so it gets the contract's edge instead: a leak of it still shows.
+  const KeySet seen = which == Poisoned::kValues && caps.contract.max_abs_value > 0 ? keys_seen(p) : KeySet{};
   int poisoned = 0;
   for (int b = 0; b < s.batch; ++b)
     for (int j = 0; j < s.k_len; ++j) {
@@ -91,6 +108,9 @@ int poison(Problem& p, const KeySet& keys, Poisoned which, const Capabilities& c
         const std::size_t kv = (std::size_t(b) * s.kv_heads + g) * s.k_len + j;
         if (which == Poisoned::kKeys)
           std::fill_n(&p.k[kv * s.head_dim], s.head_dim, row_poison(p.k, p.storage.k, s.head_dim, kv, j));
+        else if (!seen.empty() && seen[b][j] && p.storage.v != Scalar::kQ8Head)
+          std::fill_n(&p.v[kv * s.value_dim], s.value_dim,
+                      (j % 2 ? -1.0f : 1.0f) * contract_edge(caps.contract.max_abs_value, p.storage.v, s.value_dim));
         else
           std::fill_n(&p.v[kv * s.value_dim], s.value_dim, row_poison(p.v, p.storage.v, s.value_dim, kv, j + 1));
       }

@@ -1,0 +1,57 @@
+// selfcheck's draw reaches the fields it claims, in the shares it claims, and only as honest
+// declarations the model can serve: backward in about a sixth (float32 throughout), cache policies
+// and block tables with decode, declared paths only with a forward, fp8 K/V.
+#include "declaration_draw.h"
+
+#include <gtest/gtest.h>
+
+#include "attest/kernel.h"
+
+namespace attest {
+namespace {
+
+// Whether the contract admits a problem the first declared path leaves to the second (seed 7 #34
+// declared a path no problem could reach: Dk % 16 = 0 first, under Dk in {16, 32}).
+bool later_path_reachable(const Capabilities& c) {
+  const Contract& k = c.contract;
+  if (c.paths[0].path == "per-batch-d16") {
+    for (int dim = 1; dim <= 256; ++dim)
+      if (dim % 16 != 0 && k.accepts_head_dim(dim)) return true;
+    return false;
+  }
+  if (c.paths[0].path == "short-q")
+    return (k.q_len.unlimited() || k.q_len.max > 8) &&
+           (!k.self_attention_only || k.k_len.unlimited() || k.k_len.max > 8);
+  return true;  // per-batch leaves B = 1, which every contract admits
+}
+
+TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
+  int backward = 0, evicting = 0, paged = 0, paths = 0, fp8 = 0;
+  const int n = 1200;
+  for (int i = 0; i < n; ++i) {
+    const Capabilities c = draw_declaration(1, i);
+    if (c.backward()) {
+      ++backward;
+      EXPECT_TRUE(c.precision.all_f32()) << "declaration " << i;
+    }
+    if (c.cache.evicts() || c.page_tokens > 0) EXPECT_TRUE(c.decode()) << "declaration " << i;
+    evicting += c.cache.evicts();
+    paged += c.page_tokens > 0;
+    if (!c.paths.empty()) {
+      ++paths;
+      EXPECT_TRUE(c.forward()) << "declaration " << i;
+      EXPECT_EQ(c.page_tokens, 0) << "declaration " << i << ": paths with a block table";
+    }
+    if (c.paths.size() > 1) EXPECT_TRUE(later_path_reachable(c)) << "declaration " << i << " shadows a path";
+    fp8 += c.precision.k == Scalar::kE4M3 || c.precision.k == Scalar::kE5M2;
+    EXPECT_EQ(draw_declaration(1, i), c) << "declaration " << i << " is not reproducible";
+  }
+  EXPECT_NEAR(backward, n / 6, n / 24);
+  EXPECT_GT(evicting, n / 40);
+  EXPECT_GT(paged, n / 40);
+  EXPECT_GT(paths, n / 10);
+  EXPECT_GT(fp8, n / 40);
+}
+
+}  // namespace
+}  // namespace attest

@@ -143,7 +143,8 @@ void draw_paths(Draw d, Capabilities& c) {
 // Each field group added after the first draws from a stream of its own, so that adding it moved
 // no earlier field of any declaration.
 constexpr std::uint64_t kBackwardStream = 0xBAC4'0000'0000ULL, kServingStream = 0x5E55'0000'0000ULL,
-                        kPathStream = 0x9A74'0000'0000ULL, kFp8Stream = 0xF980'0000'0000ULL;
+                        kPathStream = 0x9A74'0000'0000ULL, kFp8Stream = 0xF980'0000'0000ULL,
+                        kGgmlStream = 0x6600'0000'0000ULL;
 std::uint64_t stream(std::uint64_t seed, int index, std::uint64_t salt) {
   return seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(index) + salt;
 }
@@ -160,6 +161,13 @@ Capabilities draw_declaration(std::uint64_t seed, int index) {
   // fp8 K/V storage (element formats, as bf16 and f16 are) in about a tenth.
   if (Draw fp8(stream(seed, index, kFp8Stream)); fp8.chance(0.1))
     c.precision.k = c.precision.v = fp8.pick(std::vector<Scalar>{Scalar::kE4M3, Scalar::kE5M2});
+  // ggml's layouts (ABI 2.6) in about a tenth: K/V in block_q4_0, or Q quantized to q8 on entry.
+  if (Draw ggml(stream(seed, index, kGgmlStream)); ggml.chance(0.1)) {
+    if (ggml.chance(0.5))
+      c.precision.k = c.precision.v = Scalar::kQ4_0;
+    else
+      c.precision.q_entry = Scalar::kQ8;
+  }
   // Backward in about a sixth of declarations, from a stream of its own so that no other field moves.
   // The gradient's bound is a float32 backward's: a backward comes with float32 throughout (its
   // precision drawn and then replaced, for the same reason), and the model's backward is exact in

@@ -15,13 +15,21 @@ namespace {
 
 constexpr int kValueTile = 32;
 
+// A forward kernel: backward and merge are another declaration's concern (and a ctest's time).
+Capabilities forward_only(Capabilities c) {
+  c.features.erase(Feature::kBackward);
+  c.deterministic_backward = false;
+  c.merge = false;
+  return c;
+}
+
 class ValueWidths final : public Kernel {
  public:
   ValueWidths(bool declared, bool one_tile, std::string name)
       : inner_(make_tiled_kernel({128, 64})), declared_(declared), one_tile_(one_tile), name_(std::move(name)) {}
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
-    Capabilities c = inner_->capabilities();
+    Capabilities c = forward_only(inner_->capabilities());
     if (declared_) c.contract.value_dims = {kValueTile, 2 * kValueTile};
     return c;
   }
@@ -33,13 +41,6 @@ class ValueWidths final : public Kernel {
     // The bug: one V tile of 32 columns per row; the second tile is never accumulated.
     for (std::size_t row = 0; row < o.size() / std::size_t(dv); ++row)
       std::fill(o.begin() + std::ptrdiff_t(row * dv + kValueTile), o.begin() + std::ptrdiff_t((row + 1) * dv), 0.0f);
-  }
-  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
-    refuse_other_widths(p.shape.value_dim);
-    inner_->backward(p, in, out);
-  }
-  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
-    inner_->merge(in, o, lse);
   }
   std::string last_path() const override { return inner_->last_path(); }
 
@@ -62,7 +63,7 @@ class AlibiOrBias final : public Kernel {
         name_(std::move(name)) {}
   std::string name() const override { return name_; }
   Capabilities capabilities() const override {
-    Capabilities c = inner_->capabilities();
+    Capabilities c = forward_only(inner_->capabilities());
     c.contract.alibi_excludes_bias = declared_;
     return c;
   }
@@ -74,14 +75,6 @@ class AlibiOrBias final : public Kernel {
     Problem shared = p;
     std::fill(shared.modifiers.alibi_slopes.begin(), shared.modifiers.alibi_slopes.end(), m.alibi_slopes[0]);
     inner_->forward(shared, o, lse);
-  }
-  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
-    if (!p.modifiers.alibi_slopes.empty() && !p.modifiers.bias.empty())
-      throw ProblemError("ALiBi or a bias: one mask input");
-    inner_->backward(p, in, out);
-  }
-  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
-    inner_->merge(in, o, lse);
   }
   std::string last_path() const override { return inner_->last_path(); }
 

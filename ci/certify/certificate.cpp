@@ -26,25 +26,30 @@ json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr
 json range_json(const Range& r) { return r.unlimited() ? json(nullptr) : json::array({r.min, r.max}); }
 
 json contract_json(const Contract& c) {
-  return {{"head_dims", c.head_dims},
-          {"head_dim", range_json(c.head_dim)},
-          {"batch", range_json(c.batch)},
-          {"heads", range_json(c.heads)},
-          {"q_len", range_json(c.q_len)},
-          {"k_len", range_json(c.k_len)},
-          {"q_offset", range_json(c.q_offset)},
-          {"dk_equals_dv", c.dk_equals_dv},
-          {"default_scale_only", c.default_scale_only},
-          {"causal_required", c.causal_required},
-          {"decode_only", c.decode_only},
-          {"self_attention_only", c.self_attention_only},
-          {"alibi_slopes", c.alibi_slopes == AlibiSlopes::kStandard ? "standard" : "arbitrary"},
-          {"alibi_max_bias", c.alibi_max_bias},
-          {"max_abs_value", c.max_abs_value},
-          {"query_tile", c.query_tile},
-          {"key_tile", c.key_tile},
-          {"decode_lse_optional", c.decode_lse_optional},
-          {"summary", c.summary()}};
+  json out = {{"head_dims", c.head_dims},
+              {"head_dim", range_json(c.head_dim)},
+              {"batch", range_json(c.batch)},
+              {"heads", range_json(c.heads)},
+              {"q_len", range_json(c.q_len)},
+              {"k_len", range_json(c.k_len)},
+              {"q_offset", range_json(c.q_offset)},
+              {"dk_equals_dv", c.dk_equals_dv},
+              {"default_scale_only", c.default_scale_only},
+              {"causal_required", c.causal_required},
+              {"decode_only", c.decode_only},
+              {"self_attention_only", c.self_attention_only},
+              {"alibi_slopes", c.alibi_slopes == AlibiSlopes::kStandard ? "standard" : "arbitrary"},
+              {"alibi_max_bias", c.alibi_max_bias},
+              {"max_abs_value", c.max_abs_value},
+              {"query_tile", c.query_tile},
+              {"key_tile", c.key_tile},
+              {"decode_lse_optional", c.decode_lse_optional},
+              {"summary", c.summary()}};
+  // ABI 2.7's fields only when declared: certificates of kernels without them stay as they were.
+  if (!c.value_dims.empty()) out["value_dims"] = c.value_dims;
+  if (!c.value_dim.unlimited()) out["value_dim"] = range_json(c.value_dim);
+  if (c.alibi_excludes_bias) out["alibi_excludes_bias"] = true;
+  return out;
 }
 
 json precision_json(const Precision& p) {

@@ -178,6 +178,14 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
   c.contract.query_tile = small_integer(contract, t, "query_tile");
   c.contract.key_tile = small_integer(contract, t, "key_tile");
   c.contract.decode_lse_optional = flag(contract, t, "decode_lse_optional");
+  if (contract.contains("value_dims")) {  // ABI 2.7, written only when declared
+    const json& values = array(contract, t, "value_dims");
+    for (std::size_t i = 0; i < values.size(); ++i)
+      c.contract.value_dims.push_back(
+          static_cast<int>(integer_value(values[i], fmt::format("{}.value_dims[{}]", t, i), INT32_MIN, INT32_MAX)));
+  }
+  if (contract.contains("value_dim")) c.contract.value_dim = range(contract, t, "value_dim");
+  c.contract.alibi_excludes_bias = flag_or_false(contract, t, "alibi_excludes_bias");
   return c;
 }
 

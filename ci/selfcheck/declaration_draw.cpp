@@ -144,9 +144,27 @@ void draw_paths(Draw d, Capabilities& c) {
 // no earlier field of any declaration.
 constexpr std::uint64_t kBackwardStream = 0xBAC4'0000'0000ULL, kServingStream = 0x5E55'0000'0000ULL,
                         kPathStream = 0x9A74'0000'0000ULL, kFp8Stream = 0xF980'0000'0000ULL,
-                        kGgmlStream = 0x6600'0000'0000ULL;
+                        kGgmlStream = 0x6600'0000'0000ULL, kValueWidthStream = 0xD7A1'0000'0000ULL;
 std::uint64_t stream(std::uint64_t seed, int index, std::uint64_t salt) {
   return seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(index) + salt;
+}
+
+// ABI 2.7, in about a fifth each where they can apply: Dv's own widths (ggml's whole blocks of 32,
+// with Dv apart from Dk) or range, and ALiBi excluding a bias.
+void draw_value_widths(Draw d, Capabilities& c) {
+  Contract& k = c.contract;
+  if (!k.dk_equals_dv && d.chance(0.2)) {
+    if (d.chance(0.5)) {
+      k.value_dim = {16, 256};
+      for (int dv : {32, 64, 96, 128})
+        if (k.value_dims.empty() || d.chance(0.5)) k.value_dims.push_back(dv);
+    } else {
+      const int lo = d.between(1, 64);
+      k.value_dim = {lo, lo + d.between(0, 96)};
+    }
+  }
+  if (c.features.contains(Feature::kAlibi) && c.features.contains(Feature::kBias) && d.chance(0.3))
+    k.alibi_excludes_bias = true;
 }
 
 }  // namespace
@@ -195,6 +213,7 @@ Capabilities draw_declaration(std::uint64_t seed, int index) {
     draw_serving_cache(Draw(stream(seed, index, kServingStream)), c);
   }
   draw_paths(Draw(stream(seed, index, kPathStream)), c);
+  draw_value_widths(Draw(stream(seed, index, kValueWidthStream)), c);
   return c;
 }
 

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "attest/builtin_kernels.h"
+#include "attest/contract.h"
 #include "attest/path_predicate.h"
+#include "attest/problem.h"
 #include "model_decode.h"
 
 namespace attest {
@@ -50,6 +52,7 @@ class DeclaredModel final : public Kernel {
   // A declared path is served under its name: "per-batch" ones a batch entry at a time, the others
   // (and problems no predicate takes, "default") whole. Each row is the same exact computation.
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    refuse_undeclared(p);
     const PathPredicate* path = declared_path_for(declaration_.paths, p);
     path_ = path ? path->path : "default";
     // The row's LSE says whether it saw a key (-inf: none, and no sink): the NaN policy's rows.
@@ -97,6 +100,16 @@ class DeclaredModel final : public Kernel {
   }
 
  private:
+  // Like a real kernel built for its ABI 2.7 declaration (a Dv-wide quantized V, one mask input),
+  // the model refuses what that declaration excludes: attest must never send it.
+  void refuse_undeclared(const Problem& p) const {
+    const Contract& c = declaration_.contract;
+    if (!c.accepts_value_dim(p.shape.value_dim, p.shape.head_dim))
+      throw ProblemError("Dv = " + std::to_string(p.shape.value_dim) + " is not a declared value width");
+    if (c.alibi_excludes_bias && !p.modifiers.alibi_slopes.empty() && !p.modifiers.bias.empty())
+      throw ProblemError("ALiBi and a bias together (declared one or the other)");
+  }
+
   Problem::Storage storage() const {
     const Precision& p = declaration_.precision;
     return {p.q, p.k, p.v, p.bias};

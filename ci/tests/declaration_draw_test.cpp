@@ -26,7 +26,7 @@ bool later_path_reachable(const Capabilities& c) {
 }
 
 TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
-  int backward = 0, evicting = 0, paged = 0, paths = 0, fp8 = 0;
+  int backward = 0, evicting = 0, paged = 0, paths = 0, fp8 = 0, value_widths = 0, alibi_or_bias = 0;
   const int n = 1200;
   for (int i = 0; i < n; ++i) {
     const Capabilities c = draw_declaration(1, i);
@@ -44,6 +44,16 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
     }
     if (c.paths.size() > 1) EXPECT_TRUE(later_path_reachable(c)) << "declaration " << i << " shadows a path";
     fp8 += c.precision.k == Scalar::kE4M3 || c.precision.k == Scalar::kE5M2;
+    // ABI 2.7: Dv's own widths never beside dk_equals_dv; ALiBi-or-bias only where both are declared.
+    const Contract& k = c.contract;
+    if (!k.value_dims.empty() || !k.value_dim.unlimited()) {
+      ++value_widths;
+      EXPECT_FALSE(k.dk_equals_dv) << "declaration " << i;
+    }
+    if (k.alibi_excludes_bias) {
+      ++alibi_or_bias;
+      EXPECT_TRUE(c.features.contains(Feature::kAlibi) && c.features.contains(Feature::kBias)) << "declaration " << i;
+    }
     EXPECT_EQ(draw_declaration(1, i), c) << "declaration " << i << " is not reproducible";
   }
   EXPECT_NEAR(backward, n / 6, n / 24);
@@ -51,6 +61,8 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
   EXPECT_GT(paged, n / 40);
   EXPECT_GT(paths, n / 10);
   EXPECT_GT(fp8, n / 40);
+  EXPECT_GT(value_widths, n / 10);
+  EXPECT_GT(alibi_or_bias, n / 40);
 }
 
 }  // namespace

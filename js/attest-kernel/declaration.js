@@ -8,7 +8,7 @@ export const PRECISIONS = ["f32", "bf16", "f16"]; // what this package serves (q
 const PRECISION_FIELDS = ["q", "k", "v", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"];
 const RANGES = ["head_dim", "batch", "heads", "q_len", "k_len", "q_offset"];
 const FLAGS = ["dk_equals_dv", "default_scale_only", "causal_required", "self_attention_only", "inputs_finite",
-  "decode_only", "decode_lse_optional", "deterministic_backward"];
+  "decode_only", "decode_lse_optional", "deterministic_backward", "alibi_excludes_bias"];
 const I32_MAX = 2 ** 31 - 1;
 
 export class DeclarationError extends Error {}
@@ -63,14 +63,20 @@ export function precision(fields = {}, where = "precision") {
 
 /** The problems the kernel accepts (attest_contract); attest sends no other. */
 export function contract(fields = {}) {
-  unknownKeys("contract", fields, ["head_dims", ...RANGES, ...FLAGS, "query_tile", "key_tile", "max_abs_value",
-    "alibi_slopes", "alibi_max_bias", "inputs"]);
+  unknownKeys("contract", fields, ["head_dims", "value_dims", "value_dim", ...RANGES, ...FLAGS, "query_tile", "key_tile",
+    "max_abs_value", "alibi_slopes", "alibi_max_bias", "inputs"]);
   const c = {};
-  const dims = fields.head_dims ?? [];
-  if (!Array.isArray(dims)) fail("contract.head_dims", `${show(dims)} is not a list of head widths`);
-  c.head_dims = dims.map((d) => integer("contract.head_dims", d, 1, I32_MAX));
-  for (const name of RANGES) c[name] = range(`contract.${name}`, fields[name], name === "q_offset");
+  // Dk's widths, and (ABI 2.7) Dv's apart from them: value_dims and value_dim (null: head_dim's range).
+  for (const name of ["head_dims", "value_dims"]) {
+    const dims = fields[name] ?? [];
+    if (!Array.isArray(dims)) fail(`contract.${name}`, `${show(dims)} is not a list of head widths`);
+    c[name] = dims.map((d) => integer(`contract.${name}`, d, 1, I32_MAX));
+  }
+  for (const name of [...RANGES, "value_dim"]) c[name] = range(`contract.${name}`, fields[name], name === "q_offset");
   for (const name of FLAGS) c[name] = flag(`contract.${name}`, fields[name] ?? false);
+  if (c.dk_equals_dv && (c.value_dims.length || c.value_dim[0] || c.value_dim[1])) {
+    fail("contract.value_dims", "value_dims or value_dim with dk_equals_dv (Dv is then Dk)");
+  }
   c.query_tile = integer("contract.query_tile", fields.query_tile ?? 0, 0, I32_MAX);
   c.key_tile = integer("contract.key_tile", fields.key_tile ?? 0, 0, I32_MAX);
   c.max_abs_value = number("contract.max_abs_value", fields.max_abs_value ?? 0);

@@ -18,7 +18,7 @@ function writePrecision21(w, p) {
   for (const name of ["q_entry", "k_entry", "v_entry"]) w.i32(FORMAT_CODES[p[name]]);
 }
 
-/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (no declared paths) and 2.3 sections. */
+/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (no declared paths), 2.3 and 2.7 sections. */
 export function encodeDescriptor(d, abiVersion) {
   const c = d.contract;
   const w = new Writer();
@@ -41,7 +41,14 @@ export function encodeDescriptor(d, abiVersion) {
   w.u32(0); // 2.2: no declared path predicates
   w.i32(c.deterministic_backward ? 1 : 0); // 2.3
   if (CACHE_POLICIES[d.cache_policy][0] !== 0) throw new Error("cache policies are not served by this package");
-  return w.finish(); // 2.4's section is written only when it says something: here it says nothing
+  // 2.4's section is written only when it or 2.7's says something: 2.4's says nothing here.
+  if (c.value_dims.length || c.value_dim[0] || c.value_dim[1] || c.alibi_excludes_bias) {
+    for (let i = 0; i < 5; ++i) w.i32(0); // 2.4: full cache, no sinks or recent, no retained, no pages
+    w.array(c.value_dims, Int32Array); // 2.7
+    w.i64(c.value_dim[0]).i64(c.value_dim[1]);
+    w.i32(c.alibi_excludes_bias ? 1 : 0);
+  }
+  return w.finish();
 }
 
 function product(...dims) {

@@ -93,7 +93,8 @@ Verdict gradient_masked_keys_zero(const Problem& p, const Kernel& kernel, Oracle
   // with its K, then its V, poisoned (NaN, inf, 1e30): their dK and dV exactly 0, the rest exact.
   std::vector<std::pair<Problem, std::string>> variants = {{p, "keys no row sees"}};
   if (caps.declares(Feature::kBias)) {
-    const Problem base = with_bias(p, false, false);
+    Problem base = with_bias(p, false, false);
+    caps.contract.fit_alibi_or_bias(base, true);
     const int first = static_cast<int>(seed_of(p, 12) % 3);
     Problem biased = base;
     biased.modifiers.bias = rebuilt_bias(base, p.shape, [&](int b, int h, int i, int j) {

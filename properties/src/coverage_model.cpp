@@ -39,7 +39,9 @@ std::vector<CoverageAxis> coverage_axes(const Capabilities& caps) {
       width.push_back("production");
       break;
     }
-  if (!c.dk_equals_dv && (c.head_dim.unlimited() || c.head_dim.max > c.head_dim.min || c.head_dims.size() > 1))
+  const bool value_widths = !c.value_dim.unlimited() || !c.value_dims.empty();  // ABI 2.7: Dv's own
+  if (!c.dk_equals_dv &&
+      (value_widths || c.head_dim.unlimited() || c.head_dim.max > c.head_dim.min || c.head_dims.size() > 1))
     width.push_back("Dk != Dv");
   add("width", width);
   std::vector<std::string> heads;

@@ -103,8 +103,9 @@ std::optional<Problem> fit_to_declaration(const Problem& original, const Capabil
   if (c.self_attention_only) s.q_len = s.k_len = c.square_length(std::min(s.q_len, s.k_len));  // the smaller: as cheap
   s.head_dim = nearest_width(s.head_dim, c, p.rope.enabled);
   if (p.rope.enabled && s.head_dim % 2) p.rope.enabled = false;  // no even width accepted
-  s.value_dim = c.dk_equals_dv ? s.head_dim : static_cast<int>(c.head_dim.clamp(s.value_dim));
+  s.value_dim = c.fit_value_dim(s.value_dim, s.head_dim);
   if (c.causal_required) p.mask.causal = true, p.q_offset.reset();
+  c.fit_alibi_or_bias(p, fingerprint(original) % 2);
   if (c.self_attention_only) p.q_offset.reset();  // Tq == Tk: the default offset is 0
   if (c.default_scale_only) p.scale.reset();
   if (!c.q_offset.unlimited() && !c.q_offset.contains(p.effective_q_offset()))

@@ -219,7 +219,7 @@ std::optional<RegimeShape> regime_shape(const ProblemSpec& spec, const Capabilit
       const int wanted = pick >= 36 ? unlisted + (even ? unlisted % 2 : 0) : kProductionWidths[pick % 7];
       const int dk = c.accepts_head_dim(wanted) ? wanted : fit_width(wanted, c, even);
       const int other = kProductionWidths[(pick + 1 + static_cast<std::size_t>(spec.value_dim)) % 7];
-      const int dv = c.dk_equals_dv || spec.value_dim % 4 ? dk : static_cast<int>(c.head_dim.clamp(other));
+      const int dv = c.fit_value_dim(spec.value_dim % 4 ? dk : other, dk);
       return RegimeShape{static_cast<int>(c.batch.clamp(1 + spec.batch % 2)), hk->first, hk->second, dk, dv, 33};
     }
     case ShapeRegime::kManyHeads: {
@@ -234,19 +234,28 @@ std::optional<RegimeShape> regime_shape(const ProblemSpec& spec, const Capabilit
       // The class's own pair when accepted, else one the contract takes.
       const auto [h, kv] = accepted(kManyHeadPairs[pick % 8]) ? kManyHeadPairs[pick % 8] : pairs[pick % pairs.size()];
       const int dk = small_width(spec.head_dim);
-      const int dv = c.dk_equals_dv ? dk : static_cast<int>(c.head_dim.clamp(1 + (spec.value_dim - 1) % 16));
+      const int dv = c.fit_value_dim(1 + (spec.value_dim - 1) % 16, dk);
       return RegimeShape{static_cast<int>(c.batch.clamp(1)), h, kv, dk, dv, 17};
     }
     case ShapeRegime::kLargeBatch: {
       const auto hk = pick_small();
       if (!hk) return std::nullopt;
       const int dk = small_width(spec.head_dim);
-      const int dv = c.dk_equals_dv ? dk : static_cast<int>(c.head_dim.clamp(1 + (spec.value_dim - 1) % 16));
+      const int dv = c.fit_value_dim(1 + (spec.value_dim - 1) % 16, dk);
       const int batch = static_cast<int>(c.batch.clamp(kLargeBatches[pick % 4]));
       return RegimeShape{batch, hk->first, hk->second, dk, dv, 17};
     }
   }
   return std::nullopt;
+}
+
+// An accepted Dv other than Dk = dk, the nearest below it where the contract allows (the "Dk != Dv"
+// class); dk itself when the contract accepts no other.
+int value_dim_apart(const Contract& c, int dk) {
+  int dv = c.fit_value_dim(dk == 1 ? 2 : dk - 1, dk);
+  for (int x : c.value_dims)
+    if (dv == dk && x != dk && c.accepts_value_dim(x, dk)) dv = x;
+  return dv != dk ? dv : c.fit_value_dim(dk + 1, dk);
 }
 
 // The shape a problem is being built with, before the contract's final clamps.
@@ -379,13 +388,12 @@ void force_shape(const std::vector<std::string>& force, const ProblemSpec& spec,
     } else if (axis == "width") {
       if (value == "production") {
         const int wanted = kProductionWidths[pick % 7];
-        d.head_dim = d.value_dim = c.accepts_head_dim(wanted) ? wanted : fit_width(wanted, c, even);
+        d.head_dim = c.accepts_head_dim(wanted) ? wanted : fit_width(wanted, c, even);
+        d.value_dim = c.fit_value_dim(d.head_dim, d.head_dim);
         cap(33);
       } else {
         d.head_dim = fit_width(1 + (d.head_dim - 1) % 16, c, even);
-        d.value_dim = value == "small" || c.dk_equals_dv
-                          ? d.head_dim
-                          : static_cast<int>(c.head_dim.clamp(d.head_dim == 1 ? 2 : d.head_dim - 1));
+        d.value_dim = value == "small" ? c.fit_value_dim(d.head_dim, d.head_dim) : value_dim_apart(c, d.head_dim);
       }
     } else if (axis == "batch") {
       d.batch = static_cast<int>(c.batch.clamp(value == "1"     ? 1
@@ -413,6 +421,18 @@ void force_shape(const std::vector<std::string>& force, const ProblemSpec& spec,
   };
   if (longest && !forced("queries")) d.q_len = 1 + (d.q_len - 1) % longest;
   if (longest && !forced("keys")) d.k_len = 1 + (d.k_len - 1) % longest;
+}
+
+// Which of ALiBi and a bias a draw drops for a contract that takes one or the other: the one the
+// property, forced class or path does not need, else one from the seed (so each is still drawn).
+Feature alibi_or_bias(const ProblemNeeds& needs, const ProblemSpec& spec) {
+  for (Feature keep : {Feature::kAlibi, Feature::kBias}) {
+    const Feature other = keep == Feature::kAlibi ? Feature::kBias : Feature::kAlibi;
+    if (needs.path && needs.path->required.contains(keep)) return other;
+    for (const std::string& cls : needs.force)
+      if (axis_of(cls) == "modifier" && feature_named(value_of(cls)) == keep) return other;
+  }
+  return spec.mask_seed / 2 % 2 ? Feature::kAlibi : Feature::kBias;
 }
 
 }  // namespace
@@ -494,6 +514,8 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   if (needs.path) bend_features_into_path(*needs.path, caps, on);
   if (needs.rope && caps.declares(Feature::kRope)) on.insert(Feature::kRope);
   if (c.causal_required) on.insert(Feature::kCausal);
+  if (c.alibi_excludes_bias && on.contains(Feature::kAlibi) && on.contains(Feature::kBias))
+    on.erase(alibi_or_bias(needs, spec));
   const FeatureSet masks = caps.features & FeatureSet::of_kind(FeatureKind::kMaskTerm);
   if (needs.masked && (on & masks).empty() && !masks.empty()) {
     // Pick a declared mask term from the seed, preferring position-free ones when required.
@@ -507,7 +529,7 @@ Problem build_problem(const ProblemSpec& given, const Capabilities& caps, const 
   if (heads.empty()) heads.push_back({int(caps.contract.heads.clamp(1)), int(caps.contract.heads.clamp(1))});
   auto [h, kv] = heads[static_cast<std::size_t>(spec.head_config) % heads.size()];
   int head_dim = fit_width(spec.head_dim, c, on.contains(Feature::kRope));
-  int value_dim = c.dk_equals_dv ? head_dim : static_cast<int>(c.head_dim.clamp(spec.value_dim));
+  int value_dim = c.fit_value_dim(spec.value_dim, head_dim);
   int batch = static_cast<int>(c.batch.clamp(spec.batch));
   int q_len = spec.q_len, k_len = spec.k_len;
   if (!needs.shapes.empty()) {  // a path's shapes (top-ups): the shape that reached it

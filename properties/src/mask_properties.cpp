@@ -81,7 +81,8 @@ Verdict masked_inputs_have_no_influence(const Problem& p, const Kernel& kernel, 
   if (kernel.capabilities().declares(Feature::kBias)) {
     // Keys hidden by a -inf bias alone, in every row and head (every third key from a seed-chosen
     // one): a kernel that adds the bias to a score it has already read lets a NaN K row through.
-    const Problem base = with_bias(p, false, false);
+    Problem base = with_bias(p, false, false);
+    kernel.capabilities().contract.fit_alibi_or_bias(base, true);
     const int first = static_cast<int>(seed_of(p, 11) % 3);
     Problem biased = base;
     biased.modifiers.bias = rebuilt_bias(base, p.shape, [&](int b, int h, int i, int j) {

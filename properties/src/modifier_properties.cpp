@@ -136,7 +136,8 @@ Verdict bias_minus_inf_equals_mask(const Problem& p, const Kernel& kernel, Oracl
   const Shape& s = p.shape;
   std::mt19937_64 rng(seed_of(p, 7));
   const bool per_batch = rng() % 2, per_head = rng() % 2;
-  const Problem base = with_bias(p, per_batch, per_head);
+  Problem base = with_bias(p, per_batch, per_head);
+  kernel.capabilities().contract.fit_alibi_or_bias(base, true);
   const ScoreModifiers& m = base.modifiers;
   // Entries to hide, [B or 1][Tq][Tk] (one set for every batch when the bias is broadcast over
   // batches): about one in four, one whole row (it becomes empty) and one whole key column.
@@ -176,7 +177,9 @@ Verdict bias_minus_inf_equals_mask(const Problem& p, const Kernel& kernel, Oracl
 Verdict alibi_matches_bias(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const std::string name = "alibi_matches_bias";
   const Shape& s = p.shape;
-  const Problem sloped = with_alibi_slopes(p, seed_of(p, 8));
+  Problem sloped = with_alibi_slopes(p, seed_of(p, 8));
+  // ALiBi or a bias, not both: the slopes alone against the same terms as a bias alone.
+  kernel.capabilities().contract.fit_alibi_or_bias(sloped, false);
   const ScoreModifiers& m = sloped.modifiers;
   // The same terms as a bias: slope[h] * (j - qpos(i)) in every head, added to the problem's own
   // bias (per batch only if that one is); the product rounded to float as a kernel rounds it.

@@ -60,6 +60,7 @@ Verdict gqa_matches_repeated_heads(const Problem& given, const Kernel& kernel, O
   const bool add_slopes = kernel.capabilities().declares(Feature::kAlibi) && seed_of(given, 6) % 2;
   Problem p = add_slopes ? with_alibi_slopes(given, seed_of(given, 6)) : given;
   kernel.capabilities().contract.fit_alibi_slopes(p);  // the standard set is distinct per head too
+  kernel.capabilities().contract.fit_alibi_or_bias(p, !add_slopes);
   const Problem mha = repeated_heads(p);
   const Reference& ref = oracle.reference(p);
   return compare_runs(p, ref, run_guarded(kernel, mha), run_guarded(kernel, p), kernel.capabilities(), name,

@@ -37,6 +37,76 @@ TEST(Contract, NamesWhatIsOutside) {
   EXPECT_EQ(c.summary(), "Dk in {64, 128}, causal only, Tq in [1, 2]");
 }
 
+// ABI 2.7: Dv apart from Dk. A list names the only widths (ggml's q4_0 V: whole blocks of 32); an
+// unlimited range means Dk's, as before; dk_equals_dv still ties them.
+TEST(Contract, ValueWidthsApartFromDk) {
+  Contract c;
+  c.head_dim = {1, 48};
+  Problem p = benchmark_problem(4, 4, 40, false);
+  p.shape.value_dim = 64;
+  EXPECT_NE(c.violation(p).find("Dv = 64 is outside"), std::string::npos) << c.violation(p);
+  c.value_dims = {32, 64, 128};
+  c.value_dim = {16, 256};
+  EXPECT_EQ(c.violation(p), "");
+  p.shape.value_dim = 40;
+  EXPECT_NE(c.violation(p).find("Dv = 40 is not accepted (Dv in {32, 64, 128})"), std::string::npos) << c.violation(p);
+  EXPECT_EQ(c.fit_value_dim(40, 40), 32);
+  EXPECT_EQ(c.fit_value_dim(100, 40), 128);  // 28 away, 64 is 36
+  EXPECT_EQ(c.summary(), "Dk in [1, 48], Dv in {32, 64, 128}");
+  Contract range_only;
+  range_only.value_dim = {64, 64};
+  EXPECT_TRUE(range_only.accepts_value_dim(64, 8));
+  EXPECT_FALSE(range_only.accepts_value_dim(8, 8));
+  EXPECT_EQ(range_only.fit_value_dim(8, 8), 64);
+  EXPECT_EQ(range_only.summary(), "Dv = 64");
+  Contract tied;
+  tied.dk_equals_dv = true;
+  EXPECT_EQ(tied.fit_value_dim(100, 40), 40);
+}
+
+// ABI 2.7: "ALiBi or a bias, not both" refuses a problem with both, and fitting keeps the one asked for.
+TEST(Contract, AlibiExcludesBias) {
+  Contract c;
+  c.alibi_excludes_bias = true;
+  Problem p = benchmark_problem(4, 4, 8, false);
+  p.modifiers.alibi_slopes.assign(std::size_t(p.shape.heads), 0.5f);
+  EXPECT_EQ(c.violation(p), "");
+  p.modifiers.bias.assign(std::size_t(p.shape.q_len) * p.shape.k_len, 1.0f);
+  EXPECT_NE(c.violation(p).find("ALiBi and a bias together"), std::string::npos);
+  EXPECT_EQ(c.summary(), "ALiBi or bias, not both");
+  Problem keeps_bias = p, keeps_alibi = p;
+  c.fit_alibi_or_bias(keeps_bias, true);
+  c.fit_alibi_or_bias(keeps_alibi, false);
+  EXPECT_TRUE(keeps_bias.modifiers.alibi_slopes.empty() && !keeps_bias.modifiers.bias.empty());
+  EXPECT_TRUE(!keeps_alibi.modifiers.alibi_slopes.empty() && keeps_alibi.modifiers.bias.empty());
+  EXPECT_EQ(c.violation(keeps_bias), "");
+  EXPECT_EQ(c.violation(keeps_alibi), "");
+}
+
+// Generated problems under "ALiBi or bias" still draw each of them alone, and Dv from its own list.
+TEST(Declaration, GenerationDrawsAlibiAndBiasApartAndDvFromItsList) {
+  Capabilities caps;
+  caps.features = {Feature::kAlibi, Feature::kBias, Feature::kLse};
+  caps.contract.alibi_excludes_bias = true;
+  caps.contract.value_dims = {32, 64};
+  caps.contract.value_dim = {16, 256};
+  caps.contract.head_dim = {1, 48};
+  int alibi = 0, bias = 0;
+  std::map<int, int> widths;
+  const PropertyInfo& property = find_property("matches_reference");
+  const rc::Gen<ProblemSpec> gen = gen_spec(caps, property.needs);
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    const Problem p = build_problem(gen(rc::Random(seed), 100).value(), caps, property.needs);
+    ASSERT_EQ(caps.unsupported_because(p), "") << "seed " << seed;
+    alibi += !p.modifiers.alibi_slopes.empty();
+    bias += !p.modifiers.bias.empty();
+    ++widths[p.shape.value_dim];
+  }
+  EXPECT_GT(alibi, 20);
+  EXPECT_GT(bias, 20);
+  EXPECT_EQ(widths.size(), 2u);
+}
+
 TEST(Declaration, GoldenAndGridFitACausalLoopContract) {
   const Capabilities caps = causal_loop();
   for (const NamedProblem& named : grid_problems()) {
@@ -78,6 +148,12 @@ RC_GTEST_PROP(Declaration, GeneratedProblemsLieInsideRandomContracts, ()) {
   if (*rc::gen::arbitrary<bool>()) c.k_len = {*rc::gen::inRange(1, 5), *rc::gen::inRange(5, 80)};
   if (*rc::gen::arbitrary<bool>()) c.batch = {1, 1};
   if (*rc::gen::arbitrary<bool>()) c.heads = {1, *rc::gen::inRange(1, 8)};
+  // ABI 2.7: Dv's own widths (a list of whole blocks, or a range) and ALiBi excluding a bias.
+  if (!c.dk_equals_dv && *rc::gen::arbitrary<bool>()) {
+    c.value_dim = {*rc::gen::inRange(1, 8), *rc::gen::inRange(8, 40)};
+    if (*rc::gen::arbitrary<bool>()) c.value_dims = {8, 16, 32};
+  }
+  c.alibi_excludes_bias = *rc::gen::arbitrary<bool>();
   for (const PropertyInfo& property : property_catalogue()) {
     if (!not_covered_because(property, caps).empty()) continue;
     const Problem p = build_problem(*gen_spec(caps, property.needs), caps, property.needs);

@@ -134,7 +134,10 @@ class Contract:
     largest |V| of a visible key the kernel is built for (at least 1). alibi_slopes: "arbitrary"
     or "standard" (only the geometric set; alibi_max_bias, 0 meaning 8). decode_only: no
     forward, certified through decode only. decode_lse_optional: a decode step may skip LSE.
-    deterministic_backward: the backward's gradients are bitwise the same on every call."""
+    deterministic_backward: the backward's gradients are bitwise the same on every call.
+    value_dims, value_dim (ABI 2.7): Dv apart from Dk, the only widths (empty: any within value_dim)
+    and the range (None: head_dim's); not with dk_equals_dv. alibi_excludes_bias (ABI 2.7): ALiBi and
+    a bias never come in one problem (one mask input that takes either)."""
     head_dims: Sequence[int] = ()
     head_dim: Optional[Tuple[int, int]] = None
     batch: Optional[Tuple[int, int]] = None
@@ -156,17 +159,23 @@ class Contract:
     decode_only: bool = False
     decode_lse_optional: bool = False
     deterministic_backward: bool = False
+    value_dims: Sequence[int] = ()
+    value_dim: Optional[Tuple[int, int]] = None
+    alibi_excludes_bias: bool = False
 
     def __post_init__(self):
-        dims = self.head_dims
-        if isinstance(dims, (str, bytes)) or not isinstance(dims, (list, tuple)):
-            _fail("contract.head_dims", "%r is not a list of head widths" % (dims,))
-        object.__setattr__(self, "head_dims", tuple(_int("contract.head_dims", d, 1, I32_MAX) for d in dims))
-        for name in ("head_dim", "batch", "heads", "q_len", "k_len", "q_offset"):
+        for name in ("head_dims", "value_dims"):
+            dims = getattr(self, name)
+            if isinstance(dims, (str, bytes)) or not isinstance(dims, (list, tuple)):
+                _fail("contract." + name, "%r is not a list of head widths" % (dims,))
+            object.__setattr__(self, name, tuple(_int("contract." + name, d, 1, I32_MAX) for d in dims))
+        for name in ("head_dim", "batch", "heads", "q_len", "k_len", "q_offset", "value_dim"):
             object.__setattr__(self, name, _range("contract." + name, getattr(self, name), name == "q_offset"))
         for name in ("dk_equals_dv", "default_scale_only", "causal_required", "self_attention_only", "inputs_finite",
-                     "decode_only", "decode_lse_optional", "deterministic_backward"):
+                     "decode_only", "decode_lse_optional", "deterministic_backward", "alibi_excludes_bias"):
             object.__setattr__(self, name, _flag("contract." + name, getattr(self, name)))
+        if self.dk_equals_dv and (self.value_dims or self.value_dim != (0, 0)):
+            _fail("contract.value_dims", "value_dims or value_dim with dk_equals_dv (Dv is then Dk)")
         _int("contract.query_tile", self.query_tile, 0, I32_MAX)
         _int("contract.key_tile", self.key_tile, 0, I32_MAX)
         object.__setattr__(self, "max_abs_value", _number("contract.max_abs_value", self.max_abs_value))

@@ -174,7 +174,7 @@ def _write_precision_2_1(w, p):
 
 
 def encode_descriptor(declaration):
-    """DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (no declared paths), 2.3 and 2.4 sections."""
+    """DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (no declared paths), 2.3, 2.4 and 2.7 sections."""
     d, c = declaration, declaration.contract
     w = Writer()
     w.u32(abi.ABI_VERSION).str(d.name).u32(d.capabilities).i32(abi.EMPTY_ROWS[d.empty_rows])
@@ -198,9 +198,14 @@ def encode_descriptor(declaration):
     w.i32(int(c.deterministic_backward))  # 2.3
     cache = (abi.CACHE_POLICIES[d.cache_policy], d.cache_sinks, d.cache_recent, int(d.cache_policy == "explicit"),
              d.page_tokens)
-    if any(cache):  # 2.4, written only when it says something (as process_protocol.hpp)
+    value_widths = bool(c.value_dims) or c.value_dim != (0, 0) or c.alibi_excludes_bias
+    if any(cache) or value_widths:  # 2.4, written only when it or 2.7 says something (as process_protocol.hpp)
         for value in cache:
             w.i32(value)
+    if value_widths:  # 2.7
+        w.array(list(c.value_dims), "<i4")
+        w.i64(c.value_dim[0]).i64(c.value_dim[1])
+        w.i32(int(c.alibi_excludes_bias))
     return w.bytes()
 
 
@@ -259,6 +264,11 @@ def decode_descriptor(payload):
     d["cache_policy"] = names.get(r.i32(), "?")
     for name in ("cache_sinks", "cache_recent", "reports_retained", "page_tokens"):
         d[name] = r.i32()
+    if r.at_end():
+        return d
+    c["value_dims"] = [int(x) for x in r.array("<i4")]
+    c["value_dim"] = (r.i64(), r.i64())
+    c["alibi_excludes_bias"] = r.i32()
     r.expect_end()
     return d
 

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from attest_kernel import Contract, Declaration, Precision, abi, wire
+from attest_kernel import Contract, Declaration, DeclarationError, Precision, abi, wire
 from attest_kernel.wire import ProtocolError, Reader, Writer
 
 # impl/PROTOCOL.md, "A worked example: softcap and sinks": the FORWARD payload, 228 bytes.
@@ -108,6 +108,18 @@ def test_an_additive_mask_declares_masked_scored():
     for contract, value in ((Contract(inputs="masked_scored"), 2), (Contract(inputs_finite=True), 1), (Contract(), 0)):
         d = wire.decode_descriptor(wire.encode_descriptor(Declaration(name="additive", contract=contract)))
         assert d["contract"]["inputs"] == value == abi.INPUT_DOMAINS[contract.inputs]
+
+
+def test_value_widths_and_alibi_or_bias_travel_in_the_2_7_section():
+    contract = Contract(value_dims=[32, 64], value_dim=(16, 256), alibi_excludes_bias=True)
+    d = wire.decode_descriptor(wire.encode_descriptor(Declaration(name="ggml", features=["alibi", "bias"],
+                                                                  contract=contract)))
+    c = d["contract"]
+    assert c["value_dims"] == [32, 64] and c["value_dim"] == (16, 256) and c["alibi_excludes_bias"] == 1
+    assert d["cache_policy"] == "full" and d["page_tokens"] == 0  # 2.4's section, zeros, before 2.7's
+    assert "value_dims" not in wire.decode_descriptor(wire.encode_descriptor(Declaration(name="plain")))["contract"]
+    with pytest.raises(DeclarationError, match="contract.value_dims"):
+        Contract(dk_equals_dv=True, value_dims=[32])
 
 
 def test_descriptor_matches_the_cpp_layout_size():

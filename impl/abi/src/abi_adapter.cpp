@@ -58,6 +58,11 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
   descriptor_.cache_sinks = d.cache_sinks, descriptor_.cache_recent = d.cache_recent;
   if (d.reports_retained) descriptor_.decode_retained = &AbiAdapter::decode_retained;
   descriptor_.page_tokens = d.page_tokens;
+  value_dims_ = d.value_dims;
+  descriptor_.value_dim = d.value_dim;
+  descriptor_.value_dims = value_dims_.empty() ? nullptr : value_dims_.data();
+  descriptor_.value_dim_count = static_cast<std::int32_t>(value_dims_.size());
+  descriptor_.alibi_excludes_bias = d.alibi_excludes_bias;
   if (d.page_tokens > 0) {
     descriptor_.page_bytes = &AbiAdapter::page_bytes;
     descriptor_.decode_paged = &AbiAdapter::decode_paged;

@@ -2,6 +2,7 @@
 // protocol carry them, and back: each field mapped in one place.
 #include "attest/wire_conversion.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <stdexcept>
@@ -27,7 +28,8 @@ static_assert(sizeof(attest_precision_spec) == 56 && offsetof(attest_precision_s
 static_assert(offsetof(attest_kernel_v2, paths) == ATTEST_KERNEL_V2_0_SIZE);
 static_assert(offsetof(attest_kernel_v2, path_predicates) == ATTEST_KERNEL_V2_1_SIZE);
 static_assert(offsetof(attest_kernel_v2, decode_retained) == ATTEST_KERNEL_V2_2_SIZE &&
-              sizeof(attest_kernel_v2) == ATTEST_KERNEL_V2_4_SIZE);
+              offsetof(attest_kernel_v2, value_dim) == ATTEST_KERNEL_V2_4_SIZE &&
+              sizeof(attest_kernel_v2) == ATTEST_KERNEL_V2_7_SIZE);
 static_assert(sizeof(attest_paged_step) == 120);
 static_assert(sizeof(attest_path_predicate) == 144);
 // 2.3 took the reserved backward pointer and contract.reserved[0]: the layout is 2.2's.
@@ -257,6 +259,26 @@ attest_path_predicate predicate_spec(const PathPredicate& p) {
   return x;
 }
 
+// 2.7: Dv's own widths and range, refused when they contradict dk_equals_dv or admit no width attest tests.
+void value_widths_of(const protocol::Descriptor& d, Contract& t) {
+  auto refuse = [](const std::string& why) { throw std::invalid_argument("descriptor: " + why); };
+  t.value_dim = range_of(d.value_dim);
+  t.value_dims.assign(d.value_dims.begin(), d.value_dims.end());
+  if (t.value_dim.unlimited() && t.value_dims.empty()) return;
+  if (t.dk_equals_dv) refuse("value_dim or value_dims with contract.dk_equals_dv (Dv is then Dk)");
+  if (!t.value_dim.unlimited() && (t.value_dim.min > t.value_dim.max || t.value_dim.max < 1))
+    refuse("value_dim admits no size >= 1");
+  if (!t.value_dim.unlimited() && t.value_dim.min > kMaxContractMinHeadDim)
+    refuse("value_dim starts at " + std::to_string(t.value_dim.min) + ": attest tests widths up to " +
+           std::to_string(kMaxContractMinHeadDim));
+  for (int dim : t.value_dims)
+    if (dim < 1 || dim > kMaxContractMinHeadDim)
+      refuse("value_dims holds " + std::to_string(dim) + ": widths 1 to " + std::to_string(kMaxContractMinHeadDim));
+  if (!t.value_dims.empty() &&
+      std::none_of(t.value_dims.begin(), t.value_dims.end(), [&](int x) { return t.value_dim_range().contains(x); }))
+    refuse("value_dims holds no width within value_dim (or contract.head_dim when value_dim is {0, 0})");
+}
+
 }  // namespace
 
 Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
@@ -323,6 +345,7 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
     if (!range->unlimited() && range->max < 1) refuse(std::string("contract.") + name + " admits no size >= 1");
   t.dk_equals_dv = k.dk_equals_dv, t.default_scale_only = k.default_scale_only;
   t.causal_required = k.causal_required, t.decode_only = k.decode_only;
+  value_widths_of(d, t);
   if (k.query_tile < 0 || k.key_tile < 0) refuse("contract tiles must be >= 0");
   if (k.query_tile > kMaxContractTile || k.key_tile > kMaxContractTile)
     refuse("contract tiles must be <= " + std::to_string(kMaxContractTile) + " (query_tile " +
@@ -350,6 +373,7 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   t.query_tile = k.query_tile, t.key_tile = k.key_tile;
   t.decode_lse_optional = k.decode_lse_optional;
   t.self_attention_only = flag_of(k.self_attention_only, "contract.self_attention_only");
+  t.alibi_excludes_bias = flag_of(d.alibi_excludes_bias, "alibi_excludes_bias") != 0;
   if (k.alibi_slopes != ATTEST_ALIBI_ARBITRARY && k.alibi_slopes != ATTEST_ALIBI_STANDARD)
     refuse("contract.alibi_slopes is " + std::to_string(k.alibi_slopes) +
            ": ATTEST_ALIBI_ARBITRARY (0) or ATTEST_ALIBI_STANDARD (1)");
@@ -410,6 +434,9 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   d.cache_sinks = c.cache.sinks, d.cache_recent = c.cache.recent;
   d.reports_retained = c.cache.kind == CachePolicy::Kind::kExplicit;
   d.page_tokens = c.page_tokens;
+  d.value_dims.assign(c.contract.value_dims.begin(), c.contract.value_dims.end());
+  d.value_dim = range_of(c.contract.value_dim);
+  d.alibi_excludes_bias = c.contract.alibi_excludes_bias;
   d.abi_version = ATTEST_ABI_VERSION_2;
   d.name = name;
   d.capabilities = c.features.abi_bits() | (c.merge ? ATTEST_CAP_MERGE : 0u);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "attest/abi_adapter.h"
 
@@ -351,6 +353,41 @@ TEST(Descriptor, SixtyFourBitRangesCrossTheProtocolWhole) {
   EXPECT_EQ(c.contract.batch.max, (1LL << 32) + 1);
   EXPECT_TRUE(c.contract.q_len.contains(1LL << 36));
   EXPECT_EQ(c.contract.q_offset.max, (1LL << 35) + 3);
+}
+
+// ABI 2.7: Dv's own widths and ALiBi-or-bias cross the wire (after 2.4's section, written with zeros)
+// into the contract, and come back out of attest's own declaration; a contradiction is refused by name.
+TEST(Descriptor, ValueWidthsAndAlibiOrBiasCrossTheWire) {
+  protocol::Descriptor d = causal_descriptor();
+  d.capabilities |= ATTEST_CAP_ALIBI | ATTEST_CAP_BIAS;
+  d.value_dims = {32, 64};
+  d.value_dim = {16, 256};
+  d.alibi_excludes_bias = 1;
+  protocol::Writer w;
+  protocol::write_descriptor(w, d);
+  protocol::Reader r(w.bytes());
+  const Capabilities c = capabilities_from_descriptor(protocol::read_descriptor(r));
+  EXPECT_EQ(c.contract.value_dims, (std::vector<int>{32, 64}));
+  EXPECT_EQ(c.contract.value_dim, (Range{16, 256}));
+  EXPECT_TRUE(c.contract.alibi_excludes_bias);
+  const protocol::Descriptor back = descriptor_from_capabilities(c, "ggml-like");
+  EXPECT_EQ(back.value_dims, d.value_dims);
+  EXPECT_EQ(back.value_dim.max, 256);
+  EXPECT_EQ(back.alibi_excludes_bias, 1);
+
+  protocol::Descriptor tied = d;
+  tied.contract.dk_equals_dv = 1;
+  expect_refused(tied, "with contract.dk_equals_dv", "value widths beside dk_equals_dv");
+  protocol::Descriptor outside = d;
+  outside.value_dim = {100, 200};
+  expect_refused(outside, "value_dims holds no width within value_dim", "value_dims outside value_dim");
+  protocol::Descriptor wide = d;
+  wide.value_dims = {4096};
+  wide.value_dim = {};
+  expect_refused(wide, "value_dims holds 4096", "a width beyond attest's");
+  protocol::Descriptor flag = d;
+  flag.alibi_excludes_bias = 2;
+  expect_refused(flag, "alibi_excludes_bias is 2", "a flag of 2");
 }
 
 }  // namespace

@@ -44,6 +44,15 @@ void Contract::fit_alibi_slopes(Problem& p) const {
     p.modifiers.alibi_slopes = standard_alibi_slopes(p.shape.heads, alibi_max_bias);
 }
 
+void Contract::fit_alibi_or_bias(Problem& p, bool keep_bias) const {
+  ScoreModifiers& m = p.modifiers;
+  if (!alibi_excludes_bias || m.alibi_slopes.empty() || m.bias.empty()) return;
+  if (keep_bias)
+    m.alibi_slopes.clear();
+  else
+    m.bias.clear(), m.bias_per_batch = m.bias_per_head = false;
+}
+
 std::vector<std::vector<char>> keys_seen(const Problem& p) {
   const Shape& s = p.shape;
   const kernels::MaskView mask(p);
@@ -99,6 +108,26 @@ bool Contract::accepts_head_dim(int d) const {
   return head_dims.empty() || std::find(head_dims.begin(), head_dims.end(), d) != head_dims.end();
 }
 
+bool Contract::accepts_value_dim(int dv, int dk) const {
+  if (dk_equals_dv) return dv == dk;
+  if (!value_dim_range().contains(dv)) return false;
+  return value_dims.empty() || std::find(value_dims.begin(), value_dims.end(), dv) != value_dims.end();
+}
+
+int Contract::fit_value_dim(int wanted, int dk) const {
+  if (dk_equals_dv) return dk;
+  std::vector<int> candidates = value_dims;
+  if (candidates.empty()) candidates.push_back(static_cast<int>(value_dim_range().clamp(wanted)));
+  int best = -1;
+  for (int x : candidates) {
+    if (x < 1 || !accepts_value_dim(x, dk)) continue;
+    if (best < 0 || std::abs(x - wanted) < std::abs(best - wanted) ||
+        (std::abs(x - wanted) == std::abs(best - wanted) && x < best))
+      best = x;
+  }
+  return best > 0 ? best : static_cast<int>(value_dim_range().clamp(wanted));
+}
+
 std::string Contract::violation(const Problem& p) const {
   const Shape& s = p.shape;
   auto outside = [](const char* what, long long x, const Range& r) {
@@ -109,7 +138,9 @@ std::string Contract::violation(const Problem& p) const {
     return "Dk = " + std::to_string(s.head_dim) + " is not accepted (" +
            (head_dims.empty() ? range_text("Dk", head_dim) : "Dk in {" + list_text(head_dims) + "}") + ")";
   if (dk_equals_dv && s.value_dim != s.head_dim) return "Dv != Dk (the contract requires Dk == Dv)";
-  if (!dk_equals_dv && !head_dim.contains(s.value_dim)) return outside("Dv", s.value_dim, head_dim);
+  if (!dk_equals_dv && !value_dim_range().contains(s.value_dim)) return outside("Dv", s.value_dim, value_dim_range());
+  if (!accepts_value_dim(s.value_dim, s.head_dim))
+    return "Dv = " + std::to_string(s.value_dim) + " is not accepted (Dv in {" + list_text(value_dims) + "})";
   if (!batch.contains(s.batch)) return outside("B", s.batch, batch);
   if (!heads.contains(s.heads)) return outside("H", s.heads, heads);
   if (!q_len.contains(s.q_len)) return outside("Tq", s.q_len, q_len);
@@ -125,6 +156,8 @@ std::string Contract::violation(const Problem& p) const {
       p.modifiers.alibi_slopes != standard_alibi_slopes(s.heads, alibi_max_bias))
     return "ALiBi slopes other than the standard set for H = " + std::to_string(s.heads) +
            " (the contract accepts only those)";
+  if (alibi_excludes_bias && !p.modifiers.alibi_slopes.empty() && !p.modifiers.bias.empty())
+    return "ALiBi and a bias together (the contract takes one or the other)";
   if (max_abs_value > 0)
     if (const std::string v = value_beyond(p, max_abs_value); !v.empty()) return v;
   return {};
@@ -137,6 +170,10 @@ std::string Contract::summary() const {
   else if (!head_dim.unlimited())
     parts.push_back(range_text("Dk", head_dim));
   if (dk_equals_dv) parts.push_back("Dk == Dv");
+  if (!dk_equals_dv && !value_dims.empty())
+    parts.push_back("Dv in {" + list_text(value_dims) + "}");
+  else if (!dk_equals_dv && !value_dim.unlimited())
+    parts.push_back(range_text("Dv", value_dim));
   if (default_scale_only) parts.push_back("default scale");
   if (causal_required) parts.push_back("causal only");
   if (decode_only) parts.push_back("decode only");
@@ -146,6 +183,7 @@ std::string Contract::summary() const {
     std::snprintf(bias, sizeof bias, "%g", alibi_max_bias);
     parts.push_back(std::string("standard ALiBi slopes (max_bias ") + bias + ")");
   }
+  if (alibi_excludes_bias) parts.push_back("ALiBi or bias, not both");
   if (max_abs_value > 0) parts.push_back("|V| <= " + number_text(max_abs_value));
   for (auto [name, r] : {std::pair{"B", batch}, {"H", heads}, {"Tq", q_len}, {"Tk", k_len}, {"q_offset", q_offset}})
     if (!r.unlimited()) parts.push_back(range_text(name, r));

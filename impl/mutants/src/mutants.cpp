@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attest/builtin_kernels.h"
+#include "contract_2_7_subjects.h"
 
 namespace attest {
 namespace {
@@ -581,6 +582,14 @@ const std::vector<MutantEntry>& mutant_registry() {
                "sinks + recent cache: the sinks dropped from position 5000 on (long "
                "sessions only)",
                {.sinks_evicted_from_5000 = true}, "eviction_sampled_steps", 8192),
+      // ABI 2.7's contract fields declared falsely.
+      {"value_tile_of_32",
+       "declares Dv in {32, 64} but its V tile is 32 wide: for Dv = 64 the second 32 columns stay 0",
+       "matches_reference", [] { return make_value_tile_of_32_mutant("mutant:value_tile_of_32"); }},
+      {"alibi_mask_input_head_0",
+       "declares ALiBi or a bias; ALiBi alone goes into its one [Tq][Tk] mask input: head 0's slope "
+       "for every head",
+       "matches_reference", [] { return make_alibi_mask_input_head_0_mutant("mutant:alibi_mask_input_head_0"); }},
   };
   return registry;
 }
@@ -607,6 +616,12 @@ std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name) {
   for (const bool declared : {true, false})
     if (name == (declared ? "standard-alibi-only" : "standard-alibi-undeclared"))
       return std::make_unique<StandardAlibiOnly>(make_tiled_kernel({128, 64}), declared);
+  // ABI 2.7's subjects: Dv in {32, 64} only, and one mask input (ALiBi or a bias), declared so or not.
+  for (const bool declared : {true, false}) {
+    if (name == (declared ? "value-widths-only" : "value-widths-undeclared")) return make_value_widths_kernel(declared);
+    if (name == (declared ? "alibi-or-bias-only" : "alibi-or-bias-undeclared"))
+      return make_alibi_or_bias_kernel(declared);
+  }
   // The tiled kernel refusing all but self-attention, declared so or not.
   for (const bool declared : {true, false})
     if (name == (declared ? "self-attention-only" : "self-attention-undeclared"))

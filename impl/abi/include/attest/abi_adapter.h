@@ -43,6 +43,7 @@ class AbiAdapter {
   std::string name_;
   std::string error_;
   std::vector<std::int32_t> head_dims_;
+  std::vector<std::int32_t> value_dims_;
   std::vector<std::string> path_names_;
   std::vector<attest_path_precision> paths_;
   std::vector<std::string> declared_names_;

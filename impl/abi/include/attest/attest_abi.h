@@ -39,7 +39,10 @@
  * its cache through block tables attest owns (page_tokens, page_bytes, decode_paged).
  *
  * Version 2.6 gives the first reserved pointer after `backward` its function: with ATTEST_CAP_MERGE,
- * `merge` merges partial attention states (split-KV, cascade, ring attention) into one. */
+ * `merge` merges partial attention states (split-KV, cascade, ring attention) into one.
+ *
+ * Version 2.7 appends to attest_kernel_v2 (read only when struct_size reaches them) a contract's value
+ * width apart from Dk (value_dim, value_dims) and alibi_excludes_bias. */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -52,7 +55,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 6                      /* version 2.6: the fields and values marked 2.1 to 2.6 below */
+#define ATTEST_ABI_MINOR 7                      /* version 2.7: the fields and values marked 2.1 to 2.7 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 /* Every constant below has its row, with the version that added it, in the .def files of attest/interface/
  * (interface_table_test checks both ways). */
@@ -448,6 +451,16 @@ typedef struct attest_kernel_v2 {
   int32_t page_tokens;
   attest_status (*page_bytes)(void* user, const attest_decode_config_v2* config, int64_t* bytes);
   attest_status (*decode_paged)(void* user, const attest_decode_config_v2* config, attest_paged_step* step);
+  /* 2.7: read only when struct_size reaches them (a 2.4 to 2.6 descriptor ends before); zero means what
+   * it meant before. The contract's value width Dv apart from Dk: value_dim ({0, 0}: contract.head_dim's
+   * range) and, if value_dims is not NULL, the only widths Dv takes (a quantized V needs whole blocks:
+   * q4_0 multiples of 32); neither with contract.dk_equals_dv. alibi_excludes_bias = 1: ALiBi and
+   * a bias never come in one problem (ggml's single mask input takes one or the other); attest still
+   * draws each alone. */
+  attest_range value_dim;
+  const int32_t* value_dims;
+  int32_t value_dim_count;
+  int32_t alibi_excludes_bias;
 } attest_kernel_v2;
 
 /* 2.1: an internal path (the name the kernel writes to outputs.path) and where it rounds. Its
@@ -477,11 +490,12 @@ typedef struct attest_path_predicate {
 
 /* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need ATTEST_KERNEL_V2_1_SIZE,
  * the 2.2 ones ATTEST_KERNEL_V2_2_SIZE (2.3 added no field), the 2.4 ones ATTEST_KERNEL_V2_4_SIZE (2.5 and
- * 2.6 added none: 2.6's merge took a reserved pointer). */
+ * 2.6 added none: 2.6's merge took a reserved pointer), the 2.7 ones ATTEST_KERNEL_V2_7_SIZE. */
 #define ATTEST_KERNEL_V2_0_SIZE 368u
 #define ATTEST_KERNEL_V2_1_SIZE 384u
 #define ATTEST_KERNEL_V2_2_SIZE 400u
 #define ATTEST_KERNEL_V2_4_SIZE 440u
+#define ATTEST_KERNEL_V2_7_SIZE 472u
 
 /* Returns a pointer to an attest_kernel (version 1) or attest_kernel_v2 (version 2). */
 typedef const void* (*attest_kernel_entry_any_fn)(void);

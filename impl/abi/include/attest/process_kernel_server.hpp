@@ -149,6 +149,13 @@ class ServedKernel {
         d.reports_retained = v2_->decode_retained != nullptr;
         d.page_tokens = v2_->page_tokens;
       }
+      // 2.7's value widths and ALiBi-or-bias follow 2.4's block tables.
+      if (v2_->struct_size >= ATTEST_KERNEL_V2_7_SIZE) {
+        d.value_dim = v2_->value_dim;
+        if (v2_->value_dims && v2_->value_dim_count > 0)
+          d.value_dims.assign(v2_->value_dims, v2_->value_dims + std::min(v2_->value_dim_count, 4096));
+        d.alibi_excludes_bias = v2_->alibi_excludes_bias;
+      }
       return d;
     }
     d.abi_version = v1_->abi_version;

@@ -275,6 +275,11 @@ struct Descriptor {
   // retained positions (decode_retained is set).
   std::int32_t cache_policy = ATTEST_CACHE_FULL, cache_sinks = 0, cache_recent = 0, reports_retained = 0;
   std::int32_t page_tokens = 0;  // ABI 2.4: block tables (0: none)
+  // ABI 2.7: Dv apart from Dk (the widths, and the range; empty and {0, 0}: Dk's range), and whether
+  // ALiBi and a bias exclude each other.
+  std::vector<std::int32_t> value_dims;
+  attest_range value_dim{};
+  std::int32_t alibi_excludes_bias = 0;
 };
 
 // A precision travels as its 2.0 fields, and apart from them (in the descriptor's 2.1 section) the
@@ -310,7 +315,8 @@ inline attest_range read_range(Reader& r) {
 
 // The 2.0 fields, then the section 2.1 added: the contract's new fields, the precision's, and the
 // paths; then 2.2's declared paths; then 2.3's i32 deterministic_backward; then 2.4's i32 cache_policy,
-// cache_sinks, cache_recent, reports_retained, page_tokens. A section is written only when it or a later one
+// cache_sinks, cache_recent, reports_retained, page_tokens; then 2.7's i32_array value_dims, the range
+// value_dim, i32 alibi_excludes_bias. A section is written only when it or a later one
 // holds something that is not zero; a descriptor that ends before a section (a kernel written for an
 // earlier version) means zeros there.
 inline void write_descriptor(Writer& w, const Descriptor& d) {
@@ -339,9 +345,16 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
     w.i32(x.head_dim_multiple).i32(x.value_dim_multiple).i32(x.k_len_multiple).i32(x.k_len_not_multiple);
     w.u32(x.required).u32(x.excluded).i32(x.no_mask);
   }
-  const bool cache = d.cache_policy || d.cache_sinks || d.cache_recent || d.reports_retained || d.page_tokens;
+  const bool value_widths = !d.value_dims.empty() || d.value_dim.min || d.value_dim.max || d.alibi_excludes_bias;
+  const bool cache =
+      value_widths || d.cache_policy || d.cache_sinks || d.cache_recent || d.reports_retained || d.page_tokens;
   if (c.deterministic_backward || cache) w.i32(c.deterministic_backward);  // absent: 2.2 readers still load it
   if (cache) w.i32(d.cache_policy).i32(d.cache_sinks).i32(d.cache_recent).i32(d.reports_retained).i32(d.page_tokens);
+  if (value_widths) {
+    w.array(d.value_dims);
+    write_range(w, d.value_dim);
+    w.i32(d.alibi_excludes_bias);
+  }
 }
 
 inline Descriptor read_descriptor(Reader& r) {
@@ -388,6 +401,10 @@ inline Descriptor read_descriptor(Reader& r) {
   if (r.at_end()) return d;  // a 2.3 descriptor
   d.cache_policy = r.i32(), d.cache_sinks = r.i32(), d.cache_recent = r.i32(), d.reports_retained = r.i32();
   d.page_tokens = r.i32();
+  if (r.at_end()) return d;  // a 2.4 to 2.6 descriptor
+  d.value_dims = r.array<std::int32_t>();
+  d.value_dim = read_range(r);
+  d.alibi_excludes_bias = r.i32();
   r.expect_end();
   return d;
 }

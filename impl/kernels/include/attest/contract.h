@@ -44,11 +44,17 @@ struct Contract {
   std::vector<int> head_dims;  // empty: any width within head_dim
   Range head_dim, batch, heads, q_len, k_len, q_offset;
   bool dk_equals_dv = false;
+  // Dv apart from Dk (ABI 2.7): the widths V and O may have. Unlimited and empty: Dk's range
+  // (head_dim, not head_dims), as before 2.7; a quantized V needs its own (q4_0: multiples of 32).
+  Range value_dim;
+  std::vector<int> value_dims;  // empty: any width within value_dim (or head_dim)
   bool default_scale_only = false;
   bool causal_required = false;      // bottom-right causal only
   bool decode_only = false;          // no forward
   bool self_attention_only = false;  // Tq == Tk and q_offset 0 only (a training kernel's shape)
   AlibiSlopes alibi_slopes = AlibiSlopes::kArbitrary;
+  // ALiBi and a bias never in one problem (ABI 2.7): ggml's single mask input takes either.
+  bool alibi_excludes_bias = false;
   double alibi_max_bias = 8.0;  // with kStandard
   // The largest |V| of a visible key the kernel is built for (0: any): an unnormalised 16-bit P.V
   // sum holds up to keys x |V|. attest draws values within it; masked keys follow `inputs`.
@@ -61,12 +67,19 @@ struct Contract {
   // Whether the head width d (as Dk, and as Dv when dk_equals_dv) is accepted.
   bool accepts_head_dim(int d) const;
   // Whether Dv = dv is accepted next to Dk = dk.
-  bool accepts_value_dim(int dv, int dk) const { return dk_equals_dv ? dv == dk : head_dim.contains(dv); }
+  bool accepts_value_dim(int dv, int dk) const;
+  // The accepted Dv nearest to `wanted` next to Dk = dk (dk itself with dk_equals_dv; ties go to the
+  // smaller, cheaper width), or `wanted` clamped when no width is accepted.
+  int fit_value_dim(int wanted, int dk) const;
+  // The range Dv is drawn from: value_dim, or head_dim when value_dim is unlimited.
+  const Range& value_dim_range() const { return value_dim.unlimited() ? head_dim : value_dim; }
   // A length near t that Tq and Tk may both take (for a self-attention contract): inside both
   // ranges whenever they meet.
   int square_length(int t) const { return static_cast<int>(k_len.clamp(q_len.clamp(t))); }
   // Gives p's ALiBi slopes (if any) the standard set when the contract accepts only that.
   void fit_alibi_slopes(Problem& p) const;
+  // With alibi_excludes_bias, a problem holding both keeps the bias (keep_bias) or its ALiBi slopes.
+  void fit_alibi_or_bias(Problem& p, bool keep_bias) const;
   // One line for tables and verdicts: "Dk in {64, 128}, Dk == Dv, default scale, causal only".
   std::string summary() const;
   // Whether nothing is restricted (a version-1 kernel's contract).

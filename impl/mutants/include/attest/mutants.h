@@ -31,7 +31,9 @@ const MutantEntry& find_mutant(const std::string& name);  // throws std::invalid
 // or standard-alibi-only / standard-alibi-undeclared (the tiled kernel using the standard ALiBi
 // slopes), or tiled-entry-f16, tiled-f16-kv-unnormalised, tiled-bias-f16, tiled-two-paths (the
 // tiled kernel rounding as ABI 2.1's precision declarations say: calibration subjects), or
-// tiled-declared-paths (the tiled kernel with a split-KV path, declaring its paths: ABI 2.2). The lower
+// tiled-declared-paths (the tiled kernel with a split-KV path, declaring its paths: ABI 2.2), or
+// value-widths-only / value-widths-undeclared (Dv in {32, 64} only) and alibi-or-bias-only /
+// alibi-or-bias-undeclared (ALiBi or a bias, never both), declared so (ABI 2.7) or not. The lower
 // layer of the one resolver (ci/isolation/kernel_resolver.h adds plugin paths, cmd:COMMAND,
 // registered names such as baseline:blas, and isolation); throws std::invalid_argument.
 std::unique_ptr<Kernel> make_in_process_kernel(const std::string& name);

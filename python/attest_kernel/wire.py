@@ -259,6 +259,12 @@ def decode_descriptor(payload):
     d["cache_policy"] = names.get(r.i32(), "?")
     for name in ("cache_sinks", "cache_recent", "reports_retained", "page_tokens"):
         d[name] = r.i32()
+    if r.at_end():
+        return d
+    d["declared_key_tiles"] = [int(x) for x in r.array("<i4")]  # 2.7: one per declared path
+    if len(d["declared_key_tiles"]) != len(d["declared_paths"]):
+        raise ProtocolError("declared_key_tiles has %d entries for %d declared paths"
+                            % (len(d["declared_key_tiles"]), len(d["declared_paths"])))
     r.expect_end()
     return d
 

@@ -39,7 +39,10 @@
  * its cache through block tables attest owns (page_tokens, page_bytes, decode_paged).
  *
  * Version 2.6 gives the first reserved pointer after `backward` its function: with ATTEST_CAP_MERGE,
- * `merge` merges partial attention states (split-KV, cascade, ring attention) into one. */
+ * `merge` merges partial attention states (split-KV, cascade, ring attention) into one.
+ *
+ * Version 2.7 gives attest_path_predicate's first reserved int its meaning: key_tile, the keys per
+ * online-softmax tile of that declared path (0: the contract's key_tile). */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -52,7 +55,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 6                      /* version 2.6: the fields and values marked 2.1 to 2.6 below */
+#define ATTEST_ABI_MINOR 7                      /* version 2.7: the fields and values marked 2.1 to 2.7 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 /* Every constant below has its row, with the version that added it, in the .def files of attest/interface/
  * (interface_table_test checks both ways). */
@@ -472,7 +475,11 @@ typedef struct attest_path_predicate {
   uint32_t required;          /* ATTEST_CAP_* bits of problem features every problem of the path uses */
   uint32_t excluded;          /* ... that none uses */
   int32_t no_mask;            /* 1: only problems with no mask term at all */
-  int32_t reserved[3];        /* zero */
+  /* 2.7 (reserved and zero before): keys per online-softmax tile on this path, e.g. 1 for a path
+   * that rescales per key and 64 for one that tiles by 64; 0: contract.key_tile. attest draws the
+   * path's lengths around it and bounds the path's calls with its rescales. */
+  int32_t key_tile;
+  int32_t reserved[2]; /* zero */
 } attest_path_predicate;
 
 /* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need ATTEST_KERNEL_V2_1_SIZE,

@@ -13,28 +13,14 @@
 #include "attest/generators.h"
 #include "attest/mutants.h"
 #include "attest/precision_gate.h"
-#include "certify.h"
+#include "quick_certification.h"
 
 namespace attest {
 namespace {
 
-std::vector<std::string> failed_checks(const Kernel& kernel, const std::string& out) {
-  CertifyOptions options;
-  options.property_cases = 10;
-  options.seed = 20261207;
-  options.progress = false;
-  options.sized_stages = false;
-  options.out_dir = ::testing::TempDir() + out;
-  Oracle oracle(64);
-  std::vector<std::string> names;
-  for (const CheckResult& c : certify_kernel(kernel, oracle, options))
-    if (c.blocks()) names.push_back(c.check);
-  return names;
-}
-
 TEST(GateTwoBehindEntryRounding, UndeclaredF16AccumulatorFailsGateTwo) {
   const auto kernel = make_in_process_kernel("mutant:entry_f16_accumulator_fp16");
-  const std::vector<std::string> names = failed_checks(*kernel, "entry-f16-acc");
+  const std::vector<std::string> names = blocking_checks(certify_quick(*kernel, "entry-f16-acc"));
   EXPECT_NE(std::find(names.begin(), names.end(), "precision_gate"), names.end()) << ::testing::PrintToString(names);
 }
 
@@ -63,7 +49,7 @@ TEST(GateTwoBehindEntryRounding, TheF16UnitsPassedWhatTheArithmeticsUnitsFail) {
 
 TEST(GateTwoBehindEntryRounding, HonestF16EntryKernelIsCertified) {
   const auto kernel = make_in_process_kernel("tiled-entry-f16");
-  const std::vector<std::string> names = failed_checks(*kernel, "entry-f16");
+  const std::vector<std::string> names = blocking_checks(certify_quick(*kernel, "entry-f16"));
   EXPECT_TRUE(names.empty()) << ::testing::PrintToString(names);
 }
 

@@ -12,7 +12,7 @@
 
 #include "attest/builtin_kernels.h"
 #include "attest/faults.h"
-#include "certify.h"
+#include "quick_certification.h"
 
 namespace attest {
 namespace {
@@ -51,29 +51,15 @@ class TwoTileKernel final : public Kernel {
   mutable std::string path_ = "by-64";
 };
 
-std::vector<std::string> failed_checks(const Kernel& kernel, const std::string& out) {
-  CertifyOptions options;
-  options.property_cases = 10;
-  options.seed = 20261207;
-  options.progress = false;
-  options.sized_stages = false;
-  options.out_dir = ::testing::TempDir() + out;
-  Oracle oracle(64);
-  std::vector<std::string> names;
-  for (const CheckResult& c : certify_kernel(kernel, oracle, options))
-    if (c.blocks()) names.push_back(c.check);
-  return names;
-}
-
 TEST(PathKeyTile, EachPathDeclaredWithItsTileIsCertified) {
   const TwoTileKernel kernel(1, 64, false);
-  const std::vector<std::string> names = failed_checks(kernel, "two-tiles");
+  const std::vector<std::string> names = blocking_checks(certify_quick(kernel, "two-tiles"));
   EXPECT_TRUE(names.empty()) << ::testing::PrintToString(names);
 }
 
 TEST(PathKeyTile, ABugPastTheThirdTileOfItsPathIsNotCertified) {
   const TwoTileKernel kernel(1, 64, true);
-  const std::vector<std::string> names = failed_checks(kernel, "two-tiles-stale");
+  const std::vector<std::string> names = blocking_checks(certify_quick(kernel, "two-tiles-stale"));
   EXPECT_NE(std::find(names.begin(), names.end(), "matches_reference"), names.end()) << ::testing::PrintToString(names);
 }
 

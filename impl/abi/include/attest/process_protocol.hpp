@@ -344,10 +344,9 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
     w.i32(x.head_dim_multiple).i32(x.value_dim_multiple).i32(x.k_len_multiple).i32(x.k_len_not_multiple);
     w.u32(x.required).u32(x.excluded).i32(x.no_mask);
   }
-  const bool tiles = std::any_of(d.declared_key_tiles.begin(), d.declared_key_tiles.end(),
-                                 [](std::int32_t t) { return t != 0; });
-  const bool cache =
-      d.cache_policy || d.cache_sinks || d.cache_recent || d.reports_retained || d.page_tokens || tiles;
+  const bool tiles =
+      std::any_of(d.declared_key_tiles.begin(), d.declared_key_tiles.end(), [](std::int32_t t) { return t != 0; });
+  const bool cache = d.cache_policy || d.cache_sinks || d.cache_recent || d.reports_retained || d.page_tokens || tiles;
   if (c.deterministic_backward || cache) w.i32(c.deterministic_backward);  // absent: 2.2 readers still load it
   if (cache) w.i32(d.cache_policy).i32(d.cache_sinks).i32(d.cache_recent).i32(d.reports_retained).i32(d.page_tokens);
   if (tiles) w.array(d.declared_key_tiles);  // absent: 2.6 readers still load it
@@ -400,8 +399,8 @@ inline Descriptor read_descriptor(Reader& r) {
   if (r.at_end()) return d;  // a 2.4 to 2.6 descriptor
   d.declared_key_tiles = r.array<std::int32_t>();
   if (d.declared_key_tiles.size() != d.declared_paths.size())
-    throw ProtocolError("declared_key_tiles has " + std::to_string(d.declared_key_tiles.size()) +
-                        " entries for " + std::to_string(d.declared_paths.size()) + " declared paths");
+    throw ProtocolError("declared_key_tiles has " + std::to_string(d.declared_key_tiles.size()) + " entries for " +
+                        std::to_string(d.declared_paths.size()) + " declared paths");
   r.expect_end();
   return d;
 }

@@ -110,6 +110,24 @@ def test_an_additive_mask_declares_masked_scored():
         assert d["contract"]["inputs"] == value == abi.INPUT_DOMAINS[contract.inputs]
 
 
+def test_a_2_7_section_is_read_one_key_tile_per_declared_path():
+    # The package declares no paths: a 2.7 section after 2.4's holds one tile per declared path (none
+    # here), and a count other than the declared paths' is refused as attest refuses it.
+    base = wire.encode_descriptor(Declaration(name="tiles"))
+    section_2_4 = Writer()
+    for _ in range(5):
+        section_2_4.i32(0)
+    for tiles, ok in (([], True), ([64], False)):
+        extra = Writer()
+        extra.array(tiles, "<i4")
+        payload = base + section_2_4.bytes() + extra.bytes()
+        if ok:
+            assert wire.decode_descriptor(payload)["declared_key_tiles"] == []
+        else:
+            with pytest.raises(ProtocolError, match="declared_key_tiles has 1 entries for 0 declared paths"):
+                wire.decode_descriptor(payload)
+
+
 def test_descriptor_matches_the_cpp_layout_size():
     # 2.0 fields: u32 + str + u32 + i32 + 7 i32 + f64 + i32[] + 6 ranges + 7 i32; 2.1: 3 i32 + 2 f64 + 6 i32 +
     # u32 paths; 2.2: u32; 2.3: i32.

@@ -77,7 +77,7 @@ json path_precision_json(const Capabilities& c) {
 
 json declared_paths_json(const std::vector<PathPredicate>& paths) {
   json out = json::array();
-  for (const PathPredicate& d : paths)
+  for (const PathPredicate& d : paths) {
     out.push_back({{"path", d.path},
                    {"batch", range_json(d.batch)},
                    {"heads", range_json(d.heads)},
@@ -93,6 +93,8 @@ json declared_paths_json(const std::vector<PathPredicate>& paths) {
                    {"excluded", d.excluded.names()},
                    {"no_mask", d.no_mask},
                    {"summary", d.summary()}});
+    if (d.key_tile > 0) out.back()["key_tile"] = d.key_tile;  // ABI 2.7: absent means the contract's
+  }
   return out;
 }
 

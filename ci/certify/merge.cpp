@@ -146,6 +146,7 @@ Capabilities capabilities_of(const json& d, const std::string& where) {
       p.required = feature_set(paths[i], at, "required");
       p.excluded = feature_set(paths[i], at, "excluded");
       p.no_mask = flag(paths[i], at, "no_mask");
+      if (paths[i].contains("key_tile")) p.key_tile = small_integer(paths[i], at, "key_tile");  // ABI 2.7
       if (const std::string why = p.invalid_because(); !why.empty()) bad(at, why);
       c.paths.push_back(p);
     }

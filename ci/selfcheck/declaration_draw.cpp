@@ -140,11 +140,18 @@ void draw_paths(Draw d, Capabilities& c) {
   }
 }
 
+// Each declared path's key tile (ABI 2.7): the contract's (0) half the time, else one key (a path
+// that rescales per key) or a whole tile of 16 or 64.
+void draw_path_tiles(Draw d, Capabilities& c) {
+  for (PathPredicate& path : c.paths) path.key_tile = d.chance(0.5) ? 0 : d.pick(std::vector<int>{1, 16, 64});
+}
+
 // Each field group added after the first draws from a stream of its own, so that adding it moved
 // no earlier field of any declaration.
 constexpr std::uint64_t kBackwardStream = 0xBAC4'0000'0000ULL, kServingStream = 0x5E55'0000'0000ULL,
                         kPathStream = 0x9A74'0000'0000ULL, kFp8Stream = 0xF980'0000'0000ULL,
-                        kGgmlStream = 0x6600'0000'0000ULL, kValueWidthStream = 0xD7A1'0000'0000ULL;
+                        kGgmlStream = 0x6600'0000'0000ULL, kValueWidthStream = 0xD7A1'0000'0000ULL,
+                        kPathTileStream = 0x7173'0000'0000ULL;
 std::uint64_t stream(std::uint64_t seed, int index, std::uint64_t salt) {
   return seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(index) + salt;
 }
@@ -214,6 +221,7 @@ Capabilities draw_declaration(std::uint64_t seed, int index) {
   }
   draw_paths(Draw(stream(seed, index, kPathStream)), c);
   draw_value_widths(Draw(stream(seed, index, kValueWidthStream)), c);
+  draw_path_tiles(Draw(stream(seed, index, kPathTileStream)), c);
   return c;
 }
 

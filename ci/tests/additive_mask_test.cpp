@@ -7,28 +7,10 @@
 #include <algorithm>
 
 #include "attest/builtin_kernels.h"
-#include "certify.h"
+#include "quick_certification.h"
 
 namespace attest {
 namespace {
-
-std::vector<CheckResult> certify_quick(const Kernel& kernel, const std::string& out) {
-  CertifyOptions options;
-  options.property_cases = 10;
-  options.seed = 20261207;
-  options.progress = false;
-  options.sized_stages = false;
-  options.out_dir = ::testing::TempDir() + out;
-  Oracle oracle(64);
-  return certify_kernel(kernel, oracle, options);
-}
-
-std::vector<std::string> failed(const std::vector<CheckResult>& checks) {
-  std::vector<std::string> names;
-  for (const CheckResult& c : checks)
-    if (c.blocks()) names.push_back(c.check);
-  return names;
-}
 
 bool ran(const std::vector<CheckResult>& checks, const std::string& name) {
   return std::any_of(checks.begin(), checks.end(),
@@ -39,21 +21,21 @@ TEST(AdditiveMask, CertifiedUnderMaskedScored) {
   const auto kernel = make_additive_mask_kernel(InputDomain::kMaskedScored);
   ASSERT_TRUE(kernel->capabilities().declares(Feature::kBias));
   const auto checks = certify_quick(*kernel, "additive-scored");
-  EXPECT_TRUE(failed(checks).empty()) << ::testing::PrintToString(failed(checks));
+  EXPECT_TRUE(blocking_checks(checks).empty()) << ::testing::PrintToString(blocking_checks(checks));
   EXPECT_TRUE(ran(checks, "masked_inputs_have_no_influence"));
   EXPECT_TRUE(ran(checks, "bias_minus_inf_equals_mask"));
 }
 
 TEST(AdditiveMask, NotCertifiedClaimingMaskedKeysMayHoldAnything) {
   const auto kernel = make_additive_mask_kernel(InputDomain::kMaskedMayBeNonFinite);
-  const auto names = failed(certify_quick(*kernel, "additive-nonfinite"));
+  const auto names = blocking_checks(certify_quick(*kernel, "additive-nonfinite"));
   EXPECT_NE(std::find(names.begin(), names.end(), "masked_inputs_have_no_influence"), names.end())
       << ::testing::PrintToString(names);
 }
 
 TEST(AdditiveMask, MaxBeforeTheMaskIsNotCertifiedUnderMaskedScored) {
   const auto kernel = make_additive_mask_kernel(InputDomain::kMaskedScored, /*max_before_mask=*/true);
-  const auto names = failed(certify_quick(*kernel, "additive-max-before"));
+  const auto names = blocking_checks(certify_quick(*kernel, "additive-max-before"));
   EXPECT_NE(std::find(names.begin(), names.end(), "masked_inputs_have_no_influence"), names.end())
       << ::testing::PrintToString(names);
 }

@@ -27,6 +27,7 @@ bool later_path_reachable(const Capabilities& c) {
 
 TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
   int backward = 0, evicting = 0, paged = 0, paths = 0, fp8 = 0, value_widths = 0, alibi_or_bias = 0;
+  int declared_paths = 0, tiled_paths = 0;
   const int n = 1200;
   for (int i = 0; i < n; ++i) {
     const Capabilities c = draw_declaration(1, i);
@@ -43,6 +44,11 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
       EXPECT_EQ(c.page_tokens, 0) << "declaration " << i << ": paths with a block table";
     }
     if (c.paths.size() > 1) EXPECT_TRUE(later_path_reachable(c)) << "declaration " << i << " shadows a path";
+    for (const PathPredicate& path : c.paths) {  // the path's own key tile (ABI 2.7) half the time
+      ++declared_paths, tiled_paths += path.key_tile > 0;
+      EXPECT_TRUE(path.key_tile == 0 || path.key_tile == 1 || path.key_tile == 16 || path.key_tile == 64)
+          << "declaration " << i << ": key tile " << path.key_tile;
+    }
     fp8 += c.precision.k == Scalar::kE4M3 || c.precision.k == Scalar::kE5M2;
     // ABI 2.7: Dv's own widths never beside dk_equals_dv; ALiBi-or-bias only where both are declared.
     const Contract& k = c.contract;
@@ -63,6 +69,7 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
   EXPECT_GT(fp8, n / 40);
   EXPECT_GT(value_widths, n / 10);
   EXPECT_GT(alibi_or_bias, n / 40);
+  EXPECT_NEAR(tiled_paths, declared_paths / 2, declared_paths / 8);
 }
 
 }  // namespace

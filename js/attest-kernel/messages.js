@@ -47,6 +47,7 @@ export function encodeDescriptor(d, abiVersion) {
     w.array(c.value_dims, Int32Array); // 2.7
     w.i64(c.value_dim[0]).i64(c.value_dim[1]);
     w.i32(c.alibi_excludes_bias ? 1 : 0);
+    w.array([], Int32Array); // declared_key_tiles: the package declares no paths
   }
   return w.finish();
 }

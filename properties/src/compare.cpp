@@ -86,7 +86,7 @@ KernelNumerics numerics_of(const Capabilities& caps, const Precision& p, const P
   k.output_quantum = info(p.o).min_subnormal;
   k.weight_quantum = p.p == Scalar::kF32 ? 0.0 : info(p.p).min_subnormal;
   k.weight_rounding = unit_roundoff(p.p) > k.sum_roundoff ? unit_roundoff(p.p) : 0.0;
-  k.key_tile = caps.key_tile();
+  k.key_tile = caps.key_tile_for(problem);  // the declared path's own tile, if it has one
   return k;
 }
 

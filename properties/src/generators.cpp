@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <random>
@@ -288,6 +289,12 @@ void bend_features_into_path(const PathPredicate& path, const Capabilities& caps
 }
 
 void bend_shape_into_path(const PathPredicate& path, DrawnShape& d) {
+  // A path with a key tile of its own: every other draw a length at its first three tiles' edges
+  // (the drawn lengths know only the contract's tile).
+  if (const int t = path.key_tile; t > 1 && d.k_len % 2 == 0) {
+    const int edges[] = {t - 1, t, t + 1, 2 * t + 1, 3 * t, 3 * t + 1};
+    d.k_len = edges[static_cast<std::size_t>(d.k_len / 2) % std::size(edges)];
+  }
   auto multiple = [](int x, int m, const Range& r, bool not_multiple = false) {
     if (m <= 0) return x;
     if (not_multiple) return x % m != 0 ? x : static_cast<int>(r.contains(x + 1) ? x + 1 : x - 1);

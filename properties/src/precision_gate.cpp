@@ -1,6 +1,9 @@
 // Gate 2 of docs/design.md#tolerance-model: the hard bound is 10^3-10^4 x above typical error, so a silent
 // precision downgrade passes it. Compare the kernel's error with the model kernel's instead (the
 // loop kernel rounding where the kernel declares), by an allowance calibrated per precision.
+// Behind an entry rounding coarser than the storage both errors are measured from the exact result
+// of the rounded inputs, in units of the arithmetic after it: an f16 entry must not hide an f16
+// accumulator inside f16 units.
 #include "attest/precision_gate.h"
 
 #include <fmt/format.h>
@@ -8,12 +11,14 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "attest/builtin_kernels.h"
 #include "attest/harness.h"
 #include "attest/properties.h"
+#include "attest/quantized.h"
 
 namespace attest {
 namespace {
@@ -34,6 +39,32 @@ double scaled_error(const Problem& p, const Reference& ref, const Outputs& out, 
   return worst;
 }
 
+// The inputs as the declared entry rounding leaves them (the model's exact inputs), stored in f32,
+// and the arithmetic after it (no entry rounding); nothing when no entry rounds coarser than storage.
+struct EntryFrame {
+  Problem rounded;
+  Precision arithmetic;
+};
+
+std::optional<EntryFrame> entry_frame(const Problem& p, const Precision& declared) {
+  auto coarser = [](Scalar entry, Scalar stored) { return unit_roundoff(entry) > unit_roundoff(stored); };
+  const bool q = coarser(declared.q_entry, declared.q), k = coarser(declared.k_entry, declared.k),
+             v = coarser(declared.v_entry, declared.v);
+  if (!q && !k && !v) return std::nullopt;
+  EntryFrame f{p, declared};
+  // As the model kernel rounds: Q a row at a time (q8 groups lie within a row), K and V elementwise.
+  if (q)
+    for (std::size_t at = 0; at < f.rounded.q.size(); at += std::size_t(p.shape.head_dim))
+      round_on_entry(std::span(f.rounded.q).subspan(at, std::size_t(p.shape.head_dim)), declared.q_entry);
+  if (k)
+    for (float& x : f.rounded.k) x = round_to(x, declared.k_entry);
+  if (v)
+    for (float& x : f.rounded.v) x = round_to(x, declared.v_entry);
+  f.rounded.storage.q = f.rounded.storage.k = f.rounded.storage.v = Scalar::kF32;
+  f.arithmetic.q_entry = f.arithmetic.k_entry = f.arithmetic.v_entry = Scalar::kF32;
+  return f;
+}
+
 }  // namespace
 
 GateAllowance gate_allowance(const Precision& precision) {
@@ -47,7 +78,17 @@ std::optional<GateErrors> precision_gate_errors(const Problem& p, const Kernel& 
   if (!ref.finite()) return std::nullopt;
   const GuardedOutputs kernel_out = run_guarded(kernel, p);
   const Precision& declared = caps.precision_for(kernel_out.path);  // the path that served the call
-  return precision_gate_errors_of(p, ref, kernel_out, run_guarded(*make_model_kernel(declared), p), declared);
+  return gate_errors(p, ref, kernel_out, run_guarded(*make_model_kernel(declared), p), declared, oracle);
+}
+
+std::optional<GateErrors> gate_errors(const Problem& p, const Reference& ref, const Outputs& kernel_out,
+                                      const Outputs& model_out, const Precision& declared, Oracle& oracle) {
+  if (const std::optional<EntryFrame> frame = entry_frame(p, declared)) {
+    const Reference& rounded = oracle.reference(frame->rounded);
+    if (rounded.finite())  // an entry rounding that overflows: judged in the declared units below
+      return precision_gate_errors_of(frame->rounded, rounded, kernel_out, model_out, frame->arithmetic);
+  }
+  return precision_gate_errors_of(p, ref, kernel_out, model_out, declared);
 }
 
 std::optional<GateErrors> precision_gate_errors_of(const Problem& p, const Reference& ref, const Outputs& kernel_out,
@@ -160,9 +201,9 @@ Verdict precision_gate(const Problem& p, const Kernel& kernel, Oracle& oracle) {
   const Outputs kernel_out = run_guarded(kernel, p);
   const Precision declared = kernel.capabilities().precision_for(kernel_out.path);
   const std::optional<GateErrors> errors =
-      precision_gate_errors_of(p, ref, kernel_out, run_guarded(*make_model_kernel(declared), p), declared);
+      gate_errors(p, ref, kernel_out, run_guarded(*make_model_kernel(declared), p), declared, oracle);
   if (!errors) return Verdict::vacuous(name, "every row is empty: no error to compare");
-  Verdict v = precision_gate_verdict(*errors, declared);
+  Verdict v = precision_gate_verdict(*errors, errors->declared);
   if (!v.passed && std::isfinite(errors->kernel)) v.detail += suspected_rounding(p, ref, kernel_out, declared);
   return v;
 }

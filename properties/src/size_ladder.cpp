@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "attest/builtin_kernels.h"
 #include "attest/cases.h"
@@ -240,7 +241,9 @@ std::vector<int> ladder_lengths(const Capabilities& caps, const SizeOptions& opt
   if (!options.lengths.empty()) {
     lengths.insert(options.lengths.begin(), options.lengths.end());
   } else {
-    for (int tile : {caps.contract.query_tile, caps.contract.key_tile})
+    std::vector<int> tiles = caps.key_tiles();  // the contract's and each declared path's
+    tiles.push_back(caps.contract.query_tile);
+    for (int tile : tiles)
       if (tile > 0)
         for (int k = 1; k <= 3; ++k)
           for (int delta = -1; delta <= 1; ++delta) lengths.insert(k * tile + delta);
@@ -345,7 +348,7 @@ std::vector<int> sample_rows(const Problem& p, const Capabilities& caps, int cou
       if (k <= 3 || k > edges - 3) add(k * qt - 1), add(k * qt);
   }
   // Rows whose last visible key (causal) sits at a key tile edge, near the start and the end.
-  if (const int kt = caps.contract.key_tile; kt > 0) {
+  if (const int kt = caps.key_tile_for(p); kt > 0) {
     const long long offset = p.effective_q_offset();
     const long long first = (offset + kt - 1) / kt, last = (offset + tq - 1) / kt;
     for (long long m = std::max(1LL, first); m <= last; ++m)

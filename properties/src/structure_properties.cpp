@@ -159,9 +159,13 @@ Verdict rope_relative_position(const Problem& p, const Kernel& kernel, Oracle& o
     return j < shift ? 0.0f : p.modifiers.bias[p.modifiers.bias_index(s, b, h, i, j - shift)];
   });
   const Reference& ref = oracle.reference(p);
-  // The shifted run has more key tiles: the bound counts them.
-  const int tile = kernel.capabilities().key_tile();
-  const int extra_tiles = tile > 0 ? shift / tile + 1 : 0;
+  // The shifted run has more key tiles: the bound counts them (all of its own when a declared path
+  // of another key tile serves it).
+  const Capabilities& caps = kernel.capabilities();
+  const int tile = caps.key_tile_for(p), moved_tile = caps.key_tile_for(moved);
+  const int extra_tiles = moved_tile != tile && moved_tile > 0 ? (moved.shape.k_len + moved_tile - 1) / moved_tile + 1
+                          : tile > 0                           ? shift / tile + 1
+                                                               : 0;
   return compare_runs(p, ref, run_guarded(kernel, p), run_guarded(kernel, moved), kernel.capabilities(), name,
                       fmt::format("positions shifted by {}:", shift), 2.0, extra_tiles);
 }

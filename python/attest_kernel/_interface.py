@@ -304,4 +304,5 @@ DESCRIPTOR = (
     ('i64', 'value_dim.min', (2, 7)),
     ('i64', 'value_dim.max', (2, 7)),
     ('i32', 'alibi_excludes_bias', (2, 7)),
+    ('i32_array', 'declared_key_tiles', (2, 7)),
 )

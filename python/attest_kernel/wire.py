@@ -206,6 +206,7 @@ def encode_descriptor(declaration):
         w.array(list(c.value_dims), "<i4")
         w.i64(c.value_dim[0]).i64(c.value_dim[1])
         w.i32(int(c.alibi_excludes_bias))
+        w.array([], "<i4")  # declared_key_tiles: the package declares no paths
     return w.bytes()
 
 
@@ -269,6 +270,10 @@ def decode_descriptor(payload):
     c["value_dims"] = [int(x) for x in r.array("<i4")]
     c["value_dim"] = (r.i64(), r.i64())
     c["alibi_excludes_bias"] = r.i32()
+    d["declared_key_tiles"] = [int(x) for x in r.array("<i4")]  # empty, or one per declared path
+    if d["declared_key_tiles"] and len(d["declared_key_tiles"]) != len(d["declared_paths"]):
+        raise ProtocolError("declared_key_tiles has %d entries for %d declared paths"
+                            % (len(d["declared_key_tiles"]), len(d["declared_paths"])))
     r.expect_end()
     return d
 

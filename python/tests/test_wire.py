@@ -122,6 +122,26 @@ def test_value_widths_and_alibi_or_bias_travel_in_the_2_7_section():
         Contract(dk_equals_dv=True, value_dims=[32])
 
 
+def test_a_2_7_section_is_read_one_key_tile_per_declared_path():
+    # The package declares no paths: a 2.7 section after 2.4's ends with no tile or one per declared
+    # path (none here), and a count other than the declared paths' is refused as attest refuses it.
+    base = wire.encode_descriptor(Declaration(name="tiles"))
+    section_2_4 = Writer()
+    for _ in range(5):
+        section_2_4.i32(0)
+    for tiles, ok in (([], True), ([64], False)):
+        extra = Writer()
+        extra.array([], "<i4")  # value_dims, value_dim, alibi_excludes_bias: none declared
+        extra.i64(0).i64(0).i32(0)
+        extra.array(tiles, "<i4")
+        payload = base + section_2_4.bytes() + extra.bytes()
+        if ok:
+            assert wire.decode_descriptor(payload)["declared_key_tiles"] == []
+        else:
+            with pytest.raises(ProtocolError, match="declared_key_tiles has 1 entries for 0 declared paths"):
+                wire.decode_descriptor(payload)
+
+
 def test_descriptor_matches_the_cpp_layout_size():
     # 2.0 fields: u32 + str + u32 + i32 + 7 i32 + f64 + i32[] + 6 ranges + 7 i32; 2.1: 3 i32 + 2 f64 + 6 i32 +
     # u32 paths; 2.2: u32; 2.3: i32.

@@ -41,6 +41,7 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
   for (std::size_t i = 0; i < d.declared_paths.size(); ++i) {
     declared_paths_.push_back(d.declared_paths[i].predicate);
     declared_paths_.back().path = declared_names_[i].c_str();
+    declared_paths_.back().key_tile = i < d.declared_key_tiles.size() ? d.declared_key_tiles[i] : 0;
   }
   descriptor_.path_predicates = declared_paths_.empty() ? nullptr : declared_paths_.data();
   descriptor_.path_predicate_count = static_cast<std::int32_t>(declared_paths_.size());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -40,6 +41,8 @@ static_assert(offsetof(attest_kernel_v2, merge) == offsetof(attest_kernel_v2, ba
               offsetof(attest_kernel_v2, reserved) == offsetof(attest_kernel_v2, merge) + sizeof(void*));
 static_assert(sizeof(attest_merge_inputs) == 48 && offsetof(attest_merge_inputs, o) == 16);
 static_assert(sizeof(attest_merge_outputs) == 48 && offsetof(attest_merge_outputs, path) == 16);
+// 2.7 took attest_path_predicate's first reserved int for key_tile: its size is 2.2's.
+static_assert(sizeof(attest_path_predicate) == 144 && offsetof(attest_path_predicate, key_tile) == 132);
 static_assert(offsetof(attest_problem_v2, bias_stored) + 4 * sizeof(void*) == offsetof(attest_problem_v2, lookahead));
 
 template <typename T>
@@ -229,7 +232,7 @@ Problem from_wire(const attest_problem_v2& h, const Precision& precision) {
 namespace {
 
 // A declared path (2.2), refused with the reason when it cannot be a predicate.
-PathPredicate predicate_of(const protocol::PathDeclaration& declared) {
+PathPredicate predicate_of(const protocol::PathDeclaration& declared, std::int32_t key_tile) {
   const attest_path_predicate& x = declared.predicate;
   const std::string where = "path_predicates[" + declared.path + "]";
   if (declared.path.empty() || declared.path.size() > 31)
@@ -245,6 +248,10 @@ PathPredicate predicate_of(const protocol::PathDeclaration& declared) {
   p.required = FeatureSet::from_abi_bits(x.required), p.excluded = FeatureSet::from_abi_bits(x.excluded);
   if (p.required.abi_bits() != x.required || p.excluded.abi_bits() != x.excluded)
     throw std::invalid_argument("descriptor: " + where + " names capability bits this attest does not know");
+  if (key_tile < 0 || key_tile > kMaxContractTile)
+    throw std::invalid_argument("descriptor: " + where + ".key_tile must be in [0, " +
+                                std::to_string(kMaxContractTile) + "] (got " + std::to_string(key_tile) + ")");
+  p.key_tile = key_tile;
   if (const std::string why = p.invalid_because(); !why.empty()) throw std::invalid_argument("descriptor: " + why);
   return p;
 }
@@ -256,6 +263,7 @@ attest_path_predicate predicate_spec(const PathPredicate& p) {
   x.head_dim_multiple = p.head_dim_multiple, x.value_dim_multiple = p.value_dim_multiple;
   x.k_len_multiple = p.k_len_multiple, x.k_len_not_multiple = p.k_len_not_multiple;
   x.required = p.required.abi_bits(), x.excluded = p.excluded.abi_bits(), x.no_mask = p.no_mask;
+  x.key_tile = p.key_tile;
   return x;
 }
 
@@ -309,7 +317,8 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
     c.path_precision[path.path] = p;
   }
 
-  for (const protocol::PathDeclaration& declared : d.declared_paths) c.paths.push_back(predicate_of(declared));
+  for (std::size_t i = 0; i < d.declared_paths.size(); ++i)
+    c.paths.push_back(predicate_of(d.declared_paths[i], i < d.declared_key_tiles.size() ? d.declared_key_tiles[i] : 0));
 
   const attest_contract& k = d.contract;
   Contract& t = c.contract;
@@ -444,6 +453,8 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   d.precision = spec_of(c.precision);
   for (const auto& [path, p] : c.path_precision) d.paths.push_back({path, spec_of(p)});
   for (const PathPredicate& p : c.paths) d.declared_paths.push_back({p.path, predicate_spec(p)});
+  if (std::any_of(c.paths.begin(), c.paths.end(), [](const PathPredicate& p) { return p.key_tile != 0; }))
+    for (const PathPredicate& p : c.paths) d.declared_key_tiles.push_back(p.key_tile);
   const Contract& t = c.contract;
   d.head_dims.assign(t.head_dims.begin(), t.head_dims.end());
   attest_contract& k = d.contract;

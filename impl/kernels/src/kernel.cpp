@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -61,6 +62,19 @@ bool Capabilities::supports(const Problem& p) const { return unsupported_because
 const Precision& Capabilities::precision_for(const std::string& path) const {
   const auto it = path_precision.find(path);
   return it == path_precision.end() ? precision : it->second;
+}
+
+int Capabilities::key_tile_for(const Problem& p) const {
+  const PathPredicate* path = declared_path_for(paths, p);
+  return path && path->key_tile > 0 ? path->key_tile : contract.key_tile;
+}
+
+std::vector<int> Capabilities::key_tiles() const {
+  std::set<int> tiles;
+  if (contract.key_tile > 0) tiles.insert(contract.key_tile);
+  for (const PathPredicate& path : paths)
+    if (path.key_tile > 0) tiles.insert(path.key_tile);
+  return {tiles.begin(), tiles.end()};
 }
 
 Precision Capabilities::loosest_precision() const {

@@ -47,8 +47,9 @@ std::string PathPredicate::summary() const {
   if (!excluded.empty()) parts.push_back("without " + excluded.joined(" or "));
   if (no_mask) parts.push_back("no mask");
   std::string out = path + ":";
-  if (parts.empty()) return out + " any problem";
+  if (parts.empty()) out += " any problem";
   for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : " ") + parts[i];
+  if (key_tile > 0) out += fmt::format(" (key tile {})", key_tile);
   return out;
 }
 
@@ -59,6 +60,8 @@ std::string PathPredicate::invalid_because() const {
       return fmt::format("path {}: an empty or negative range", path);
   if (head_dim_multiple < 0 || value_dim_multiple < 0 || k_len_multiple < 0)
     return fmt::format("path {}: a negative multiple", path);
+  if (key_tile < 0 || key_tile > kMaxContractTile)
+    return fmt::format("path {}: key tile {} outside [0, {}]", path, key_tile, kMaxContractTile);
   if (k_len_not_multiple && k_len_multiple <= 1)
     return fmt::format("path {}: Tk % {} != 0 takes no problem", path, k_len_multiple);
   if (!(required & excluded).empty())

@@ -463,6 +463,13 @@ const std::vector<MutantEntry>& mutant_registry() {
             {.write_past_output = true}),
       tiled("weights_fp16", "P rounded to fp16 before P.V", "precision_gate", {.weights_to_fp16 = true}),
       tiled("accumulator_fp16", "P.V accumulated in fp16", "precision_gate", {.fp16_accumulator = true}),
+      {"entry_f16_accumulator_fp16",
+       "Q, K, V rounded to f16 on entry (declared), P.V accumulated in fp16 (not declared)", "precision_gate",
+       [] {
+         Precision p;
+         p.q_entry = p.k_entry = p.v_entry = Scalar::kF16;
+         return make_faulty_tiled_kernel({32, 32, p}, {.fp16_accumulator = true}, "mutant:entry_f16_accumulator_fp16");
+       }},
       tiled("scale_bf16", "the scale rounded to bf16", "precision_gate", {.scale_to_bf16 = true}),
       tiled("scale_inverse_dk", "scale 1/Dk instead of 1/sqrt(Dk)", "matches_reference", {.scale_inverse_dk = true}),
       tiled_bf16("bf16_p_below_declaration", "bf16 kernel: P rounded to 4 significant bits while declaring bf16",

@@ -31,9 +31,14 @@ GateAllowance gate_allowance(const Precision& precision);
 // or the reference is not finite.
 struct GateErrors {
   double kernel, model;
-  Precision declared;  // the precision both were judged at (of the path that served the call)
+  // The precision both were judged at (of the path that served the call); behind an entry rounding
+  // coarser than the storage, its arithmetic alone (the errors are then from the rounded inputs' exact result).
+  Precision declared;
 };
 std::optional<GateErrors> precision_gate_errors(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// The same from outputs already computed, behind the declared entry rounding when there is one.
+std::optional<GateErrors> gate_errors(const Problem& p, const Reference& ref, const Outputs& kernel_out,
+                                      const Outputs& model_out, const Precision& declared, Oracle& oracle);
 // The same from outputs already computed, over the rows `ref` holds (a long problem's sample).
 std::optional<GateErrors> precision_gate_errors_of(const Problem& p, const Reference& ref, const Outputs& kernel_out,
                                                    const Outputs& model_out, const Precision& precision);

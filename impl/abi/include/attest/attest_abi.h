@@ -42,7 +42,9 @@
  * `merge` merges partial attention states (split-KV, cascade, ring attention) into one.
  *
  * Version 2.7 appends to attest_kernel_v2 (read only when struct_size reaches them) a contract's value
- * width apart from Dk (value_dim, value_dims) and alibi_excludes_bias. */
+ * width apart from Dk (value_dim, value_dims) and alibi_excludes_bias, and gives attest_path_predicate's
+ * first reserved int its meaning: key_tile, the keys per online-softmax tile of that declared path
+ * (0: the contract's key_tile). */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -485,7 +487,11 @@ typedef struct attest_path_predicate {
   uint32_t required;          /* ATTEST_CAP_* bits of problem features every problem of the path uses */
   uint32_t excluded;          /* ... that none uses */
   int32_t no_mask;            /* 1: only problems with no mask term at all */
-  int32_t reserved[3];        /* zero */
+  /* 2.7 (reserved and zero before): keys per online-softmax tile on this path, e.g. 1 for a path
+   * that rescales per key and 64 for one that tiles by 64; 0: contract.key_tile. attest draws the
+   * path's lengths around it and bounds the path's calls with its rescales. */
+  int32_t key_tile;
+  int32_t reserved[2]; /* zero */
 } attest_path_predicate;
 
 /* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need ATTEST_KERNEL_V2_1_SIZE,

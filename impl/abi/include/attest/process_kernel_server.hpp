@@ -142,6 +142,7 @@ class ServedKernel {
           const std::string name = p.path ? std::string(p.path, ::strnlen(p.path, 32)) : "";
           p.path = nullptr;
           d.declared_paths.push_back({name, p});
+          d.declared_key_tiles.push_back(p.key_tile);  // 2.7 (reserved and zero before)
         }
       // 2.4's cache policy follows 2.2's declared paths.
       if (v2_->struct_size >= ATTEST_KERNEL_V2_4_SIZE) {

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -275,11 +276,13 @@ struct Descriptor {
   // retained positions (decode_retained is set).
   std::int32_t cache_policy = ATTEST_CACHE_FULL, cache_sinks = 0, cache_recent = 0, reports_retained = 0;
   std::int32_t page_tokens = 0;  // ABI 2.4: block tables (0: none)
-  // ABI 2.7: Dv apart from Dk (the widths, and the range; empty and {0, 0}: Dk's range), and whether
-  // ALiBi and a bias exclude each other.
+  // ABI 2.7: Dv apart from Dk (the widths, and the range; empty and {0, 0}: Dk's range), whether
+  // ALiBi and a bias exclude each other, and each declared path's key tile
+  // (attest_path_predicate.key_tile) in declared_paths' order (empty: every one 0, the contract's).
   std::vector<std::int32_t> value_dims;
   attest_range value_dim{};
   std::int32_t alibi_excludes_bias = 0;
+  std::vector<std::int32_t> declared_key_tiles;
 };
 
 // A precision travels as its 2.0 fields, and apart from them (in the descriptor's 2.1 section) the
@@ -316,7 +319,7 @@ inline attest_range read_range(Reader& r) {
 // The 2.0 fields, then the section 2.1 added: the contract's new fields, the precision's, and the
 // paths; then 2.2's declared paths; then 2.3's i32 deterministic_backward; then 2.4's i32 cache_policy,
 // cache_sinks, cache_recent, reports_retained, page_tokens; then 2.7's i32_array value_dims, the range
-// value_dim, i32 alibi_excludes_bias. A section is written only when it or a later one
+// value_dim, i32 alibi_excludes_bias, i32_array declared_key_tiles. A section is written only when it or a later one
 // holds something that is not zero; a descriptor that ends before a section (a kernel written for an
 // earlier version) means zeros there.
 inline void write_descriptor(Writer& w, const Descriptor& d) {
@@ -345,15 +348,19 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
     w.i32(x.head_dim_multiple).i32(x.value_dim_multiple).i32(x.k_len_multiple).i32(x.k_len_not_multiple);
     w.u32(x.required).u32(x.excluded).i32(x.no_mask);
   }
-  const bool value_widths = !d.value_dims.empty() || d.value_dim.min || d.value_dim.max || d.alibi_excludes_bias;
+  const bool tiles =
+      std::any_of(d.declared_key_tiles.begin(), d.declared_key_tiles.end(), [](std::int32_t t) { return t != 0; });
+  const bool section_2_7 =
+      !d.value_dims.empty() || d.value_dim.min || d.value_dim.max || d.alibi_excludes_bias || tiles;
   const bool cache =
-      value_widths || d.cache_policy || d.cache_sinks || d.cache_recent || d.reports_retained || d.page_tokens;
+      section_2_7 || d.cache_policy || d.cache_sinks || d.cache_recent || d.reports_retained || d.page_tokens;
   if (c.deterministic_backward || cache) w.i32(c.deterministic_backward);  // absent: 2.2 readers still load it
   if (cache) w.i32(d.cache_policy).i32(d.cache_sinks).i32(d.cache_recent).i32(d.reports_retained).i32(d.page_tokens);
-  if (value_widths) {
+  if (section_2_7) {  // absent: 2.4 to 2.6 readers still load it
     w.array(d.value_dims);
     write_range(w, d.value_dim);
     w.i32(d.alibi_excludes_bias);
+    w.array(d.declared_key_tiles);
   }
 }
 
@@ -405,6 +412,10 @@ inline Descriptor read_descriptor(Reader& r) {
   d.value_dims = r.array<std::int32_t>();
   d.value_dim = read_range(r);
   d.alibi_excludes_bias = r.i32();
+  d.declared_key_tiles = r.array<std::int32_t>();
+  if (!d.declared_key_tiles.empty() && d.declared_key_tiles.size() != d.declared_paths.size())
+    throw ProtocolError("declared_key_tiles has " + std::to_string(d.declared_key_tiles.size()) + " entries for " +
+                        std::to_string(d.declared_paths.size()) + " declared paths");
   r.expect_end();
   return d;
 }

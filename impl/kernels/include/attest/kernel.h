@@ -87,6 +87,10 @@ struct Capabilities {
   bool backward() const { return declares(Feature::kBackward); }
   bool forward() const { return !contract.decode_only; }
   int key_tile() const { return contract.key_tile; }  // keys per online-softmax tile; 0 = one pass
+  // The key tile of the declared path that serves p (its own, else the contract's).
+  int key_tile_for(const Problem& p) const;
+  // Every key tile a call may use: the contract's and each declared path's, ascending, without 0.
+  std::vector<int> key_tiles() const;
   // The precision of the path that served a call (the kernel's own for an undeclared path).
   const Precision& precision_for(const std::string& path) const;
   // The coarsest rounding of any path at each place: for comparing two runs that may have taken

@@ -21,6 +21,9 @@ struct PathPredicate {
   FeatureSet required;              // used by every problem the path takes
   FeatureSet excluded;              // used by none
   bool no_mask = false;             // the path takes only problems with no mask term at all
+  // Keys per online-softmax tile on this path (ABI 2.7), e.g. 1 where it rescales per key; 0: the
+  // contract's key_tile. Its lengths are drawn around it and its calls bounded with its rescales.
+  int key_tile = 0;
 
   bool matches(const Problem& p) const;
   // "split-kv: B = 1, Tq <= 4, Tk >= 512"

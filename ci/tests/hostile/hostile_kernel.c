@@ -240,6 +240,13 @@ static const char* error(void* user) {
   return last_error;
 }
 
+/* The ABI 2 variants' precision: float32 storage and arithmetic, exp within 1 ulp. */
+#define HOSTILE_F32_THROUGHOUT                                                                                 \
+  {                                                                                                            \
+    .q = ATTEST_F32, .k = ATTEST_F32, .v = ATTEST_F32, .o = ATTEST_F32, .scores = ATTEST_F32, .p = ATTEST_F32, \
+    .accumulator = ATTEST_F32, .exp_ulps = 1.0                                                                 \
+  }
+
 __attribute__((unused)) static attest_kernel kernel = {
     .abi_version = ATTEST_ABI_VERSION,
     .name = HOSTILE_KERNEL_NAME,
@@ -300,14 +307,7 @@ static const attest_kernel_v2 swapping_kernel = {
     .name = HOSTILE_KERNEL_NAME,
     .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_LSE,
     .empty_rows = ATTEST_EMPTY_ZERO,
-    .precision = {.q = ATTEST_F32,
-                  .k = ATTEST_F32,
-                  .v = ATTEST_F32,
-                  .o = ATTEST_F32,
-                  .scores = ATTEST_F32,
-                  .p = ATTEST_F32,
-                  .accumulator = ATTEST_F32,
-                  .exp_ulps = 1.0},
+    .precision = HOSTILE_F32_THROUGHOUT,
     .contract = {.head_dim = {64, 64}, .k_len = {600, 700}},
     .forward = swapping_forward,
     .last_error = error,
@@ -486,14 +486,7 @@ static attest_kernel_v2 paged_kernel = {
     .name = HOSTILE_KERNEL_NAME,
     .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_DECODE | ATTEST_CAP_LSE | ATTEST_CAP_GQA,
     .empty_rows = ATTEST_EMPTY_ZERO,
-    .precision = {.q = ATTEST_F32,
-                  .k = ATTEST_F32,
-                  .v = ATTEST_F32,
-                  .o = ATTEST_F32,
-                  .scores = ATTEST_F32,
-                  .p = ATTEST_F32,
-                  .accumulator = ATTEST_F32,
-                  .exp_ulps = 1.0},
+    .precision = HOSTILE_F32_THROUGHOUT,
     .contract = {.decode_only = 1},
     .decode_open = paged_open,
     .decode_step = paged_step,

@@ -50,8 +50,8 @@ std::string save_sized_case(const std::string& check, const SizedCase& c, const 
 Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle& oracle, double* kernel_seconds) {
   try {
     Verdict v = check_sized_case(c, kernel, jobs, &oracle, kernel_seconds);
-    // Which internal path served the call (a backward reports none of the forward's).
-    if (!v.passed) v.detail += " [path: " + (c.backward ? std::string(kBackwardPath) : kernel.last_path()) + "]";
+    // Which internal path served the call (a backward's own, never the last forward's).
+    if (!v.passed) v.detail += " [path: " + (c.backward ? backward_call_path(kernel) : kernel.last_path()) + "]";
     return v;
   } catch (const KernelLoadError&) {
     throw;

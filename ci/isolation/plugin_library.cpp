@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <span>
@@ -51,9 +52,14 @@ namespace {
                                                                 safe_text(served.last_error(), kMaxKernelMessage)));
 }
 
+// A path the kernel wrote, as text ("": none written).
+std::string reported_path(const char (&path)[32]) {
+  return safe_text(std::string(path, ::strnlen(path, sizeof path)), kMaxKernelName);
+}
+
 std::string path_of(const char (&path)[32]) {
-  const std::string p(path, ::strnlen(path, sizeof path));
-  return p.empty() ? "default" : safe_text(p, kMaxKernelName);
+  const std::string p = reported_path(path);
+  return p.empty() ? "default" : p;
 }
 
 // Values into O's storage format and back; f32 buffers are used as they are.
@@ -117,8 +123,10 @@ void InProcessPlugin::backward(const Problem& p, const BackwardInputs& in, const
   attest_gradients gradients{};
   gradients.dq = dq.data(), gradients.dk = dk.data(), gradients.dv = dv.data();
   gradients.dsinks = dsinks.empty() ? nullptr : dsinks.data();
+  last_backward_path_.clear();
   const attest_status status = served_.backward(problem, inputs, gradients);
   if (status != ATTEST_OK) status_failure("backward", status, served_);
+  last_backward_path_ = reported_path(gradients.path);
   if (!gradients_from_storage(dq, dk, dv, dsinks, precision, out))
     throw KernelFailure(KernelFailure::Kind::kProtocol, "the gradients do not have the problem's sizes");
 }

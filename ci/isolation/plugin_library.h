@@ -36,6 +36,7 @@ class InProcessPlugin final : public Kernel {
   std::size_t page_bytes(const DecodeConfig& config) const override;
   void decode_paged(const DecodeConfig& config, const PagedStep& step) const override;
   std::string last_path() const override { return last_path_; }
+  std::string last_backward_path() const override { return last_backward_path_; }
 
   // A forward call with the problem already in the ABI's form and the outputs allocated, so
   // that calling it costs the kernel's C function alone (what `attest bench` times).
@@ -59,6 +60,7 @@ class InProcessPlugin final : public Kernel {
   std::string name_;
   Capabilities caps_;
   mutable std::string last_path_ = "default";
+  mutable std::string last_backward_path_;  // "": the last backward reported none
   mutable PageSizeRecord page_sizes_;
 };
 

@@ -313,10 +313,12 @@ void ProcessKernel::backward(const Problem& p, const BackwardInputs& in, const G
   if (!caps_.backward()) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel declares no backward");
   protocol::Writer w;
   protocol::write_backward(w, to_wire(p, in, caps_.precision));
+  last_backward_path_.clear();  // a call that fails reported nothing
   const std::uint64_t elements = p.q_size() + p.k_size() + p.v_size() + p.modifiers.sinks.size();
   const protocol::BackwardResult result =
       computed(Type::kBackward, w.bytes(), Type::kBackwardResult, reply_bound(3, elements), backward_work(p),
                protocol::read_backward_result, "backward", "backward");
+  last_backward_path_ = safe_text(result.path, kMaxKernelName);
   if (!gradients_from_storage(result.dq, result.dk, result.dv, result.dsinks, caps_.precision, out))
     fail(KernelFailure::Kind::kProtocol, "malformed backward result: gradient sizes do not match the problem");
 }

@@ -425,6 +425,18 @@ def case_backward_plugin():
     require(out, "ATTEST_CAP_BACKWARD with precision not float32 throughout", "not derived yet")
 
 
+def case_backward_failure_path():
+    """A gradient failure names the path the backward call reported (the plugin's backward reports
+    c-loop, its forwards c-loop-odd and c-loop-even), never the last forward's, across the kernel host."""
+    out = not_certified_quick("broken_backward_named_path", "backward-c", "gradient_ds_rows_sum_to_zero")
+    tagged = [line for line in out.splitlines() if "gradient_" in line and "[path: " in line]
+    if not tagged:
+        sys.exit("no gradient failure line names a path:\n" + out)
+    for line in tagged:
+        if "[path: c-loop]" not in line:
+            sys.exit("a gradient failure does not name its backward's path c-loop: " + line)
+
+
 def case_declared_unnormalised_pv():
     # fp16 K/V, the softmax sum in f32, P.V summed in fp16 before normalising, values within +-8
     # (4096 keys x 8 < 65504): certified as declared, with where that arithmetic fails by itself

@@ -2,6 +2,7 @@
 // crash or a hang in the kernel fails a check with a message saying so, and the caller's process
 // (a GoogleTest binary, whose exit 0 ctest would count as a pass) runs on. in_process = true keeps
 // the kernel in the caller's process, and the verdict line says so.
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 
 #include "attest/builtin_kernels.h"
 #include "attest/certify_api.h"
+#include "attest/gtest.h"
 #include "quick_api_options.h"
 
 namespace attest {
@@ -74,6 +76,12 @@ INSTANTIATE_TEST_SUITE_P(Misdeeds, ContainedApiTest,
                                            Case{Misdeed::kCrash, "Crash", "crashed with signal 6"},
                                            Case{Misdeed::kHang, "Hang", "did not answer"}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// The same through the GoogleTest macro a kernel's suite uses: the kernel's exit(0) is a failed
+// assertion of this test, and the suite runs on.
+TEST(ContainedApi, ExpectCertifiedFailsOnAKernelThatExits) {
+  EXPECT_NONFATAL_FAILURE(EXPECT_CERTIFIED(Misbehaving(Misdeed::kExit0), quick("expect-exit0")), "exited with code 0");
+}
 
 TEST(ContainedApi, ACorrectKernelIsCertifiedContained) {
   const api::Certificate c = api::certify(Misbehaving(Misdeed::kNone), quick("correct"));

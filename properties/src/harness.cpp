@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "attest/unwritten.h"
 
@@ -75,15 +77,26 @@ bool never_written(float x) {
 
 namespace {
 thread_local PathLog* active_path_log = nullptr;
-// The kernel whose last call on this thread was a backward (none after its next forward).
-thread_local const Kernel* last_backward_of = nullptr;
+// The kernels whose last call on this thread was a backward (each leaves at its next forward): a
+// set, so that a check's own call of the loop backward (its precision model) does not hide that the
+// checked kernel's last call was a backward.
+thread_local std::vector<const Kernel*> backward_last;
+
+bool last_call_was_backward(const Kernel& kernel) {
+  return std::find(backward_last.begin(), backward_last.end(), &kernel) != backward_last.end();
+}
 }  // namespace
 
+std::string backward_call_path(const Kernel& kernel) {
+  const std::string reported = kernel.last_backward_path();
+  return reported.empty() ? "unknown (a backward call; the kernel reports no path for it)" : reported;
+}
+
 std::string last_call_path(const Kernel& kernel) {
-  if (last_backward_of == &kernel) return "unknown (a backward call; the kernel reports no path for it)";
+  if (last_call_was_backward(kernel)) return backward_call_path(kernel);
   return kernel.last_path();
 }
-void forget_last_call() { last_backward_of = nullptr; }
+void forget_last_call() { backward_last.clear(); }
 
 namespace {
 // Drawn once per process from the clock and an address: a kernel cannot know it.
@@ -189,7 +202,7 @@ GuardedOutputs run_guarded(const Kernel& kernel, const Problem& p) {
   copy.k = with_nan_tail(p.k);
   copy.v = with_nan_tail(p.v);
   GuardedBuffer o(p.o_size()), lse(p.lse_size());
-  if (last_backward_of == &kernel) last_backward_of = nullptr;
+  std::erase(backward_last, &kernel);
   HarnessRaise::kernel_call(
       [&] { kernel.forward(copy, o.span(), kernel.capabilities().lse() ? lse.span() : std::span<float>()); });
   GuardedOutputs out;
@@ -227,7 +240,8 @@ Gradients run_backward_guarded(const Kernel& kernel, const Problem& p, const Bac
   const std::vector<float> lse = with_nan_tail({in.lse.begin(), in.lse.end()});
   const std::vector<float> d_o = with_nan_tail({in.d_o.begin(), in.d_o.end()});
   GuardedBuffer dq(p.q_size()), dk(p.k_size()), dv(p.v_size()), dsinks(p.modifiers.sinks.size());
-  last_backward_of = &kernel;  // before the call: a backward that throws is named too
+  if (!last_call_was_backward(kernel))
+    backward_last.push_back(&kernel);  // before the call: one that throws is named too
   HarnessRaise::kernel_call([&] {
     kernel.backward(copy, {o, lse, d_o, in.threads}, {dq.span(), dk.span(), dv.span(), dsinks.span()});
   });

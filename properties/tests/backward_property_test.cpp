@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "attest/builtin_kernels.h"
 #include "attest/mutants.h"
@@ -70,31 +72,49 @@ TEST(BackwardChecks, UnwrittenAndOutOfBoundsGradientsFail) {
   EXPECT_NE(past.detail.find("outside dK"), std::string::npos) << past.detail;
 }
 
-// A backward failure is never tagged with the path of the kernel's last forward: the kernel
-// reports no path for a backward call, so the tag says the path is unknown.
-TEST(BackwardChecks, ABackwardFailureNamesNoForwardPath) {
-  class ForwardPathNamed final : public Kernel {
-   public:
-    std::string name() const override { return "forward-path-named"; }
-    Capabilities capabilities() const override { return inner_.capabilities(); }
-    void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
-      inner_.forward(p, o, lse);
-    }
-    void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
-      inner_.backward(p, in, out);
-    }
-    std::string last_path() const override { return "flash-forward"; }
+// A wrong backward behind a forward that reports the path "flash-forward"; its backward reports
+// `backward_path` ("": none).
+class ForwardPathNamed final : public Kernel {
+ public:
+  explicit ForwardPathNamed(std::string backward_path) : backward_path_(std::move(backward_path)) {}
+  std::string name() const override { return "forward-path-named"; }
+  Capabilities capabilities() const override { return inner_.capabilities(); }
+  void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override { inner_.forward(p, o, lse); }
+  void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
+    inner_.backward(p, in, out);
+  }
+  std::string last_path() const override { return "flash-forward"; }
+  std::string last_backward_path() const override { return backward_path_; }
 
-   private:
-    BrokenBackward inner_{false};
-  };
+ private:
+  BrokenBackward inner_{false};
+  std::string backward_path_;
+};
+
+// The failure line of a gradient check run after a forward (whose path must not be blamed).
+std::string backward_failure(const Kernel& kernel, const std::string& property = "gradient_matches_reference") {
   Oracle oracle;
-  const ForwardPathNamed kernel;
-  run_forward(kernel, small(0.5f, 0.25f));  // a forward first: its path must not be blamed
-  const Verdict v = check_safely(find_property("gradient_matches_reference"), small(0.5f, 0.25f), kernel, oracle);
+  run_forward(kernel, small(0.5f, 0.25f));
+  const Verdict v = check_safely(find_property(property), small(0.5f, 0.25f), kernel, oracle);
   EXPECT_FALSE(v.passed);
   EXPECT_EQ(v.detail.find("flash-forward"), std::string::npos) << v.detail;
-  EXPECT_NE(v.detail.find("[path: unknown (a backward call"), std::string::npos) << v.detail;
+  return v.detail;
+}
+
+// A backward failure is never tagged with the path of the kernel's last forward: when the backward
+// reports no path of its own, the tag says the path is unknown.
+TEST(BackwardChecks, ABackwardFailureNamesNoForwardPath) {
+  const std::string detail = backward_failure(ForwardPathNamed(""));
+  EXPECT_NE(detail.find("[path: unknown (a backward call"), std::string::npos) << detail;
+}
+
+// A backward that reports its path is named by it, also by the precision gate, which calls the
+// loop backward (its model) after the kernel's.
+TEST(BackwardChecks, ABackwardFailureNamesTheBackwardsOwnPath) {
+  for (const char* property : {"gradient_matches_reference", "gradient_precision_gate"}) {
+    const std::string detail = backward_failure(ForwardPathNamed("flash-backward"), property);
+    EXPECT_NE(detail.find("[path: flash-backward]"), std::string::npos) << property << ": " << detail;
+  }
 }
 
 // The thread hint reaches the kernel: the built-in tiled backward gives the same bits with 1, 2 and 3

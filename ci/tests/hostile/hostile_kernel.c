@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,6 +240,13 @@ static const char* error(void* user) {
   return last_error;
 }
 
+/* The ABI 2 variants' precision: float32 storage and arithmetic, exp within 1 ulp. */
+#define HOSTILE_F32_THROUGHOUT                                                                                 \
+  {                                                                                                            \
+    .q = ATTEST_F32, .k = ATTEST_F32, .v = ATTEST_F32, .o = ATTEST_F32, .scores = ATTEST_F32, .p = ATTEST_F32, \
+    .accumulator = ATTEST_F32, .exp_ulps = 1.0                                                                 \
+  }
+
 __attribute__((unused)) static attest_kernel kernel = {
     .abi_version = ATTEST_ABI_VERSION,
     .name = HOSTILE_KERNEL_NAME,
@@ -252,7 +260,61 @@ __attribute__((unused)) static attest_kernel kernel = {
     .last_error = error,
 };
 
-#ifdef HOSTILE_PAGED
+#ifdef HOSTILE_SWAPS_REQUEST_FD
+/* A correct kernel with a thread that, during its first call, swaps the descriptor its kernel
+ * host reads requests from (the first of ATTEST_PROTOCOL_FDS, stdin without it) for the read end
+ * of an empty pipe, and keeps the real one open: the host then waits on the empty pipe forever
+ * while attest's next request fills the real one, which nobody reads. ABI 2, so that its contract
+ * (Dk 64, Tk 600 to 700) makes every request over a pipe's 64 KiB: attest blocks in write()
+ * unless its writes are polled against the call's deadline. */
+static void* swap_request_fd(void* unused) {
+  (void)unused;
+  const char* fds = getenv("ATTEST_PROTOCOL_FDS");
+  const int requests = fds ? atoi(fds) : 0;
+  int empty[2];
+  if (pipe(empty) != 0) return NULL;
+  if (dup(requests) < 0) return NULL; /* the real request pipe stays open, unread */
+  dup2(empty[0], requests);
+  return NULL;
+}
+
+static attest_status swapping_forward(void* user, const attest_problem_v2* p, attest_outputs_v2* out) {
+  static int swapped;
+  pthread_t thread;
+  if (!swapped++ && pthread_create(&thread, NULL, swap_request_fd, NULL) == 0) pthread_join(thread, NULL);
+  const attest_problem v1 = {.batch = p->batch,
+                             .heads = p->heads,
+                             .kv_heads = p->kv_heads,
+                             .q_len = p->q_len,
+                             .k_len = p->k_len,
+                             .head_dim = p->head_dim,
+                             .value_dim = p->value_dim,
+                             .scale = p->scale,
+                             .q_offset = p->q_offset,
+                             .causal = p->causal,
+                             .q = p->q,
+                             .k = p->k,
+                             .v = p->v};
+  attest_outputs v1_out = {out->o, out->lse, {0}};
+  const attest_status status = forward(user, &v1, &v1_out);
+  memcpy(out->path, v1_out.path, sizeof out->path);
+  return status;
+}
+
+static const attest_kernel_v2 swapping_kernel = {
+    .abi_version = ATTEST_ABI_VERSION_2,
+    .struct_size = sizeof(attest_kernel_v2),
+    .name = HOSTILE_KERNEL_NAME,
+    .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_LSE,
+    .empty_rows = ATTEST_EMPTY_ZERO,
+    .precision = HOSTILE_F32_THROUGHOUT,
+    .contract = {.head_dim = {64, 64}, .k_len = {600, 700}},
+    .forward = swapping_forward,
+    .last_error = error,
+};
+
+const attest_kernel_v2* attest_kernel_entry(void) { return &swapping_kernel; }
+#elif defined(HOSTILE_PAGED)
 /* A correct decode-only kernel over attest's block tables (ABI 2.4), f32 everywhere: a slot holds,
  * per kv head, the K row then the V row; sessions keep each sequence's slots in one array. Its
  * declaration comes from the environment, as a hostile or careless author might set it:
@@ -424,14 +486,7 @@ static attest_kernel_v2 paged_kernel = {
     .name = HOSTILE_KERNEL_NAME,
     .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_DECODE | ATTEST_CAP_LSE | ATTEST_CAP_GQA,
     .empty_rows = ATTEST_EMPTY_ZERO,
-    .precision = {.q = ATTEST_F32,
-                  .k = ATTEST_F32,
-                  .v = ATTEST_F32,
-                  .o = ATTEST_F32,
-                  .scores = ATTEST_F32,
-                  .p = ATTEST_F32,
-                  .accumulator = ATTEST_F32,
-                  .exp_ulps = 1.0},
+    .precision = HOSTILE_F32_THROUGHOUT,
     .contract = {.decode_only = 1},
     .decode_open = paged_open,
     .decode_step = paged_step,

@@ -458,6 +458,26 @@ def case_kernel_stops_reading():
     require(run, "stopped reading", "within 2 s")
 
 
+def case_plugin_swaps_request_fd():
+    # The other trigger of the unguarded write: a plugin thread swaps its kernel host's
+    # request descriptor for an empty pipe during the first call and keeps the real one open
+    # (hostile_kernel.c, HOSTILE_SWAPS_REQUEST_FD). The host then waits on the empty pipe, and each
+    # later request (over 64 KiB by the plugin's contract) fills a pipe nobody reads. A build that
+    # writes requests without polling them against the call's deadline blocks in write() forever,
+    # past --timeout and --deadline, and this case fails at its 60 s limit; now each such call is a
+    # hang within its 2 s, and the run leaves no process and no temporary directory behind.
+    tmp = os.path.join(WORK, "tmp")
+    os.mkdir(tmp)
+    run = certify("--kernel", plugin("swaps_request_fd"), *QUICK, "--shard", "1/40", "--timeout", "2",
+                  env=dict(os.environ, TMPDIR=tmp), timeout=60, expect=(1,))
+    require(run, "NOT CERTIFIED", text=run.stdout)
+    require(run, "stopped reading", "within 2 s")
+    if not wait_until(lambda: not processes_with(WORK), 5):
+        fail("kernel hosts outlived attest: %s\n%s" % (processes_with(WORK), run.describe()))
+    if os.listdir(tmp):
+        fail("attest left %s in its TMPDIR:\n%s" % (sorted(os.listdir(tmp)), run.describe()))
+
+
 def case_one_deadline_per_call():
     # A kernel that takes 2.5 s to read each request and then never answers, under --timeout 3:
     # the write and the read once had 3 s each, so a call lasted 5 s and more. Its heartbeats say

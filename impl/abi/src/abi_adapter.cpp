@@ -116,7 +116,7 @@ attest_status AbiAdapter::backward(void* user, const attest_problem_v2* problem,
                              {static_cast<float*>(out->dk), p.k_size()},
                              {static_cast<float*>(out->dv), p.v_size()},
                              {out->dsinks, out->dsinks ? sinks : 0}});
-    std::strncpy(out->path, kBackwardPath, sizeof out->path - 1);
+    std::strncpy(out->path, self->kernel_->last_backward_path().c_str(), sizeof out->path - 1);
   });
 }
 

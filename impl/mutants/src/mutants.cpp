@@ -84,6 +84,7 @@ class SelfAttentionOnly final : public Kernel {
     inner_->merge(in, o, lse);
   }
   std::string last_path() const override { return inner_->last_path(); }
+  std::string last_backward_path() const override { return inner_->last_backward_path(); }
 
  private:
   std::unique_ptr<Kernel> inner_;
@@ -118,6 +119,7 @@ class StandardAlibiOnly final : public Kernel {
     inner_->merge(in, o, lse);
   }
   std::string last_path() const override { return inner_->last_path(); }
+  std::string last_backward_path() const override { return inner_->last_backward_path(); }
 
  private:
   std::unique_ptr<Kernel> inner_;
@@ -144,6 +146,7 @@ class BackwardCorrupted final : public Kernel {
     inner_->merge(in, o, lse);
   }
   std::string last_path() const override { return inner_->last_path(); }
+  std::string last_backward_path() const override { return inner_->last_backward_path(); }
 
  private:
   std::unique_ptr<Kernel> inner_;

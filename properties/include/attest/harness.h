@@ -52,9 +52,12 @@ std::unique_ptr<DecodeSession> open_guarded_session(const Kernel& kernel, const 
 std::size_t guarded_page_bytes(const Kernel& kernel, const DecodeConfig& config);
 void run_paged_guarded(const Kernel& kernel, const DecodeConfig& config, const PagedStep& step);
 
+// The internal path to name when a backward check of `kernel` fails: the one its last backward call
+// reported, or a text saying the path is unknown (never its last forward's).
+std::string backward_call_path(const Kernel& kernel);
 // The internal path to name when a check of `kernel` fails: the one its last forward call through
-// run_guarded reported, or, when its last call on this thread was a backward (a kernel reports no
-// path for one), a text saying the path is unknown. forget_last_call() starts a check afresh.
+// run_guarded reported, or, when its last call on this thread was a backward, backward_call_path.
+// forget_last_call() starts a check afresh.
 std::string last_call_path(const Kernel& kernel);
 void forget_last_call();
 

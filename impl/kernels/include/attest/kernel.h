@@ -211,6 +211,8 @@ class Kernel {
   virtual void decode_paged(const DecodeConfig& config, const PagedStep& step) const;
   // The internal path that served the last forward call (for per-path certificates).
   virtual std::string last_path() const { return "default"; }
+  // The internal path the last backward call reported, named by its failures; "": it reported none.
+  virtual std::string last_backward_path() const { return {}; }
   // Calls still running at `cutoff` may be abandoned (KernelFailure kTooSlow when the kernel's
   // measured speed explains the wait, kHang when it does not); none when empty. Kernels that
   // run in attest's own process cannot be interrupted and ignore it.

@@ -79,6 +79,7 @@ test("Dv's own widths and ALiBi-or-bias travel in the 2.7 section, after 2.4's z
   assert.deepEqual(Array.from({ length: 5 }, () => r.i32()), [0, 0, 0, 0, 0]); // 2.4: a full cache
   assert.deepEqual(Array.from(r.array(Int32Array)), [32, 64]);
   assert.deepEqual([r.i64(), r.i64(), r.i32()], [16, 256, 1]);
+  assert.deepEqual(Array.from(r.array(Int32Array)), []); // declared_key_tiles: no declared paths
   r.expectEnd();
   assert.throws(() => declaration({ name: "k", contract: { dk_equals_dv: true, value_dims: [32] } }),
     (e) => e instanceof DeclarationError && /contract.value_dims/.test(e.message));

@@ -96,6 +96,8 @@ std::string drawn_fields(std::uint64_t seed, const std::vector<int>& indices) {
     n[fmt::format("cache {}", to_string(c.cache.kind))] += c.decode() && c.cache.evicts();
     n["block table"] += c.page_tokens > 0;
     n["declared paths"] += !c.paths.empty();
+    n["merge"] += c.merge;
+    n["merge with splits"] += c.merge && c.declares(Feature::kExplicitMask) && c.lse() && c.forward();
     n["quantized K/V"] += scaled(p.k);
     n["fp8 K/V"] += p.k == Scalar::kE4M3 || p.k == Scalar::kE5M2;
     n["q4_0 K/V"] += p.k == Scalar::kQ4_0;

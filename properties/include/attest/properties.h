@@ -134,7 +134,7 @@ struct PropertyInfo {
   // false: its cases call no forward (merge_equals_whole judges the merge alone), so they are the
   // merge's ("merge", the path the C ABI reports for a merge) and no forward path needs evidence in it.
   bool forward_paths = true;
-  DeclarationNeeds declares;      // what else the declaration must have
+  DeclarationNeeds declares;  // what else the declaration must have
 };
 
 const std::vector<PropertyInfo>& property_catalogue();

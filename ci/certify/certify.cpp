@@ -138,7 +138,9 @@ CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, c
   // its backward calls report, and owes the forward's nothing (a forward reporting two paths left
   // every backward check INSUFFICIENT).
   const PathShapes none;
-  const PathShapes& discovered = property.required.contains(Feature::kBackward) ? none : forward_paths;
+  // A check that calls no forward (merge_equals_whole) has no forward path to cover.
+  const PathShapes& discovered =
+      property.required.contains(Feature::kBackward) || !property.forward_paths ? none : forward_paths;
   DriveOptions drive;
   drive.cases = options.property_cases;
   drive.seed = options.seed;

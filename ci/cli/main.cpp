@@ -226,6 +226,8 @@ int main(int argc, char** argv) {
   self->add_option("--budget", selfcheck_budget, "cases per property")->capture_default_str();
   self->add_flag("--protocol", selfcheck.through_protocol, "also serve each model through the C ABI and the protocol");
   self->add_option("--out", selfcheck.out_dir, "directory for findings")->capture_default_str();
+  self->add_flag("--draw-only", selfcheck.draw_only,
+                 "only draw the declarations and print how often each field was drawn (certifies nothing)");
 
   try {
     app.parse(argc, argv);

@@ -93,6 +93,11 @@ class DeclaredModel final : public Kernel {
     model_decode_paged(*this, config, storage(), declaration_.cache, declaration_.page_tokens, step);
   }
 
+  // A declared merge is the exact log-sum-exp merge (in f32, the running max subtracted).
+  void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
+    merge_states(in, o, lse);
+  }
+
   // A backward is declared only in float32 (the gradient's bound is a float32 backward's): the
   // loop kernel's, exact in float32.
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {

@@ -23,6 +23,9 @@ struct SelfcheckOptions {
   // declaration read back from the descriptor it sends.
   bool through_protocol = false;
   std::string out_dir = "attest-selfcheck";
+  // Only the draw: the distribution of the declarations' fields, nothing certified (seconds for
+  // thousands, to see what a run would reach).
+  bool draw_only = false;
 };
 
 // Prints one line per declaration and a summary; returns the number of unexpected outcomes (a

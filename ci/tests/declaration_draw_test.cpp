@@ -1,11 +1,12 @@
 // selfcheck's draw reaches the fields it claims, in the shares it claims, and only as honest
 // declarations the model can serve: backward in about a sixth (float32 throughout), cache policies
-// and block tables with decode, declared paths only with a forward, fp8 K/V.
+// and block tables with decode, declared paths only with a forward, fp8 K/V, merge.
 #include "declaration_draw.h"
 
 #include <gtest/gtest.h>
 
 #include "attest/kernel.h"
+#include "attest/wire_conversion.h"
 
 namespace attest {
 namespace {
@@ -28,6 +29,7 @@ bool later_path_reachable(const Capabilities& c) {
 TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
   int backward = 0, evicting = 0, paged = 0, paths = 0, fp8 = 0, value_widths = 0, alibi_or_bias = 0;
   int declared_paths = 0, tiled_paths = 0;
+  int merge = 0, merge_with_splits = 0;
   const int n = 1200;
   for (int i = 0; i < n; ++i) {
     const Capabilities c = draw_declaration(1, i);
@@ -60,7 +62,16 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
       ++alibi_or_bias;
       EXPECT_TRUE(c.features.contains(Feature::kAlibi) && c.features.contains(Feature::kBias)) << "declaration " << i;
     }
+    merge += c.merge;
+    // split_invariance's splits: an explicit mask hides the keys of other parts, LSE weighs them.
+    merge_with_splits += c.merge && c.declares(Feature::kExplicitMask) && c.lse() && c.forward();
     EXPECT_EQ(draw_declaration(1, i), c) << "declaration " << i << " is not reproducible";
+    // selfcheck serves each model through the C ABI too: the descriptor must carry it unchanged.
+    try {
+      EXPECT_EQ(capabilities_from_descriptor(descriptor_from_capabilities(c, "model")), c) << "declaration " << i;
+    } catch (const std::invalid_argument& e) {
+      ADD_FAILURE() << "declaration " << i << ": " << e.what();
+    }
   }
   EXPECT_NEAR(backward, n / 6, n / 24);
   EXPECT_GT(evicting, n / 40);
@@ -70,6 +81,8 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
   EXPECT_GT(value_widths, n / 10);
   EXPECT_GT(alibi_or_bias, n / 40);
   EXPECT_NEAR(tiled_paths, declared_paths / 2, declared_paths / 8);
+  EXPECT_GT(merge, n / 10);
+  EXPECT_GT(merge_with_splits, n / 20);
 }
 
 }  // namespace

@@ -161,6 +161,7 @@ const std::vector<PropertyInfo>& property_catalogue() {
       {.name = "merge_equals_whole",
        .summary = "exact states of a drawn key partition merge to the exact whole",
        .check = merge_equals_whole,
+       .forward_paths = false,
        .declares = {.merge = true}},
       {.name = "split_invariance",
        .summary = "forwards over drawn key splits, merged by the kernel, equal the whole",

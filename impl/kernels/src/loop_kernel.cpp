@@ -16,6 +16,10 @@ namespace {
 
 using namespace kernels;
 
+// round_to, with f32 (where it changes nothing) decided inline: the model kernel rounds up to three
+// times per multiply-add, and selfcheck's declarations mostly round in f32.
+inline float rounded(float x, Scalar s) { return s == Scalar::kF32 ? x : round_to(x, s); }
+
 class LoopKernel final : public Kernel {
  public:
   explicit LoopKernel(Precision emulated = {}) : p_(emulated), rounds_(!emulated.all_f32()) {}
@@ -42,6 +46,7 @@ class LoopKernel final : public Kernel {
     const ModifierView modifiers(p);
     const float scale = static_cast<float>(p.effective_scale());
     std::vector<float> keys(static_cast<std::size_t>(s.k_len) * s.head_dim);
+    std::vector<float> values(static_cast<std::size_t>(s.k_len) * s.value_dim);
     std::vector<float> query(s.head_dim);
     std::vector<float> scores(s.k_len);
     std::vector<float> weights(s.k_len);
@@ -50,7 +55,10 @@ class LoopKernel final : public Kernel {
       for (int h = 0; h < s.heads; ++h) {
         const int g = p.kv_head_of(h);
         std::copy_n(&p.k[at.k(b, g, 0)], keys.size(), keys.begin());
-        for (float& x : keys) x = round_to(x, p_.k_entry);
+        for (float& x : keys) x = rounded(x, p_.k_entry);
+        // V rounded on entry once per head, not once per query row that reads it.
+        std::copy_n(&p.v[at.v(b, g, 0)], values.size(), values.begin());
+        for (float& x : values) x = rounded(x, p_.v_entry);
         if (p.rope.enabled)
           for (int j = 0; j < s.k_len; ++j) rope_rotate(&keys[std::size_t(j) * s.head_dim], s.head_dim, j, p.rope.base);
 
@@ -85,21 +93,20 @@ class LoopKernel final : public Kernel {
           float sum = modifiers.has_sinks() ? std::exp(modifiers.sink(h) - max_score) : 0.0f;
           for (int j = seen.lo; j < seen.hi; ++j) {
             weights[j] = scores[j] == kNegInf ? 0.0f : std::exp(scores[j] - max_score);
-            sum = round_to(sum + weights[j], p_.sum_precision());
+            sum = rounded(sum + weights[j], p_.sum_precision());
           }
           // Normalised: P = w / sum enters the accumulator. Unnormalised: w itself does, and the
           // sum divides at the end, so the accumulator holds up to (keys x |v|) and may overflow.
           std::fill(out, out + s.value_dim, 0.0f);
           for (int j = seen.lo; j < seen.hi; ++j) {
             if (weights[j] == 0.0f) continue;  // masked keys must not touch the output
-            const float pj = round_to(p_.pv_unnormalised ? weights[j] : weights[j] / sum, p_.p);
-            const float* value = &p.v[at.v(b, g, j)];
-            for (int r = 0; r < s.value_dim; ++r)
-              out[r] = acc(out[r] + pj * round_to(value[r], p_.v_entry));  // one rounding per add
+            const float pj = rounded(p_.pv_unnormalised ? weights[j] : weights[j] / sum, p_.p);
+            const float* value = &values[std::size_t(j) * s.value_dim];
+            for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] + pj * value[r]);  // one rounding per add
           }
           if (p_.pv_unnormalised)
             for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] / sum);
-          for (int r = 0; r < s.value_dim; ++r) out[r] = round_to(out[r], p_.o);
+          for (int r = 0; r < s.value_dim; ++r) out[r] = rounded(out[r], p_.o);
           if (out_lse) *out_lse = max_score + std::log(sum);
         }
       }
@@ -107,12 +114,12 @@ class LoopKernel final : public Kernel {
   }
 
  private:
-  float acc(float x) const { return round_to(x, p_.accumulator); }
+  float acc(float x) const { return rounded(x, p_.accumulator); }
   // q.k accumulated in the score format, then scaled there.
   float score_rounded(const float* q, const float* k, int n, float scale) const {
     float sum = 0.0f;
-    for (int i = 0; i < n; ++i) sum = round_to(sum + round_to(q[i] * k[i], p_.scores), p_.scores);
-    return round_to(sum * scale, p_.scores);
+    for (int i = 0; i < n; ++i) sum = rounded(sum + rounded(q[i] * k[i], p_.scores), p_.scores);
+    return rounded(sum * scale, p_.scores);
   }
 
   Precision p_;

@@ -40,10 +40,19 @@ constexpr std::array<ScalarInfo, kScalarCount> kScalars = {{
 // max_finite: the largest finite value when saturating, else infinity.
 float round_minifloat(float x, int digits, int min_quantum_exp, float max_finite, bool saturate) {
   const float ax = std::fabs(x);
-  int exp;
-  std::frexp(ax, &exp);  // ax = f * 2^exp, f in [0.5, 1)
-  const float quantum = std::ldexp(1.0f, std::max(exp - digits, min_quantum_exp));
-  float r = std::nearbyint(ax / quantum) * quantum;  // exact: ax/quantum fits in float
+  float r;
+  if (ax >= 2 * max_finite) {
+    r = ax;  // rounds to at least ax (1 - 2^-digits), past max_finite
+  } else {
+    // ax in [2^(e-1), 2^e) rounds to a multiple of quantum = 2^max(e - digits, min_quantum_exp).
+    // Adding 2^23 quanta and taking them away again does that in the FPU's round-to-nearest-even:
+    // the sum lies in [2^23, 2^24) quanta, where float's spacing is one quantum. (frexp, ldexp and
+    // nearbyint did the same at several times the cost; the model kernel rounds per multiply-add.)
+    const int biased = static_cast<int>(bits_of(ax) >> 23);  // 0 for zero and subnormal floats
+    const int quantum_exp = std::max(biased - 126 - digits, min_quantum_exp);
+    const float shift = from_bits(static_cast<std::uint32_t>(quantum_exp + 23 + 127) << 23);
+    r = (ax + shift) - shift;  // not folded: the build has no fast-math
+  }
   if (r > max_finite) r = saturate ? max_finite : std::numeric_limits<float>::infinity();
   return std::copysign(r, x);
 }

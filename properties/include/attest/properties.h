@@ -131,7 +131,10 @@ struct PropertyInfo {
   ProblemNeeds needs;             // what its problems must have (the generators aim at it)
   bool needs_forward = true;      // false: runs through decode only
   bool through_sessions = false;  // a decode-only kernel runs it through decode sessions (session_forward.h)
-  DeclarationNeeds declares;      // what else the declaration must have
+  // false: its cases call no forward (merge_equals_whole judges the merge alone), so they are the
+  // merge's ("merge", the path the C ABI reports for a merge) and no forward path needs evidence in it.
+  bool forward_paths = true;
+  DeclarationNeeds declares;  // what else the declaration must have
 };
 
 const std::vector<PropertyInfo>& property_catalogue();

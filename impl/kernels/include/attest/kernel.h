@@ -240,6 +240,7 @@ Outputs run_forward(const Kernel& kernel, const Problem& p);
 
 // The path every backward call is counted on (coverage and probes): apart from the forward's.
 inline constexpr const char* kBackwardPath = "backward";
+inline constexpr const char* kMergePath = "merge";  // the path of a Kernel::merge call
 
 // A backward call's fresh outputs.
 struct Gradients {

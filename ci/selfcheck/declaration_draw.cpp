@@ -175,6 +175,8 @@ void draw_value_widths(Draw d, Capabilities& c) {
   }
   if (c.features.contains(Feature::kAlibi) && c.features.contains(Feature::kBias) && d.chance(0.3))
     k.alibi_excludes_bias = true;
+}
+
 // Merge (ABI 2.6) in half of the declarations with an explicit mask and LSE, where split_invariance
 // runs its splits (merge_equals_whole runs with any), and in a tenth of the others: the model merges
 // as the exact log-sum-exp merge.

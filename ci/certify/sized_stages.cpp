@@ -62,7 +62,7 @@ Verdict check_case(const SizedCase& c, const Kernel& kernel, int jobs, Oracle& o
     return Verdict::vacuous("matches_reference", e.what());
   } catch (const KernelFailure& e) {
     if (e.kind() == KernelFailure::Kind::kTooSlow) throw;
-    Verdict v = Verdict::fail("matches_reference", std::string("kernel failure: ") + e.what(), INFINITY);
+    Verdict v = Verdict::fail("matches_reference", std::string(e.headline()) + e.what(), INFINITY);
     v.isolation_failure = e.isolating();
     return v;
   } catch (const std::exception& e) {

@@ -36,7 +36,7 @@ std::size_t checked_pool_bytes(const Kernel& kernel, const DecodeConfig& config,
   if (kernel.capabilities().page_tokens < 1 || page_bytes == 0)
     throw KernelLoadError(kernel.name() + " declares a block-table cache with no page size");
   if (page_bytes > kMaxPoolBytes / std::size_t(pages))
-    throw KernelFailure(KernelFailure::Kind::kStatus,
+    throw KernelFailure(KernelFailure::Kind::kRefused,
                         fmt::format("the kernel's page pool of {} bytes ({} pages of its page_bytes {}) is over "
                                     "attest's pool limit of {} bytes (attest holds a pool {} times per call)",
                                     std::size_t(pages) * page_bytes, pages, page_bytes, kMaxPoolBytes, kPoolCopies));

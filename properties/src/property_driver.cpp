@@ -201,7 +201,7 @@ Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kerne
                            INFINITY);
     return Verdict::vacuous(property.name, e.what());
   } catch (const KernelFailure& e) {
-    Verdict v = Verdict::fail(property.name, std::string("kernel failure: ") + e.what(), INFINITY);
+    Verdict v = Verdict::fail(property.name, std::string(e.headline()) + e.what(), INFINITY);
     v.isolation_failure = e.isolating();
     return v;
   } catch (const ProblemError& e) {

@@ -27,12 +27,18 @@ class KernelFailure : public std::runtime_error {
  public:
   // kProtocol: a reply that breaks the protocol mid-run (too large, malformed); kDeadline: the
   // whole run's time is up; kTooSlow: a live kernel still working, within what its measured
-  // speed predicts, when the stage's time budget ran out (lost coverage, not a failure).
-  enum class Kind { kCrash, kHang, kFault, kStatus, kProtocol, kDeadline, kTooSlow };
+  // speed predicts, when the stage's time budget ran out (lost coverage, not a failure); kRefused:
+  // attest's own limit refuses what the kernel declared (a page pool too large to hold): nothing can
+  // be certified, yet the kernel did not misbehave, so the report must not blame it.
+  enum class Kind { kCrash, kHang, kFault, kStatus, kProtocol, kDeadline, kTooSlow, kRefused };
   KernelFailure(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
   Kind kind() const { return kind_; }
   // A crash, hang or broken protocol makes further cases of the same check pointless (and slow).
   bool isolating() const { return kind_ != Kind::kFault && kind_ != Kind::kStatus; }
+  // How a report introduces the failure: whose fault it is.
+  const char* headline() const {
+    return kind_ == Kind::kRefused ? "attest cannot check this declaration: " : "kernel failure: ";
+  }
 
  private:
   Kind kind_;

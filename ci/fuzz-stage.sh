@@ -24,7 +24,11 @@ fuzz_build=$oss/work/attest-oss-fuzz-build
 rm -rf "$out"
 mkdir -p "$out/logs"
 
-ATTEST_OSS_FUZZ_OPT=-O2 bash fuzz/tests/oss_fuzz_build_test.sh "$oss"
+# ci/test.sh builds the targets beside the sanitizer tests (ATTEST_FUZZ_PREBUILT=1); run alone, the
+# stage builds them itself.
+if [ "${ATTEST_FUZZ_PREBUILT:-0}" != 1 ]; then
+  ATTEST_OSS_FUZZ_OPT=-O2 bash fuzz/tests/oss_fuzz_build_test.sh "$oss"
+fi
 
 kernel_target() {
   local target=$1 mutant=$2 status crash

@@ -20,13 +20,29 @@ cmake --build --preset release --target release_pass  # all but the unit-test bi
 run_tests() {
   ctest --preset "$1" --parallel "$(nproc)" "${@:2}" || { python3 ci/failure-summary.py "build/$1"; return 1; }
 }
+# A build of the next pass runs beside the tests at the lowest priority: much of a pass's time is
+# spent waiting (kernel processes starting, browsers, deadlines, sleeping hostile kernels), and the
+# build takes only what the tests leave. It is killed, with its compilers, if this script stops.
+background=()
+trap 'for g in "${background[@]}"; do kill -- "-$g" 2>/dev/null || true; done' EXIT
+in_background() {  # LOG COMMAND...: runs COMMAND in a process group of its own, niced
+  setsid nice -n 19 "${@:2}" > "$1" 2>&1 &
+  background+=("$!")
+}
+finish_background() {  # LOG: waits for the build started last; prints its log if it failed
+  local status=0
+  wait "${background[-1]}" || status=$?
+  unset 'background[-1]'
+  [ "$status" -eq 0 ] || { tail -50 "$1" >&2; echo "ci/test.sh: $1 failed (exit $status)" >&2; exit 1; }
+}
 stage "release tests"
+cmake --preset asan
+in_background build/asan-build.log cmake --build --preset asan
 run_tests release --label-regex "slow|verdict" --label-exclude oss-fuzz
 stage "installed package"
 bash ci/package-test.sh
-stage "asan build"
-cmake --preset asan
-cmake --build --preset asan
+stage "asan build (started beside the release tests)"
+finish_background build/asan-build.log
 # The release pass listed every slow or verdict test the full build has: a test binary the release
 # build skipped by mistake would otherwise drop its tests without a word.
 verdict_tests() { ctest --test-dir "build/$1" -N -L "slow|verdict" -LE oss-fuzz | grep -E '^ *Test +#' | awk '{print $3}' | sort; }
@@ -36,7 +52,10 @@ if ! diff <(verdict_tests release) <(verdict_tests asan) >&2; then
   exit 1
 fi
 stage "asan tests"
+# The fuzz stage's clang build (OSS-Fuzz's script) likewise runs beside the sanitizer tests.
+in_background build/oss-fuzz-build.log env ATTEST_OSS_FUZZ_OPT=-O2 bash fuzz/tests/oss_fuzz_build_test.sh build/oss-fuzz
 run_tests asan --label-exclude "slow|verdict"
-stage "fuzz stage"
-bash ci/fuzz-stage.sh
+stage "fuzz stage (its build started beside the sanitizer tests)"
+finish_background build/oss-fuzz-build.log
+ATTEST_FUZZ_PREBUILT=1 bash ci/fuzz-stage.sh
 stage "done"

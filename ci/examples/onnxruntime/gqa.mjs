@@ -80,6 +80,14 @@ export function groupQueryAttentionKernels(rt, prefix) {
     contract: CONTRACT,
   }, groupQueryAttention(rt));
 
+  // The same without softcap and sinks: with either, ONNX Runtime gives a query past its entry's
+  // length the keys of the entry's last query instead (its window then differs from the query's own).
+  const gqaPromptPaddedPlain = declare({
+    name: `${prefix}-gqa-prompt-f32-padded-plain`,
+    features: ["causal", "gqa", "window", "key_padding"],
+    contract: CONTRACT,
+  }, groupQueryAttention(rt));
+
   // float16 Q, K, V and O (bit patterns both ways), no bias and no sinks (ONNX wants them float16
   // too, and attest's f32 values would be rounded on the way); the arithmetic declared f32.
   const gqaPromptF16 = declare({
@@ -88,5 +96,5 @@ export function groupQueryAttentionKernels(rt, prefix) {
     precision: { q: "f16", k: "f16", v: "f16", o: "f16" },
     contract: CONTRACT,
   }, groupQueryAttention(rt, "f16"));
-  return { gqaPrompt, gqaPromptUnbiased, gqaPromptPadded, gqaPromptF16 };
+  return { gqaPrompt, gqaPromptUnbiased, gqaPromptPadded, gqaPromptPaddedPlain, gqaPromptF16 };
 }

@@ -5,6 +5,7 @@ import { declare } from "../../../js/attest-kernel/index.js";
 import { multiHeadAttention, onnxAttention } from "./operators.mjs";
 import { groupQueryAttentionKernels } from "./gqa.mjs";
 import { groupQueryAttentionDecode } from "./gqa_decode.mjs";
+import { multiHeadAttentionDecode } from "./mha_decode.mjs";
 
 export function declarations(rt, prefix) {
   const mha = declare({
@@ -55,5 +56,6 @@ export function declarations(rt, prefix) {
   }, onnxAttention(rt, "f16"));
 
   return { mha, attention, mhaSelf, attentionSelf, attentionUnmasked, attentionF16,
-    ...groupQueryAttentionKernels(rt, prefix), gqaDecode: groupQueryAttentionDecode(rt, prefix) };
+    ...groupQueryAttentionKernels(rt, prefix), gqaDecode: groupQueryAttentionDecode(rt, prefix),
+    mhaDecode: multiHeadAttentionDecode(rt, prefix) };
 }

@@ -1,11 +1,17 @@
 // com.microsoft GroupQueryAttention's prompt path (no past) as attest kernels. The operator is causal
 // by construction and takes Q [B][Tq][H*Dk], K and V [B][Tk][Hkv*D], the sequence lengths as
 // seqlens_k (length - 1 per batch entry) and total_sequence_length; present_key and present_value
-// are required outputs (the KV cache it would keep).
+// are required outputs (the KV cache it would keep). seqlens_k is also its key padding: a batch of
+// right-padded sequences of different lengths, each query seeing the keys before its entry's length.
 import { declare } from "../../../js/attest-kernel/index.js";
 import { FLOAT, INT32, float } from "./onnx_writer.mjs";
 import { swapHeadsAndTokens } from "./layout.mjs";
 import { input, pathName, TENSOR_TYPES } from "./operators.mjs";
+
+/** seqlens_k: each entry's length - 1 (attest's kv_valid, T without key padding). ONNX Runtime refuses
+ * a sequence of no token ("seqlens_k[b] = -1 is out of range"): such an entry runs as one token and
+ * the wrapper gives its rows, which see no key, the declared empty-row output 0. */
+const seqlensK = (p) => Int32Array.from({ length: p.batch }, (_, b) => Math.max((p.kv_valid?.[b] ?? p.q_len) - 1, 0));
 
 const groupQueryAttention = (rt, storage = "f32") => async (p) => {
   const { elem, name: type } = TENSOR_TYPES[storage];
@@ -17,7 +23,7 @@ const groupQueryAttention = (rt, storage = "f32") => async (p) => {
     query: rt.tensor(type, swapHeadsAndTokens(p.q, B, H, T, D), [B, T, H * D]),
     key: rt.tensor(type, swapHeadsAndTokens(p.k, B, Hkv, T, D), [B, T, Hkv * D]),
     value: rt.tensor(type, swapHeadsAndTokens(p.v, B, Hkv, T, Dv), [B, T, Hkv * Dv]),
-    seqlens_k: rt.tensor("int32", new Int32Array(B).fill(T - 1), [B]),
+    seqlens_k: rt.tensor("int32", seqlensK(p), [B]),
     total_sequence_length: rt.tensor("int32", Int32Array.of(T), []),
   };
   const names = ["query", "key", "value", "", "", "seqlens_k", "total_sequence_length"];
@@ -41,7 +47,9 @@ const groupQueryAttention = (rt, storage = "f32") => async (p) => {
       input("present_value", elem, [B, Hkv, T, Dv])],
     opsets: { "": 23, "com.microsoft": 1 } });
   const { output } = await session.run(feeds);
-  return { o: swapHeadsAndTokens(output.data, B, T, H, Dv), path: pathName(rt, storage === "f32" ? "gqa-prompt" : `gqa-prompt-${storage}`) };
+  const o = swapHeadsAndTokens(output.data, B, T, H, Dv);
+  for (let b = 0; b < B; b++) if (p.kv_valid?.[b] === 0) o.fill(0, b * H * T * Dv, (b + 1) * H * T * Dv);
+  return { o, path: pathName(rt, storage === "f32" ? "gqa-prompt" : `gqa-prompt-${storage}`) };
 };
 
 const CONTRACT = { inputs_finite: true, self_attention_only: true, causal_required: true, dk_equals_dv: true,
@@ -64,6 +72,22 @@ export function groupQueryAttentionKernels(rt, prefix) {
     contract: CONTRACT,
   }, groupQueryAttention(rt));
 
+  // seqlens_k per batch entry (different lengths in one batch, right-padded): a query at or past its
+  // entry's length sees the keys before it, as attest's key_padding (and window) say.
+  const gqaPromptPadded = declare({
+    name: `${prefix}-gqa-prompt-f32-padded`,
+    features: ["causal", "gqa", "window", "softcap", "sinks", "key_padding"],
+    contract: CONTRACT,
+  }, groupQueryAttention(rt));
+
+  // The same without softcap and sinks: with either, ONNX Runtime gives a query past its entry's
+  // length the keys of the entry's last query instead (its window then differs from the query's own).
+  const gqaPromptPaddedPlain = declare({
+    name: `${prefix}-gqa-prompt-f32-padded-plain`,
+    features: ["causal", "gqa", "window", "key_padding"],
+    contract: CONTRACT,
+  }, groupQueryAttention(rt));
+
   // float16 Q, K, V and O (bit patterns both ways), no bias and no sinks (ONNX wants them float16
   // too, and attest's f32 values would be rounded on the way); the arithmetic declared f32.
   const gqaPromptF16 = declare({
@@ -72,5 +96,5 @@ export function groupQueryAttentionKernels(rt, prefix) {
     precision: { q: "f16", k: "f16", v: "f16", o: "f16" },
     contract: CONTRACT,
   }, groupQueryAttention(rt, "f16"));
-  return { gqaPrompt, gqaPromptUnbiased, gqaPromptF16 };
+  return { gqaPrompt, gqaPromptUnbiased, gqaPromptPadded, gqaPromptPaddedPlain, gqaPromptF16 };
 }

@@ -124,11 +124,19 @@
 #define GGML_Q4_DECLARED_ORDER 0
 #endif
 #ifdef QUANTIZED_ROWS
-/* ggml's q8_0 and q4_0 rows are whole blocks of 32: Dv (here = Dk) a multiple of 32. */
+/* ggml's q8_0 and q4_0 rows are whole blocks of 32: a quantized V's Dv, and a quantized K's Dk, a
+ * multiple of 32 (each apart from the other: ggml takes DK and DV from K's and V's rows). */
 static const int32_t q8_widths[] = {32, 64, 96, 128, 160, 192, 224, 256};
+#define VALUE_DIMS q8_widths
+#define VALUE_DIM_COUNT 8
+#else
+#define VALUE_DIMS NULL
+#define VALUE_DIM_COUNT 0
+#endif
+#if defined(QUANTIZED_ROWS) && (defined(GGML_KV_Q8) || defined(GGML_KV_Q4_0))
 #define HEAD_DIMS q8_widths
 #define HEAD_DIM_COUNT 8
-#else
+#else /* an f16 or f32 K row takes any Dk */
 #define HEAD_DIMS NULL
 #define HEAD_DIM_COUNT 0
 #endif
@@ -192,7 +200,6 @@ static attest_kernel_v2 kernel = {
     .precision = PRECISION(LOOP_Q_ENTRY, LOOP_ACCUMULATOR, LOOP_WEIGHT_SUM, 1.0),
     .contract = {.head_dims = HEAD_DIMS,
                  .head_dim_count = HEAD_DIM_COUNT,
-                 .dk_equals_dv = HEAD_DIM_COUNT != 0,
                  .head_dim = {1, 256},
                  .q_len = {1, 4096},
                  .k_len = {1, 4096},
@@ -208,6 +215,8 @@ static attest_kernel_v2 kernel = {
     .path_count = 3 - FIRST_PATH,
     .path_predicates = path_predicates + FIRST_PATH,
     .path_predicate_count = 3 - FIRST_PATH,
+    .value_dims = VALUE_DIMS,
+    .value_dim_count = VALUE_DIM_COUNT,
 };
 
 const attest_kernel_v2* attest_kernel_entry(void) {

@@ -24,8 +24,9 @@ function online(s, keyRows, Dv, tile = 16) {
     for (let j = start; j < end; j++) {
       if (s[j] === -Infinity) continue; // a masked key's V may hold NaN: never read
       const w = Math.exp(s[j] - newM);
+      const vj = keyRows(j);
       total += w;
-      for (let d = 0; d < Dv; d++) o[d] += w * keyRows(j)[d];
+      for (let d = 0; d < Dv; d++) o[d] += w * vj[d];
     }
     m = newM;
   }
@@ -34,7 +35,7 @@ function online(s, keyRows, Dv, tile = 16) {
 
 /** P = w / sum rounded to bf16 before P.V (the sum and LSE from the unrounded weights). */
 function pInBf16(s, keyRows, Dv) {
-  const m = Math.max(-Infinity, ...s);
+  const m = s.reduce((a, b) => Math.max(a, b), -Infinity);
   let total = 0;
   for (const x of s) total += Math.exp(x - m);
   const o = new Float64Array(Dv);
@@ -42,7 +43,8 @@ function pInBf16(s, keyRows, Dv) {
   for (let j = 0; j < s.length; j++) {
     if (s[j] === -Infinity) continue;
     const P = bf16ToF32(f32ToBf16(Math.exp(s[j] - m) / total));
-    for (let d = 0; d < Dv; d++) o[d] += P * keyRows(j)[d] * total;
+    const vj = keyRows(j);
+    for (let d = 0; d < Dv; d++) o[d] += P * vj[d] * total;
   }
   return finish(o, total, m);
 }

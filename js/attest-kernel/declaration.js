@@ -76,7 +76,7 @@ export function declaration(fields) {
     fail("name", `${show(fields.name)}: a non-empty string of at most 63 bytes`);
   }
   d.name = fields.name;
-  d.features = features("features", fields.features ?? []);
+  d.features = features("features", fields.features ?? [], true);
   d.empty_rows = fields.empty_rows ?? "zero";
   if (!(d.empty_rows in EMPTY_ROWS)) fail("empty_rows", `${show(d.empty_rows)} is not "zero" or "nan"`);
   d.precision = precision(fields.precision ?? {});

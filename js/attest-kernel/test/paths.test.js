@@ -77,6 +77,7 @@ test("every bad path is refused naming it and its field", () => {
     [() => new Path("p", { key_tile: 5000 }), /path "p".key_tile/],
     [() => new Path("p", { k_len_multiple: 1, k_len_not_multiple: true }), /Tk % 1 != 0 takes no problem/],
     [() => new Path("p", { required: ["casual"] }), /path "p".required: unknown feature "casual"/],
+    [() => new Path("p", { excluded: ["decode"] }), /path "p".excluded: unknown feature "decode"/],
     [() => new Path("p", { required: ["causal"], excluded: ["causal"] }), /causal both required and excluded/],
     [() => new Path("p", { required: ["window"], no_mask: true }), /requires a mask term and no_mask/],
     [() => new Path("p", { colour: 1 }), /path "p": unknown field "colour"/],

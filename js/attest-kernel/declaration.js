@@ -43,12 +43,17 @@ export function contract(fields = {}) {
 
 const DECLARATION_FIELDS = ["name", "features", "empty_rows", "precision", "contract", "paths", "decode", "backward", "merge"];
 
-/** paths: [name, precision fields] for a path that rounds elsewhere (ABI 2.1), or a Path (2.2). */
+/** paths: [name, precision fields] for a path that rounds elsewhere (ABI 2.1), or a Path (2.2), or
+ * its fields with its name ({name, k_len, ...}: what a module without Path, a page's, can write). */
 function checkPaths(entries, kernelPrecision) {
   if (!Array.isArray(entries)) fail("paths", `${show(entries)} is not a list of paths`);
   const paths = [];
-  for (const [index, entry] of entries.entries()) {
+  for (let [index, entry] of entries.entries()) {
     const where = `paths[${index}]`;
+    if (entry !== null && typeof entry === "object" && !Array.isArray(entry) && !(entry instanceof Path) && "name" in entry) {
+      const { name, ...fields } = entry;
+      entry = new Path(name, fields);
+    }
     let name, p;
     if (entry instanceof Path) {
       [name, p] = [entry.name, entry.precision];
@@ -56,7 +61,7 @@ function checkPaths(entries, kernelPrecision) {
       name = checkName(where, entry[0]);
       p = precision(entry[1], `${where}.precision`);
     } else {
-      fail(where, `${show(entry)} is not a [name, precision] pair or a Path`);
+      fail(where, `${show(entry)} is not a [name, precision] pair, a Path or {name, ...}`);
     }
     for (const storage of ["q", "k", "v", "o", "bias"]) {
       if (p && p[storage] !== kernelPrecision[storage]) fail(where, `path ${show(name)} stores ${storage} in ${p[storage]}, the kernel in ${kernelPrecision[storage]}: a path changes arithmetic, never storage`);

@@ -62,6 +62,14 @@ test("declared paths travel in order with their predicates, precisions and key t
   r.expectEnd();
 });
 
+test("a path's plain fields ({name, ...}) are the Path they name", () => {
+  const fields = { name: "long", k_len: [65, null], key_tile: 32, precision: { p: "bf16" } };
+  const plain = encodeDescriptor(declaration({ name: "k", paths: [fields] }), 2);
+  const { name, ...rest } = fields;
+  assert.deepEqual(plain, encodeDescriptor(declaration({ name: "k", paths: [new Path(name, rest)] }), 2));
+  assert.notDeepEqual(plain, encodeDescriptor(declaration({ name: "k", paths: [["long", { p: "bf16" }]] }), 2));
+});
+
 test("no key tile writes no 2.7 section", () => {
   const r = pastPrecision(declaration({ name: "paths", paths: [new Path("all")] }));
   assert.deepEqual([r.u32(), r.u32(), readPath(r).name, r.i32()], [0, 1, "all", 0]);
@@ -84,7 +92,8 @@ test("every bad path is refused naming it and its field", () => {
     [() => new Path("p", { precision: { p: "f8" } }), /path "p".precision.p: "f8"/],
     [() => declaration({ name: "k", paths: [new Path("p", { precision: { o: "bf16" } })] }), /never storage/],
     [() => declaration({ name: "k", paths: [new Path("p"), ["p", {}]] }), /path "p" declared twice/],
-    [() => declaration({ name: "k", paths: [{ name: "p" }] }), /paths\[0\]: .* is not a \[name, precision\] pair or a Path/],
+    [() => declaration({ name: "k", paths: [{ nom: "p" }] }), /paths\[0\]: .* is not a \[name, precision\] pair, a Path or/],
+    [() => declaration({ name: "k", paths: [{ name: "p", k_len: [9, 4] }] }), /path "p".k_len: min 9 is larger/],
   ];
   for (const [make, message] of cases) assert.throws(make, (e) => e instanceof DeclarationError && message.test(e.message));
 });

@@ -20,6 +20,7 @@ packages=(
   libboost-dev libmpfr-dev libgmp-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libopenblas-dev libssl-dev python3 python3-numpy python3-jsonschema python3-pytest python3-yaml zip unzip
+  python3-venv python3-pip python3-setuptools python3-wheel
 )
 [ "$minimal" -eq 1 ] || packages+=(python3-torch chromium)
 

@@ -2,64 +2,14 @@
 // declare({...}, fn) checks every field when called: a bad value throws DeclarationError naming
 // the field, before anything is served (serve.js then answers attest's HELLO with an ERROR).
 import { CAPABILITIES, EMPTY_ROWS, ALIBI_SLOPES, CACHE_POLICIES, INPUT_DOMAINS } from "./interface.js";
+import { DeclarationError, FEATURES, PRECISIONS, PRECISION_FIELDS, I32_MAX, fail, show, unknownKeys, integer, flag, number,
+  range, features, precision } from "./checks.js";
+import { Path, checkName } from "./paths.js";
 
-export const FEATURES = Object.keys(CAPABILITIES).filter((name) => !["decode", "backward", "merge"].includes(name));
-export const PRECISIONS = ["f32", "bf16", "f16"]; // what this package serves (quantized K/V is not)
-const PRECISION_FIELDS = ["q", "k", "v", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"];
+export { DeclarationError, FEATURES, PRECISIONS, precision, Path };
 const RANGES = ["head_dim", "batch", "heads", "q_len", "k_len", "q_offset"];
 const FLAGS = ["dk_equals_dv", "default_scale_only", "causal_required", "self_attention_only", "inputs_finite",
   "decode_only", "decode_lse_optional", "deterministic_backward", "alibi_excludes_bias"];
-const I32_MAX = 2 ** 31 - 1;
-
-export class DeclarationError extends Error {}
-
-function fail(where, message) { throw new DeclarationError(`${where}: ${message}`); }
-const show = (value) => JSON.stringify(value) ?? String(value);
-
-function unknownKeys(where, object, known) {
-  for (const key of Object.keys(object)) if (!known.includes(key)) fail(where, `unknown field ${show(key)} (known: ${known.join(", ")})`);
-}
-
-function format(where, value) {
-  if (!PRECISIONS.includes(value)) fail(where, `${show(value)} is not a number format here (expected one of ${PRECISIONS.join(", ")})`);
-  return value;
-}
-
-function integer(where, value, low, high) {
-  if (!Number.isInteger(value) || value < low || value > high) fail(where, `${show(value)} is not an integer in [${low}, ${high}]`);
-  return value;
-}
-
-function flag(where, value) {
-  if (typeof value !== "boolean") fail(where, `${show(value)} is not a boolean`);
-  return value;
-}
-
-function number(where, value, low = 0) {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < low) fail(where, `${show(value)} is not a finite number >= ${low}`);
-  return value;
-}
-
-function range(where, value, allowNegative) {
-  if (value == null) return [0, 0];
-  if (!Array.isArray(value) || value.length !== 2) fail(where, `${show(value)} is not a [min, max] pair or null`);
-  const low = allowNegative ? -Number.MAX_SAFE_INTEGER : 0;
-  const [a, b] = value.map((x, i) => integer(`${where} ${i ? "max" : "min"}`, x, low, Number.MAX_SAFE_INTEGER));
-  if (a > b) fail(where, `min ${a} is larger than max ${b}`);
-  return [a, b];
-}
-
-/** Where the kernel rounds (attest_precision_spec); every field f32 unless given. */
-export function precision(fields = {}, where = "precision") {
-  if (typeof fields !== "object" || fields === null) fail(where, `${show(fields)} is not an object`);
-  unknownKeys(where, fields, [...PRECISION_FIELDS, "exp_ulps", "weight_sum", "pv_unnormalised"]);
-  const p = {};
-  for (const name of PRECISION_FIELDS) p[name] = format(`${where}.${name}`, fields[name] ?? "f32");
-  p.exp_ulps = number(`${where}.exp_ulps`, fields.exp_ulps ?? 1);
-  p.weight_sum = fields.weight_sum == null ? null : format(`${where}.weight_sum`, fields.weight_sum);
-  p.pv_unnormalised = flag(`${where}.pv_unnormalised`, fields.pv_unnormalised ?? false);
-  return p;
-}
 
 /** The problems the kernel accepts (attest_contract); attest sends no other. */
 export function contract(fields = {}) {
@@ -93,6 +43,35 @@ export function contract(fields = {}) {
 
 const DECLARATION_FIELDS = ["name", "features", "empty_rows", "precision", "contract", "paths", "decode", "backward", "merge"];
 
+/** paths: [name, precision fields] for a path that rounds elsewhere (ABI 2.1), or a Path (2.2), or
+ * its fields with its name ({name, k_len, ...}: what a module without Path, a page's, can write). */
+function checkPaths(entries, kernelPrecision) {
+  if (!Array.isArray(entries)) fail("paths", `${show(entries)} is not a list of paths`);
+  const paths = [];
+  for (let [index, entry] of entries.entries()) {
+    const where = `paths[${index}]`;
+    if (entry !== null && typeof entry === "object" && !Array.isArray(entry) && !(entry instanceof Path) && "name" in entry) {
+      const { name, ...fields } = entry;
+      entry = new Path(name, fields);
+    }
+    let name, p;
+    if (entry instanceof Path) {
+      [name, p] = [entry.name, entry.precision];
+    } else if (Array.isArray(entry) && entry.length === 2) {
+      name = checkName(where, entry[0]);
+      p = precision(entry[1], `${where}.precision`);
+    } else {
+      fail(where, `${show(entry)} is not a [name, precision] pair, a Path or {name, ...}`);
+    }
+    for (const storage of ["q", "k", "v", "o", "bias"]) {
+      if (p && p[storage] !== kernelPrecision[storage]) fail(where, `path ${show(name)} stores ${storage} in ${p[storage]}, the kernel in ${kernelPrecision[storage]}: a path changes arithmetic, never storage`);
+    }
+    if (paths.some((other) => (other instanceof Path ? other.name : other[0]) === name)) fail(where, `path ${show(name)} declared twice`);
+    paths.push(entry instanceof Path ? entry : [name, p]);
+  }
+  return paths;
+}
+
 /** A checked declaration from plain fields (see declare). */
 export function declaration(fields) {
   if (typeof fields !== "object" || fields === null) fail("declaration", `${show(fields)} is not an object`);
@@ -102,13 +81,7 @@ export function declaration(fields) {
     fail("name", `${show(fields.name)}: a non-empty string of at most 63 bytes`);
   }
   d.name = fields.name;
-  const features = fields.features ?? [];
-  if (!Array.isArray(features)) fail("features", `${show(features)} is not a list of feature names`);
-  for (const feature of features) {
-    if (["decode", "backward", "merge"].includes(feature)) fail("features", `${show(feature)} is not declared by name: give ${feature}: function`);
-    if (!FEATURES.includes(feature)) fail("features", `unknown feature ${show(feature)} (known: ${FEATURES.join(", ")})`);
-  }
-  d.features = [...new Set(features)];
+  d.features = features("features", fields.features ?? [], true);
   d.empty_rows = fields.empty_rows ?? "zero";
   if (!(d.empty_rows in EMPTY_ROWS)) fail("empty_rows", `${show(d.empty_rows)} is not "zero" or "nan"`);
   d.precision = precision(fields.precision ?? {});
@@ -123,21 +96,10 @@ export function declaration(fields) {
   if (d.contract.deterministic_backward && !d.backward) fail("contract.deterministic_backward", "needs backward: function");
   if (d.contract.decode_only && !d.decode) fail("contract.decode_only", "a decode-only kernel needs decode: function");
   if (d.contract.causal_required && !d.features.includes("causal")) fail("contract.causal_required", "needs the feature \"causal\"");
-  d.paths = [];
-  for (const [index, entry] of (fields.paths ?? []).entries()) {
-    const where = `paths[${index}]`;
-    if (!Array.isArray(entry) || entry.length !== 2) fail(where, `${show(entry)} is not a [name, precision] pair`);
-    const [name, fieldsOfPath] = entry;
-    if (typeof name !== "string" || Buffer.byteLength(name) < 1 || Buffer.byteLength(name) > 31 || /[\x00-\x1f\x7f]/.test(name)) {
-      fail(where, `path name ${show(name)}: 1 to 31 printable bytes`);
-    }
-    const p = precision(fieldsOfPath, `${where}.precision`);
-    for (const storage of ["q", "k", "v", "o", "bias"]) {
-      if (p[storage] !== d.precision[storage]) fail(where, `path ${show(name)} stores ${storage} in ${p[storage]}, the kernel in ${d.precision[storage]}: a path changes arithmetic, never storage`);
-    }
-    if (d.paths.some(([other]) => other === name)) fail(where, `path ${show(name)} declared twice`);
-    d.paths.push([name, p]);
-  }
+  d.paths = checkPaths(fields.paths ?? [], d.precision);
+  // ABI 2.1's list: every path that rounds elsewhere than the kernel; 2.2's: the declared paths.
+  d.path_precisions = d.paths.map((p) => (p instanceof Path ? [p.name, p.precision] : p)).filter(([, p]) => p);
+  d.declared_paths = d.paths.filter((p) => p instanceof Path);
   d.capabilities = d.features.reduce((bits, f) => bits | (1 << CAPABILITIES[f][0]), 0)
     | (d.decode ? 1 << CAPABILITIES.decode[0] : 0) | (d.backward ? 1 << CAPABILITIES.backward[0] : 0)
     | (d.merge ? 1 << CAPABILITIES.merge[0] : 0);

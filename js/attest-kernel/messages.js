@@ -2,6 +2,7 @@
 // becomes, the problem of FORWARD and BACKWARD, the decode configuration, and the replies.
 import { ALIBI_SLOPES, CACHE_POLICIES, EMPTY_ROWS, INPUT_DOMAINS, MASK_TERMS } from "./interface.js";
 import { FORMAT_CODES, arrayType } from "./storage.js";
+import { Path, RANGES as PATH_RANGES } from "./paths.js";
 import { ProtocolError, Reader, Writer } from "./wire.js";
 
 export const INTEGER_MASK_TERMS = MASK_TERMS.map((row) => row[1]);
@@ -18,7 +19,15 @@ function writePrecision21(w, p) {
   for (const name of ["q_entry", "k_entry", "v_entry"]) w.i32(FORMAT_CODES[p[name]]);
 }
 
-/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (no declared paths), 2.3 and 2.7 sections. */
+/** ABI 2.2's attest_path_predicate (layouts.def's path_declaration), its name first. */
+function writePathDeclaration(w, path) {
+  w.str(path.name);
+  for (const name of PATH_RANGES) w.i64(path[name][0]).i64(path[name][1]);
+  w.i32(path.head_dim_multiple).i32(path.value_dim_multiple).i32(path.k_len_multiple).i32(path.k_len_not_multiple ? 1 : 0);
+  w.u32(Path.bits(path.required)).u32(Path.bits(path.excluded)).i32(path.no_mask ? 1 : 0);
+}
+
+/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (declared paths), 2.3 and 2.7 sections. */
 export function encodeDescriptor(d, abiVersion) {
   const c = d.contract;
   const w = new Writer();
@@ -32,22 +41,24 @@ export function encodeDescriptor(d, abiVersion) {
   }
   w.f64(c.alibi_max_bias).f64(c.max_abs_value);
   writePrecision21(w, d.precision);
-  w.u32(d.paths.length);
-  for (const [name, p] of d.paths) {
+  w.u32(d.path_precisions.length);
+  for (const [name, p] of d.path_precisions) {
     w.str(name);
     writePrecision(w, p);
     writePrecision21(w, p);
   }
-  w.u32(0); // 2.2: no declared path predicates
+  w.u32(d.declared_paths.length); // 2.2
+  for (const path of d.declared_paths) writePathDeclaration(w, path);
   w.i32(c.deterministic_backward ? 1 : 0); // 2.3
   if (CACHE_POLICIES[d.cache_policy][0] !== 0) throw new Error("cache policies are not served by this package");
   // 2.4's section is written only when it or 2.7's says something: 2.4's says nothing here.
-  if (c.value_dims.length || c.value_dim[0] || c.value_dim[1] || c.alibi_excludes_bias) {
+  const tiles = d.declared_paths.some((path) => path.key_tile);
+  if (c.value_dims.length || c.value_dim[0] || c.value_dim[1] || c.alibi_excludes_bias || tiles) {
     for (let i = 0; i < 5; ++i) w.i32(0); // 2.4: full cache, no sinks or recent, no retained, no pages
     w.array(c.value_dims, Int32Array); // 2.7
     w.i64(c.value_dim[0]).i64(c.value_dim[1]);
     w.i32(c.alibi_excludes_bias ? 1 : 0);
-    w.array([], Int32Array); // declared_key_tiles: the package declares no paths
+    w.array(tiles ? d.declared_paths.map((path) => path.key_tile) : [], Int32Array); // declared_key_tiles
   }
   return w.finish();
 }

@@ -4,70 +4,13 @@ Everything is checked when the dataclass is built: an unknown feature name or a 
 DeclarationError there, before anything is served (`python3 -m attest_kernel serve` then answers
 attest's HELLO with an ERROR carrying the message, and attest prints it and exits 2)."""
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence, Tuple
 
 from . import abi
-from .quantized import QUANTIZED
-
-FEATURES = tuple(name for name in abi.CAPABILITIES if name not in ("decode", "backward", "merge"))
-KV_FORMATS = tuple(abi.FORMATS)  # K and V storage: also the 2.4 quantized formats
-PRECISIONS = tuple(name for name in KV_FORMATS if name not in QUANTIZED)  # "f32", "bf16", "f16"
-PATH_NAME_BYTES = 31
-
-
-class DeclarationError(ValueError):
-    """A declaration attest would refuse or misread; the message names the field."""
-
-
-def _fail(where, message):
-    raise DeclarationError("%s: %s" % (where, message))
-
-
-def _format(where, value, known=PRECISIONS):
-    if value not in known:
-        _fail(where, "%r is not a number format here (expected one of %s)" % (value, ", ".join(map(repr, known))))
-    return value
-
-
-def _flag(where, value):
-    if not isinstance(value, (bool, int)) or value not in (0, 1):
-        _fail(where, "%r is not a boolean" % (value,))
-    return bool(value)
-
-
-def _int(where, value, low=None, high=None):
-    if isinstance(value, bool) or not isinstance(value, int):
-        _fail(where, "%r is not an integer" % (value,))
-    if (low is not None and value < low) or (high is not None and value > high):
-        _fail(where, "%d is out of range [%s, %s]" % (value, low, high))
-    return value
-
-
-def _number(where, value, low=0.0):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
-        _fail(where, "%r is not a finite number >= %g" % (value, low))
-    return float(value)
-
-
-I32_MAX = 2**31 - 1
-I64_MAX = 2**63 - 1
-
-
-def _range(where, value, allow_negative=False):
-    """None, or (min, max) inclusive; (0, 0) and None mean no limit. Returns (min, max)."""
-    if value is None:
-        return (0, 0)
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        _fail(where, "%r is not a (min, max) pair or None" % (value,))
-    low = _int(where + " min", value[0], None if allow_negative else 0, I64_MAX)
-    high = _int(where + " max", value[1], None if allow_negative else 0, I64_MAX)
-    if low < -I64_MAX:
-        _fail(where, "min %d out of range" % low)
-    if low > high:
-        _fail(where, "min %d is larger than max %d" % (low, high))
-    return (low, high)
+from ._checks import (FEATURES, I32_MAX, KV_FORMATS, PRECISIONS, DeclarationError, _fail, _flag,  # noqa: F401
+                      _format, _int, _number, _range)
+from .paths import PATH_NAME_BYTES, Path, check_name  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -199,8 +142,10 @@ class Declaration:
     name: as attest prints it. features: names from FEATURES ("causal", "window", "key_padding",
     "query_padding", "segments", "explicit_mask", "gqa", "lse", "rope", "chunk", "softcap",
     "alibi", "bias", "sinks", "lookahead"). empty_rows: "zero" (O = 0, LSE = -inf) or "nan".
-    paths: (name, Precision) for each internal path that rounds elsewhere than `precision`
-    (the kernel names the path that served a call by returning (o, lse, path)). decode: None, or
+    paths: the kernel's internal paths, each (name, Precision) for a path that rounds elsewhere than
+    `precision` (ABI 2.1), or an attest_kernel.Path declaring the problems it takes (2.2), its key
+    tile (2.7) and optionally its precision (the kernel names the path that served a call by
+    returning (o, lse, path)). decode: None, or
     a function config -> session for attest's decode checks (see README.md). backward: None, or a
     function (problem, grad) -> (dq, dk, dv) or (dq, dk, dv, dsinks) (grad.o, grad.lse, grad.d_o,
     grad.threads; float32 kernels only). cache_policy: which positions a decoder's sessions keep:
@@ -216,7 +161,7 @@ class Declaration:
     empty_rows: str = "zero"
     precision: Precision = field(default_factory=Precision)
     contract: Contract = field(default_factory=Contract)
-    paths: Sequence[Tuple[str, Precision]] = ()
+    paths: Sequence[object] = ()  # (name, Precision) or Path
     decode: Optional[Callable] = None
     backward: Optional[Callable] = None
     cache_policy: str = "full"
@@ -260,23 +205,43 @@ class Declaration:
             _fail("contract.decode_only", "a decode-only kernel needs Declaration(decode=...)")
         if self.contract.causal_required and "causal" not in self.features:
             _fail("contract.causal_required", "needs the feature \"causal\"")
+        self._check_paths()
+
+    def _check_paths(self):
+        if isinstance(self.paths, (str, bytes)) or not isinstance(self.paths, (list, tuple)):
+            _fail("paths", "%r is not a list of paths" % (self.paths,))
         paths = []
         for index, entry in enumerate(self.paths):
             where = "paths[%d]" % index
-            if not isinstance(entry, (tuple, list)) or len(entry) != 2:
-                _fail(where, "%r is not a (name, Precision) pair" % (entry,))
-            name, precision = entry
-            if not isinstance(name, str) or not 1 <= len(name.encode()) <= PATH_NAME_BYTES or not name.isprintable():
-                _fail(where, "path name %r: 1 to %d printable bytes" % (name, PATH_NAME_BYTES))
-            if not isinstance(precision, Precision):
-                _fail(where, "%r is not an attest_kernel.Precision" % (precision,))
-            if precision.storage() != self.precision.storage():
+            if isinstance(entry, Path):
+                name, precision = entry.name, entry.precision
+            elif isinstance(entry, (tuple, list)) and len(entry) == 2:
+                name, precision = entry
+                if not isinstance(precision, Precision):
+                    _fail(where, "%r is not an attest_kernel.Precision" % (precision,))
+            else:
+                _fail(where, "%r is not a (name, Precision) pair or an attest_kernel.Path" % (entry,))
+            check_name(where, name)
+            if precision is not None and not isinstance(precision, Precision):
+                _fail(where, "path %r: %r is not an attest_kernel.Precision" % (name, precision))
+            if precision is not None and precision.storage() != self.precision.storage():
                 _fail(where, "path %r stores %s, the kernel %s: a path changes arithmetic, never storage"
                       % (name, precision.storage(), self.precision.storage()))
-            if name in (p[0] for p in paths):
+            if name in (p.name if isinstance(p, Path) else p[0] for p in paths):
                 _fail(where, "path %r declared twice" % name)
-            paths.append((name, precision))
+            paths.append(entry if isinstance(entry, Path) else (name, precision))
         object.__setattr__(self, "paths", tuple(paths))
+
+    @property
+    def path_precisions(self):
+        """[(name, Precision)]: ABI 2.1's list, every path that rounds elsewhere than `precision`."""
+        return [(p.name, p.precision) if isinstance(p, Path) else p for p in self.paths
+                if not isinstance(p, Path) or p.precision is not None]
+
+    @property
+    def declared_paths(self):
+        """[Path]: ABI 2.2's declared paths with their predicates, in the order problems try them."""
+        return [p for p in self.paths if isinstance(p, Path)]
 
     def _check_cache(self):
         if self.cache_policy not in abi.CACHE_POLICIES:

@@ -7,6 +7,7 @@ import numpy as np
 
 from . import _interface, abi
 from . import quantized
+from .paths import RANGES as PATH_RANGES
 from .storage import itemsize, numpy_dtype
 
 MAGIC = 0x54535441  # bytes "ATST"
@@ -173,8 +174,32 @@ def _write_precision_2_1(w, p):
         w.i32(abi.FORMATS[getattr(p, name)])
 
 
+def _write_path_declaration(w, path):
+    """ABI 2.2's attest_path_predicate (layouts.def's path_declaration), its name first."""
+    w.str(path.name)
+    for name in PATH_RANGES:
+        low, high = getattr(path, name)
+        w.i64(low).i64(high)
+    w.i32(path.head_dim_multiple).i32(path.value_dim_multiple).i32(path.k_len_multiple)
+    w.i32(int(path.k_len_not_multiple))
+    w.u32(path.bits(path.required)).u32(path.bits(path.excluded)).i32(int(path.no_mask))
+
+
+def _read_path_declaration(r):
+    p = {"name": r.str()}
+    for name in PATH_RANGES:
+        p[name] = (r.i64(), r.i64())
+    for name in ("head_dim_multiple", "value_dim_multiple", "k_len_multiple", "k_len_not_multiple"):
+        p[name] = r.i32()
+    for name in ("required", "excluded"):
+        bits = r.u32()
+        p[name] = [feature for feature, bit in abi.CAPABILITIES.items() if bits & bit]
+    p["no_mask"] = r.i32()
+    return p
+
+
 def encode_descriptor(declaration):
-    """DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (no declared paths), 2.3, 2.4 and 2.7 sections."""
+    """DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (declared paths), 2.3, 2.4 and 2.7 sections."""
     d, c = declaration, declaration.contract
     w = Writer()
     w.u32(abi.ABI_VERSION).str(d.name).u32(d.capabilities).i32(abi.EMPTY_ROWS[d.empty_rows])
@@ -189,16 +214,20 @@ def encode_descriptor(declaration):
         w.i32(int(value))
     w.f64(c.alibi_max_bias).f64(c.max_abs_value)
     _write_precision_2_1(w, d.precision)
-    w.u32(len(d.paths))
-    for name, precision in d.paths:
+    w.u32(len(d.path_precisions))
+    for name, precision in d.path_precisions:
         w.str(name)
         _write_precision_2_0(w, precision)
         _write_precision_2_1(w, precision)
-    w.u32(0)  # 2.2: no declared path predicates
+    declared = d.declared_paths
+    w.u32(len(declared))  # 2.2
+    for path in declared:
+        _write_path_declaration(w, path)
     w.i32(int(c.deterministic_backward))  # 2.3
     cache = (abi.CACHE_POLICIES[d.cache_policy], d.cache_sinks, d.cache_recent, int(d.cache_policy == "explicit"),
              d.page_tokens)
-    value_widths = bool(c.value_dims) or c.value_dim != (0, 0) or c.alibi_excludes_bias
+    tiles = any(path.key_tile for path in declared)
+    value_widths = bool(c.value_dims) or c.value_dim != (0, 0) or c.alibi_excludes_bias or tiles
     if any(cache) or value_widths:  # 2.4, written only when it or 2.7 says something (as process_protocol.hpp)
         for value in cache:
             w.i32(value)
@@ -206,7 +235,7 @@ def encode_descriptor(declaration):
         w.array(list(c.value_dims), "<i4")
         w.i64(c.value_dim[0]).i64(c.value_dim[1])
         w.i32(int(c.alibi_excludes_bias))
-        w.array([], "<i4")  # declared_key_tiles: the package declares no paths
+        w.array([path.key_tile for path in declared] if tiles else [], "<i4")  # declared_key_tiles
     return w.bytes()
 
 
@@ -254,8 +283,9 @@ def decode_descriptor(payload):
     if r.at_end():
         return d
     count = r.u32()
-    if count:
-        raise ProtocolError("declared paths (ABI 2.2) are not read by this package")
+    if count > 4096:
+        raise ProtocolError("more than 4096 declared paths")
+    d["declared_paths"] = [_read_path_declaration(r) for _ in range(count)]
     if r.at_end():
         return d
     c["deterministic_backward"] = r.i32()

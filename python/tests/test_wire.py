@@ -123,8 +123,8 @@ def test_value_widths_and_alibi_or_bias_travel_in_the_2_7_section():
 
 
 def test_a_2_7_section_is_read_one_key_tile_per_declared_path():
-    # The package declares no paths: a 2.7 section after 2.4's ends with no tile or one per declared
-    # path (none here), and a count other than the declared paths' is refused as attest refuses it.
+    # A declaration without declared paths: a 2.7 section after 2.4's ends with no tile or one per
+    # declared path (none here), and a count other than the declared paths' is refused as attest refuses it.
     base = wire.encode_descriptor(Declaration(name="tiles"))
     section_2_4 = Writer()
     for _ in range(5):

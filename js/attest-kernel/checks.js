@@ -1,0 +1,70 @@
+// The field checks a declaration and its paths share (as python/attest_kernel/_checks.py): each
+// throws DeclarationError naming the field, before anything is served.
+import { CAPABILITIES } from "./interface.js";
+
+export const FEATURES = Object.keys(CAPABILITIES).filter((name) => !["decode", "backward", "merge"].includes(name));
+export const PRECISIONS = ["f32", "bf16", "f16"]; // what this package serves (quantized K/V is not)
+export const PRECISION_FIELDS = ["q", "k", "v", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"];
+export const I32_MAX = 2 ** 31 - 1;
+
+export class DeclarationError extends Error {}
+
+export function fail(where, message) { throw new DeclarationError(`${where}: ${message}`); }
+export const show = (value) => JSON.stringify(value) ?? String(value);
+
+export function unknownKeys(where, object, known) {
+  for (const key of Object.keys(object)) if (!known.includes(key)) fail(where, `unknown field ${show(key)} (known: ${known.join(", ")})`);
+}
+
+export function format(where, value) {
+  if (!PRECISIONS.includes(value)) fail(where, `${show(value)} is not a number format here (expected one of ${PRECISIONS.join(", ")})`);
+  return value;
+}
+
+export function integer(where, value, low, high) {
+  if (!Number.isInteger(value) || value < low || value > high) fail(where, `${show(value)} is not an integer in [${low}, ${high}]`);
+  return value;
+}
+
+export function flag(where, value) {
+  if (typeof value !== "boolean") fail(where, `${show(value)} is not a boolean`);
+  return value;
+}
+
+export function number(where, value, low = 0) {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < low) fail(where, `${show(value)} is not a finite number >= ${low}`);
+  return value;
+}
+
+/** null (no limit) or [min, max] inclusive; returns [min, max], [0, 0] for no limit. */
+export function range(where, value, allowNegative) {
+  if (value == null) return [0, 0];
+  if (!Array.isArray(value) || value.length !== 2) fail(where, `${show(value)} is not a [min, max] pair or null`);
+  const low = allowNegative ? -Number.MAX_SAFE_INTEGER : 0;
+  const [a, b] = value.map((x, i) => integer(`${where} ${i ? "max" : "min"}`, x, low, Number.MAX_SAFE_INTEGER));
+  if (a > b) fail(where, `min ${a} is larger than max ${b}`);
+  return [a, b];
+}
+
+/** A list of feature names, each once. byFunction: decode, backward and merge are declared as
+ * functions (a kernel's features); a path's feature list just does not know them. */
+export function features(where, names, byFunction = false) {
+  if (!Array.isArray(names)) fail(where, `${show(names)} is not a list of feature names`);
+  for (const name of names) {
+    if (byFunction && ["decode", "backward", "merge"].includes(name)) fail(where, `${show(name)} is not declared by name: give ${name}: function`);
+    if (!FEATURES.includes(name)) fail(where, `unknown feature ${show(name)} (known: ${FEATURES.join(", ")})`);
+  }
+  return [...new Set(names)];
+}
+
+/** Where the kernel rounds (attest_precision_spec); every field f32 unless given. */
+export function precision(fields = {}, where = "precision") {
+  if (typeof fields !== "object" || fields === null) fail(where, `${show(fields)} is not an object`);
+  unknownKeys(where, fields, [...PRECISION_FIELDS, "exp_ulps", "weight_sum", "pv_unnormalised"]);
+  const p = {};
+  for (const name of PRECISION_FIELDS) p[name] = format(`${where}.${name}`, fields[name] ?? "f32");
+  p.exp_ulps = number(`${where}.exp_ulps`, fields.exp_ulps ?? 1);
+  p.weight_sum = fields.weight_sum == null ? null : format(`${where}.weight_sum`, fields.weight_sum);
+  p.pv_unnormalised = flag(`${where}.pv_unnormalised`, fields.pv_unnormalised ?? false);
+  return p;
+}

@@ -88,6 +88,7 @@ void ProcessKernel::start() const {
     if (self->name_.empty()) {
       try {
         self->caps_ = capabilities_from_descriptor(d);
+        self->caps_.packed = false;  // the process protocol carries no packed call yet: not certified so
       } catch (const std::invalid_argument& e) {
         throw KernelLoadError(options_.description + ": " + e.what());
       }

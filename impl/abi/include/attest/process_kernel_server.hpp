@@ -157,6 +157,7 @@ class ServedKernel {
           d.value_dims.assign(v2_->value_dims, v2_->value_dims + std::min(v2_->value_dim_count, 4096));
         d.alibi_excludes_bias = v2_->alibi_excludes_bias;
       }
+      if (!packs()) d.capabilities &= ~ATTEST_CAP_PACKED;  // a 2.7 descriptor has no forward_packed to call
       return d;
     }
     d.abi_version = v1_->abi_version;
@@ -259,6 +260,15 @@ class ServedKernel {
   attest_status merge(const attest_merge_inputs& in, attest_merge_outputs& out) const {
     if (!merges()) return ATTEST_UNSUPPORTED;
     return v2_->merge(v2_->user, &in, &out);
+  }
+  // 2.8: the packed varlen layout (its pointer only when struct_size reaches it).
+  bool packs() const {
+    return (capabilities() & ATTEST_CAP_PACKED) && v2_ && v2_->struct_size >= ATTEST_KERNEL_V2_8_SIZE &&
+           v2_->forward_packed;
+  }
+  attest_status forward_packed(const attest_packed_problem& p, attest_packed_outputs& out) const {
+    if (!packs()) return ATTEST_UNSUPPORTED;
+    return v2_->forward_packed(v2_->user, &p, &out);
   }
   void decode_close(void* session) const {
     if (v2_ && v2_->decode_close) v2_->decode_close(v2_->user, session);

@@ -3,7 +3,7 @@
 // the field, before anything is served (serve.js then answers attest's HELLO with an ERROR).
 import { CAPABILITIES, EMPTY_ROWS, ALIBI_SLOPES, CACHE_POLICIES, INPUT_DOMAINS } from "./interface.js";
 
-export const FEATURES = Object.keys(CAPABILITIES).filter((name) => !["decode", "backward", "merge"].includes(name));
+export const FEATURES = Object.keys(CAPABILITIES).filter((name) => !["decode", "backward", "merge", "packed"].includes(name));
 export const PRECISIONS = ["f32", "bf16", "f16"]; // what this package serves (quantized K/V is not)
 const PRECISION_FIELDS = ["q", "k", "v", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"];
 const RANGES = ["head_dim", "batch", "heads", "q_len", "k_len", "q_offset"];

@@ -173,11 +173,13 @@ const std::vector<PropertyInfo>& property_catalogue() {
       {.name = "packed_equals_padded",
        .summary = "packed varlen calls equal the padded batch's exact reference, per sequence",
        .check = packed_equals_padded,
+       .needs = {.unmasks_keys = true},  // drops segments, explicit masks and biases; redraws padding
        .forward_paths = false,
        .declares = {.packed = true}},
       {.name = "sequences_do_not_interact",
        .summary = "editing one packed sequence changes no other sequence's outputs",
        .check = sequences_do_not_interact,
+       .needs = {.unmasks_keys = true},
        .forward_paths = false,
        .declares = {.packed = true}},
   };

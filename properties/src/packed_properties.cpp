@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -89,6 +90,13 @@ std::optional<Problem> padded_case(const Problem& given, const Capabilities& cap
   p.modifiers.bias.clear();
   if (neighbours && p.shape.batch == 1) p = two_sequences(p);  // a sequence with a neighbour to disturb
   if (why = packed_form_refused(p); !why.empty()) return std::nullopt;
+  // Redrawn lengths and dropped terms make keys visible that the case masked: they must hold what a
+  // visible key may (a poisoned masked key, NaN, inf or 1e30, would be the case's doing, not the kernel's).
+  for (const std::vector<float>* buffer : {&p.q, &p.k, &p.v})
+    if (std::any_of(buffer->begin(), buffer->end(), [](float x) { return !(std::fabs(x) < 1e20f); })) {
+      why = "the case poisons masked keys, which a packed call of drawn lengths would make visible";
+      return std::nullopt;
+    }
   const Shape& s = p.shape;
   const int tile = caps.key_tile() > 0 ? caps.key_tile() : 16;
   const std::uint64_t pattern = rng() % 5;

@@ -24,6 +24,11 @@ void FrozenDeclaration::merge(const MergeInputs& in, std::span<float> o, std::sp
   kernel_.merge(in, o, lse);
 }
 
+void FrozenDeclaration::forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const {
+  still_declared();
+  kernel_.forward_packed(call, o, lse);
+}
+
 std::unique_ptr<DecodeSession> FrozenDeclaration::open_decode(const DecodeConfig& config) const {
   still_declared();
   return kernel_.open_decode(config);

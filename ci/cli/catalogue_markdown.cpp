@@ -22,6 +22,7 @@ std::string needs_of(const PropertyInfo& p) {
                                                 {d.block_tables, "block tables"},
                                                 {d.shareable_pages, "pages two sequences may share"},
                                                 {d.merge, "`merge` declared"},
+                                                {d.packed, "`packed` layout declared"},
                                                 {d.exact_sessions, "decode sessions that keep every key"},
                                                 {d.deterministic_backward, "`backward` promised deterministic"},
                                                 {d.padding, "padding"},

@@ -39,6 +39,9 @@ const void* open_plugin(const std::string& path) {
       throw KernelLoadError(fmt::format("{}: descriptor declares ATTEST_CAP_BACKWARD but its backward is NULL", path));
     if ((v2->capabilities & ATTEST_CAP_MERGE) && !v2->merge)
       throw KernelLoadError(fmt::format("{}: descriptor declares ATTEST_CAP_MERGE but its merge is NULL", path));
+    if ((v2->capabilities & ATTEST_CAP_PACKED) && (v2->struct_size < ATTEST_KERNEL_V2_8_SIZE || !v2->forward_packed))
+      throw KernelLoadError(fmt::format(
+          "{}: descriptor declares ATTEST_CAP_PACKED but its forward_packed is NULL or past struct_size", path));
   } else {
     throw KernelLoadError(fmt::format("{}: kernel ABI version {}, this attest speaks versions 1 and 2", path, version));
   }
@@ -139,6 +142,24 @@ void InProcessPlugin::merge(const MergeInputs& in, std::span<float> o, std::span
   out.o = o.data(), out.lse = lse.data();
   const attest_status status = served_.merge(wire.view(), out);
   if (status != ATTEST_OK) status_failure("merge", status, served_);
+}
+
+void InProcessPlugin::forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const {
+  // Each cu_seqlens array ends flush against a guard page: a kernel reading entry batch + 1 faults.
+  const std::size_t offsets = call.cu_seqlens_q.size() * sizeof(std::int32_t);
+  guarded::Buffer cu_q("cu_seqlens_q", offsets, guarded::Placement::kEnd);
+  guarded::Buffer cu_k("cu_seqlens_k", offsets, guarded::Placement::kEnd);
+  std::memcpy(cu_q.data(), call.cu_seqlens_q.data(), offsets);
+  std::memcpy(cu_k.data(), call.cu_seqlens_k.data(), offsets);
+  cu_q.seal(), cu_k.seal();
+  const attest_packed_problem problem = packed_problem_view(call, static_cast<const std::int32_t*>(cu_q.data()),
+                                                            static_cast<const std::int32_t*>(cu_k.data()));
+  std::fill(o.begin(), o.end(), std::numeric_limits<float>::quiet_NaN());  // a value never written shows
+  std::fill(lse.begin(), lse.end(), std::numeric_limits<float>::quiet_NaN());
+  attest_packed_outputs out{};
+  out.o = o.data(), out.lse = lse.empty() ? nullptr : lse.data();
+  const attest_status status = served_.forward_packed(problem, out);
+  if (status != ATTEST_OK) status_failure("forward_packed", status, served_);
 }
 
 class InProcessDecode final : public DecodeSession {

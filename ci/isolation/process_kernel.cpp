@@ -336,6 +336,27 @@ void ProcessKernel::merge(const MergeInputs& in, std::span<float> o, std::span<f
   std::copy(result.lse.begin(), result.lse.end(), lse.begin());
 }
 
+void ProcessKernel::forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const {
+  if (!caps_.packed) throw KernelFailure(KernelFailure::Kind::kStatus, "the kernel declares no packed layout");
+  protocol::WirePacked wire;
+  wire.cu_seqlens_q = call.cu_seqlens_q, wire.cu_seqlens_k = call.cu_seqlens_k;
+  wire.header = packed_problem_view(call, nullptr, nullptr);
+  wire.alibi_slopes = call.terms.modifiers.alibi_slopes, wire.sinks = call.terms.modifiers.sinks;
+  wire.q = call.q, wire.k = call.k, wire.v = call.v;
+  wire.want_lse = lse.empty() ? 0 : 1;
+  protocol::Writer w;
+  protocol::write_packed(w, wire);
+  Problem work = call.terms;  // every sequence as long as the longest: an upper estimate
+  work.shape.q_len = std::max(1, call.max_seqlen_q), work.shape.k_len = std::max(1, call.max_seqlen_k);
+  const protocol::PackedResult result =
+      computed(Type::kForwardPacked, w.bytes(), Type::kForwardPackedResult, reply_bound(3, o.size() + lse.size()),
+               forward_work(work), protocol::read_packed_result, "packed forward", "forward_packed");
+  if (result.o.size() != o.size() || result.lse.size() != lse.size())
+    fail(KernelFailure::Kind::kProtocol, "malformed packed forward result: output sizes do not match the call");
+  std::copy(result.o.begin(), result.o.end(), o.begin());
+  std::copy(result.lse.begin(), result.lse.end(), lse.begin());
+}
+
 namespace {
 
 class ProcessDecodeSession final : public DecodeSession {

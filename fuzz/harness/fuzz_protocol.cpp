@@ -65,6 +65,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case protocol::Type::kMergeResult:
           protocol::read_merge_result(r);
           break;
+        // ABI 2.8: a packed varlen forward, and its outputs.
+        case protocol::Type::kForwardPacked:
+          protocol::read_packed(r);
+          break;
+        case protocol::Type::kForwardPackedResult:
+          protocol::read_packed_result(r);
+          break;
         case protocol::Type::kDecodePaged: {
           const protocol::WireDecodeConfig config = protocol::read_decode_config(r, true);
           protocol::read_paged_step(r, config.header, 16, ATTEST_F32, ATTEST_Q8, ATTEST_E4M3);

@@ -2,7 +2,7 @@
 // throws DeclarationError naming the field, before anything is served.
 import { CAPABILITIES } from "./interface.js";
 
-export const FEATURES = Object.keys(CAPABILITIES).filter((name) => !["decode", "backward", "merge"].includes(name));
+export const FEATURES = Object.keys(CAPABILITIES).filter((name) => !["decode", "backward", "merge", "packed"].includes(name));
 export const PRECISIONS = ["f32", "bf16", "f16"]; // what this package serves (quantized K/V is not)
 export const PRECISION_FIELDS = ["q", "k", "v", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"];
 export const I32_MAX = 2 ** 31 - 1;

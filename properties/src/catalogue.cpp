@@ -1,5 +1,6 @@
 #include <stdexcept>
 
+#include "attest/packed.h"
 #include "attest/properties.h"
 #include "attest/session_forward.h"
 
@@ -168,6 +169,19 @@ const std::vector<PropertyInfo>& property_catalogue() {
        .check = split_invariance,
        .required = {F::kExplicitMask, F::kLse},
        .declares = {.merge = true}},
+      // The packed varlen layout (Kernel::forward_packed).
+      {.name = "packed_equals_padded",
+       .summary = "packed varlen calls equal the padded batch's exact reference, per sequence",
+       .check = packed_equals_padded,
+       .needs = {.unmasks_keys = true},  // drops segments, explicit masks and biases; redraws padding
+       .forward_paths = false,
+       .declares = {.packed = true}},
+      {.name = "sequences_do_not_interact",
+       .summary = "editing one packed sequence changes no other sequence's outputs",
+       .check = sequences_do_not_interact,
+       .needs = {.unmasks_keys = true},
+       .forward_paths = false,
+       .declares = {.packed = true}},
   };
   return catalogue;
 }
@@ -188,6 +202,9 @@ std::string not_covered_because(const PropertyInfo& property, const Capabilities
   const DeclarationNeeds& declares = property.declares;
   if (declares.cache_eviction && !caps.cache.evicts()) return "the kernel declares no cache eviction";
   if (declares.merge && !caps.merge) return "the kernel declares no merge";
+  if (declares.packed && !caps.packed) return "the kernel declares no packed layout";
+  if (declares.packed && !packed_storage(caps))
+    return "a packed call is float32; the kernel stores Q, K, V or O otherwise";
   if (declares.block_tables && caps.page_tokens < 1) return "the kernel declares no block-table cache";
   if (declares.shareable_pages && (caps.precision.k == Scalar::kQ8Head || caps.precision.v == Scalar::kQ8Head))
     return "q8_head scales are a sequence's own: its pages are not shared";

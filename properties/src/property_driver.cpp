@@ -308,7 +308,9 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
     const Verdict v = check_safely(property, p, kernel, oracle);
     // Not the kernel's last_path when no forward ran: that is a stale forward's (seed 7 #93 of
     // selfcheck: merge_equals_whole INSUFFICIENT, its cases credited to whichever path ran before).
-    const CasePath where = property.forward_paths ? case_path(log, p, kernel) : CasePath{kMergePath};
+    const CasePath where = property.forward_paths     ? case_path(log, p, kernel)
+                           : property.declares.packed ? CasePath{kPackedPath}
+                                                      : CasePath{kMergePath};
     // A probe served by another path than the case's own tested that path, not this one: the case
     // is drawn again (up to as many times as there are cases; then kept, and counted).
     if (!failed && v.passed && where.left) {

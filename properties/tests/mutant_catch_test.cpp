@@ -106,6 +106,9 @@ const Catch kCatches[] = {
     {"merge_equals_whole", "merge_empty_part_nan"},
     {"merge_equals_whole", "merge_without_max"},
     {"merge_equals_whole", "merge_lse_bf16"},
+    {"packed_equals_padded", "packed_drops_last_sequence"},
+    {"packed_equals_padded", "packed_next_offset"},
+    {"sequences_do_not_interact", "packed_max_seqlen_as_length"},
     {"split_invariance", "split_lse_log2"},
 };
 

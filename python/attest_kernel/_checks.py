@@ -5,7 +5,7 @@ import math
 from . import abi
 from .quantized import QUANTIZED
 
-FEATURES = tuple(name for name in abi.CAPABILITIES if name not in ("decode", "backward", "merge"))
+FEATURES = tuple(name for name in abi.CAPABILITIES if name not in ("decode", "backward", "merge", "packed"))
 KV_FORMATS = tuple(abi.FORMATS)  # K and V storage: also the 2.4 quantized formats
 PRECISIONS = tuple(name for name in KV_FORMATS if name not in QUANTIZED)  # "f32", "bf16", "f16"
 I32_MAX = 2**31 - 1

@@ -54,6 +54,7 @@ AbiAdapter::AbiAdapter(std::unique_ptr<Kernel> kernel) : kernel_(std::move(kerne
   }
   if (c.backward()) descriptor_.backward = &AbiAdapter::backward;
   if (c.merge) descriptor_.merge = &AbiAdapter::merge;
+  if (c.packed) descriptor_.forward_packed = &AbiAdapter::forward_packed;
   descriptor_.last_error = &AbiAdapter::last_error;
   descriptor_.cache_policy = d.cache_policy;
   descriptor_.cache_sinks = d.cache_sinks, descriptor_.cache_recent = d.cache_recent;
@@ -131,6 +132,19 @@ attest_status AbiAdapter::merge(void* user, const attest_merge_inputs* in, attes
     check_merge_inputs(m, o, lse);
     self->kernel_->merge(m, o, lse);
     std::strncpy(out->path, "merge", sizeof out->path - 1);
+  });
+}
+
+attest_status AbiAdapter::forward_packed(void* user, const attest_packed_problem* problem, attest_packed_outputs* out) {
+  auto* self = static_cast<AbiAdapter*>(user);
+  return self->status_of([&] {
+    const PackedCall call = packed_call_of(*problem);
+    if (call.total_q() > 0 && !out->o) throw ProblemError("packed: the output o is NULL");
+    const std::span<float> o(out->o, call.o_size());
+    const std::span<float> lse = out->lse ? std::span<float>(out->lse, call.lse_size()) : std::span<float>();
+    check_packed_call(call, o, lse);
+    self->kernel_->forward_packed(call, o, lse);
+    std::strncpy(out->path, kPackedPath, sizeof out->path - 1);
   });
 }
 

@@ -90,7 +90,7 @@ static_assert(mask_of<int>({
 #define ATTEST_CAPABILITY ROW_BIT
 #include "attest/interface/capabilities.def"
 #undef ATTEST_CAPABILITY
-              }) == std::uint64_t{ATTEST_CAP_MERGE} * 2 - 1,
+              }) == std::uint64_t{ATTEST_CAP_PACKED} * 2 - 1,
               "capabilities.def: an ATTEST_CAP_ bit has no row");
 static_assert(mask_of<int>({
 #define ATTEST_FORMAT ROW_VALUE
@@ -296,6 +296,19 @@ TEST(InterfaceTable, RequestsAreWrittenAsTheTableSays) {
   walk(rm, message("Merge"));
   EXPECT_TRUE(rm.at_end()) << "MERGE";
 
+  WirePacked packed;
+  packed.header.batch = packed.header.heads = packed.header.kv_heads = 1;
+  packed.header.head_dim = packed.header.value_dim = 2;
+  packed.cu_seqlens_q = packed.cu_seqlens_k = {0, 1};
+  packed.q = packed.k = packed.v = {0.0f, 0.0f};
+  Writer pk;
+  write_packed(pk, packed);
+  Reader rpk(pk.bytes());
+  walk(rpk, message("ForwardPacked"));
+  EXPECT_TRUE(rpk.at_end()) << "FORWARD_PACKED";
+  Reader again(pk.bytes());
+  EXPECT_NO_THROW(read_packed(again)) << "FORWARD_PACKED: read_packed disagrees with write_packed";
+
   WirePagedStep step;
   const std::vector<std::uint8_t> pool(64, 0);
   step.page_bytes = 64, step.pool = pool, step.table_width = 1, step.tables = {0}, step.lengths = {0};
@@ -324,6 +337,7 @@ TEST(InterfaceTable, RepliesAreReadAsTheTableSays) {
   expect_read("Retained", read_retained);
   expect_read("DecodePagedResult", read_paged_result);
   expect_read("MergeResult", read_merge_result);
+  expect_read("ForwardPackedResult", read_packed_result);
 }
 
 // The descriptor: every member the table names gets its own value, and write_descriptor must put

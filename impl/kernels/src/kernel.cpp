@@ -169,6 +169,10 @@ void Kernel::merge(const MergeInputs&, std::span<float>, std::span<float>) const
   throw std::logic_error("kernel " + name() + " has no merge");
 }
 
+void Kernel::forward_packed(const PackedCall&, std::span<float>, std::span<float>) const {
+  throw std::logic_error("kernel " + name() + " has no packed forward");
+}
+
 const std::vector<KernelEntry>& kernel_registry() {
   static const std::vector<KernelEntry> registry = {
       {"loop", "textbook loops: scores, stable softmax, weighted sum", [] { return make_loop_kernel(); }},

@@ -29,12 +29,16 @@ class LoopKernel final : public Kernel {
     c.features = c.features | FeatureSet::of_kind(FeatureKind::kModifier);
     c.precision = p_;
     if (!rounds_) c.features.insert(Feature::kBackward), c.deterministic_backward = true;
+    c.packed = !rounds_;  // its packed forward is float32 arithmetic: the model kernel's rounding is not in it
     return c;
   }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override { compute(p, o, lse, {}); }
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
     loop_backward(p, in, out);
+  }
+  void forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const override {
+    packed_forward(call, o, lse);
   }
 
   // Only query rows `rows` of every batch entry and head (empty: all); the others are left as they

@@ -37,6 +37,7 @@ class TiledKernel final : public Kernel {
       c.features.insert(Feature::kBackward), c.deterministic_backward = true;
     // Likewise a merge only for a merge mutant.
     c.merge = merge_fault(faults_);
+    c.packed = packed_fault(faults_);  // and a packed forward only for a packed mutant
     if (cfg_.declare_paths) {
       const long long any = 1LL << 40;
       if (cfg_.split_kv) c.paths.push_back({.path = "split-kv", .batch = {1, 1}, .q_len = {1, 4}, .k_len = {512, any}});
@@ -51,6 +52,9 @@ class TiledKernel final : public Kernel {
   }
   void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
     merge_states(in, o, lse, faults_);
+  }
+  void forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const override {
+    packed_forward(call, o, lse, faults_);
   }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {

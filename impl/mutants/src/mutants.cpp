@@ -394,6 +394,14 @@ const std::vector<MutantEntry>& mutant_registry() {
             "forward LSE left in base 2 (a base-2 softmax's state, never converted): split-KV states mis-weighted "
             "when merged",
             "split_invariance", {.split_lse_log2 = true}),
+      // The packed varlen layout (Kernel::forward_packed): the packed forward with one bug each.
+      tiled("packed_drops_last_sequence", "packed: sequences 0 .. B - 2 only, the last one's rows never written",
+            "packed_equals_padded", {.packed_drops_last_sequence = true}),
+      tiled("packed_next_offset", "packed: sequence b's keys from cu_seqlens_k[b + 1], the next sequence's offset",
+            "packed_equals_padded", {.packed_next_offset = true}),
+      tiled("packed_max_seqlen_as_length",
+            "packed: every sequence taken as max_seqlen_k keys long, reading into the next sequence",
+            "sequences_do_not_interact", {.packed_max_seqlen_as_length = true}),
       // Backward (docs/design.md#backward): the tiled backward with one bug each.
       tiled("backward_drops_d", "backward: dS = P dP, the D = rowsum(dO * O) term dropped",
             "gradient_ds_rows_sum_to_zero", {.backward_drops_d = true}),

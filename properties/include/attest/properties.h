@@ -72,6 +72,13 @@ Verdict sink_takes_mass(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // A kernel declaring merge: the exact states of a drawn partition of the keys (empty parts, single
 // keys, one part holding every key; partial O in f32 or bf16) merge to the exact whole.
 Verdict merge_equals_whole(const Problem& p, const Kernel& kernel, Oracle& oracle);
+
+// A kernel declaring the packed varlen layout (packed.h), on the case with drawn sequence lengths
+// (empty sequences, a single one, many short ones, one long beside short ones, totals at a tile's
+// edge): its packed call equals the exact reference of the padded batch, sequence by sequence.
+Verdict packed_equals_padded(const Problem& p, const Kernel& kernel, Oracle& oracle);
+// ... and editing one sequence's Q, K and V changes no other sequence's outputs.
+Verdict sequences_do_not_interact(const Problem& p, const Kernel& kernel, Oracle& oracle);
 // A kernel declaring merge and LSE: its forward over 2 to 8 contiguous key ranges (an explicit mask
 // hiding the rest) merged by its merge equals its forward over every key, within the bound.
 Verdict split_invariance(const Problem& p, const Kernel& kernel, Oracle& oracle);
@@ -117,6 +124,7 @@ struct DeclarationNeeds {
   bool block_tables = false;     // a block-table cache (page_tokens >= 1)
   bool shareable_pages = false;  // pages two sequences may share (no q8_head K or V: its scales are per sequence)
   bool merge = false;            // Kernel::merge (Capabilities::merge)
+  bool packed = false;           // Kernel::forward_packed (Capabilities::packed)
   bool exact_sessions = false;   // decode sessions that keep every key (no explicit eviction policy)
   bool deterministic_backward = false;  // the promise of bitwise repeatable gradients
   bool padding = false;                 // key or query padding (the property makes rows empty with it)
@@ -132,7 +140,8 @@ struct PropertyInfo {
   bool needs_forward = true;      // false: runs through decode only
   bool through_sessions = false;  // a decode-only kernel runs it through decode sessions (session_forward.h)
   // false: its cases call no forward (merge_equals_whole judges the merge alone), so they are the
-  // merge's ("merge", the path the C ABI reports for a merge) and no forward path needs evidence in it.
+  // merge's ("merge", the path the C ABI reports for a merge), or for a packed property the packed
+  // forward's ("packed"), and no (padded) forward path needs evidence in them.
   bool forward_paths = true;
   DeclarationNeeds declares;  // what else the declaration must have
 };

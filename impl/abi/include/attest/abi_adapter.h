@@ -34,6 +34,7 @@ class AbiAdapter {
   static attest_status backward(void* user, const attest_problem_v2* problem, const attest_backward_inputs* in,
                                 attest_gradients* out);
   static attest_status merge(void* user, const attest_merge_inputs* in, attest_merge_outputs* out);
+  static attest_status forward_packed(void* user, const attest_packed_problem* problem, attest_packed_outputs* out);
   static const char* last_error(void* user);
   template <typename Call>
   attest_status status_of(Call&& call);

@@ -44,7 +44,12 @@
  * Version 2.7 appends to attest_kernel_v2 (read only when struct_size reaches them) a contract's value
  * width apart from Dk (value_dim, value_dims) and alibi_excludes_bias, and gives attest_path_predicate's
  * first reserved int its meaning: key_tile, the keys per online-softmax tile of that declared path
- * (0: the contract's key_tile). */
+ * (0: the contract's key_tile).
+ *
+ * Version 2.8 appends to attest_kernel_v2 (read only when struct_size reaches ATTEST_KERNEL_V2_8_SIZE)
+ * forward_packed: with ATTEST_CAP_PACKED the kernel also takes the packed variable-length layout
+ * (attest_packed_problem: sequences concatenated with cu_seqlens offsets and no padding, as
+ * FlashAttention's varlen functions take them). */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -57,7 +62,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 7                      /* version 2.7: the fields and values marked 2.1 to 2.7 below */
+#define ATTEST_ABI_MINOR 8                      /* version 2.8: the fields and values marked 2.1 to 2.8 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 /* Every constant below has its row, with the version that added it, in the .def files of attest/interface/
  * (interface_table_test checks both ways). */
@@ -91,6 +96,10 @@ typedef enum attest_status {
 #define ATTEST_CAP_BACKWARD (1u << 16) /* the backward entry: dQ, dK, dV (and dsinks) from dO */
 /* Version 2.6: */
 #define ATTEST_CAP_MERGE (1u << 17) /* the merge entry: partial states (O_i, LSE_i) -> (O, LSE) */
+/* Version 2.8: */
+#define ATTEST_CAP_PACKED                                                                    \
+  (1u << 18) /* layout = packed: forward_packed takes varlen batches (attest_packed_problem) \
+              */
 
 /* The integer mask terms: one int32 parameter each (0 = off), a field of that name in
  * attest_problem_v2 and attest_decode_config_v2, listed here in the order they travel on the
@@ -407,6 +416,39 @@ typedef struct attest_paged_step {
   char path[32]; /* optional: the internal path that served the call */
 } attest_paged_step;
 
+/* 2.8: a packed variable-length batch (ATTEST_CAP_PACKED, docs/design.md#packed-batches). Sequence b has
+ * queries cu_seqlens_q[b] .. cu_seqlens_q[b + 1] and keys cu_seqlens_k[b] .. cu_seqlens_k[b + 1], either
+ * possibly empty; query i of a sequence sits at position q_offset + i (the same q_offset for every
+ * sequence), key j at j. The mask terms and score modifiers apply within each sequence; no key of
+ * one sequence is seen by another. There is no padding mask, segment, explicit mask or bias, and
+ * every buffer is float32. Each cu_seqlens array ends flush against a guard page: reading
+ * cu_seqlens[batch + 1] faults. */
+typedef struct attest_packed_problem {
+  int32_t batch; /* sequences */
+  int32_t heads, kv_heads, head_dim, value_dim;
+  int32_t max_seqlen_q, max_seqlen_k; /* the longest sequence of each */
+  double scale;
+  int64_t q_offset;
+  int32_t causal, window, chunk, lookahead; /* as in attest_problem_v2 (0 = off) */
+  int32_t rope;
+  double rope_base;
+  double softcap;              /* 0: none */
+  const float* alibi_slopes;   /* NULL or [H] */
+  const float* sinks;          /* NULL or [H] */
+  const int32_t* cu_seqlens_q; /* [batch + 1], from 0, non-decreasing */
+  const int32_t* cu_seqlens_k; /* [batch + 1] */
+  const float* q;              /* [total_q][H][Dk] */
+  const float* k;              /* [total_k][Hkv][Dk] */
+  const float* v;              /* [total_k][Hkv][Dv] */
+  const void* reserved[4];     /* NULL (int64 offsets later) */
+} attest_packed_problem;
+
+typedef struct attest_packed_outputs {
+  float* o;      /* [total_q][H][Dv], to be fully written */
+  float* lse;    /* [H][total_q] natural log (FlashAttention's order), or NULL when not wanted */
+  char path[32]; /* optional: the internal path that served the call */
+} attest_packed_outputs;
+
 typedef struct attest_kernel_v2 {
   uint32_t abi_version; /* ATTEST_ABI_VERSION_2 */
   uint32_t struct_size; /* sizeof(attest_kernel_v2): room to grow */
@@ -463,6 +505,9 @@ typedef struct attest_kernel_v2 {
   const int32_t* value_dims;
   int32_t value_dim_count;
   int32_t alibi_excludes_bias;
+  /* 2.8: read only when struct_size reaches it (a 2.7 descriptor ends before). With ATTEST_CAP_PACKED,
+   * the forward of a packed variable-length batch; NULL otherwise. */
+  attest_status (*forward_packed)(void* user, const attest_packed_problem* problem, attest_packed_outputs* out);
 } attest_kernel_v2;
 
 /* 2.1: an internal path (the name the kernel writes to outputs.path) and where it rounds. Its
@@ -496,12 +541,14 @@ typedef struct attest_path_predicate {
 
 /* The size of a 2.0 descriptor: struct_size at least this; the 2.1 fields need ATTEST_KERNEL_V2_1_SIZE,
  * the 2.2 ones ATTEST_KERNEL_V2_2_SIZE (2.3 added no field), the 2.4 ones ATTEST_KERNEL_V2_4_SIZE (2.5 and
- * 2.6 added none: 2.6's merge took a reserved pointer), the 2.7 ones ATTEST_KERNEL_V2_7_SIZE. */
+ * 2.6 added none: 2.6's merge took a reserved pointer), the 2.7 ones ATTEST_KERNEL_V2_7_SIZE, the 2.8 one
+ * ATTEST_KERNEL_V2_8_SIZE. */
 #define ATTEST_KERNEL_V2_0_SIZE 368u
 #define ATTEST_KERNEL_V2_1_SIZE 384u
 #define ATTEST_KERNEL_V2_2_SIZE 400u
 #define ATTEST_KERNEL_V2_4_SIZE 440u
 #define ATTEST_KERNEL_V2_7_SIZE 472u
+#define ATTEST_KERNEL_V2_8_SIZE 480u
 
 /* Returns a pointer to an attest_kernel (version 1) or attest_kernel_v2 (version 2). */
 typedef const void* (*attest_kernel_entry_any_fn)(void);

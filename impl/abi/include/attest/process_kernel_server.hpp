@@ -157,6 +157,7 @@ class ServedKernel {
           d.value_dims.assign(v2_->value_dims, v2_->value_dims + std::min(v2_->value_dim_count, 4096));
         d.alibi_excludes_bias = v2_->alibi_excludes_bias;
       }
+      if (!packs()) d.capabilities &= ~ATTEST_CAP_PACKED;  // a 2.7 descriptor has no forward_packed to call
       return d;
     }
     d.abi_version = v1_->abi_version;
@@ -259,6 +260,15 @@ class ServedKernel {
   attest_status merge(const attest_merge_inputs& in, attest_merge_outputs& out) const {
     if (!merges()) return ATTEST_UNSUPPORTED;
     return v2_->merge(v2_->user, &in, &out);
+  }
+  // 2.8: the packed varlen layout (its pointer only when struct_size reaches it).
+  bool packs() const {
+    return (capabilities() & ATTEST_CAP_PACKED) && v2_ && v2_->struct_size >= ATTEST_KERNEL_V2_8_SIZE &&
+           v2_->forward_packed;
+  }
+  attest_status forward_packed(const attest_packed_problem& p, attest_packed_outputs& out) const {
+    if (!packs()) return ATTEST_UNSUPPORTED;
+    return v2_->forward_packed(v2_->user, &p, &out);
   }
   void decode_close(void* session) const {
     if (v2_ && v2_->decode_close) v2_->decode_close(v2_->user, session);
@@ -475,6 +485,39 @@ struct Server {
     return kServing;
   }
 
+  // FORWARD_PACKED (2.8): the buffers guarded, each cu_seqlens flush against its trailing guard
+  // page (reading entry batch + 1 faults), the outputs NaN-filled between guards.
+  int forward_packed(Reader& r, Placement placement) {
+    Writer w;
+    if (!kernel.packs()) throw ProtocolError("FORWARD_PACKED to a kernel without the packed layout");
+    const WirePacked request = read_packed(r);
+    const attest_packed_problem& h = request.header;
+    auto cu_q = detail::guarded_input("cu_seqlens_q", request.cu_seqlens_q, Placement::kEnd),
+         cu_k = detail::guarded_input("cu_seqlens_k", request.cu_seqlens_k, Placement::kEnd);
+    auto q = detail::guarded_input("Q", request.q, placement), k = detail::guarded_input("K", request.k, placement),
+         v = detail::guarded_input("V", request.v, placement);
+    auto slopes = detail::guarded_input("ALiBi slopes", request.alibi_slopes, placement),
+         sinks = detail::guarded_input("sinks", request.sinks, placement);
+    const std::size_t rows = std::size_t(request.total_q()) * std::size_t(h.heads);
+    auto o = detail::guarded_output("O", rows * std::size_t(h.value_dim), placement),
+         lse = detail::guarded_output("LSE", request.want_lse ? rows : 0, placement);
+    attest_packed_problem in = request.view();
+    in.cu_seqlens_q = static_cast<const std::int32_t*>(cu_q->data());
+    in.cu_seqlens_k = static_cast<const std::int32_t*>(cu_k->data());
+    in.q = static_cast<const float*>(q->data()), in.k = static_cast<const float*>(k->data());
+    in.v = static_cast<const float*>(v->data());
+    in.alibi_slopes = static_cast<const float*>(slopes->data()), in.sinks = static_cast<const float*>(sinks->data());
+    attest_packed_outputs out{};
+    out.o = static_cast<float*>(o->data()), out.lse = static_cast<float*>(lse->data());
+    const attest_status status = kernel.forward_packed(in, out);
+    out.path[sizeof out.path - 1] = '\0';
+    const std::string fault = detail::damage_of({o.get(), lse.get()});
+    w.i32(status).str(status == ATTEST_OK ? "" : kernel.last_error()).str(out.path).str(fault);
+    w.array(detail::contents(*o)).array(detail::contents(*lse));
+    write_frame(out_fd, Type::kForwardPackedResult, w.bytes());
+    return kServing;
+  }
+
   // DECODE_OPEN: a session, kept with the configuration it points to.
   int decode_open(Reader& r) {
     Writer w;
@@ -656,6 +699,9 @@ inline int serve_descriptor(const void* descriptor, int in_fd, int out_fd) {
           break;
         case Type::kMerge:
           status = server.merge(r, placement);
+          break;
+        case Type::kForwardPacked:
+          status = server.forward_packed(r, placement);
           break;
         case Type::kDecodeOpen:
           status = server.decode_open(r);

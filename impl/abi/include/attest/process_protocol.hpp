@@ -653,6 +653,66 @@ inline WireMerge read_merge(Reader& r) {
   return m;
 }
 
+// A packed varlen forward (ABI 2.8): the call's terms (attest_packed_problem), its offsets and its
+// float32 buffers; view() points the header at them.
+struct WirePacked {
+  attest_packed_problem header{};
+  std::vector<float> alibi_slopes, sinks;
+  std::vector<std::int32_t> cu_seqlens_q, cu_seqlens_k;
+  std::vector<float> q, k, v;
+  std::int32_t want_lse = 0;
+
+  attest_packed_problem view() const {
+    attest_packed_problem h = header;
+    h.alibi_slopes = alibi_slopes.empty() ? nullptr : alibi_slopes.data();
+    h.sinks = sinks.empty() ? nullptr : sinks.data();
+    h.cu_seqlens_q = cu_seqlens_q.data(), h.cu_seqlens_k = cu_seqlens_k.data();
+    h.q = q.empty() ? nullptr : q.data(), h.k = k.empty() ? nullptr : k.data(), h.v = v.empty() ? nullptr : v.data();
+    return h;
+  }
+  std::uint64_t total_q() const { return cu_seqlens_q.empty() ? 0 : std::uint64_t(cu_seqlens_q.back()); }
+};
+
+inline void write_packed(Writer& w, const WirePacked& p) {
+  const attest_packed_problem& h = p.header;
+  w.i32(h.batch).i32(h.heads).i32(h.kv_heads).i32(h.head_dim).i32(h.value_dim).i32(h.max_seqlen_q).i32(h.max_seqlen_k);
+  w.f64(h.scale).i64(h.q_offset).i32(h.causal).i32(h.window).i32(h.chunk).i32(h.lookahead).i32(h.rope);
+  w.f64(h.rope_base).f64(h.softcap).array(p.alibi_slopes).array(p.sinks).array(p.cu_seqlens_q).array(p.cu_seqlens_k);
+  w.array(p.q).array(p.k).array(p.v).i32(p.want_lse);
+}
+
+inline WirePacked read_packed(Reader& r) {
+  WirePacked p;
+  attest_packed_problem& h = p.header;
+  h.batch = r.i32(), h.heads = r.i32(), h.kv_heads = r.i32(), h.head_dim = r.i32(), h.value_dim = r.i32();
+  h.max_seqlen_q = r.i32(), h.max_seqlen_k = r.i32();
+  h.scale = r.f64(), h.q_offset = r.i64(), h.causal = r.i32(), h.window = r.i32(), h.chunk = r.i32();
+  h.lookahead = r.i32(), h.rope = r.i32(), h.rope_base = r.f64(), h.softcap = r.f64();
+  p.alibi_slopes = r.array<float>(), p.sinks = r.array<float>();
+  p.cu_seqlens_q = r.array<std::int32_t>(), p.cu_seqlens_k = r.array<std::int32_t>();
+  p.q = r.array<float>(), p.k = r.array<float>(), p.v = r.array<float>();
+  p.want_lse = r.i32();
+  r.expect_end();
+  constexpr std::int32_t kMax = 1 << 20;
+  if (h.batch < 1 || h.batch > kMax || h.heads < 1 || h.heads > kMax || h.kv_heads < 1 || h.kv_heads > h.heads ||
+      h.head_dim < 1 || h.head_dim > kMax || h.value_dim < 1 || h.value_dim > kMax)
+    throw ProtocolError("packed batch, heads or widths out of range");
+  if (p.cu_seqlens_q.size() != std::size_t(h.batch) + 1 || p.cu_seqlens_k.size() != std::size_t(h.batch) + 1)
+    throw ProtocolError("packed cu_seqlens do not hold batch + 1 offsets");
+  for (const auto* cu : {&p.cu_seqlens_q, &p.cu_seqlens_k})
+    for (std::size_t b = 0; b < cu->size(); ++b)
+      if ((*cu)[b] < (b == 0 ? 0 : (*cu)[b - 1]) || (b == 0 && (*cu)[0] != 0))
+        throw ProtocolError("packed cu_seqlens do not start at 0 or decrease");
+  const std::uint64_t tq = p.total_q(), tk = std::uint64_t(p.cu_seqlens_k.back());
+  if ((!p.alibi_slopes.empty() && p.alibi_slopes.size() != std::size_t(h.heads)) ||
+      (!p.sinks.empty() && p.sinks.size() != std::size_t(h.heads)) ||
+      p.q.size() != tq * std::uint64_t(h.heads) * std::uint64_t(h.head_dim) ||
+      p.k.size() != tk * std::uint64_t(h.kv_heads) * std::uint64_t(h.head_dim) ||
+      p.v.size() != tk * std::uint64_t(h.kv_heads) * std::uint64_t(h.value_dim))
+    throw ProtocolError("packed arrays do not match cu_seqlens and the shape");
+  return p;
+}
+
 // The kernel's replies as attest reads them (each throws ProtocolError when malformed).
 struct ForwardResult {
   std::int32_t status = 0;
@@ -695,6 +755,21 @@ struct MergeResult {
 
 inline MergeResult read_merge_result(Reader& r) {
   MergeResult m;
+  m.status = r.i32();
+  m.error = r.str(), m.path = r.str(), m.fault = r.str();
+  m.o = r.array<float>(), m.lse = r.array<float>();
+  r.expect_end();
+  return m;
+}
+
+struct PackedResult {
+  std::int32_t status = 0;
+  std::string error, path, fault;
+  std::vector<float> o, lse;  // float32: [total_q][H][Dv] and [H][total_q]
+};
+
+inline PackedResult read_packed_result(Reader& r) {
+  PackedResult m;
   m.status = r.i32();
   m.error = r.str(), m.path = r.str(), m.fault = r.str();
   m.o = r.array<float>(), m.lse = r.array<float>();

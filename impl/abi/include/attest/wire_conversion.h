@@ -27,6 +27,14 @@ protocol::WireMerge to_wire(const MergeInputs& in);
 // Partial states from the C view: their o converted to floats into `o` (which the result views).
 // Throws ProblemError naming what is wrong (NULL buffers, a storage other than f32 or bf16, counts).
 MergeInputs merge_inputs_of(const attest_merge_inputs& in, std::vector<float>& o);
+
+// A packed varlen call (ABI 2.8) as the C struct: pointers into `call`'s buffers, the offsets
+// from where the caller keeps them (attest places each before a guard page).
+attest_packed_problem packed_problem_view(const PackedCall& call, const std::int32_t* cu_seqlens_q,
+                                          const std::int32_t* cu_seqlens_k);
+// ... and back, copied (throws ProblemError for NULL buffers or broken offsets; check_packed_call
+// judges the rest).
+PackedCall packed_call_of(const attest_packed_problem& problem);
 // Back from the C view; validates nothing (Problem::validate does).
 Problem from_wire(const attest_problem_v2& h, const Precision& precision);
 // A decode configuration as attest's model has it (q8_head scales from reserved[0] and [1]).

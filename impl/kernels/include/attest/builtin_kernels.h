@@ -6,6 +6,7 @@
 
 #include "attest/faults.h"
 #include "attest/kernel.h"
+#include "attest/packed.h"
 
 namespace attest {
 
@@ -51,6 +52,10 @@ std::unique_ptr<Kernel> make_decode_only(std::unique_ptr<Kernel> decoder);
 // The exact merge of partial states (Kernel::merge), in f32 with the running max subtracted; with
 // `faults`, one of the merge mutants.
 void merge_states(const MergeInputs& in, std::span<float> o, std::span<float> lse, const KernelFaults& faults = {});
+
+// A float32 forward over a packed varlen batch (Kernel::forward_packed) that reads the packed
+// buffers in place; with `faults`, one of the packed-layout mutants.
+void packed_forward(const PackedCall& call, std::span<float> o, std::span<float> lse, const KernelFaults& faults = {});
 
 // The same kernels with mutation switches on (for impl/mutants/ only).
 std::unique_ptr<Kernel> make_faulty_tiled_kernel(TiledConfig config, const KernelFaults& faults, std::string name);

@@ -130,6 +130,10 @@ struct KernelFaults {
   bool merge_without_max = false;       // weights exp(lse_i), not exp(lse_i - max): overflows past lse 88
   bool merge_lse_bf16 = false;          // the partial LSEs read as bf16
   bool split_lse_log2 = false;          // the forward's LSE left in base 2 (log2 e x lse): split states mis-weighted
+  // The packed varlen layout (Kernel::forward_packed)
+  bool packed_drops_last_sequence = false;   // sequences 0 .. B - 2 only: the last one's rows never written
+  bool packed_next_offset = false;           // sequence b's keys from cu_seqlens_k[b + 1]: the next one's
+  bool packed_max_seqlen_as_length = false;  // every sequence max_seqlen_k keys long: reads the next one's
   // Sizes: bugs only past the first tiles
   bool third_key_tile_stale = false;        // double-buffered K: the third key tile scores the first tile's keys
   bool query_tile_local_positions = false;  // a row's mask position from its index within its query tile
@@ -148,6 +152,11 @@ inline bool backward_fault(const KernelFaults& f) {
 // Whether any merge switch is on.
 inline bool merge_fault(const KernelFaults& f) {
   return f.merge_reads_empty_part || f.merge_without_max || f.merge_lse_bf16 || f.split_lse_log2;
+}
+
+// Whether any packed-layout switch is on.
+inline bool packed_fault(const KernelFaults& f) {
+  return f.packed_drops_last_sequence || f.packed_next_offset || f.packed_max_seqlen_as_length;
 }
 
 }  // namespace attest

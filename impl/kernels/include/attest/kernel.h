@@ -16,6 +16,7 @@
 #include "attest/cache_policy.h"
 #include "attest/contract.h"
 #include "attest/features.h"
+#include "attest/packed.h"
 #include "attest/path_predicate.h"
 #include "attest/problem.h"
 
@@ -83,6 +84,8 @@ struct Capabilities {
   CachePolicy cache;
   // Kernel::merge is implemented: partial attention states merge into one.
   bool merge = false;
+  // Kernel::forward_packed is implemented: the packed varlen layout (packed.h), besides forward.
+  bool packed = false;
   // With decode: tokens per page of a block-table cache that attest owns (Kernel::decode_paged);
   // 0: the kernel keeps its cache in its sessions only.
   int page_tokens = 0;
@@ -108,6 +111,12 @@ struct Capabilities {
   std::string unsupported_because(const Problem& p) const;
   bool operator==(const Capabilities&) const = default;
 };
+
+// Whether a kernel's declared storage lets it take a packed call (float32 Q, K, V and O).
+inline bool packed_storage(const Capabilities& c) {
+  const Precision& p = c.precision;
+  return p.q == Scalar::kF32 && p.k == Scalar::kF32 && p.v == Scalar::kF32 && p.o == Scalar::kF32;
+}
 
 // Tokens appended to a decode session share one configuration.
 struct DecodeConfig {
@@ -210,6 +219,9 @@ class Kernel {
   // w_i = exp(lse_i), and lse [rows] = log(sum_i w_i); a row no part saw a key of: o = 0, lse = -inf.
   // The inputs are valid (check_merge_inputs).
   virtual void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const;
+  // Only for kernels whose capabilities declare packed: o [total_q][H][Dv] and, when lse is
+  // non-empty, lse [H][total_q] of a packed call (packed.h). The call is valid (check_packed_call).
+  virtual void forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const;
   // Only for kernels whose capabilities declare decode.
   virtual std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const;
   // With Capabilities::page_tokens: the bytes of one page for `config`, and one block-table call.
@@ -246,7 +258,8 @@ Outputs run_forward(const Kernel& kernel, const Problem& p);
 
 // The path every backward call is counted on (coverage and probes): apart from the forward's.
 inline constexpr const char* kBackwardPath = "backward";
-inline constexpr const char* kMergePath = "merge";  // the path of a Kernel::merge call
+inline constexpr const char* kMergePath = "merge";    // the path of a Kernel::merge call
+inline constexpr const char* kPackedPath = "packed";  // the path of a Kernel::forward_packed call
 
 // A backward call's fresh outputs.
 struct Gradients {

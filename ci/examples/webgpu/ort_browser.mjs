@@ -33,7 +33,7 @@ function decode({ type, dims, base64: text }) {
 
 /** Starts chromium with `bundle` (a file of onnxruntime-web's dist/) on `provider`; resolves to
  * { runtime(name), identity(declaredName) }. Throws when chromium or its WebGPU adapter is missing. */
-export async function openOrtPage(bundle, provider) {
+export async function openOrtPage(bundle, provider, hideSubgroups = false) {
   const playwright = await loadPlaywright([path.join(HERE, "package.json")]);
   if (!playwright) throw new Error("playwright-core is not installed (ci/install-npm-deps.sh installs it)");
   tieBrowserToProcess();
@@ -51,10 +51,10 @@ export async function openOrtPage(bundle, provider) {
   await page.waitForFunction(() => window.attestHost !== undefined);
   const opened = await page.evaluate(() => window.attestHost.open(null, null));
   if (opened.noAdapter) throw new Error(`no WebGPU adapter: ${opened.noAdapter}`);
-  await page.evaluate(async ([pageModule, url, ep]) => {
+  await page.evaluate(async ([pageModule, url, ep, hide]) => {
     window.ortPage = await import(pageModule);
-    await window.ortPage.load(url, ep);
-  }, [`${site.origin}/kernel/webgpu/ort_page.mjs`, `${site.origin}/kernel/${ORT_DIST}/${bundle}`, provider]);
+    await window.ortPage.load(url, ep, hide);
+  }, [`${site.origin}/kernel/webgpu/ort_page.mjs`, `${site.origin}/kernel/${ORT_DIST}/${bundle}`, provider, hideSubgroups]);
   page.on("framenavigated", (frame) => { if (frame === page.mainFrame()) die("the page navigated away"); });
 
   /** A call into ort_page.mjs; an exception there (ONNX Runtime's) is thrown here as an Error. */
@@ -92,5 +92,5 @@ export async function openOrtPage(bundle, provider) {
       tensor: (type, data, dims) => ({ type, data: ArrayBuffer.isView(data) ? data : ARRAYS[type].from(data), dims }),
     };
   };
-  return { runtime, identity: (declaredName) => identity(declaredName, opened), adapter: opened };
+  return { runtime, identity: (declaredName) => identity(declaredName, opened), adapter: opened, page };
 }

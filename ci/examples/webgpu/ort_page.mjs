@@ -23,7 +23,14 @@ function base64Of(view) {
 }
 
 /** Loads the build at `url` (ort.webgpu.bundle.min.mjs: the native WebGPU EP; ort.bundle.min.mjs: JSEP). */
-export async function load(url, executionProvider) {
+export async function load(url, executionProvider, hideSubgroups = false) {
+  if (hideSubgroups) { // the device ORT asks for gets no subgroups: its WGSL takes the paths without them
+    const requestDevice = GPUAdapter.prototype.requestDevice;
+    GPUAdapter.prototype.requestDevice = function (descriptor = {}) {
+      const requiredFeatures = [...(descriptor.requiredFeatures ?? [])].filter((f) => !f.startsWith("subgroup"));
+      return requestDevice.call(this, { ...descriptor, requiredFeatures });
+    };
+  }
   const module = await import(url);
   ort = module.default ?? module;
   ort.env.wasm.numThreads = 1;

@@ -7,4 +7,4 @@ import { openOrtPage } from "./ort_browser.mjs";
 import { ortWebgpuKernels } from "./ort_declarations.mjs";
 
 const browser = await openOrtPage("ort.webgpu.bundle.min.mjs", "webgpu");
-export const { gqaPrompt, gqaDecode, mha } = ortWebgpuKernels(browser.runtime("webgpu"), "ortgpu", browser.identity);
+export const { gqaPrompt, gqaPromptSoftcap, gqaDecode, mhaSelf } = ortWebgpuKernels(browser.runtime("webgpu"), "ortgpu", browser.identity);

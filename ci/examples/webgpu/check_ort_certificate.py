@@ -12,11 +12,13 @@ import json
 import os
 import re
 import sys
+import time
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "onnxruntime"))
 from check_certificate import compare  # noqa: E402
-from check_verdict import no_adapter  # noqa: E402
+from check_verdict import alive, no_adapter, tagged_processes  # noqa: E402
 
 BUILDS = {"webgpu": "ci/examples/webgpu/ort_webgpu.mjs", "nosubgroups": "ci/examples/webgpu/ort_webgpu_nosubgroups.mjs"}
 RESULTS = "ci/results/webgpu_certificates/ort"
@@ -56,7 +58,18 @@ def main(argv):
         return 77
     command = [attest, "certify", "--kernel-cmd", "node js/attest-kernel/serve.js %s:%s" % (BUILDS[build], export),
                "--budget", "quick", "--seed", "1", "--no-shrink"] + (flags or [])
-    return compare(committed_path, command, source, "%s (%s)" % (export, build))
+    tag = "attest-webgpu-test-%s" % uuid.uuid4().hex  # inherited by everything the run starts
+    os.environ["ATTEST_WEBGPU_TEST_TAG"] = tag
+    code = compare(committed_path, command, source, "%s (%s)" % (export, build))
+    deadline = time.monotonic() + 10  # a killed browser may take a moment to go
+    left = [pid for pid in tagged_processes(tag) if alive(pid)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = [pid for pid in left if alive(pid)]
+    if left:
+        print("processes left behind: %s" % left)
+        return 1
+    return code
 
 
 if __name__ == "__main__":

@@ -5,4 +5,8 @@ import { openOrtPage } from "./ort_browser.mjs";
 import { ortWebgpuKernels } from "./ort_declarations.mjs";
 
 const browser = await openOrtPage("ort.bundle.min.mjs", "webgpu");
-export const { gqaPrompt, gqaPromptSoftcap, gqaDecode, mhaSelf } = ortWebgpuKernels(browser.runtime("jsep"), "ortjsep", browser.identity);
+const rt = browser.runtime("jsep");
+// JSEP's GroupQueryAttention fails every model that outputs its KV cache ("Unsupported OrtValue
+// type"): the models keep `output` alone, which serves the prompt path (the decode path needs the cache).
+const withoutCache = { ...rt, sessionFor: (spec) => rt.sessionFor({ ...spec, outputs: spec.outputs.filter((o) => !o.name.startsWith("present_")) }) };
+export const { gqaPrompt, gqaPromptSoftcap, gqaDecode, mhaSelf } = ortWebgpuKernels(withoutCache, "ortjsep", browser.identity);

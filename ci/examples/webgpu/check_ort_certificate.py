@@ -4,7 +4,7 @@ BUILD-EXPORT.json) at the quick budget on one check it failed (a full quick run 
 minutes: each head width compiles its WGSL anew), and compares verdict and first failing check with the committed
 ones, by ci/examples/onnxruntime/check_certificate.py's comparison (imported).
 
-    check_ort_certificate.py ATTEST SOURCE_DIR BUILD EXPORT     (BUILD: webgpu or nosubgroups)
+    check_ort_certificate.py ATTEST SOURCE_DIR BUILD EXPORT     (BUILD: webgpu, nosubgroups or jsep)
 
 Exit 0 when both agree, 1 when they differ, 2 on bad input, 77 (ctest's skip) when chromium is absent or finds no
 WebGPU adapter."""
@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "onnxruntime"))
 from check_certificate import compare  # noqa: E402
 from check_verdict import alive, no_adapter, tagged_processes  # noqa: E402
 
-BUILDS = {"webgpu": "ci/examples/webgpu/ort_webgpu.mjs", "nosubgroups": "ci/examples/webgpu/ort_webgpu_nosubgroups.mjs"}
+BUILDS = {"webgpu": "ci/examples/webgpu/ort_webgpu.mjs", "nosubgroups": "ci/examples/webgpu/ort_webgpu_nosubgroups.mjs",
+          "jsep": "ci/examples/webgpu/ort_jsep.mjs"}
 RESULTS = "ci/results/webgpu_certificates/ort"
 
 
@@ -43,7 +44,7 @@ def failing_check_flags(committed_path):
 
 def main(argv):
     if len(argv) != 5 or argv[3] not in BUILDS:
-        print("usage: check_ort_certificate.py ATTEST SOURCE_DIR webgpu|nosubgroups EXPORT", file=sys.stderr)
+        print("usage: check_ort_certificate.py ATTEST SOURCE_DIR webgpu|nosubgroups|jsep EXPORT", file=sys.stderr)
         return 2
     attest, source, build, export = argv[1], os.path.abspath(argv[2]), argv[3], argv[4]
     committed_path = os.path.join(source, RESULTS, "%s-%s.json" % (build, export))

@@ -13,25 +13,14 @@ import { Server, InvalidArgument, Unsupported, openChannel } from "./server.js";
 import { killBrowser, launchChromium, loadPlaywright, tieBrowserToProcess, CHROMIUM } from "./browser/chromium.js";
 import { servePage } from "./browser/page-server.js";
 import { decodeFloats, encodeProblem } from "./browser/transfer.js";
+import { identity } from "./browser/identity.js";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-const MAX_NAME = 63;
 
 function die(message, code) {
   process.stderr.write(`attest-kernel browser: ${message}\n`);
   killBrowser();
   process.exit(code);
-}
-
-/** "NAME @ vendor architecture (fallback, sg4, no-f16)": the adapter a certificate was made on. */
-export function identity(name, opened) {
-  const a = opened.adapter;
-  const subgroups = a.subgroupMinSize === a.subgroupMaxSize ? `${a.subgroupMinSize}` : `${a.subgroupMinSize}-${a.subgroupMaxSize}`;
-  const traits = [a.fallback ? "fallback" : null, a.subgroupMinSize ? `sg${subgroups}` : null,
-    opened.features.includes("shader-f16") ? "f16" : "no-f16"].filter(Boolean);
-  const full = `${name} @ ${[a.vendor, a.architecture].filter(Boolean).join(" ") || "unknown adapter"} (${traits.join(", ")})`;
-  if (Buffer.byteLength(full) > MAX_NAME) throw new Error(`the name with the adapter, ${JSON.stringify(full)}, exceeds ${MAX_NAME} bytes: shorten the declared name`);
-  return full;
 }
 
 function parseArguments(args) {

@@ -43,22 +43,29 @@ def alive(pid):
         return False
 
 
+def no_adapter(source):
+    """Why the WebGPU tests cannot run here (no chromium, or it finds no adapter), or None when they can.
+    A probe failing otherwise raises: that is a failure, not a skip."""
+    if not os.path.exists("/usr/bin/chromium") and "ATTEST_CHROMIUM" not in os.environ:
+        return "no /usr/bin/chromium (ci/install-deps.sh installs it): the WebGPU tests need a browser"
+    probe = subprocess.run(["node", HOST, "--probe"], cwd=source, capture_output=True, text=True, timeout=120)
+    if probe.returncode == 2:
+        return "chromium cannot serve WebGPU here: %s" % probe.stderr.strip()
+    if probe.returncode != 0:
+        raise RuntimeError("browser.js --probe exited %d:\n%s" % (probe.returncode, probe.stderr[-2000:]))
+    return None
+
+
 def main(argv):
     if len(argv) < 5 or not (argv[4] == "CERTIFIED" or argv[4].startswith("NOT CERTIFIED")):
         print("usage: check_verdict.py ATTEST SOURCE_DIR MODULE:EXPORT CERTIFIED|'NOT CERTIFIED[: TEXT]' [OPTION...]",
               file=sys.stderr)
         return 2
     attest, source, kernel, expected, options = argv[1], os.path.abspath(argv[2]), argv[3], argv[4], argv[5:]
-    if not os.path.exists("/usr/bin/chromium") and "ATTEST_CHROMIUM" not in os.environ:
-        print("SKIP: no /usr/bin/chromium (ci/install-deps.sh installs it): the WebGPU tests need a browser")
+    reason = no_adapter(source)
+    if reason:
+        print("SKIP: %s" % reason)
         return SKIP
-    probe = subprocess.run(["node", HOST, "--probe"], cwd=source, capture_output=True, text=True, timeout=120)
-    if probe.returncode == 2:
-        print("SKIP: chromium cannot serve WebGPU here: %s" % probe.stderr.strip())
-        return SKIP
-    if probe.returncode != 0:
-        print("browser.js --probe exited %d:\n%s" % (probe.returncode, probe.stderr[-2000:]))
-        return 1
     tag = "attest-webgpu-test-%s" % uuid.uuid4().hex
     env = dict(os.environ, ATTEST_WEBGPU_TEST_TAG=tag)
     with tempfile.TemporaryDirectory() as scratch:

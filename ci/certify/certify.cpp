@@ -148,6 +148,7 @@ CheckResult check_property(const PropertyInfo& property, const Kernel& kernel, c
   drive.kernel_source = options.kernel_source;
   drive.isolated = options.isolated;
   drive.deadline = options.deadline;
+  drive.oracle = options.oracle;
   drive.shrink = options.shrink && (options.shrink_only.empty() || options.shrink_only == property.name);
   const int strength = coverage_strength(options.property_cases, property.name);
   drive.target_strength = std::max(2, strength);
@@ -308,7 +309,10 @@ std::vector<CheckResult> certify_kernel(const Kernel& given, Oracle& oracle, con
     if (settled(results, options)) return results;
   }
   if (options.property_cases > 0) {
-    std::vector<CheckResult> properties = run_property_stage(kernel, options);
+    // The properties share certify's references (one seed draws the same problems for many).
+    CertifyOptions shared = options;
+    shared.oracle = &oracle;
+    std::vector<CheckResult> properties = run_property_stage(kernel, shared);
     results.insert(results.end(), properties.begin(), properties.end());
     if (settled(results, options)) return results;
   }

@@ -116,6 +116,7 @@ struct CertifyOptions {
   // expected property, and the checks after it cannot change that).
   std::string stop_after;
   std::optional<CheckSelection> checks;  // --check: only these; unset: every check
+  Oracle* oracle = nullptr;  // the property stage's references: certify_kernel's oracle (null: each its own)
 };
 
 // Sizes for a budget: quick stops at 4096 keys, default at 32768, thorough at 65536.

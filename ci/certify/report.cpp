@@ -294,8 +294,9 @@ std::string format_report(const KernelReport& k, ReportDetail detail) {
       out += fmt::format("\n  INSUFFICIENT {}: {} of {} cases exercised it (at least {} needed); the others: {}\n",
                          r->check, r->effective, r->cases, r->floor, reasons.empty() ? "-" : reasons);
     for (const std::string& shortfall : r->path_shortfall)
-      out += fmt::format("\n  INSUFFICIENT {}: path {} (every path the kernel takes needs its own evidence)\n",
-                         r->check, shortfall);
+      out += fmt::format(
+          "\n  INSUFFICIENT {}: path {} (every path the kernel takes needs its own evidence); cases not counted: {}\n",
+          r->check, shortfall, reasons.empty() ? "-" : reasons);
     if (r->short_of_required())
       out += fmt::format(
           "\n  INSUFFICIENT {}: reached T = {}, this budget level needs T >= {} (the kernel's measured "

@@ -282,13 +282,20 @@ PathShapes discover_paths(const Kernel& kernel, const CertifyOptions& options) {
   // Declared paths get lengths at the edges of every declared predicate (where one path ends and
   // the next begins), clamped into their own; their top-ups bend each problem into the predicate
   // (run_rounds, top_up_paths).
+  // Two heads, sharing one K/V head only where the kernel declares GQA: the top-ups discard a
+  // shape the declaration excludes (seed 7 #91 of selfcheck: every GQA shape of a kernel without
+  // it, "path short-q: 2 of 3 cases").
   const Capabilities caps = kernel.capabilities();
   const DeclaredEdges edges = declared_edges(caps);
-  for (const PathPredicate& declared : caps.paths)
+  for (const PathPredicate& declared : caps.paths) {
+    const int heads = static_cast<int>(caps.contract.heads.clamp(declared.heads.clamp(2)));
+    const int kv_heads = caps.declares(Feature::kGqa) && heads % 2 == 0 ? heads / 2 : heads;
     for (int tq : edges.queries)
       for (int tk : edges.keys)
-        found[declared.path].push_back({1, 2, 1, static_cast<int>(caps.contract.q_len.clamp(declared.q_len.clamp(tq))),
+        found[declared.path].push_back({1, heads, kv_heads,
+                                        static_cast<int>(caps.contract.q_len.clamp(declared.q_len.clamp(tq))),
                                         static_cast<int>(caps.contract.k_len.clamp(declared.k_len.clamp(tk))), 16, 16});
+  }
   auto key = [](const Shape& s) {
     return std::tuple{1LL * s.q_len * s.k_len, s.q_len, s.k_len, s.batch, s.heads, s.kv_heads, s.head_dim, s.value_dim};
   };

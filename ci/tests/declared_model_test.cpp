@@ -1,14 +1,20 @@
 // The model kernel serves each declared path under its name, with differently tiled but equally
-// exact code: a "per-batch" path a batch entry at a time gives the whole problem's bits.
+// exact code: a "per-batch" path a batch entry at a time gives the whole problem's bits. It sums in
+// the declared key tiles, so that its error stays within the bound that counts them.
 #include "declared_model.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
+#include "attest/compare.h"
+#include "attest/error_bound.h"
 #include "attest/kernel.h"
+#include "attest/oracle.h"
 #include "attest/path_predicate.h"
+#include "certify.h"
 
 namespace attest {
 namespace {
@@ -56,6 +62,81 @@ TEST(DeclaredModel, ServesEachDeclaredPathUnderItsNameExactly) {
   model->forward(one, o1, lse1);
   EXPECT_EQ(model->last_path(), "default");  // no predicate takes B = 1, Tq = 4
   EXPECT_EQ(std::vector<float>(o1.begin(), o1.end()), std::vector<float>(o_whole.begin(), o_whole.begin() + o1.size()));
+}
+
+// Seed 7 #185 of selfcheck: a bf16 weight sum over about 1000 keys, with a key tile of 64 declared.
+// Summed in one pass it stagnates at 256 (LSE log 256 for log 1000), past the bound, which counts
+// 64 keys and a rescale per tile; summed per tile, as the declaration says, it is within it.
+TEST(DeclaredModel, SumsInTheDeclaredKeyTiles) {
+  Capabilities declaration;
+  declaration.precision.accumulator = Scalar::kBF16;
+  declaration.contract.key_tile = 64;
+  const auto model = make_declared_model(declaration, "bf16-sum");
+  Problem p;
+  p.shape = {1, 1, 1, 1, 1000, 8, 8};
+  p.resize_buffers();  // Q = 0: every key weighs 1, the sum is Tk
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  for (float& x : p.v) x = unit(rng);
+  std::vector<float> o(p.o_size()), lse(p.lse_size());
+  model->forward(p, o, lse);
+  Oracle oracle;
+  const Reference& ref = oracle.reference(p);
+  const KernelNumerics numerics = numerics_of(declaration, p);
+  EXPECT_NEAR(ref.lse[0], std::log(1000.0), 1e-12);
+  EXPECT_LE(std::fabs(lse[0] - ref.lse[0]), lse_bound(p, ref, 0, numerics));
+  for (std::size_t e = 0; e < o.size(); ++e) EXPECT_LE(std::fabs(o[e] - ref.o[e]), output_bound(p, ref, e, numerics));
+}
+
+// Seed 7 #93 of selfcheck: merge_equals_whole calls no forward, yet its cases were credited to
+// whichever forward path ran last, and it ended INSUFFICIENT, "path short-q: 0 of 3 cases". A
+// check that calls no forward owes the forward's declared paths nothing.
+TEST(DeclaredModel, MergeOwesTheForwardPathsNothing) {
+  Capabilities declaration;
+  declaration.merge = true;
+  PathPredicate short_q{.path = "short-q"};
+  short_q.q_len = {1, 8};
+  PathPredicate per_batch{.path = "per-batch"};
+  per_batch.batch = {2, 64};
+  declaration.paths = {short_q, per_batch};
+  const auto model = make_declared_model(declaration, "merge-paths");
+  CertifyOptions options;
+  options.property_cases = 10;
+  options.seed = 7;
+  options.progress = false;
+  options.sized_stages = false;
+  options.out_dir = ::testing::TempDir() + "/merge_paths";
+  options.checks = CheckSelection({"merge_equals_whole"});
+  const std::vector<CheckResult> results = run_property_stage(*model, options);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status(), CheckStatus::kPass) << results[0].first_failure;
+  EXPECT_TRUE(results[0].path_shortfall.empty()) << results[0].path_shortfall.front();
+}
+
+// Seed 7 #91 of selfcheck: paths per-batch (B >= 2) and then short-q, no GQA declared. The
+// per-path top-ups drew from shapes at the declared predicates' edges, all of them GQA 2:1, and
+// discarded every one ("uses gqa, which the kernel does not declare"): slices_are_independent,
+// whose draws reach short-q only with B = 1 and two heads, ended "path short-q: 2 of 3 cases".
+TEST(DeclaredModel, SlicesReachAPathThatBatchesLeave) {
+  Capabilities declaration;
+  declaration.features = {};
+  PathPredicate per_batch{.path = "per-batch"};
+  per_batch.batch = {2, 64};
+  PathPredicate short_q{.path = "short-q"};
+  short_q.q_len = {1, 8};
+  declaration.paths = {per_batch, short_q};
+  const auto model = make_declared_model(declaration, "batch-then-short");
+  CertifyOptions options;
+  options.property_cases = 10;
+  options.seed = 7;
+  options.progress = false;
+  options.sized_stages = false;
+  options.out_dir = ::testing::TempDir() + "/slices_paths";
+  options.checks = CheckSelection({"slices_are_independent"});
+  const std::vector<CheckResult> results = run_property_stage(*model, options);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status(), CheckStatus::kPass) << results[0].first_failure;
+  EXPECT_GE(results[0].paths.at("short-q").cases, kPathFloor);
 }
 
 }  // namespace

@@ -66,6 +66,20 @@ struct FieldHasher {
   void floats(const char*, const std::vector<float>& x, bool = false) { h.vector(x); }
 };
 
+template <typename T>
+std::size_t bytes_of(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+std::size_t bytes_of(const Reference& r) {
+  std::size_t n = sizeof r;
+  for (const auto* v :
+       {&r.o, &r.o_residual, &r.spread, &r.spread_cond, &r.spread_logit, &r.max_abs_value, &r.value_min, &r.value_max,
+        &r.lse, &r.lse_residual, &r.cond_max, &r.mean_cond, &r.logit_spread, &r.logit_range, &r.weights})
+    n += bytes_of(*v);
+  return n + bytes_of(r.empty) + bytes_of(r.visible_keys) + bytes_of(r.visible) + bytes_of(r.computed);
+}
+
 }  // namespace
 
 std::uint64_t fingerprint(const Problem& p) {
@@ -85,8 +99,15 @@ const Reference& Oracle::reference(const Problem& p, bool weights) {
   }
   ++computations_;
   // The double-double path: 100+ correct bits (cross-checked against MPFR in reference tests).
-  entries_.push_front({key, weights, compute_reference_fast(p, {.weights = weights, .jobs = jobs_})});
-  if (entries_.size() > capacity_) entries_.pop_back();
+  Reference ref = compute_reference_fast(p, {.weights = weights, .jobs = jobs_});
+  const std::size_t bytes = bytes_of(ref);
+  entries_.push_front({key, weights, std::move(ref), bytes});
+  bytes_ += bytes;
+  // The most recent entries stay whatever they hold: a check keeps references to its last few.
+  while (entries_.size() > capacity_ || (bytes_ > max_bytes_ && entries_.size() > kKeptEntries)) {
+    bytes_ -= entries_.back().bytes;
+    entries_.pop_back();
+  }
   return entries_.front().ref;
 }
 

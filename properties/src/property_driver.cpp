@@ -266,7 +266,8 @@ DriveResult drive_property(const PropertyInfo& property, const Kernel& given, co
   CounterexampleFile file;
   file.path = fmt::format("{}/{}__{}.json", options.counterexample_dir, property.name, file_stem(result.kernel));
   remove_stale_counterexamples(file.path);
-  Oracle oracle(16);
+  Oracle own(Oracle::kKeptEntries);
+  Oracle& oracle = options.oracle ? *options.oracle : own;
   bool isolated = false;  // after a crash or hang, stop: shrinking would re-run it hundreds of times
   bool out_of_time = false;
   bool failed = false;  // after the first failure, runs are RapidCheck's shrinking: not counted

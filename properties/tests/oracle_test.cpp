@@ -38,5 +38,18 @@ TEST(Oracle, ComputesOncePerDistinctProblemWithinCapacity) {
   EXPECT_EQ(oracle.computations(), 3u);
 }
 
+// A shared oracle past its byte budget keeps its kKeptEntries newest entries (a check holds
+// references to its last few) and drops the older ones.
+TEST(Oracle, PastItsByteBudgetKeepsOnlyTheNewestEntries) {
+  Oracle oracle(1000, /*max_bytes=*/1);
+  const int n = static_cast<int>(Oracle::kKeptEntries) + 4;
+  for (int i = 1; i <= n; ++i) oracle.reference(benchmark_problem(i, 3, 2, false));
+  oracle.reference(benchmark_problem(n, 3, 2, false));
+  oracle.reference(benchmark_problem(5, 3, 2, false));  // the 16th newest: kept
+  EXPECT_EQ(oracle.computations(), std::size_t(n));
+  oracle.reference(benchmark_problem(1, 3, 2, false));  // the oldest: dropped
+  EXPECT_EQ(oracle.computations(), std::size_t(n) + 1);
+}
+
 }  // namespace
 }  // namespace attest

@@ -157,6 +157,20 @@ TEST(ErrorBound, SummationStructureFollowsTheTiles) {
   EXPECT_TRUE(std::isinf(gamma_n(summation_terms(32768, 64, 512), 0x1p-8)));
 }
 
+// Seed 7 #40 of selfcheck: a sink of 1e4 takes every weight (spread 0) and a bf16 sum over 600
+// one-key tiles is vacuous (infinite): the bound was inf x 0 = NaN, and an exact output failed.
+TEST(ErrorBound, AVacuousSumUnderASinkIsNoNaN) {
+  Problem p = random_problem(3, 1, 600, 8, 1.0, false);
+  p.modifiers.sinks = {1e4f, 1e4f};
+  const Reference ref = compute_reference(p);
+  KernelNumerics bf16 = KernelNumerics::f32(1);
+  bf16.sum_roundoff = bf16.weight_sum_roundoff = 0x1p-8;
+  for (std::size_t e = 0; e < ref.o.size(); ++e) {
+    EXPECT_FALSE(std::isnan(output_bound(p, ref, e, bf16))) << "element " << e;
+    EXPECT_GE(output_bound(p, ref, e, bf16), 0.0) << "element " << e;
+  }
+}
+
 }  // namespace
 }  // namespace attest
 

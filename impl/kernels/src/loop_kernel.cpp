@@ -22,7 +22,8 @@ inline float rounded(float x, Scalar s) { return s == Scalar::kF32 ? x : round_t
 
 class LoopKernel final : public Kernel {
  public:
-  explicit LoopKernel(Precision emulated = {}) : p_(emulated), rounds_(!emulated.all_f32()) {}
+  explicit LoopKernel(Precision emulated = {}, int key_tile = 0)
+      : p_(emulated), rounds_(!emulated.all_f32()), key_tile_(key_tile) {}
   std::string name() const override { return rounds_ ? "loop-model[" + p_.summary() + "]" : "loop"; }
   Capabilities capabilities() const override {
     Capabilities c;
@@ -54,6 +55,7 @@ class LoopKernel final : public Kernel {
     std::vector<float> query(s.head_dim);
     std::vector<float> scores(s.k_len);
     std::vector<float> weights(s.k_len);
+    std::vector<float> tile_out(s.value_dim);  // one key tile's share of the P.V sum
 
     for (int b = 0; b < s.batch; ++b) {
       for (int h = 0; h < s.heads; ++h) {
@@ -95,18 +97,27 @@ class LoopKernel final : public Kernel {
             continue;
           }
           float sum = modifiers.has_sinks() ? std::exp(modifiers.sink(h) - max_score) : 0.0f;
-          for (int j = seen.lo; j < seen.hi; ++j) {
-            weights[j] = scores[j] == kNegInf ? 0.0f : std::exp(scores[j] - max_score);
-            sum = rounded(sum + weights[j], p_.sum_precision());
+          for (const KeyRange t : tiles(seen)) {
+            float tile_sum = t.lo == seen.lo ? sum : 0.0f;  // the first tile starts from the sink
+            for (int j = t.lo; j < t.hi; ++j) {
+              weights[j] = scores[j] == kNegInf ? 0.0f : std::exp(scores[j] - max_score);
+              tile_sum = rounded(tile_sum + weights[j], p_.sum_precision());
+            }
+            sum = t.lo == seen.lo ? tile_sum : rounded(sum + tile_sum, p_.sum_precision());
           }
           // Normalised: P = w / sum enters the accumulator. Unnormalised: w itself does, and the
           // sum divides at the end, so the accumulator holds up to (keys x |v|) and may overflow.
           std::fill(out, out + s.value_dim, 0.0f);
-          for (int j = seen.lo; j < seen.hi; ++j) {
-            if (weights[j] == 0.0f) continue;  // masked keys must not touch the output
-            const float pj = rounded(p_.pv_unnormalised ? weights[j] : weights[j] / sum, p_.p);
-            const float* value = &values[std::size_t(j) * s.value_dim];
-            for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] + pj * value[r]);  // one rounding per add
+          for (const KeyRange t : tiles(seen)) {
+            std::fill(tile_out.begin(), tile_out.end(), 0.0f);
+            for (int j = t.lo; j < t.hi; ++j) {
+              if (weights[j] == 0.0f) continue;  // masked keys must not touch the output
+              const float pj = rounded(p_.pv_unnormalised ? weights[j] : weights[j] / sum, p_.p);
+              const float* value = &values[std::size_t(j) * s.value_dim];
+              for (int r = 0; r < s.value_dim; ++r)
+                tile_out[r] = acc(tile_out[r] + pj * value[r]);  // one rounding per add
+            }
+            for (int r = 0; r < s.value_dim; ++r) out[r] = t.lo == seen.lo ? tile_out[r] : acc(out[r] + tile_out[r]);
           }
           if (p_.pv_unnormalised)
             for (int r = 0; r < s.value_dim; ++r) out[r] = acc(out[r] / sum);
@@ -119,6 +130,15 @@ class LoopKernel final : public Kernel {
 
  private:
   float acc(float x) const { return rounded(x, p_.accumulator); }
+  // The row's keys in the declared key tiles (aligned to key 0, as the bound counts them), each
+  // summed apart and then added: without a tile, one pass over all keys.
+  std::vector<KeyRange> tiles(KeyRange seen) const {
+    if (key_tile_ <= 0 || seen.hi <= seen.lo) return {seen};
+    std::vector<KeyRange> out;
+    for (int lo = seen.lo; lo < seen.hi; lo = (lo / key_tile_ + 1) * key_tile_)
+      out.push_back({lo, std::min(seen.hi, (lo / key_tile_ + 1) * key_tile_)});
+    return out;
+  }
   // q.k accumulated in the score format, then scaled there.
   float score_rounded(const float* q, const float* k, int n, float scale) const {
     float sum = 0.0f;
@@ -128,12 +148,15 @@ class LoopKernel final : public Kernel {
 
   Precision p_;
   bool rounds_;
+  int key_tile_;
 };
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_loop_kernel() { return std::make_unique<LoopKernel>(); }
-std::unique_ptr<Kernel> make_model_kernel(const Precision& emulated) { return std::make_unique<LoopKernel>(emulated); }
+std::unique_ptr<Kernel> make_model_kernel(const Precision& emulated, int key_tile) {
+  return std::make_unique<LoopKernel>(emulated, key_tile);
+}
 
 Outputs run_model_rows(const Precision& emulated, const Problem& p, const std::vector<int>& query_rows) {
   p.validate();

@@ -12,7 +12,11 @@ namespace attest {
 
 class Oracle {
  public:
-  explicit Oracle(std::size_t capacity = 8) : capacity_(capacity) {}
+  // Entries past the kKeptEntries most recent also go once the cache holds more than max_bytes: a
+  // run's shared oracle (certify's, selfcheck's) keeps many small problems, not many long ones.
+  static constexpr std::size_t kKeptEntries = 16, kMaxBytes = std::size_t(256) << 20;
+  explicit Oracle(std::size_t capacity = 8, std::size_t max_bytes = kMaxBytes)
+      : capacity_(capacity), max_bytes_(max_bytes) {}
   // The reference for p (with weights when asked); computed once per distinct problem.
   const Reference& reference(const Problem& p, bool weights = false);
   std::size_t computations() const { return computations_; }
@@ -23,8 +27,10 @@ class Oracle {
     std::uint64_t key;
     bool weights;
     Reference ref;
+    std::size_t bytes;
   };
-  std::size_t capacity_;
+  std::size_t capacity_, max_bytes_;
+  std::size_t bytes_ = 0;  // what the entries hold
   std::size_t computations_ = 0;
   int jobs_ = 1;
   std::list<Entry> entries_;  // most recent first

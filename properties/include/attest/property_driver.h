@@ -38,6 +38,9 @@ struct DriveOptions {
   int target_strength = 2;
   // When set, every problem is bent into this declared path's predicate: a top-up of that path.
   std::optional<PathPredicate> path;
+  // The run's shared references (certify's): properties drawn from one seed share many problems,
+  // and so do two kernels certified alike. Null: the run keeps a small cache of its own.
+  Oracle* oracle = nullptr;
 };
 
 // Whether a run with this deadline must stop now.

@@ -21,8 +21,10 @@ struct TiledConfig {
 };
 
 std::unique_ptr<Kernel> make_loop_kernel();
-// The loop kernel rounding exactly where `emulated` says: the precision gate's model kernel.
-std::unique_ptr<Kernel> make_model_kernel(const Precision& emulated);
+// The loop kernel rounding exactly where `emulated` says: the precision gate's model kernel. With a
+// key tile, the weight sum and the P.V sum are summed per tile of that many keys, then added, as a
+// kernel declaring that tile may (0: one pass over all keys).
+std::unique_ptr<Kernel> make_model_kernel(const Precision& emulated, int key_tile = 0);
 // The model kernel on query rows `query_rows` of every batch entry and head only (empty: all), the
 // rest NaN: gate 2 on a long problem's sampled rows costs those rows, not Tq x Tk.
 Outputs run_model_rows(const Precision& emulated, const Problem& p, const std::vector<int>& query_rows);

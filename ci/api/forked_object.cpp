@@ -60,6 +60,10 @@ void ForkedObject::merge(const MergeInputs& in, std::span<float> o, std::span<fl
   guarded([&] { served_->merge(in, o, lse); });
 }
 
+void ForkedObject::forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const {
+  guarded([&] { served_->forward_packed(call, o, lse); });
+}
+
 std::unique_ptr<DecodeSession> ForkedObject::open_decode(const DecodeConfig& config) const {
   return guarded([&] { return served_->open_decode(config); });
 }

@@ -30,6 +30,7 @@ class ForkedObject final : public Kernel {
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override;
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override;
   void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override;
+  void forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const override;
   std::unique_ptr<DecodeSession> open_decode(const DecodeConfig& config) const override;
   std::size_t page_bytes(const DecodeConfig& config) const override;
   void decode_paged(const DecodeConfig& config, const PagedStep& step) const override;

@@ -36,6 +36,9 @@ class Misbehaving final : public Kernel {
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
     inner_->backward(p, in, out);
   }
+  void forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const override {
+    inner_->forward_packed(call, o, lse);  // the loop kernel declares the packed layout too
+  }
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
     if (calls_ && ++*calls_ == 40) {
       if (misdeed_ == Misdeed::kExit0) std::exit(0);

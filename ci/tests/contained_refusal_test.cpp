@@ -29,6 +29,9 @@ class Declares final : public Kernel {
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
     inner_->backward(p, in, out);
   }
+  void forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const override {
+    inner_->forward_packed(call, o, lse);  // the loop kernel declares the packed layout too
+  }
 
  private:
   std::function<void(Capabilities&)> change_;

@@ -44,6 +44,9 @@ class PooledKernel final : public Kernel {
   void backward(const Problem& p, const BackwardInputs& in, const GradientSpans& out) const override {
     run([&] { inner_->backward(p, in, out); });
   }
+  void forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const override {
+    run([&] { inner_->forward_packed(call, o, lse); });  // the loop kernel declares the packed layout too
+  }
 
  private:
   void run(std::function<void()> job) const {

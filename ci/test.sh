@@ -25,8 +25,11 @@ run_tests() {
 # build takes only what the tests leave. It is killed, with its compilers, if this script stops.
 background=()
 trap 'for g in "${background[@]}"; do kill -- "-$g" 2>/dev/null || true; done' EXIT
+# setsid makes the build a session of its own, and where the kernel schedules by autogroup (one group per
+# session) a session competes with the rest as an equal whatever its processes' nice: the build got half
+# the CPU beside the tests. So the session's group gets nice 19 too, set from inside it.
 in_background() {  # LOG COMMAND...: runs COMMAND in a process group of its own, niced
-  setsid nice -n 19 "${@:2}" > "$1" 2>&1 &
+  setsid sh -c 'echo 19 > /proc/self/autogroup 2>/dev/null; exec nice -n 19 "$@"' in_background "${@:2}" > "$1" 2>&1 &
   background+=("$!")
 }
 finish_background() {  # LOG: waits for the build started last; prints its log if it failed

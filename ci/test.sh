@@ -33,8 +33,11 @@ in_background() {  # LOG COMMAND...: runs COMMAND in a process group of its own,
   background+=("$!")
 }
 finish_background() {  # LOG: waits for the build started last; prints its log if it failed
-  local status=0
-  wait "${background[-1]}" || status=$?
+  local status=0 group=${background[-1]}
+  # The tests are over: the build gets normal priority back, or on a busy machine it would starve.
+  echo 0 > "/proc/$group/autogroup" 2>/dev/null || true
+  renice -n 0 -g "$group" > /dev/null 2>&1 || true
+  wait "$group" || status=$?
   unset 'background[-1]'
   [ "$status" -eq 0 ] || { tail -50 "$1" >&2; echo "ci/test.sh: $1 failed (exit $status)" >&2; exit 1; }
 }

@@ -41,7 +41,36 @@ export function contract(fields = {}) {
   return c;
 }
 
-const DECLARATION_FIELDS = ["name", "features", "empty_rows", "precision", "contract", "paths", "decode", "backward", "merge"];
+const DECLARATION_FIELDS = ["name", "features", "empty_rows", "precision", "contract", "paths", "decode", "backward", "merge",
+  "cache_policy", "cache_sinks", "cache_recent", "page_tokens", "page_bytes", "decode_paged"];
+
+/** ABI 2.4's serving cache: which positions a decoder's sessions keep (cache_policy: "full", "window"
+ * and "sinks_recent" with cache_recent and cache_sinks, or "explicit": each session's retained(b, t)
+ * names them), and block tables: page_tokens > 0 with page_bytes(config) -> bytes of one page and
+ * decode_paged(config, step) -> {o: [one [H][n_b][Dv] per sequence], lse, path} (see paged.js). */
+function checkCache(d, fields) {
+  d.cache_policy = fields.cache_policy ?? "full";
+  if (!(d.cache_policy in CACHE_POLICIES)) fail("cache_policy", `${show(d.cache_policy)} is not one of ${Object.keys(CACHE_POLICIES).join(", ")}`);
+  d.cache_sinks = integer("cache_sinks", fields.cache_sinks ?? 0, 0, I32_MAX);
+  d.cache_recent = integer("cache_recent", fields.cache_recent ?? 0, 0, I32_MAX);
+  if (["window", "sinks_recent"].includes(d.cache_policy) && d.cache_recent < 1) {
+    fail("cache_recent", `cache_policy ${show(d.cache_policy)} needs cache_recent >= 1`);
+  }
+  if ((d.cache_policy === "sinks_recent") !== d.cache_sinks > 0) {
+    fail("cache_sinks", `${d.cache_sinks}: at least 1 with cache_policy "sinks_recent", 0 otherwise`);
+  }
+  if (d.cache_policy === "full" && d.cache_recent) fail("cache_recent", `${d.cache_recent} with cache_policy "full" (0 there)`);
+  d.page_tokens = integer("page_tokens", fields.page_tokens ?? 0, 0, I32_MAX);
+  for (const name of ["page_bytes", "decode_paged"]) {
+    if (fields[name] != null && typeof fields[name] !== "function") fail(name, "is not a function");
+    d[name] = fields[name] ?? null;
+  }
+  if (d.page_tokens && !(d.page_bytes && d.decode_paged)) fail("page_tokens", "block tables need page_bytes: and decode_paged: functions");
+  if (!d.page_tokens && (d.page_bytes || d.decode_paged)) fail("page_tokens", "page_bytes and decode_paged need page_tokens >= 1");
+  if ((d.cache_policy !== "full" || d.page_tokens) && !d.decode) {
+    fail("cache_policy", "a cache policy and block tables belong to a decoder: give decode: function");
+  }
+}
 
 /** paths: [name, precision fields] for a path that rounds elsewhere (ABI 2.1), or a Path (2.2), or
  * its fields with its name ({name, k_len, ...}: what a module without Path, a page's, can write). */
@@ -105,7 +134,7 @@ export function declaration(fields) {
     | (d.merge ? 1 << CAPABILITIES.merge[0] : 0);
   d.capabilities >>>= 0;
   d.has = (feature) => d.features.includes(feature);
-  d.cache_policy = Object.keys(CACHE_POLICIES)[0]; // "full": caches and block tables are not served here
+  checkCache(d, fields);
   return Object.freeze(d);
 }
 

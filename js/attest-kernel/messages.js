@@ -27,7 +27,7 @@ function writePathDeclaration(w, path) {
   w.u32(Path.bits(path.required)).u32(Path.bits(path.excluded)).i32(path.no_mask ? 1 : 0);
 }
 
-/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (declared paths), 2.3 and 2.7 sections. */
+/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (declared paths), 2.3, 2.4 and 2.7 sections. */
 export function encodeDescriptor(d, abiVersion) {
   const c = d.contract;
   const w = new Writer();
@@ -50,11 +50,13 @@ export function encodeDescriptor(d, abiVersion) {
   w.u32(d.declared_paths.length); // 2.2
   for (const path of d.declared_paths) writePathDeclaration(w, path);
   w.i32(c.deterministic_backward ? 1 : 0); // 2.3
-  if (CACHE_POLICIES[d.cache_policy][0] !== 0) throw new Error("cache policies are not served by this package");
-  // 2.4's section is written only when it or 2.7's says something: 2.4's says nothing here.
+  // 2.4's section (the cache) is written only when it or 2.7's says something.
+  const cache = [CACHE_POLICIES[d.cache_policy][0], d.cache_sinks, d.cache_recent, d.cache_policy === "explicit" ? 1 : 0,
+    d.page_tokens];
   const tiles = d.declared_paths.some((path) => path.key_tile);
-  if (c.value_dims.length || c.value_dim[0] || c.value_dim[1] || c.alibi_excludes_bias || tiles) {
-    for (let i = 0; i < 5; ++i) w.i32(0); // 2.4: full cache, no sinks or recent, no retained, no pages
+  const widths = c.value_dims.length || c.value_dim[0] || c.value_dim[1] || c.alibi_excludes_bias || tiles;
+  if (cache.some((x) => x) || widths) for (const value of cache) w.i32(value); // 2.4
+  if (widths) {
     w.array(c.value_dims, Int32Array); // 2.7
     w.i64(c.value_dim[0]).i64(c.value_dim[1]);
     w.i32(c.alibi_excludes_bias ? 1 : 0);
@@ -130,8 +132,9 @@ export function decodeProblem(r, storage) {
   return p;
 }
 
-/** A decode configuration (DECODE_OPEN). */
-export function decodeDecodeOpen(r) {
+/** A decode configuration (DECODE_OPEN; with scalesFollow, the head of PAGE_BYTES and DECODE_PAGED,
+ * whose q8_head scale arrays are always present, empty for any other format). */
+export function decodeDecodeOpen(r, scalesFollow = false) {
   const c = {};
   for (const name of ["batch", "heads", "kv_heads", "head_dim", "value_dim"]) c[name] = r.i32();
   c.scale = r.f64();
@@ -141,7 +144,11 @@ export function decodeDecodeOpen(r) {
   c.softcap = r.f64();
   const slopes = r.array(Float32Array);
   const sinks = r.array(Float32Array);
-  if (!r.atEnd()) throw new ProtocolError("decode scales (q8_head) are not served by this package");
+  if (scalesFollow || !r.atEnd()) {
+    if (r.array(Float32Array).length || r.array(Float32Array).length) {
+      throw new ProtocolError("decode scales (q8_head) are not served by this package");
+    }
+  }
   for (const name of ["batch", "heads", "kv_heads", "head_dim", "value_dim"]) {
     if (c[name] < 1 || c[name] > 2 ** 30) throw new ProtocolError("decode configuration field out of range");
   }
@@ -152,6 +159,15 @@ export function decodeDecodeOpen(r) {
   c.alibi_slopes = slopes.length ? slopes : null;
   c.sinks = sinks.length ? sinks : null;
   return c;
+}
+
+/** The step of a DECODE_PAGED payload after its configuration (layouts.def's paged_step). */
+export function decodePagedStep(r) {
+  const s = { page_bytes: r.i64(), pool: r.array(Uint8Array), table_width: r.i32(), tables: r.array(Int32Array),
+    lengths: r.array(BigInt64Array), counts: r.array(Int32Array), want_lse: r.i32() !== 0 };
+  [s.q, s.k, s.v] = [r.array(Uint8Array), r.array(Uint8Array), r.array(Uint8Array)];
+  r.expectEnd();
+  return s;
 }
 
 export function encodeForwardResult({ status, error = "", path = "", fault = "", o = null, lse = null }) {
@@ -169,6 +185,18 @@ export function encodeBackwardResult({ status, error = "", path = "", fault = ""
 
 export function encodeMergeResult({ status, error = "", path = "", fault = "", o = null, lse = null }) {
   return new Writer().i32(status).str(error).str(path).str(fault).array(o, Float32Array).array(lse, Float32Array).finish();
+}
+
+export function encodeDecodePagedResult({ status, error = "", path = "", fault = "", pool = null, o = null, lse = null }) {
+  return new Writer().i32(status).str(error).str(path).str(fault).bytes(pool).bytes(o).array(lse, Float32Array).finish();
+}
+
+export function encodeRetained(status, error, positions) {
+  return new Writer().i32(status).str(error).array(positions, BigInt64Array).finish();
+}
+
+export function encodePageBytesResult(status, error, bytes) {
+  return new Writer().i32(status).str(error).i64(bytes).finish();
 }
 
 export function encodeDecodeOpened(status, error, session) {

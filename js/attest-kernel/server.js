@@ -6,6 +6,7 @@ import { STATUSES, VERSION as TABLE_VERSION } from "./interface.js";
 import * as messages from "./messages.js";
 import { DecodeConfig, Problem } from "./problem.js";
 import { FORMAT_CODES, fromNumbers, SIXTEEN_BIT, toFloat32 } from "./storage.js";
+import { cacheHandlers } from "./caches.js";
 import { ProtocolError, Reader, TYPES, TYPE_NAMES, VERSION, frameHeader, parseHeader } from "./wire.js";
 
 export const STATUS = Object.fromEntries(Object.entries(STATUSES).map(([name, row]) => [name, row[0]]));
@@ -105,6 +106,8 @@ function pathOf(path) {
   return path;
 }
 
+export { OutputError, cut, describe, pathOf };
+
 export class Server {
   constructor(kernel, declaration, channel, loadError = null, log = process.stderr) {
     Object.assign(this, { kernel, declaration, channel, loadError, log });
@@ -120,7 +123,8 @@ export class Server {
   async run() {
     const handlers = { [TYPES.HELLO]: this.hello, [TYPES.FORWARD]: this.forward, [TYPES.DECODE_OPEN]: this.decodeOpen,
       [TYPES.DECODE_STEP]: this.decodeStep, [TYPES.DECODE_CLOSE]: this.decodeClose, [TYPES.BACKWARD]: this.backward,
-      [TYPES.MERGE]: this.merge };
+      [TYPES.MERGE]: this.merge, [TYPES.DECODE_RETAINED]: this.decodeRetained, [TYPES.PAGE_BYTES]: this.pageBytes,
+      [TYPES.DECODE_PAGED]: this.decodePaged };
     try {
       for (;;) {
         const frame = this.channel.readFrame();
@@ -166,6 +170,9 @@ export class Server {
     }
   }
 
+  /** An output of the kernel checked and converted (see output()); OutputError when it is wrong. */
+  output(value, format, length, what, layout) { return output(value, format, length, what, layout); }
+
   /** Converts a kernel's {o, lse, path} or reports what is wrong with it as a status. */
   outputs(call, wantLse, oLength, lseLength, layout, who) {
     if (call.status !== STATUS.ok) return call;
@@ -206,7 +213,7 @@ export class Server {
     let number = 0n;
     if (status === STATUS.ok) {
       number = this.nextSession++;
-      this.sessions.set(number, { session, config });
+      this.sessions.set(number, { session, config, length: 0, last: 0 }); // tokens held, tokens of the last step
     }
     this.channel.writeFrame(TYPES.DECODE_OPENED, messages.encodeDecodeOpened(status, error, number));
   }
@@ -228,6 +235,7 @@ export class Server {
       if (raw[i].length !== lengths[i] * Type.BYTES_PER_ELEMENT) throw new ProtocolError("decode step arrays do not match n and the session's configuration");
       return new Type(raw[i].buffer, raw[i].byteOffset, lengths[i]);
     });
+    [entry.length, entry.last] = [entry.length + n, n];
     const call = await this.call(() => entry.session.step(...arrays, wantLse, n), "the decode session's step");
     const reply = this.outputs(call, wantLse, c.batch * c.heads * n * c.value_dim, c.batch * c.heads * n, "[B][H][n][Dv]", "the decode session's step");
     this.channel.writeFrame(TYPES.DECODE_RESULT, messages.encodeDecodeResult(reply));
@@ -304,3 +312,5 @@ export class Server {
     this.channel.writeFrame(TYPES.MERGE_RESULT, messages.encodeMergeResult(reply));
   }
 }
+
+Object.assign(Server.prototype, cacheHandlers); // ABI 2.4: DECODE_RETAINED, PAGE_BYTES, DECODE_PAGED

@@ -1,5 +1,11 @@
-// Test helpers: attest's side of a FORWARD payload, built field by field as impl/PROTOCOL.md lists it.
-import { Writer } from "../wire.js";
+// Test helpers: attest's side of a FORWARD payload, built field by field as impl/PROTOCOL.md lists it,
+// and serve.js run on a list of request frames.
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { Writer, splitFrames } from "../wire.js";
+
+const SERVE = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "serve.js");
 
 /** A FORWARD payload (f32 storage) from shape, q/k/v and optional mask terms and modifiers. */
 export function forwardPayload(f) {
@@ -12,4 +18,18 @@ export function forwardPayload(f) {
   w.array(f.bias ?? null, Float32Array).i32(1).i32(1).array(f.sinks ?? null, Float32Array);
   for (const name of ["q", "k", "v"]) w.bytes(Float32Array.from(f[name]));
   return w.finish();
+}
+
+/** Runs serve.js on `spec` with the requests on descriptor 3; {code, frames, stderr}. */
+export function serve(spec, requests) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [SERVE, spec], {
+      stdio: ["ignore", "pipe", "pipe", "pipe", "pipe"], env: { ...process.env, ATTEST_PROTOCOL_FDS: "3,4" } });
+    const out = [];
+    let stderr = "";
+    child.stdio[4].on("data", (d) => out.push(d));
+    child.stderr.on("data", (d) => { stderr += d; });
+    child.stdio[3].end(Buffer.concat(requests));
+    child.on("close", (code) => resolve({ code, frames: splitFrames(Buffer.concat(out)), stderr }));
+  });
 }

@@ -17,3 +17,9 @@ export const rejects = declare({ name: "js-rejects" }, async (p) => {
 export const constantGradients = declare({ name: "js-constant-gradients",
   backward: (p, grad) => ({ dq: new Float32Array(p.q.length).fill(1), dk: new Float32Array(p.k.length).fill(2),
     dv: new Float32Array(p.v.length).fill(grad.threads), path: "constant" }) }, () => null);
+// A block-table decoder answering one o for a batch of two: a status naming the batch.
+export const pagedOneOutput = declare({ name: "js-paged-one-output", decode: () => ({ step() {} }), page_tokens: 16,
+  page_bytes: () => 128, decode_paged: () => ({ o: [Float32Array.of(0)], lse: [Float32Array.of(0)] }) }, () => null);
+// An explicit cache whose sessions always name positions 0 and 1 (too many for a first query).
+export const explicitCache = declare({ name: "js-explicit-cache", cache_policy: "explicit",
+  decode: () => ({ step: (q, k, v, wantLse, n) => ({ o: new Float32Array(n) }), retained: () => [0, 1] }) }, () => null);

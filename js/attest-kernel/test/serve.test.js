@@ -3,27 +3,13 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
-import { TYPES, Writer, Reader, encodeFrame, splitFrames } from "../wire.js";
+import { TYPES, Writer, Reader, encodeFrame } from "../wire.js";
 import { STATUS } from "../server.js";
-import { forwardPayload } from "./helpers.js";
+import { forwardPayload, serve } from "./helpers.js";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SERVE = path.join(HERE, "..", "serve.js");
 const EXAMPLE = path.join(HERE, "..", "examples", "reference.mjs");
-
-/** Runs serve.js on `spec` with the requests on descriptor 3; {code, frames, stderr}. */
-function serve(spec, requests) {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [SERVE, spec], {
-      stdio: ["ignore", "pipe", "pipe", "pipe", "pipe"], env: { ...process.env, ATTEST_PROTOCOL_FDS: "3,4" } });
-    const out = [];
-    let stderr = "";
-    child.stdio[4].on("data", (d) => out.push(d));
-    child.stderr.on("data", (d) => { stderr += d; });
-    child.stdio[3].end(Buffer.concat(requests));
-    child.on("close", (code) => resolve({ code, frames: splitFrames(Buffer.concat(out)), stderr }));
-  });
-}
 
 const hello = encodeFrame(TYPES.HELLO, new Writer().u32(3).finish());
 const small = { batch: 1, heads: 2, kv_heads: 1, q_len: 2, k_len: 3, head_dim: 2, value_dim: 1,

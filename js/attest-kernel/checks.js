@@ -46,12 +46,12 @@ export function range(where, value, allowNegative) {
   return [a, b];
 }
 
-/** A list of feature names, each once. byFunction: decode, backward and merge are declared as
+/** A list of feature names, each once. byFunction: decode, backward, merge and packed are declared as
  * functions (a kernel's features); a path's feature list just does not know them. */
 export function features(where, names, byFunction = false) {
   if (!Array.isArray(names)) fail(where, `${show(names)} is not a list of feature names`);
   for (const name of names) {
-    if (byFunction && ["decode", "backward", "merge"].includes(name)) fail(where, `${show(name)} is not declared by name: give ${name}: function`);
+    if (byFunction && ["decode", "backward", "merge", "packed"].includes(name)) fail(where, `${show(name)} is not declared by name: give ${name}: function`);
     if (!FEATURES.includes(name)) fail(where, `unknown feature ${show(name)} (known: ${FEATURES.join(", ")})`);
   }
   return [...new Set(names)];

@@ -42,7 +42,7 @@ export function contract(fields = {}) {
 }
 
 const DECLARATION_FIELDS = ["name", "features", "empty_rows", "precision", "contract", "paths", "decode", "backward", "merge",
-  "cache_policy", "cache_sinks", "cache_recent", "page_tokens", "page_bytes", "decode_paged"];
+  "cache_policy", "cache_sinks", "cache_recent", "page_tokens", "page_bytes", "decode_paged", "packed"];
 
 /** ABI 2.4's serving cache: which positions a decoder's sessions keep (cache_policy: "full", "window"
  * and "sinks_recent" with cache_recent and cache_sinks, or "explicit": each session's retained(b, t)
@@ -115,12 +115,15 @@ export function declaration(fields) {
   if (!(d.empty_rows in EMPTY_ROWS)) fail("empty_rows", `${show(d.empty_rows)} is not "zero" or "nan"`);
   d.precision = precision(fields.precision ?? {});
   d.contract = contract(fields.contract ?? {});
-  for (const name of ["decode", "backward", "merge"]) {
+  for (const name of ["decode", "backward", "merge", "packed"]) {
     if (fields[name] != null && typeof fields[name] !== "function") fail(name, "is not a function");
     d[name] = fields[name] ?? null;
   }
   if (d.backward && PRECISION_FIELDS.some((f) => d.precision[f] !== "f32")) {
     fail("backward", "attest sends a backward only to a kernel whose storage and arithmetic are f32");
+  }
+  if (d.packed && ["q", "k", "v", "o"].some((f) => d.precision[f] !== "f32")) {
+    fail("packed", "a packed call is float32: Q, K, V and O stored in f32");
   }
   if (d.contract.deterministic_backward && !d.backward) fail("contract.deterministic_backward", "needs backward: function");
   if (d.contract.decode_only && !d.decode) fail("contract.decode_only", "a decode-only kernel needs decode: function");
@@ -131,7 +134,7 @@ export function declaration(fields) {
   d.declared_paths = d.paths.filter((p) => p instanceof Path);
   d.capabilities = d.features.reduce((bits, f) => bits | (1 << CAPABILITIES[f][0]), 0)
     | (d.decode ? 1 << CAPABILITIES.decode[0] : 0) | (d.backward ? 1 << CAPABILITIES.backward[0] : 0)
-    | (d.merge ? 1 << CAPABILITIES.merge[0] : 0);
+    | (d.merge ? 1 << CAPABILITIES.merge[0] : 0) | (d.packed ? 1 << CAPABILITIES.packed[0] : 0);
   d.capabilities >>>= 0;
   d.has = (feature) => d.features.includes(feature);
   checkCache(d, fields);

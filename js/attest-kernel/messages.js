@@ -1,6 +1,6 @@
 // The payloads of the protocol's messages (impl/PROTOCOL.md): the DESCRIPTOR a declaration
 // becomes, the problem of FORWARD and BACKWARD, the decode configuration, and the replies.
-import { ALIBI_SLOPES, CACHE_POLICIES, EMPTY_ROWS, INPUT_DOMAINS, MASK_TERMS } from "./interface.js";
+import { ALIBI_SLOPES, CACHE_POLICIES, EMPTY_ROWS, INPUT_DOMAINS, LAYOUTS, MASK_TERMS } from "./interface.js";
 import { FORMAT_CODES, arrayType } from "./storage.js";
 import { Path, RANGES as PATH_RANGES } from "./paths.js";
 import { ProtocolError, Reader, Writer } from "./wire.js";
@@ -184,6 +184,28 @@ export function encodeBackwardResult({ status, error = "", path = "", fault = ""
 }
 
 export function encodeMergeResult({ status, error = "", path = "", fault = "", o = null, lse = null }) {
+  return new Writer().i32(status).str(error).str(path).str(fault).array(o, Float32Array).array(lse, Float32Array).finish();
+}
+
+const READERS = { i32: (r) => r.i32(), i64: (r) => r.i64(), f64: (r) => r.f64(), f32_array: (r) => r.array(Float32Array),
+  i32_array: (r) => r.array(Int32Array) };
+
+/** A FORWARD_PACKED payload, read field by field as the table's packed_problem layout lists them,
+ * then want_lse: the fields of a PackedProblem (empty slopes or sinks: null; flags as booleans). */
+export function decodePackedProblem(r) {
+  const p = {};
+  for (const [type, name] of LAYOUTS.packed_problem) p[name] = READERS[type](r);
+  p.want_lse = r.i32() !== 0;
+  r.expectEnd();
+  for (const name of ["causal", "rope"]) p[name] = p[name] !== 0;
+  for (const name of ["alibi_slopes", "sinks"]) p[name] = p[name].length ? p[name] : null;
+  for (const name of ["batch", "heads", "kv_heads", "head_dim", "value_dim"]) {
+    if (p[name] < 1 || p[name] > 2 ** 30) throw new ProtocolError("packed problem field out of range");
+  }
+  return p;
+}
+
+export function encodePackedResult({ status, error = "", path = "", fault = "", o = null, lse = null }) {
   return new Writer().i32(status).str(error).str(path).str(fault).array(o, Float32Array).array(lse, Float32Array).finish();
 }
 

@@ -4,6 +4,7 @@
 import fs from "node:fs";
 import { STATUSES, VERSION as TABLE_VERSION } from "./interface.js";
 import * as messages from "./messages.js";
+import { PackedProblem } from "./packed.js";
 import { DecodeConfig, Problem } from "./problem.js";
 import { FORMAT_CODES, fromNumbers, SIXTEEN_BIT, toFloat32 } from "./storage.js";
 import { cacheHandlers } from "./caches.js";
@@ -124,7 +125,7 @@ export class Server {
     const handlers = { [TYPES.HELLO]: this.hello, [TYPES.FORWARD]: this.forward, [TYPES.DECODE_OPEN]: this.decodeOpen,
       [TYPES.DECODE_STEP]: this.decodeStep, [TYPES.DECODE_CLOSE]: this.decodeClose, [TYPES.BACKWARD]: this.backward,
       [TYPES.MERGE]: this.merge, [TYPES.DECODE_RETAINED]: this.decodeRetained, [TYPES.PAGE_BYTES]: this.pageBytes,
-      [TYPES.DECODE_PAGED]: this.decodePaged };
+      [TYPES.DECODE_PAGED]: this.decodePaged, [TYPES.FORWARD_PACKED]: this.forwardPacked };
     try {
       for (;;) {
         const frame = this.channel.readFrame();
@@ -197,6 +198,25 @@ export class Server {
     const call = await this.call(() => this.kernel(problem), "the kernel");
     const reply = this.outputs(call, this.declaration.has("lse"), problem.oLength, problem.lseLength, "[B][H][Tq][Dv]", "the kernel");
     this.channel.writeFrame(TYPES.FORWARD_RESULT, messages.encodeForwardResult(reply));
+  }
+
+  /** FORWARD_PACKED (ABI 2.8): the declaration's packed(problem) on a PackedProblem. */
+  async forwardPacked(r) {
+    if (!this.declaration.packed) throw new ProtocolError("FORWARD_PACKED sent to a kernel declared without packed");
+    const problem = new PackedProblem(messages.decodePackedProblem(r));
+    const call = await this.call(() => this.declaration.packed(problem), "the packed kernel");
+    let reply = { status: call.status, error: call.error };
+    if (call.status === STATUS.ok) {
+      try {
+        const result = call.result ?? {};
+        reply = { status: STATUS.ok, path: pathOf(result.path),
+          o: output(result.o, "f32", problem.oLength, "o", "[total_q][H][Dv]"),
+          lse: problem.want_lse ? output(result.lse, "f32", problem.lseLength, "lse", "[H][total_q]") : null };
+      } catch (e) {
+        reply = { status: STATUS.internal_error, error: cut(e instanceof OutputError ? e.message : describe(e)) };
+      }
+    }
+    this.channel.writeFrame(TYPES.FORWARD_PACKED_RESULT, messages.encodePackedResult(reply));
   }
 
   async decodeOpen(r) {

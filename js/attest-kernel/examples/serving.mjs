@@ -1,8 +1,9 @@
 // A JavaScript serving decoder (ABI 2.4): K and V kept in attest's block-table pages (16 tokens a
 // page; a slot holds, per kv head, the K row then the V row, float32), ragged batches appending a
 // different count to each sequence; its decode sessions keep the same rows in arrays. Float64
-// arithmetic. `servingSharedLength` reads every sequence at the first one's length: a decoder
-// that gets a ragged batch wrong, which attest must not certify. Serve with
+// arithmetic; Tk up to 128, to keep its ctest cheap (attest's long paged cases reach 1088).
+// `servingSharedLength` reads every sequence at the first one's length: a decoder that gets a
+// ragged batch wrong, which attest must not certify. Serve with
 //   node js/attest-kernel/serve.js js/attest-kernel/examples/serving.mjs:serving
 import { declare, Unsupported } from "../index.js";
 
@@ -110,7 +111,7 @@ function decodePaged(c, step, { sharedLength = false } = {}) {
 }
 
 const serve = (name, options) => declare({
-  name, features: ["causal", "lse", "gqa"], contract: { decode_only: true }, decode: openSession,
+  name, features: ["causal", "lse", "gqa"], contract: { decode_only: true, k_len: [1, 128] }, decode: openSession,
   page_tokens: PAGE_TOKENS, page_bytes: pageBytes, decode_paged: (c, step) => decodePaged(c, step, options),
 }, () => { throw new Unsupported("decode only"); });
 

@@ -2,20 +2,8 @@
 // Serves a declared kernel to attest:  node js/attest-kernel/serve.js MODULE.mjs:EXPORT
 // (attest certify --kernel-cmd "node js/attest-kernel/serve.js my_kernel.mjs:attention").
 // A kernel that cannot be loaded or declared is reported to attest as an ERROR (attest exits 2).
-import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { loadKernel } from "./load.js";
 import { Server, openChannel } from "./server.js";
-
-async function load(spec) {
-  const at = spec.lastIndexOf(":");
-  if (at <= 0 || at === spec.length - 1) throw new Error(`${JSON.stringify(spec)} is not MODULE.mjs:EXPORT`);
-  const [file, name] = [spec.slice(0, at), spec.slice(at + 1)];
-  const module = await import(pathToFileURL(path.resolve(file)).href);
-  const kernel = module[name];
-  if (typeof kernel !== "function") throw new Error(`${file} exports no function ${JSON.stringify(name)}`);
-  if (!kernel.declaration) throw new Error(`${file}:${name} has no declaration: wrap it in declare({...}, fn)`);
-  return kernel;
-}
 
 const args = process.argv.slice(2);
 if (args.length !== 1 || args[0].startsWith("-")) {
@@ -32,7 +20,7 @@ try {
 let kernel = null;
 let loadError = null;
 try {
-  kernel = await load(args[0]);
+  kernel = await loadKernel(args[0]);
 } catch (e) {
   loadError = `cannot serve ${args[0]}: ${e.message}`;
 }

@@ -6,6 +6,7 @@ import { multiHeadAttention, onnxAttention } from "./operators.mjs";
 import { groupQueryAttentionKernels } from "./gqa.mjs";
 import { groupQueryAttentionDecode } from "./gqa_decode.mjs";
 import { multiHeadAttentionDecode } from "./mha_decode.mjs";
+import { groupQueryAttentionRagged } from "./gqa_ragged.mjs";
 
 export function declarations(rt, prefix) {
   const mha = declare({
@@ -57,5 +58,5 @@ export function declarations(rt, prefix) {
 
   return { mha, attention, mhaSelf, attentionSelf, attentionUnmasked, attentionF16,
     ...groupQueryAttentionKernels(rt, prefix), gqaDecode: groupQueryAttentionDecode(rt, prefix),
-    mhaDecode: multiHeadAttentionDecode(rt, prefix) };
+    mhaDecode: multiHeadAttentionDecode(rt, prefix), gqaDecodeRagged: groupQueryAttentionRagged(rt, prefix) };
 }

@@ -8,8 +8,9 @@ import { swapHeadsAndTokens } from "./layout.mjs";
 import { input, pathName } from "./operators.mjs";
 
 /** One GroupQueryAttention call: `n` new tokens of `B` batch entries on top of `past` ({k, v, length}
- * or null); returns { o [B][H][n][D], present {k, v, length} }. */
-async function gqaCall(rt, c, B, q, k, v, n, past) {
+ * or null; with `lengths`, entry b's past is its first lengths[b] of `length` tokens, a ragged batch:
+ * seqlens_k[b] = lengths[b] + n - 1); returns { o [B][H][n][D], present {k, v, length} }. */
+export async function gqaCall(rt, c, B, q, k, v, n, past) {
   const { heads: H, kv_heads: Hkv, head_dim: D } = c;
   const held = past ? past.length : 0;
   const total = held + n;
@@ -18,7 +19,8 @@ async function gqaCall(rt, c, B, q, k, v, n, past) {
     query: rt.tensor("float32", swapHeadsAndTokens(q, B, H, n, D), [B, n, H * D]),
     key: rt.tensor("float32", swapHeadsAndTokens(k, B, Hkv, n, D), [B, n, Hkv * D]),
     value: rt.tensor("float32", swapHeadsAndTokens(v, B, Hkv, n, D), [B, n, Hkv * D]),
-    seqlens_k: rt.tensor("int32", new Int32Array(B).fill(total - 1), [B]),
+    seqlens_k: rt.tensor("int32", past?.lengths ? Int32Array.from(past.lengths, (l) => l + n - 1)
+      : new Int32Array(B).fill(total - 1), [B]),
     total_sequence_length: rt.tensor("int32", Int32Array.of(total), []),
   };
   const names = ["query", "key", "value", past ? "past_key" : "", past ? "past_value" : "", "seqlens_k", "total_sequence_length"];
@@ -53,7 +55,7 @@ const entry = (x, b, size) => x.subarray(b * size, (b + 1) * size);
 /** A decode session over runtime `rt` for the configuration `c` (DECODE_OPEN). ONNX Runtime refuses
  * several new tokens on top of a past for more than one batch entry ("batch_size must be 1 when
  * sequence_length > 1 and past context is given"): such a step runs one call per entry. */
-const gqaSession = (rt) => (c) => {
+export const gqaSession = (rt) => (c) => {
   const { batch: B, heads: H, kv_heads: Hkv, head_dim: D } = c;
   let past = null; // the cache ONNX Runtime returned last, [B][Hkv][length][D]
   return {

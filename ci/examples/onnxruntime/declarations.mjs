@@ -58,5 +58,6 @@ export function declarations(rt, prefix) {
 
   return { mha, attention, mhaSelf, attentionSelf, attentionUnmasked, attentionF16,
     ...groupQueryAttentionKernels(rt, prefix), gqaDecode: groupQueryAttentionDecode(rt, prefix),
-    mhaDecode: multiHeadAttentionDecode(rt, prefix), gqaDecodeRagged: groupQueryAttentionRagged(rt, prefix) };
+    mhaDecode: multiHeadAttentionDecode(rt, prefix), gqaDecodeRagged: groupQueryAttentionRagged(rt, prefix),
+    gqaDecodeRaggedPadded: groupQueryAttentionRagged(rt, prefix, true) };
 }

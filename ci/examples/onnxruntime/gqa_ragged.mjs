@@ -34,8 +34,9 @@ function gather(step, c, entries, which, L) {
 }
 
 /** One ONNX Runtime call for the sequences `entries`, each appending n tokens; writes their new
- * tokens' present rows into the pages and o into `o` (per sequence). */
-async function callFor(rt, c, step, entries, n, o) {
+ * tokens' present rows into the pages and o into `o` (per sequence). padded: give every entry the
+ * longest past in seqlens_k, its zero padding taken for keys (a wrapper wrong on purpose). */
+async function callFor(rt, c, step, entries, n, o, padded) {
   const { heads: H, kv_heads: Hkv, head_dim: D } = c;
   const stack = (name) => {
     const parts = entries.map((b) => step.sequence(b)[name]);
@@ -45,7 +46,8 @@ async function callFor(rt, c, step, entries, n, o) {
   };
   const lengths = entries.map((b) => step.lengths[b]);
   const L = Math.max(...lengths);
-  const past = L ? { k: gather(step, c, entries, 0, L), v: gather(step, c, entries, 1, L), length: L, lengths } : null;
+  const past = L ? { k: gather(step, c, entries, 0, L), v: gather(step, c, entries, 1, L), length: L,
+    lengths: padded ? lengths.map(() => L) : lengths } : null;
   const result = await gqaCall(rt, c, entries.length, stack("q"), stack("k"), stack("v"), n, past);
   const pool = step.float32(), P = result.present.length;
   entries.forEach((b, e) => {
@@ -63,11 +65,11 @@ async function callFor(rt, c, step, entries, n, o) {
 
 /** One block-table call: the sequences appending one token in one batched call (ragged seqlens_k);
  * a sequence appending more alone (ONNX Runtime takes several new tokens on a past for B = 1 only). */
-const decodePaged = (rt) => async (c, step) => {
+const decodePaged = (rt, padded) => async (c, step) => {
   const o = new Array(c.batch).fill(null);
   const single = [], several = [];
   for (let b = 0; b < c.batch; b++) (step.counts[b] === 1 ? single : step.counts[b] > 1 ? several : []).push(b);
-  if (single.length) await callFor(rt, c, step, single, 1, o);
+  if (single.length) await callFor(rt, c, step, single, 1, o, padded);
   for (const b of several) await callFor(rt, c, step, [b], step.counts[b], o);
   return { o, lse: null, path: pathName(rt, several.length ? "gqa-ragged-per-entry" : "gqa-ragged") };
 };
@@ -78,14 +80,15 @@ function pageBytes(c) {
 }
 
 /** GroupQueryAttention's decode path with a length per batch entry, over attest's block tables
- * (and, for attest's other decode checks, the same operator in decode sessions). */
-export function groupQueryAttentionRagged(rt, prefix) {
+ * (and, for attest's other decode checks, the same operator in decode sessions). padded: the
+ * wrapper that passes the longest length for every entry, wrong on purpose. */
+export function groupQueryAttentionRagged(rt, prefix, padded = false) {
   return declare({
-    name: `${prefix}-gqa-ragged-f32`,
+    name: `${prefix}-gqa-ragged${padded ? "-padded" : ""}-f32`,
     features: ["causal", "gqa", "window", "softcap", "sinks"],
     contract: { inputs_finite: true, decode_only: true, causal_required: true, dk_equals_dv: true,
       head_dims: Array.from({ length: 32 }, (_, i) => 8 * (i + 1)) },
     decode: gqaSession(rt),
-    page_tokens: PAGE_TOKENS, page_bytes: pageBytes, decode_paged: decodePaged(rt),
+    page_tokens: PAGE_TOKENS, page_bytes: pageBytes, decode_paged: decodePaged(rt, padded),
   }, () => { throw new Unsupported("decode only: the prompt path is gqaPrompt"); });
 }

@@ -5,5 +5,5 @@ import { declarations } from "./declarations.mjs";
 import { wasm } from "./wasm.mjs";
 
 export const { mha, attention, mhaSelf, attentionSelf, attentionUnmasked, attentionF16, gqaPrompt, gqaPromptUnbiased,
-  gqaPromptPadded, gqaPromptPaddedPlain, gqaPromptF16, gqaDecode, mhaDecode, gqaDecodeRagged } =
+  gqaPromptPadded, gqaPromptPaddedPlain, gqaPromptF16, gqaDecode, mhaDecode, gqaDecodeRagged, gqaDecodeRaggedPadded } =
   declarations(wasm, "onnxruntime-wasm");

@@ -60,8 +60,7 @@ TEST(PackedCall, PacksTheValidTokensAndUnpacksToThePaddedForward) {
 TEST(PackedCall, TheTiledKernelsPackedForwardIsItsPaddedForward) {
   const Problem p = padded_batch();
   const PackedCall call = packed_call_of(p);
-  const auto tiled = make_tiled_kernel({.block_q = 2, .block_k = 2});
-  ASSERT_TRUE(tiled->capabilities().packed);
+  const auto tiled = make_tiled_kernel({.block_q = 2, .block_k = 2});  // declared by the built-in "tiled" only
   std::vector<float> o(call.o_size(), std::numeric_limits<float>::quiet_NaN()), lse(call.lse_size());
   tiled->forward_packed(call, o, lse);
   std::vector<float> padded_o, padded_lse;
@@ -133,6 +132,8 @@ TEST(PackedAbi, ThePackedBitCrossesTheDescriptorBothWaysAndIsNoFeature) {
   c.packed = false;
   EXPECT_FALSE(capabilities_from_descriptor(descriptor_from_capabilities(c, "padded")).packed);
   EXPECT_TRUE(make_kernel("tiled")->capabilities().packed);  // its packed forward reads the packed rows in place
+  // ... but not make_tiled_kernel(), which wrappers copy (mutants): they would inherit an unserved layout.
+  EXPECT_FALSE(make_tiled_kernel({128, 64})->capabilities().packed);
   EXPECT_FALSE(make_kernel("blocked")->capabilities().packed);
 }
 

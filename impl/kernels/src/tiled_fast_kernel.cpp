@@ -10,6 +10,7 @@
 #include "attest/builtin_kernels.h"
 #include "attest/packed.h"
 #include "backward_kernels.h"
+#include "builtin_tiled.h"
 #include "kernel_support.h"
 #include "simd_ops.h"
 
@@ -20,7 +21,7 @@ using namespace kernels;
 
 class FastTiledKernel final : public Kernel {
  public:
-  explicit FastTiledKernel(TiledConfig config) : cfg_(config) {
+  FastTiledKernel(TiledConfig config, bool packed) : cfg_(config), packed_(packed) {
     if (cfg_.block_q < 1 || cfg_.block_k < 1)
       throw std::invalid_argument("tiled kernel: block_q and block_k must be >= 1");
   }
@@ -34,7 +35,7 @@ class FastTiledKernel final : public Kernel {
     c.features.insert(Feature::kBackward);
     c.deterministic_backward = true;
     c.merge = true;
-    c.packed = true;  // forward_packed reads the packed buffers in place
+    c.packed = packed_;  // forward_packed reads the packed buffers in place (declared by the built-in)
     return c;
   }
   void merge(const MergeInputs& in, std::span<float> o, std::span<float> lse) const override {
@@ -206,10 +207,16 @@ class FastTiledKernel final : public Kernel {
   static constexpr int kPanel = 4;  // query rows per micro-kernel call (simd_ops blocks by four)
 
   TiledConfig cfg_;
+  bool packed_;
 };
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config) { return std::make_unique<FastTiledKernel>(config); }
+std::unique_ptr<Kernel> make_tiled_kernel(TiledConfig config) {
+  return std::make_unique<FastTiledKernel>(config, false);
+}
+std::unique_ptr<Kernel> make_builtin_tiled_kernel() {
+  return std::make_unique<FastTiledKernel>(TiledConfig{128, 64}, true);
+}
 
 }  // namespace attest

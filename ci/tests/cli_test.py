@@ -558,6 +558,24 @@ def case_merge_c_plugin():
         not_certified_quick(library, "example-c", "merge_equals_whole")
 
 
+def case_packed_c_plugin():
+    # ABI 2.8: packed_attention.c serves the packed varlen layout on the packed buffers through the
+    # kernel host: CERTIFIED at quick with both packed checks run. Its twin reads cu_seqlens_q[batch + 1]
+    # (a loop over b <= batch) without any effect on its outputs: only the guard page right after
+    # cu_seqlens shows it, as a fault naming the buffer (without the guard it was CERTIFIED).
+    path = os.path.join(WORK, "packed.json")
+    out = certify("--kernel", plugin("packed_attention"), "--budget", "quick", "--json", path, expect=0)
+    require(verdict_line(out, "packed-c"), "CERTIFIED packed-c for causal, key_padding, query_padding, gqa, lse")
+    _, checks = checks_of(path)
+    for name in ("packed_equals_padded", "sequences_do_not_interact"):
+        if checks[name]["verdict"] != "pass" or checks[name]["effective_cases"] < 1:
+            sys.exit("packed_attention: %s %s" % (name, checks[name]))
+    out = certify("--kernel", plugin("broken_cu_seqlens_past_end"), "--budget", "quick", "--no-size-stages",
+                  "--no-shrink", "--check", "packed_equals_padded,sequences_do_not_interact", expect=1)
+    require(verdict_line(out, "packed-c-past-end"), "NOT CERTIFIED packed-c-past-end: failed: packed_equals_padded")
+    require(out, "read outside cu_seqlens_q at byte offset")
+
+
 def numpy_variant(name, old, new):
     """A copy of the numpy example in WORK with one line replaced (which must occur exactly once)."""
     source = open(os.path.join(SOURCE, "ci/examples/process_python/numpy_kernel.py")).read()

@@ -191,7 +191,10 @@ Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kerne
   forget_last_call();
   try {
     Verdict v = property.check(p, kernel, oracle);
-    if (!v.passed) v.detail += " [path: " + last_call_path(kernel) + "]";  // which internal path served the call
+    // Which internal path served the call; a packed check's calls are packed ones, whatever path a
+    // padded forward before them reported (the path its cases are counted on).
+    if (!v.passed)
+      v.detail += " [path: " + (property.declares.packed ? std::string(kPackedPath) : last_call_path(kernel)) + "]";
     return v;
   } catch (const KernelLoadError&) {
     throw;  // not a verdict: the kernel cannot be certified at all

@@ -155,7 +155,8 @@ class Declaration:
     decode_paged(config, step) -> (o, lse) per sequence (see attest_kernel.paged). merge: None, or a
     function (o, lse) -> (o, lse) merging partial attention states: o float32 [parts][rows][Dv], lse
     [parts][rows] (a part that saw no key of a row: lse -inf, o NaN) into o [rows][Dv], lse [rows]
-    (a row no part saw: o 0, lse -inf)."""
+    (a row no part saw: o 0, lse -inf). packed: None, or a function taking ABI 2.8's packed
+    varlen layout, PackedProblem -> (o, lse) or o (see attest_kernel.packed; float32 buffers)."""
     name: str
     features: Sequence[str] = ()
     empty_rows: str = "zero"
@@ -171,6 +172,7 @@ class Declaration:
     page_bytes: Optional[Callable] = None
     decode_paged: Optional[Callable] = None
     merge: Optional[Callable] = None
+    packed: Optional[Callable] = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name or len(self.name.encode()) > 63:
@@ -179,7 +181,7 @@ class Declaration:
         if isinstance(features, (str, bytes)) or not isinstance(features, (list, tuple, set, frozenset)):
             _fail("features", "%r is not a list of feature names" % (features,))
         for feature in features:
-            if feature in ("decode", "backward", "merge"):
+            if feature in ("decode", "backward", "merge", "packed"):
                 hint = "give Declaration(%s=...) instead" % feature
                 _fail("features", "%r is not declared by name: %s" % (feature, hint))
             if feature not in FEATURES:
@@ -193,7 +195,7 @@ class Declaration:
             _fail("contract", "%r is not an attest_kernel.Contract" % (self.contract,))
         if self.decode is not None and not callable(self.decode):
             _fail("decode", "%r is not callable" % (self.decode,))
-        for name in ("backward", "page_bytes", "decode_paged", "merge"):
+        for name in ("backward", "page_bytes", "decode_paged", "merge", "packed"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 _fail(name, "%r is not callable" % (getattr(self, name),))
         if self.backward is not None and self.precision != Precision():
@@ -273,6 +275,8 @@ class Declaration:
             bits |= abi.CAPABILITIES["backward"]
         if self.merge is not None:
             bits |= abi.CAPABILITIES["merge"]
+        if self.packed is not None:
+            bits |= abi.CAPABILITIES["packed"]
         return bits
 
     def has(self, feature):

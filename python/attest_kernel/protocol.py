@@ -10,6 +10,7 @@ import numpy as np
 
 from . import abi, quantized, wire
 from .declaration import Declaration, DeclarationError
+from .packed import decode_packed
 from .paged import PagedStep
 from .problem import DecodeConfig, Problem
 from .storage import from_float32, is_torch_tensor, itemsize, numpy_dtype, to_float32, torch_to_numpy
@@ -270,7 +271,7 @@ class Server:
         return {wire.HELLO: self.hello, wire.FORWARD: self.forward, wire.DECODE_OPEN: self.decode_open,
                 wire.DECODE_STEP: self.decode_step, wire.DECODE_CLOSE: self.decode_close, wire.BACKWARD: self.backward,
                 wire.DECODE_RETAINED: self.decode_retained, wire.PAGE_BYTES: self.page_bytes,
-                wire.DECODE_PAGED: self.decode_paged, wire.MERGE: self.merge}
+                wire.DECODE_PAGED: self.decode_paged, wire.MERGE: self.merge, wire.FORWARD_PACKED: self.forward_packed}
 
     def hello(self, r):
         version = r.u32()
@@ -556,6 +557,29 @@ class Server:
                 out = {"status": abi.INTERNAL_ERROR, "error": _cut("the merged state could not be read: "
                                                                    + describe_exception(e))}
         self.channel.write_frame(wire.MERGE_RESULT, wire.encode_message(wire.MERGE_RESULT, **out))
+
+    # --- ABI 2.8: the packed varlen layout -------------------------------------------------------------
+
+    def forward_packed(self, r):
+        if self.declaration.packed is None:
+            raise ProtocolError("FORWARD_PACKED sent to a kernel declared without packed")
+        problem = decode_packed(r, self.declaration)
+        who = "the packed forward %s" % getattr(self.declaration.packed, "__name__", "function")
+        status, error, result = self._call(self.declaration.packed, problem, who)
+        out = {"status": status, "error": error}
+        if status == abi.OK:
+            try:
+                o, lse, path = split_result(result, problem.want_lse, who)
+                out["o"] = convert_output(o, "f32", problem.o_shape, "o", "[total_q][H][Dv]").reshape(-1)
+                if lse is not None:
+                    out["lse"] = convert_output(lse, "f32", problem.lse_shape, "lse", "[H][total_q]").reshape(-1)
+                out["path"] = path
+            except OutputError as e:
+                out = {"status": abi.INTERNAL_ERROR, "error": _cut(str(e))}
+            except Exception as e:
+                out = {"status": abi.INTERNAL_ERROR, "error": _cut("the outputs could not be read: "
+                                                                   + describe_exception(e))}
+        self.channel.write_frame(wire.FORWARD_PACKED_RESULT, wire.encode_message(wire.FORWARD_PACKED_RESULT, **out))
 
 
 class Gradient:

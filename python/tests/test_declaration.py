@@ -22,6 +22,8 @@ def test_unknown_feature_refused():
     (dict(features=["backward"]), r"give Declaration\(backward=...\)"),
     (dict(features=["merge"]), r"give Declaration\(merge=...\)"),
     (dict(merge="exact"), "merge: 'exact' is not callable"),
+    (dict(features=["packed"]), r"give Declaration\(packed=...\)"),
+    (dict(packed="varlen"), "packed: 'varlen' is not callable"),
     (dict(empty_rows="skip"), "empty_rows: 'skip'"),
     (dict(name=""), "name: ''"),
     (dict(precision="bf16"), "not an attest_kernel.Precision"),
@@ -131,3 +133,9 @@ def test_a_merge_function_declares_the_merge_bit():
     merging = Declaration(name="k", features=["lse"], merge=lambda o, lse: (o[0], lse[0]))
     assert merging.capabilities == abi.CAPABILITIES["lse"] | abi.CAPABILITIES["merge"]
     assert "merge" not in FEATURES
+
+
+def test_a_packed_function_declares_the_packed_bit():
+    varlen = Declaration(name="k", features=["lse"], packed=lambda p: (p.q, None))
+    assert varlen.capabilities == abi.CAPABILITIES["lse"] | abi.CAPABILITIES["packed"]
+    assert "packed" not in FEATURES

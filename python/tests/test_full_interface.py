@@ -1,6 +1,7 @@
-"""attest certifying Python kernels through the ABI 2.3, 2.4 and 2.6 messages: q8 K/V with block
+"""attest certifying Python kernels through the ABI 2.3, 2.4, 2.6 and 2.8 messages: q8 K/V with block
 tables, a numpy backward, a wrong gradient and a backward UNSUPPORTED inside its contract caught, a
-numpy merge of partial states and a wrong one caught. Needs ATTEST; skipped without it."""
+numpy merge of partial states and a wrong one caught, a numpy kernel on packed varlen buffers and
+one dropping the last sequence caught. Needs ATTEST; skipped without it."""
 import json
 
 from test_end_to_end import ATTEST, certify  # noqa: F401 (ATTEST: the skip condition)
@@ -48,3 +49,19 @@ def test_a_backward_unsupported_inside_its_contract_is_not_certified(tmp_path):
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
     assert "NOT CERTIFIED numpy-backward-to-100: failed: sizes" in run.stdout
     assert "no backward past 100 keys" in run.stdout
+
+
+def test_a_numpy_packed_kernel_is_certified(tmp_path):
+    certificate = tmp_path / "certificate.json"
+    run = certify("packed_kernels.py:packed", tmp_path, "--json", str(certificate))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "CERTIFIED numpy-packed for " in run.stdout
+    checks = {c["check"]: c for c in json.loads(certificate.read_text())["kernels"][0]["checks"]}
+    for name in ("packed_equals_padded", "sequences_do_not_interact"):
+        assert checks[name]["verdict"] == "pass" and checks[name]["effective_cases"] > 0, checks[name]
+
+
+def test_a_packed_kernel_dropping_the_last_sequence_is_not_certified(tmp_path):
+    run = certify("packed_kernels.py:packed_drops_last", tmp_path, "--check", "packed_equals_padded")
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "NOT CERTIFIED numpy-packed-drops-last: failed: packed_equals_padded" in run.stdout

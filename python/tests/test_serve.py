@@ -195,3 +195,32 @@ def test_the_numpy_example_runs_directly():
                      bias_per_head=False)
     assert result["status"] == 0 and result["path"] == "numpy"
     assert served.finish()[0] == 0
+
+
+def test_a_packed_call_equals_the_padded_one(serve_kernel):
+    # FORWARD_PACKED (ABI 2.8) to tests/packed_kernels.py: three sequences, one without queries, laid
+    # back out padded, equal the same kernel's FORWARD of the padded batch (key and query padding).
+    from attest_kernel.packed import encode_packed
+    served = serve_kernel("packed_kernels.py:packed")
+    assert "packed" in wire.decode_descriptor(served.hello()[1])["features"]
+    nq, nk, H, Hkv, D = [2, 0, 3], [3, 1, 4], 2, 1, 2
+    padded = small_problem(1, B=3, H=H, Hkv=Hkv, Tq=3, Tk=4, D=D)
+    padded.update(q_valid=nq, kv_valid=nk)  # causal, query i at q_offset 1 + i
+    whole = forward(served, **padded)
+    pad_o = whole["o"].view("<f4").reshape(3, H, 3, D)
+    packed = dict(batch=3, heads=H, kv_heads=Hkv, head_dim=D, value_dim=D, max_seqlen_q=3, max_seqlen_k=4,
+                  scale=0.5, q_offset=1, causal=1, cu_seqlens_q=np.cumsum([0] + nq), cu_seqlens_k=np.cumsum([0] + nk),
+                  q=np.concatenate([padded["q"][b, :, :nq[b]].swapaxes(0, 1) for b in range(3)]),
+                  k=np.concatenate([padded["k"][b, :, :nk[b]].swapaxes(0, 1) for b in range(3)]),
+                  v=np.concatenate([padded["v"][b, :, :nk[b]].swapaxes(0, 1) for b in range(3)]))
+    kind, payload = served.request(wire.FORWARD_PACKED, encode_packed(**packed))
+    assert kind == wire.FORWARD_PACKED_RESULT, (kind, payload)
+    result = wire.decode_message(wire.FORWARD_PACKED_RESULT, payload)
+    assert result["status"] == 0 and result["path"] == "varlen", result
+    o, lse = result["o"].reshape(5, H, D), result["lse"].reshape(H, 5)
+    np.testing.assert_allclose(o, np.concatenate([pad_o[b, :, :nq[b]].swapaxes(0, 1) for b in range(3)]), atol=1e-6)
+    np.testing.assert_allclose(lse, np.concatenate([whole["lse"].reshape(3, H, 3)[b, :, :nq[b]] for b in range(3)],
+                                                   axis=1), atol=1e-6)
+    packed["cu_seqlens_k"] = np.array([0, 3, 2, 8])  # decreasing: refused before the kernel runs
+    kind, payload = served.request(wire.FORWARD_PACKED, encode_packed(**packed))
+    assert kind == wire.ERROR and "do not start at 0 or decrease" in wire.decode_string(payload)

@@ -55,6 +55,21 @@ TEST(PackedCall, PacksTheValidTokensAndUnpacksToThePaddedForward) {
   for (std::size_t r = 0; r < want.lse.size(); ++r) EXPECT_NEAR(padded_lse[r], want.lse[r], 1e-6) << "lse " << r;
 }
 
+// The tiled kernel's packed forward reads the packed rows in place, tiles gathered by their strides:
+// tiles of 2 x 2 make every sequence span several, a partial one last.
+TEST(PackedCall, TheTiledKernelsPackedForwardIsItsPaddedForward) {
+  const Problem p = padded_batch();
+  const PackedCall call = packed_call_of(p);
+  const auto tiled = make_tiled_kernel({.block_q = 2, .block_k = 2});  // declared by the built-in "tiled" only
+  std::vector<float> o(call.o_size(), std::numeric_limits<float>::quiet_NaN()), lse(call.lse_size());
+  tiled->forward_packed(call, o, lse);
+  std::vector<float> padded_o, padded_lse;
+  unpack_outputs(p, call, o, lse, false, padded_o, padded_lse);
+  const Outputs want = run_forward(*tiled, p);
+  for (std::size_t e = 0; e < want.o.size(); ++e) EXPECT_NEAR(padded_o[e], want.o[e], 1e-6) << "o " << e;
+  for (std::size_t r = 0; r < want.lse.size(); ++r) EXPECT_NEAR(padded_lse[r], want.lse[r], 1e-6) << "lse " << r;
+}
+
 TEST(PackedCall, BrokenOffsetsAndTermsAreRefusedByName) {
   const PackedCall good = packed_call_of(padded_batch());
   std::vector<float> o(good.o_size()), lse(good.lse_size());
@@ -116,7 +131,10 @@ TEST(PackedAbi, ThePackedBitCrossesTheDescriptorBothWaysAndIsNoFeature) {
   EXPECT_EQ(capabilities_from_descriptor(d).features, c.features);
   c.packed = false;
   EXPECT_FALSE(capabilities_from_descriptor(descriptor_from_capabilities(c, "padded")).packed);
-  EXPECT_FALSE(make_kernel("tiled")->capabilities().packed);
+  EXPECT_TRUE(make_kernel("tiled")->capabilities().packed);  // its packed forward reads the packed rows in place
+  // ... but not make_tiled_kernel(), which wrappers copy (mutants): they would inherit an unserved layout.
+  EXPECT_FALSE(make_tiled_kernel({128, 64})->capabilities().packed);
+  EXPECT_FALSE(make_kernel("blocked")->capabilities().packed);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "attest/builtin_kernels.h"
+#include "builtin_tiled.h"
 
 namespace attest {
 
@@ -178,9 +179,7 @@ const std::vector<KernelEntry>& kernel_registry() {
       {"loop", "textbook loops: scores, stable softmax, weighted sum", [] { return make_loop_kernel(); }},
       {"blocked", "32-query blocks against all keys, two-pass softmax", [] { return make_blocked_kernel(32); }},
       {"tiled", "online softmax over 128x64 tiles in 4-row panels (FlashAttention-2 style), vectorized",
-       [] {
-         return make_tiled_kernel({128, 64});
-       }},
+       [] { return make_builtin_tiled_kernel(); }},
       {"tiled_bf16",
        "tiled with bf16 Q/K/V/O, P rounded to bf16 before P.V, f32 accumulation; AVX-512 BF16 dot products",
        [] {

@@ -105,10 +105,19 @@ std::vector<PagedCall> ragged_calls(std::vector<long long> done, int T, std::mt1
   for (int call = 0;; ++call) {
     std::vector<int> counts(batch, 0);
     bool any = false, left = false;
+    // A third of the calls are the serving step: every started sequence adds one token, each at its
+    // own length (the staggered starts make them differ). Drawn count by count, it came about once
+    // in a thousand calls, and a kernel cutting every sequence at the longest length went unseen.
+    const bool one_token_step = rng() % 3 == 0;
     for (int b = 0; b < batch; ++b) {
       const long long remaining = T - done[b];
       left = left || remaining > 0;
-      if (remaining == 0 || call < start[b] || rng() % 4 == 0) continue;
+      if (remaining == 0 || call < start[b]) continue;
+      if (one_token_step) {
+        counts[b] = 1, any = true;
+        continue;
+      }
+      if (rng() % 4 == 0) continue;
       counts[b] =
           static_cast<int>(rng() % 8 == 0 ? remaining : std::min<long long>(remaining, 1 + rng() % kLongestChunk));
       any = true;

@@ -48,7 +48,8 @@ TEST(BlockTables, EachBlockTableMutantFailsItsProperty) {
   };
   for (const Case& c : {Case{"kv_shared_page_written_through", "shared_prefix_equals_private", "sharing a"},
                         Case{"kv_pages_assumed_contiguous", "page_order_invariance", "pages"},
-                        Case{"kv_batch_positions_of_first", "ragged_batch_equals_single", "ragged batch"}}) {
+                        Case{"kv_batch_positions_of_first", "ragged_batch_equals_single", "ragged batch"},
+                        Case{"kv_one_token_steps_at_longest", "ragged_batch_equals_single", "ragged batch"}}) {
     const auto mutant = find_mutant(c.mutant).make();
     const DriveResult r = drive(c.property, *mutant);
     ASSERT_FALSE(r.passed) << c.mutant;

@@ -198,14 +198,22 @@ void QuantizedDecodeKernel::decode_paged(const DecodeConfig& c, const PagedStep&
   const ModifierView modifiers(modifier_problem);
   const int group = c.heads / c.kv_heads;
   RowScratch scratch;
+  // Mutant: a call in which every sequence adds one token read as if each were the longest.
+  long long longest = 0;
+  bool one_token_step = faults_.paged_one_token_steps_at_longest && c.batch > 1;
+  for (std::size_t b = 0; b < std::size_t(c.batch); ++b) {
+    one_token_step = one_token_step && step.counts[b] == 1;
+    longest = std::max(longest, step.lengths[b] + static_cast<long long>(step.counts[b]));
+  }
   token0 = 0;
   for (std::size_t b = 0; b < std::size_t(c.batch); ++b) {
     const std::size_t n = step.counts[b], used = entries(b);
-    const long long length = step.lengths[b] + static_cast<long long>(n);
+    const long long length = one_token_step ? longest : step.lengths[b] + static_cast<long long>(n);
     const std::int32_t* table = step.tables.data() + b * width;
     const std::size_t pages = step.pool.size() / format.bytes();
     // Mutants: a copy of the table holding 8 or 256 entries.
-    const std::size_t copied = faults_.paged_table_of_eight ? std::min<std::size_t>(used, 8)
+    const std::size_t copied = one_token_step                 ? used
+                               : faults_.paged_table_of_eight ? std::min<std::size_t>(used, 8)
                                : faults_.paged_table_of_256 ? std::min<std::size_t>(used, 256)
                                                             : used;
     auto page_of = [&](long long j) {
@@ -216,7 +224,9 @@ void QuantizedDecodeKernel::decode_paged(const DecodeConfig& c, const PagedStep&
       return pool + page * format.bytes();
     };
     // Mutant: the new tokens placed at sequence 0's length, as in a batch of equal lengths.
-    const long long start = faults_.paged_positions_of_first_sequence ? step.lengths[0] : step.lengths[b];
+    const long long start = one_token_step                                  ? longest - 1
+                            : faults_.paged_positions_of_first_sequence ? step.lengths[0]
+                                                                        : step.lengths[b];
     for (int h = 0; h < c.heads; ++h)
       for (std::size_t t = 0; t < n; ++t) {
         const std::size_t row = token0 * c.heads + h * n + t;

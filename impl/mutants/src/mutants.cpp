@@ -571,6 +571,10 @@ const std::vector<MutantEntry>& mutant_registry() {
                 "q8 cache behind block tables: every sequence's new tokens "
                 "at sequence 0's length (a batch of equal lengths assumed)",
                 "ragged_batch_equals_single", {.paged_positions_of_first_sequence = true}),
+      quantized(Scalar::kQ8, "kv_one_token_steps_at_longest",
+                "q8 cache behind block tables: in a call where every sequence adds one token, "
+                "each reads to the batch's longest length (a padded seqlens_k)",
+                "ragged_batch_equals_single", {.paged_one_token_steps_at_longest = true}),
       quantized(Scalar::kQ8, "kv_table_copy_of_eight",
                 "q8 cache behind block tables: the kernel's copy of a table "
                 "holds 8 entries, so keys past 128 tokens are read through entry 7",

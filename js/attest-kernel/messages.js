@@ -27,7 +27,7 @@ function writePathDeclaration(w, path) {
   w.u32(Path.bits(path.required)).u32(Path.bits(path.excluded)).i32(path.no_mask ? 1 : 0);
 }
 
-/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (declared paths), 2.3 and 2.7 sections. */
+/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (declared paths), 2.3, 2.7 and 2.9 sections. */
 export function encodeDescriptor(d, abiVersion) {
   const c = d.contract;
   const w = new Writer();
@@ -51,15 +51,17 @@ export function encodeDescriptor(d, abiVersion) {
   for (const path of d.declared_paths) writePathDeclaration(w, path);
   w.i32(c.deterministic_backward ? 1 : 0); // 2.3
   if (CACHE_POLICIES[d.cache_policy][0] !== 0) throw new Error("cache policies are not served by this package");
-  // 2.4's section is written only when it or 2.7's says something: 2.4's says nothing here.
+  // 2.4's section is written only when a later one says something: 2.4's says nothing here.
   const tiles = d.declared_paths.some((path) => path.key_tile);
-  if (c.value_dims.length || c.value_dim[0] || c.value_dim[1] || c.alibi_excludes_bias || tiles) {
+  const flush = d.precision.flush_subnormals; // 2.9
+  if (c.value_dims.length || c.value_dim[0] || c.value_dim[1] || c.alibi_excludes_bias || tiles || flush) {
     for (let i = 0; i < 5; ++i) w.i32(0); // 2.4: full cache, no sinks or recent, no retained, no pages
     w.array(c.value_dims, Int32Array); // 2.7
     w.i64(c.value_dim[0]).i64(c.value_dim[1]);
     w.i32(c.alibi_excludes_bias ? 1 : 0);
     w.array(tiles ? d.declared_paths.map((path) => path.key_tile) : [], Int32Array); // declared_key_tiles
   }
+  if (flush) w.i32(1); // 2.9: precision.flush_subnormals, the kernel's (its paths inherit it)
   return w.finish();
 }
 

@@ -61,7 +61,7 @@ struct Precision {
   // Subnormals may be flushed (FTZ/DAZ): any value below the smallest normal of the format it is
   // held in, read, computed or written, may become a zero of its sign. The bound charges it.
   bool flush_subnormals = false;
-  double exp_ulps = 1.0;              // worst error of one exp, in ulps of the score type
+  double exp_ulps = 1.0;  // worst error of one exp, in ulps of the score type
 
   bool operator==(const Precision&) const = default;
   bool all_f32() const;

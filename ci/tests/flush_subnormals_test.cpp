@@ -10,7 +10,11 @@
 #include <vector>
 
 #include "attest/builtin_kernels.h"
+#include "attest/compare.h"
+#include "attest/error_bound.h"
 #include "attest/mutants.h"
+#include "attest/oracle.h"
+#include "attest/precision_gate.h"
 #include "quick_certification.h"
 
 namespace attest {
@@ -40,6 +44,39 @@ class Flushing final : public Kernel {
   std::unique_ptr<Kernel> inner_;
   bool declared_;
 };
+
+// Two keys 90 apart in logit: the exact output is e^-90 (8.2e-40, subnormal). A flushing kernel's 0
+// is within the bound only when it declares the flush; an error of 1e-30 (a normal weight zeroed)
+// is not, declared or not.
+TEST(FlushSubnormals, TheBoundChargesAFlushAndNothingNormal) {
+  Problem p;
+  p.shape = {1, 1, 1, 1, 2, 1, 1};
+  p.resize_buffers();
+  p.scale = 1.0;
+  p.q = {1.0f};
+  p.k = {0.0f, -90.0f};
+  p.v = {0.0f, 1.0f};
+  Oracle oracle;
+  const Reference& ref = oracle.reference(p);
+  ASSERT_GT(ref.o[0], 0.0);
+  ASSERT_LT(ref.o[0], 0x1p-126);
+  Capabilities kept, flushed;
+  flushed.precision = flushing();
+  const double kept_bound = output_bound(p, ref, 0, numerics_of(kept, p));
+  const double flushed_bound = output_bound(p, ref, 0, numerics_of(flushed, p));
+  EXPECT_LT(kept_bound, ref.o[0]);
+  EXPECT_GE(flushed_bound, ref.o[0]);
+  EXPECT_LT(flushed_bound, 1e-30);
+  // Gate 2's relative measure: the flushed output reads as no error once the flush is declared.
+  Outputs zero;
+  zero.o = {0.0f};
+  zero.lse = {0.0f};
+  const auto declared = precision_gate_errors_of(p, ref, zero, zero, flushing());
+  const auto undeclared = precision_gate_errors_of(p, ref, zero, zero, Precision{});
+  ASSERT_TRUE(declared && undeclared);
+  EXPECT_EQ(declared->kernel, 0.0);
+  EXPECT_GT(undeclared->kernel, 1e6);
+}
 
 TEST(FlushSubnormals, AFlushingKernelDeclaringItIsCertified) {
   const Flushing kernel(true);

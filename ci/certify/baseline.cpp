@@ -70,6 +70,10 @@ BaselineClaims claims_of(const json& kernel, const std::string& where) {
     for (const char* field :
          {"bias", "q_entry", "k_entry", "v_entry", "weight_sum"})  // added later: absent in older files
       if (precision.contains(field)) c.precision[field] = text(precision, d + ".precision", field);
+    if (precision.contains("flush_subnormals")) {
+      if (!precision["flush_subnormals"].is_boolean()) bad(d + ".precision.flush_subnormals", "must be a boolean");
+      c.flush_subnormals = precision["flush_subnormals"].get<bool>();
+    }
   }
   const json& ulps = member(descriptor, d, "exp_ulps");
   if (!ulps.is_number()) bad(d + ".exp_ulps", "must be a number");

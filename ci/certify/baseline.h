@@ -32,6 +32,7 @@ struct BaselineClaims {
   std::vector<std::string> exercised_features;   // covered by effective cases
   std::map<std::string, std::string> precision;  // q, k, v, o, scores, p, accumulator -> f32, bf16, f16
   double exp_ulps = 1.0;
+  bool flush_subnormals = false;  // ABI 2.9: absent in older files, and when not declared
   std::vector<long long> head_dims;
   std::map<std::string, std::optional<std::pair<long long, long long>>> ranges;  // head_dim, batch, ...: null = any
   std::map<std::string, bool> restrictions;  // dk_equals_dv, default_scale_only, causal_required, decode_only,

@@ -53,20 +53,22 @@ json contract_json(const Contract& c) {
 }
 
 json precision_json(const Precision& p) {
-  return {{"q", to_string(p.q)},
-          {"k", to_string(p.k)},
-          {"v", to_string(p.v)},
-          {"o", to_string(p.o)},
-          {"bias", to_string(p.bias)},
-          {"q_entry", to_string(p.q_entry)},
-          {"k_entry", to_string(p.k_entry)},
-          {"v_entry", to_string(p.v_entry)},
-          {"scores", to_string(p.scores)},
-          {"p", to_string(p.p)},
-          {"accumulator", to_string(p.accumulator)},
-          {"weight_sum", to_string(p.sum_precision())},
-          {"pv_unnormalised", p.pv_unnormalised},
-          {"summary", p.summary()}};
+  json out = {{"q", to_string(p.q)},
+              {"k", to_string(p.k)},
+              {"v", to_string(p.v)},
+              {"o", to_string(p.o)},
+              {"bias", to_string(p.bias)},
+              {"q_entry", to_string(p.q_entry)},
+              {"k_entry", to_string(p.k_entry)},
+              {"v_entry", to_string(p.v_entry)},
+              {"scores", to_string(p.scores)},
+              {"p", to_string(p.p)},
+              {"accumulator", to_string(p.accumulator)},
+              {"weight_sum", to_string(p.sum_precision())},
+              {"pv_unnormalised", p.pv_unnormalised},
+              {"summary", p.summary()}};
+  if (p.flush_subnormals) out["flush_subnormals"] = true;  // ABI 2.9, only when declared
+  return out;
 }
 
 json path_precision_json(const Capabilities& c) {
@@ -319,6 +321,8 @@ void claims_regressions(const KernelReport& k, const BaselineClaims& old, std::v
       reasons.push_back(
           fmt::format("{}: looser precision: {} {} (was {})", k.name, field, to_string(now_format), it->second));
   }
+  if (p.flush_subnormals && !old.flush_subnormals)
+    reasons.push_back(fmt::format("{}: looser precision: subnormals flushed (were kept)", k.name));
   if (p.exp_ulps > old.exp_ulps)
     reasons.push_back(fmt::format("{}: looser exp: {:g} ulp (was {:g})", k.name, p.exp_ulps, old.exp_ulps));
   const Contract& t = c.contract;

@@ -68,6 +68,7 @@ Precision precision_of(const json& precision, const std::string& p) {
   if (precision.contains("weight_sum"))
     if (const Scalar sum = scalar(precision, p, "weight_sum"); sum != out.accumulator) out.weight_sum = sum;
   out.pv_unnormalised = flag_or_false(precision, p, "pv_unnormalised");
+  out.flush_subnormals = flag_or_false(precision, p, "flush_subnormals");
   return out;
 }
 

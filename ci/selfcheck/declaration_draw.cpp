@@ -154,7 +154,8 @@ void draw_path_tiles(Draw d, Capabilities& c) {
 constexpr std::uint64_t kBackwardStream = 0xBAC4'0000'0000ULL, kServingStream = 0x5E55'0000'0000ULL,
                         kPathStream = 0x9A74'0000'0000ULL, kFp8Stream = 0xF980'0000'0000ULL,
                         kGgmlStream = 0x6600'0000'0000ULL, kValueWidthStream = 0xD7A1'0000'0000ULL,
-                        kPathTileStream = 0x7173'0000'0000ULL, kMergeStream = 0x3E56'0000'0000ULL;
+                        kPathTileStream = 0x7173'0000'0000ULL, kMergeStream = 0x3E56'0000'0000ULL,
+                        kFlushStream = 0xF722'0000'0000ULL;
 std::uint64_t stream(std::uint64_t seed, int index, std::uint64_t salt) {
   return seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(index) + salt;
 }
@@ -234,6 +235,10 @@ Capabilities draw_declaration(std::uint64_t seed, int index) {
   draw_value_widths(Draw(stream(seed, index, kValueWidthStream)), c);
   draw_path_tiles(Draw(stream(seed, index, kPathTileStream)), c);
   draw_merge(Draw(stream(seed, index, kMergeStream)), c);
+  // Flushed subnormals (ABI 2.9) in about a tenth: the model computes with FTZ and DAZ set. Not with
+  // a backward, whose bound is a float32 backward's (the ABI refuses the pair).
+  if (Draw flush(stream(seed, index, kFlushStream)); !c.backward() && flush.chance(0.1))
+    c.precision.flush_subnormals = true;
   return c;
 }
 

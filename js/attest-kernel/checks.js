@@ -60,11 +60,13 @@ export function features(where, names, byFunction = false) {
 /** Where the kernel rounds (attest_precision_spec); every field f32 unless given. */
 export function precision(fields = {}, where = "precision") {
   if (typeof fields !== "object" || fields === null) fail(where, `${show(fields)} is not an object`);
-  unknownKeys(where, fields, [...PRECISION_FIELDS, "exp_ulps", "weight_sum", "pv_unnormalised"]);
+  unknownKeys(where, fields, [...PRECISION_FIELDS, "exp_ulps", "weight_sum", "pv_unnormalised", "flush_subnormals"]);
   const p = {};
   for (const name of PRECISION_FIELDS) p[name] = format(`${where}.${name}`, fields[name] ?? "f32");
   p.exp_ulps = number(`${where}.exp_ulps`, fields.exp_ulps ?? 1);
   p.weight_sum = fields.weight_sum == null ? null : format(`${where}.weight_sum`, fields.weight_sum);
   p.pv_unnormalised = flag(`${where}.pv_unnormalised`, fields.pv_unnormalised ?? false);
+  // ABI 2.9: values below 2^-126 may be flushed to a zero of their sign (FTZ/DAZ, wasm, GPUs).
+  p.flush_subnormals = flag(`${where}.flush_subnormals`, fields.flush_subnormals ?? false);
   return p;
 }

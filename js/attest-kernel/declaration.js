@@ -95,6 +95,7 @@ function checkPaths(entries, kernelPrecision) {
     for (const storage of ["q", "k", "v", "o", "bias"]) {
       if (p && p[storage] !== kernelPrecision[storage]) fail(where, `path ${show(name)} stores ${storage} in ${p[storage]}, the kernel in ${kernelPrecision[storage]}: a path changes arithmetic, never storage`);
     }
+    if (p && p.flush_subnormals && !kernelPrecision.flush_subnormals) fail(where, `path ${show(name)}: flush_subnormals is the kernel's precision's to declare (its paths inherit it)`);
     if (paths.some((other) => (other instanceof Path ? other.name : other[0]) === name)) fail(where, `path ${show(name)} declared twice`);
     paths.push(entry instanceof Path ? entry : [name, p]);
   }
@@ -119,7 +120,7 @@ export function declaration(fields) {
     if (fields[name] != null && typeof fields[name] !== "function") fail(name, "is not a function");
     d[name] = fields[name] ?? null;
   }
-  if (d.backward && PRECISION_FIELDS.some((f) => d.precision[f] !== "f32")) {
+  if (d.backward && (PRECISION_FIELDS.some((f) => d.precision[f] !== "f32") || d.precision.flush_subnormals)) {
     fail("backward", "attest sends a backward only to a kernel whose storage and arithmetic are f32");
   }
   if (d.packed && ["q", "k", "v", "o"].some((f) => d.precision[f] !== "f32")) {

@@ -27,7 +27,7 @@ function writePathDeclaration(w, path) {
   w.u32(Path.bits(path.required)).u32(Path.bits(path.excluded)).i32(path.no_mask ? 1 : 0);
 }
 
-/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (declared paths), 2.3, 2.4 and 2.7 sections. */
+/** DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (declared paths), 2.3, 2.4, 2.7 and 2.9 sections. */
 export function encodeDescriptor(d, abiVersion) {
   const c = d.contract;
   const w = new Writer();
@@ -50,11 +50,12 @@ export function encodeDescriptor(d, abiVersion) {
   w.u32(d.declared_paths.length); // 2.2
   for (const path of d.declared_paths) writePathDeclaration(w, path);
   w.i32(c.deterministic_backward ? 1 : 0); // 2.3
-  // 2.4's section (the cache) is written only when it or 2.7's says something.
+  // Each later section is written only when it or a later one says something (they follow in order).
   const cache = [CACHE_POLICIES[d.cache_policy][0], d.cache_sinks, d.cache_recent, d.cache_policy === "explicit" ? 1 : 0,
     d.page_tokens];
   const tiles = d.declared_paths.some((path) => path.key_tile);
-  const widths = c.value_dims.length || c.value_dim[0] || c.value_dim[1] || c.alibi_excludes_bias || tiles;
+  const flush = d.precision.flush_subnormals; // 2.9
+  const widths = c.value_dims.length || c.value_dim[0] || c.value_dim[1] || c.alibi_excludes_bias || tiles || flush;
   if (cache.some((x) => x) || widths) for (const value of cache) w.i32(value); // 2.4
   if (widths) {
     w.array(c.value_dims, Int32Array); // 2.7
@@ -62,6 +63,7 @@ export function encodeDescriptor(d, abiVersion) {
     w.i32(c.alibi_excludes_bias ? 1 : 0);
     w.array(tiles ? d.declared_paths.map((path) => path.key_tile) : [], Int32Array); // declared_key_tiles
   }
+  if (flush) w.i32(1); // 2.9: precision.flush_subnormals, the kernel's (its paths inherit it)
   return w.finish();
 }
 

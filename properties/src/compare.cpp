@@ -42,6 +42,24 @@ double largest_finite(const std::vector<float>& values) {
   return worst;
 }
 
+// Flushed subnormals (ABI 2.9) charged as absolute errors with float's normal-range quantum: a value
+// below 2^-126 in magnitude, in any format (bf16's normal range ends there too; f16 and fp8 hold
+// nothing so small), may become zero. Q and K read as zero move each logit as entry rounding's flush
+// does; each product, partial sum and modifier of a logit may flush (2d + 8 of them, the bias's
+// value among them); V moves O by at most 2^-126; the sums, weights, products and O's flush at
+// 2^-126 (the quanta the underflow term counts: O's and P's doubled, the bound charges half of them).
+void charge_flush(KernelNumerics& k, const Precision& p, const Problem& problem) {
+  constexpr double flush = 0x1p-126;
+  const int d = problem.shape.head_dim;
+  const double scale = std::fabs(problem.effective_scale());
+  k.entry_score_absolute += 2 * scale * flush * (largest_l1(problem.k, d) + largest_l1(problem.q, d) + d * flush) +
+                            (2.0 * d + 8) * std::max(scale, 1.0) * flush;
+  k.entry_value_absolute += flush;
+  k.underflow_quantum = std::max(k.underflow_quantum, flush);
+  k.output_quantum = std::max(k.output_quantum, 2 * flush);
+  if (p.p != Scalar::kF32) k.weight_quantum = std::max(k.weight_quantum, 2 * flush);
+}
+
 }  // namespace
 
 KernelNumerics numerics_of(const Capabilities& caps, const Precision& p, const Problem& problem) {
@@ -87,6 +105,7 @@ KernelNumerics numerics_of(const Capabilities& caps, const Precision& p, const P
   k.weight_quantum = p.p == Scalar::kF32 ? 0.0 : info(p.p).min_subnormal;
   k.weight_rounding = unit_roundoff(p.p) > k.sum_roundoff ? unit_roundoff(p.p) : 0.0;
   k.key_tile = caps.key_tile_for(problem);  // the declared path's own tile, if it has one
+  if (p.flush_subnormals || caps.precision.flush_subnormals) charge_flush(k, p, problem);
   return k;
 }
 

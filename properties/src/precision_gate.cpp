@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "attest/builtin_kernels.h"
+#include "attest/compare.h"
+#include "attest/error_bound.h"
 #include "attest/harness.h"
 #include "attest/properties.h"
 #include "attest/quantized.h"
@@ -27,13 +29,18 @@ namespace {
 // above the floor: with logits like 1e4 the rounding of each logit (order-dependent, ~u A_j)
 // dominates, and which summation order is lucky on one input says nothing about precision
 // (fuzzing found such an input: loop 40 u, tiled 1.9e3 u, both far inside the hard bound).
-double scaled_error(const Problem& p, const Reference& ref, const Outputs& out, double u) {
+// A kernel that declares flushed subnormals may err by the bound's absolute terms on any element:
+// only what exceeds them is measured, or an output of 1e-40 flushed to 0 would read as 2^24 u.
+double scaled_error(const Problem& p, const Reference& ref, const Outputs& out, double u,
+                    const std::optional<KernelNumerics>& flush) {
   double worst = 0;
   for (std::size_t e = 0; e < ref.o.size(); ++e) {
     const std::size_t row = e / p.shape.value_dim;
     if (ref.empty[row] || !ref.has_row(row)) continue;  // a long problem's reference holds a sample of rows
     const double conditioning = std::max(1.0, ref.mean_cond[row] / kPrecisionGateFloor);
-    const double err = std::fabs(double(out.o[e]) - ref.o[e]) / (ref.spread[e] + 1e-300) / u / conditioning;
+    double abs_err = std::fabs(double(out.o[e]) - ref.o[e]);
+    if (flush) abs_err = std::max(0.0, abs_err - absolute_bound(p, ref, e, *flush));
+    const double err = abs_err / (ref.spread[e] + 1e-300) / u / conditioning;
     worst = std::max(worst, std::isnan(err) ? INFINITY : err);
   }
   return worst;
@@ -98,7 +105,14 @@ std::optional<GateErrors> precision_gate_errors_of(const Problem& p, const Refer
   if (!any_row) return std::nullopt;
   // Both errors in units of the coarsest rounding the kernel declares; the model rounds there too.
   const double u = precision.coarsest();
-  return GateErrors{scaled_error(p, ref, kernel_out, u), scaled_error(p, ref, model_out, u), precision};
+  std::optional<KernelNumerics> flush;
+  if (precision.flush_subnormals) {
+    Capabilities declared;
+    declared.precision = precision;
+    flush = numerics_of(declared, precision, p);
+    flush->key_tile = 1;  // as many tiles as keys: the most sums a flush may touch
+  }
+  return GateErrors{scaled_error(p, ref, kernel_out, u, flush), scaled_error(p, ref, model_out, u, flush), precision};
 }
 
 Verdict precision_gate_verdict(const GateErrors& errors, const Precision& precision) {
@@ -143,6 +157,11 @@ std::vector<Suspect> suspects_of(const Precision& declared) {
       out.push_back({fmt::format("Q, K and V rounded to {} on entry", to_string(s)), lowered});
     }
   }
+  if (!declared.flush_subnormals) {  // FTZ/DAZ: a wasm or GPU build's error on tiny outputs
+    Precision lowered = declared;
+    lowered.flush_subnormals = true;
+    out.push_back({"subnormals flushed (not declared)", lowered});
+  }
   return out;
 }
 
@@ -171,10 +190,10 @@ std::string suspected_rounding(const Problem& p, const Reference& ref, const Out
                                const Precision& declared) {
   std::vector<std::string> pattern, size, tried;
   const double u = declared.coarsest();
-  const double kernel_err = scaled_error(p, ref, kernel_out, u);
+  const double kernel_err = scaled_error(p, ref, kernel_out, u, std::nullopt);
   for (const Suspect& suspect : suspects_of(declared)) {
     const Outputs model = run_forward(*make_model_kernel(suspect.precision), p);
-    const double model_err = scaled_error(p, ref, model, u);
+    const double model_err = scaled_error(p, ref, model, u, std::nullopt);
     tried.push_back(suspect.rounding);
     if (unexplained(p, ref, kernel_out, model) <= 0.5)
       pattern.push_back(suspect.rounding);

@@ -25,7 +25,9 @@ class Precision:
     means 1). weight_sum: None, or the format the softmax sum is accumulated in apart from P.V.
     pv_unnormalised: P.V summed with weights exp(s - m), divided by the sum at the end. q_entry,
     k_entry, v_entry: the kernel rounds that input to this format before using it ("f32": used as
-    stored)."""
+    stored). flush_subnormals (ABI 2.9): the kernel may flush subnormals (FTZ/DAZ, as wasm and GPU builds
+    do): any value below 2^-126 in magnitude, read, computed or written, may become a zero of its sign;
+    the kernel's own precision declares it, its paths inherit it."""
     q: str = "f32"
     k: str = "f32"
     v: str = "f32"
@@ -40,6 +42,7 @@ class Precision:
     q_entry: str = "f32"
     k_entry: str = "f32"
     v_entry: str = "f32"
+    flush_subnormals: bool = False
 
     def __post_init__(self):
         for name in ("q", "o", "scores", "p", "accumulator", "bias", "k_entry", "v_entry"):
@@ -52,6 +55,7 @@ class Precision:
         _number("precision.exp_ulps", self.exp_ulps)
         object.__setattr__(self, "exp_ulps", float(self.exp_ulps))
         object.__setattr__(self, "pv_unnormalised", _flag("precision.pv_unnormalised", self.pv_unnormalised))
+        object.__setattr__(self, "flush_subnormals", _flag("precision.flush_subnormals", self.flush_subnormals))
 
     @classmethod
     def stored(cls, fmt, **fields):
@@ -229,6 +233,9 @@ class Declaration:
             if precision is not None and precision.storage() != self.precision.storage():
                 _fail(where, "path %r stores %s, the kernel %s: a path changes arithmetic, never storage"
                       % (name, precision.storage(), self.precision.storage()))
+            if precision is not None and precision.flush_subnormals and not self.precision.flush_subnormals:
+                _fail(where, "path %r: flush_subnormals is the kernel's precision's to declare (its paths inherit it)"
+                      % name)
             if name in (p.name if isinstance(p, Path) else p[0] for p in paths):
                 _fail(where, "path %r declared twice" % name)
             paths.append(entry if isinstance(entry, Path) else (name, precision))

@@ -199,7 +199,7 @@ def _read_path_declaration(r):
 
 
 def encode_descriptor(declaration):
-    """DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (declared paths), 2.3, 2.4 and 2.7 sections."""
+    """DESCRIPTOR: attest_kernel_v2 with its 2.1 (paths), 2.2 (declared paths), 2.3, 2.4, 2.7 and 2.9 sections."""
     d, c = declaration, declaration.contract
     w = Writer()
     w.u32(abi.ABI_VERSION).str(d.name).u32(d.capabilities).i32(abi.EMPTY_ROWS[d.empty_rows])
@@ -227,8 +227,9 @@ def encode_descriptor(declaration):
     cache = (abi.CACHE_POLICIES[d.cache_policy], d.cache_sinks, d.cache_recent, int(d.cache_policy == "explicit"),
              d.page_tokens)
     tiles = any(path.key_tile for path in declared)
-    value_widths = bool(c.value_dims) or c.value_dim != (0, 0) or c.alibi_excludes_bias or tiles
-    if any(cache) or value_widths:  # 2.4, written only when it or 2.7 says something (as process_protocol.hpp)
+    flush = d.precision.flush_subnormals  # 2.9
+    value_widths = bool(c.value_dims) or c.value_dim != (0, 0) or c.alibi_excludes_bias or tiles or flush
+    if any(cache) or value_widths:  # 2.4, written when it or a later section says something (process_protocol.hpp)
         for value in cache:
             w.i32(value)
     if value_widths:  # 2.7
@@ -236,6 +237,8 @@ def encode_descriptor(declaration):
         w.i64(c.value_dim[0]).i64(c.value_dim[1])
         w.i32(int(c.alibi_excludes_bias))
         w.array([path.key_tile for path in declared] if tiles else [], "<i4")  # declared_key_tiles
+    if flush:
+        w.i32(1)  # 2.9: precision.flush_subnormals, the kernel's (its paths inherit it)
     return w.bytes()
 
 
@@ -304,6 +307,9 @@ def decode_descriptor(payload):
     if d["declared_key_tiles"] and len(d["declared_key_tiles"]) != len(d["declared_paths"]):
         raise ProtocolError("declared_key_tiles has %d entries for %d declared paths"
                             % (len(d["declared_key_tiles"]), len(d["declared_paths"])))
+    if r.at_end():
+        return d
+    d["precision"]["flush_subnormals"] = bool(r.i32())  # 2.9
     r.expect_end()
     return d
 

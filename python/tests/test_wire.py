@@ -122,6 +122,17 @@ def test_value_widths_and_alibi_or_bias_travel_in_the_2_7_section():
         Contract(dk_equals_dv=True, value_dims=[32])
 
 
+def test_flushed_subnormals_travel_in_the_2_9_section():
+    d = wire.decode_descriptor(wire.encode_descriptor(Declaration(name="wasm", precision=Precision(
+        flush_subnormals=True))))
+    assert d["precision"]["flush_subnormals"] is True
+    assert d["cache_policy"] == "full" and d["contract"]["value_dims"] == []  # 2.4's and 2.7's zeros before it
+    assert "flush_subnormals" not in wire.decode_descriptor(wire.encode_descriptor(Declaration(name="plain")))[
+        "precision"]
+    with pytest.raises(DeclarationError, match="flush_subnormals is the kernel's"):
+        Declaration(name="k", paths=[("fast", Precision(flush_subnormals=True))])
+
+
 def test_a_2_7_section_is_read_one_key_tile_per_declared_path():
     # A declaration without declared paths: a 2.7 section after 2.4's ends with no tile or one per
     # declared path (none here), and a count other than the declared paths' is refused as attest refuses it.

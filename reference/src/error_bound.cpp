@@ -57,7 +57,21 @@ double reference_error(const Reference& ref, double magnitude) {
   return magnitude * (std::ldexp(1.0, -52) + std::ldexp(8.0, -ref.working_bits)) + 1e-300;
 }
 
+// Absolute terms: products and sums that underflow in the accumulator, weights flushed by P's
+// rounding, O's own rounding near zero in its storage format, and V's flush on entry.
+double absolute_terms(const Reference& ref, std::size_t element, std::size_t row, int tiles, const KernelNumerics& k) {
+  const double vmax = ref.max_abs_value[element];
+  return 4.0 * (ref.visible_keys[row] + tiles + 2) * k.underflow_quantum * (vmax + 1.0) +
+         0.5 * ref.visible_keys[row] * k.weight_quantum * vmax + 0.5 * k.output_quantum + k.entry_value_absolute;
+}
+
 }  // namespace
+
+double absolute_bound(const Problem& p, const Reference& ref, std::size_t element, const KernelNumerics& k) {
+  const int tiles = (k.key_tile > 0 ? (p.shape.k_len + k.key_tile - 1) / k.key_tile : 1) + k.extra_tiles;
+  const std::size_t row = element / p.shape.value_dim;
+  return ref.empty[row] ? 0.0 : absolute_terms(ref, element, row, tiles, k);
+}
 
 KernelNumerics KernelNumerics::f32(int key_tile) {
   KernelNumerics k;
@@ -82,11 +96,7 @@ double output_bound(const Problem& p, const Reference& ref, std::size_t element,
   const double us = k.score_roundoff;
   const double last = k.sum_roundoff + k.output_roundoff;  // the division by the sum, then O's storage
   const double s = ref.spread[element], o = ref.o[element], vmax = ref.max_abs_value[element];
-  // Absolute terms: products and sums that underflow in the accumulator, weights flushed by P's
-  // rounding, and O's own rounding near zero in its storage format.
-  const double underflow = 4.0 * (ref.visible_keys[row] + c.tiles + 2) * k.underflow_quantum * (vmax + 1.0) +
-                           0.5 * ref.visible_keys[row] * k.weight_quantum * vmax + 0.5 * k.output_quantum +
-                           k.entry_value_absolute;
+  const double underflow = absolute_terms(ref, element, row, c.tiles, k);
   const double rounding = (c.sums + c.weight_sums + last + 2 * k.weight_rounding + k.entry_value) * vmax;
   const double hull = std::max(ref.value_max[element] - o, o - ref.value_min[element]) + rounding;
   if (!(c.delta_max <= kSmallRegime)) return hull + underflow + reference_error(ref, vmax);

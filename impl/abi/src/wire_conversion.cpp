@@ -89,7 +89,7 @@ Precision precision_of(const attest_precision_spec& p, const std::string& where)
   // 2.6: Q may also be quantized on entry to q8 (ggml's Q for a q8_0 or q4_0 K).
   r.q_entry = p.q_entry == ATTEST_Q8 ? Scalar::kQ8 : scalar(p.q_entry, "q_entry (or ATTEST_Q8)");
   r.k_entry = scalar(p.k_entry, "k_entry"), r.v_entry = scalar(p.v_entry, "v_entry");
-  if (p.reserved != 0) refuse("reserved is " + std::to_string(p.reserved) + ": reserved fields must be zero");
+  r.flush_subnormals = flag_of(p.flush_subnormals, where + ".flush_subnormals") != 0;  // 2.9
   return r;
 }
 
@@ -102,6 +102,7 @@ attest_precision_spec spec_of(const Precision& p) {
   s.pv_unnormalised = p.pv_unnormalised;
   s.q_entry = static_cast<std::int8_t>(code_of(p.q_entry)), s.k_entry = static_cast<std::int8_t>(code_of(p.k_entry));
   s.v_entry = static_cast<std::int8_t>(code_of(p.v_entry));
+  s.flush_subnormals = p.flush_subnormals ? 1 : 0;
   return s;
 }
 
@@ -317,7 +318,11 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
     const std::string where = "paths[" + path.path + "].precision";
     if (path.path.empty() || path.path.size() > 31) refuse("a path name must have 1 to 31 characters");
     if (c.path_precision.count(path.path)) refuse("path " + path.path + " is declared twice");
-    const Precision p = precision_of(path.precision, where);
+    Precision p = precision_of(path.precision, where);
+    // Flushing subnormals is the kernel's declaration (the protocol carries it once): a path inherits it.
+    if (p.flush_subnormals && !c.precision.flush_subnormals)
+      refuse(where + ".flush_subnormals: only the kernel's precision declares it (its paths inherit it)");
+    p.flush_subnormals = c.precision.flush_subnormals;
     if (!p.same_storage(c.precision))
       refuse(where + ": its storage differs from the kernel's (a path may change only where it rounds inside)");
     c.path_precision[path.path] = p;

@@ -47,10 +47,10 @@ void expect_refused(const protocol::Descriptor& d, const std::string& field, con
   }
 }
 
-TEST(Descriptor, NonzeroReservedFieldsAreRefused) {
+TEST(Descriptor, AFlagOtherThanZeroOrOneIsRefused) {
   protocol::Descriptor d = causal_descriptor();
-  d.precision.reserved = -1;
-  expect_refused(d, "precision.reserved", "precision.reserved");
+  d.precision.flush_subnormals = -1;  // the byte 2.0 to 2.8 reserved
+  expect_refused(d, "precision.flush_subnormals is -1", "precision.flush_subnormals");
 }
 
 // Every declaration ABI 2.1 added, through the wire and back into attest's model.
@@ -388,6 +388,34 @@ TEST(Descriptor, ValueWidthsAndAlibiOrBiasCrossTheWire) {
   protocol::Descriptor flag = d;
   flag.alibi_excludes_bias = 2;
   expect_refused(flag, "alibi_excludes_bias is 2", "a flag of 2");
+}
+
+// ABI 2.9: flushing subnormals is declared once, by the kernel, and every path inherits it; a
+// descriptor written before 2.9 (no section) keeps them.
+TEST(Descriptor, FlushSubnormalsCrossesTheWireAndPathsInheritIt) {
+  protocol::Descriptor d = causal_descriptor();
+  d.precision.flush_subnormals = 1;
+  d.paths.push_back({"fast", d.precision});
+  d.paths.back().precision.flush_subnormals = 0;
+  protocol::Writer w;
+  protocol::write_descriptor(w, d);
+  protocol::Reader r(w.bytes());
+  const Capabilities c = capabilities_from_descriptor(protocol::read_descriptor(r));
+  EXPECT_TRUE(c.precision.flush_subnormals);
+  EXPECT_TRUE(c.path_precision.at("fast").flush_subnormals);
+  EXPECT_NE(c.precision.summary().find("subnormals flushed"), std::string::npos) << c.precision.summary();
+  EXPECT_EQ(descriptor_from_capabilities(c, "ftz").precision.flush_subnormals, 1);
+
+  protocol::Descriptor kept = causal_descriptor();
+  protocol::Writer before;
+  protocol::write_descriptor(before, kept);
+  protocol::Reader old(before.bytes());
+  EXPECT_FALSE(capabilities_from_descriptor(protocol::read_descriptor(old)).precision.flush_subnormals);
+
+  protocol::Descriptor path_only = causal_descriptor();
+  path_only.paths.push_back({"fast", path_only.precision});
+  path_only.paths.back().precision.flush_subnormals = 1;
+  expect_refused(path_only, "only the kernel's precision declares it", "a path flushing alone");
 }
 
 }  // namespace

@@ -60,9 +60,12 @@ std::string input_domain_names() {  // from the same list, so a new domain is na
 
 bool Capabilities::supports(const Problem& p) const { return unsupported_because(p).empty(); }
 
-const Precision& Capabilities::precision_for(const std::string& path) const {
+Precision Capabilities::precision_for(const std::string& path) const {
   const auto it = path_precision.find(path);
-  return it == path_precision.end() ? precision : it->second;
+  if (it == path_precision.end()) return precision;
+  Precision p = it->second;
+  p.flush_subnormals = p.flush_subnormals || precision.flush_subnormals;  // the kernel's declaration covers its paths
+  return p;
 }
 
 int Capabilities::key_tile_for(const Problem& p) const {
@@ -87,6 +90,7 @@ Precision Capabilities::loosest_precision() const {
       out.*field = coarser(out.*field, p.*field);
     if (out.weight_sum || p.weight_sum) out.weight_sum = coarser(out.sum_precision(), p.sum_precision());
     out.pv_unnormalised = out.pv_unnormalised || p.pv_unnormalised;
+    out.flush_subnormals = out.flush_subnormals || p.flush_subnormals;
     out.exp_ulps = std::max(out.exp_ulps, p.exp_ulps);
   }
   return out;

@@ -1,7 +1,7 @@
 // The textbook kernel: for each query row, all scores, a stable softmax, the weighted sum.
 // With a precision to emulate it is the precision gate's model kernel: it rounds exactly where
 // that precision says (inputs on entry, scores, P, the weight sum, the P.V accumulator, O's
-// storage) and nowhere else.
+// storage) and nowhere else, and, with flushed subnormals declared, with FTZ and DAZ set.
 #include <limits>
 #include <span>
 #include <vector>
@@ -9,6 +9,7 @@
 #include "attest/builtin_kernels.h"
 #include "attest/quantized.h"
 #include "backward_kernels.h"
+#include "flush_subnormals.h"
 #include "kernel_support.h"
 
 namespace attest {
@@ -45,6 +46,7 @@ class LoopKernel final : public Kernel {
   // Only query rows `rows` of every batch entry and head (empty: all); the others are left as they
   // are. Each row is computed exactly as forward computes it.
   void compute(const Problem& p, std::span<float> o, std::span<float> lse, const std::vector<int>& rows) const {
+    const FlushSubnormals flush(p_.flush_subnormals);  // declared: the model flushes as hardware may
     const Shape& s = p.shape;
     const Layout at{s};
     const MaskView mask(p);

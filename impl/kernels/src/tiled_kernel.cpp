@@ -10,6 +10,7 @@
 #include "attest/faults.h"
 #include "attest/quantized.h"
 #include "backward_kernels.h"
+#include "flush_subnormals.h"
 #include "kernel_support.h"
 
 namespace attest {
@@ -58,6 +59,7 @@ class TiledKernel final : public Kernel {
   }
 
   void forward(const Problem& p, std::span<float> o, std::span<float> lse) const override {
+    const FlushSubnormals flush(cfg_.precision.flush_subnormals);
     const KernelFaults& f = faults_;
     const Shape& s = p.shape;
     const Layout at{s};
@@ -300,6 +302,7 @@ class TiledKernel final : public Kernel {
       if (!vrow[c] && f.mask_after_softmax) continue;  // zeroed after softmax: in the sum, not the output
       if (f.weights_to_fp16) pc = round_to(pc, Scalar::kF16);
       pc = f.p_below_declaration ? round_to_bits(pc, 4) : round_to(pc, cfg_.precision.p);
+      if (f.flush_below_2e_100 && pc < 0x1p-100f) pc = 0.0f;  // a normal weight zeroed
       const bool f16_sum = f.fp16_accumulator || (f.f16_accumulator_multi_tile && p.shape.k_len > bc);
       const float* value = p.v.data() + at.v(kv_batch(p.shape, b), g, j0 + c);
       for (int d = 0; d < dv; ++d) {

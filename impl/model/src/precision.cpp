@@ -143,7 +143,7 @@ float from_bits16(std::uint16_t bits, Scalar s) {
 bool Precision::all_f32() const {
   for (Scalar s : {q, k, v, o, bias, q_entry, k_entry, v_entry, scores, p, accumulator, sum_precision()})
     if (s != Scalar::kF32) return false;
-  return !pv_unnormalised;
+  return !pv_unnormalised && !flush_subnormals;
 }
 
 double Precision::coarsest() const {
@@ -174,7 +174,7 @@ std::string Precision::summary() const {
     sums = "P.V accumulator " + std::string(to_string(accumulator)) + ", weight sum " + to_string(*weight_sum);
   return storage + entry + ", scores " + to_string(scores) + ", P " +
          (p == Scalar::kF32 ? "not rounded" : to_string(p)) + ", " + sums +
-         (pv_unnormalised ? ", P.V unnormalised" : "");
+         (pv_unnormalised ? ", P.V unnormalised" : "") + (flush_subnormals ? ", subnormals flushed" : "");
 }
 
 }  // namespace attest

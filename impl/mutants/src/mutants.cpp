@@ -481,6 +481,14 @@ const std::vector<MutantEntry>& mutant_registry() {
          p.q_entry = p.k_entry = p.v_entry = Scalar::kF16;
          return make_faulty_tiled_kernel({32, 32, p}, {.fp16_accumulator = true}, "mutant:entry_f16_accumulator_fp16");
        }},
+      {"flush_above_subnormals",
+       "declares flushed subnormals (below 2^-126) but zeroes softmax weights below 2^-100, normal values",
+       "zero_masked_weight",
+       [] {
+         Precision p;
+         p.flush_subnormals = true;
+         return make_faulty_tiled_kernel({32, 32, p}, {.flush_below_2e_100 = true}, "mutant:flush_above_subnormals");
+       }},
       tiled("scale_bf16", "the scale rounded to bf16", "precision_gate", {.scale_to_bf16 = true}),
       tiled("scale_inverse_dk", "scale 1/Dk instead of 1/sqrt(Dk)", "matches_reference", {.scale_inverse_dk = true}),
       tiled_bf16("bf16_p_below_declaration", "bf16 kernel: P rounded to 4 significant bits while declaring bf16",

@@ -63,6 +63,30 @@ test("the descriptor carries name, capabilities, precision and contract in the t
   r.expectEnd();
 });
 
+test("flushed subnormals travel in the 2.9 section, after 2.7's zeros; a path cannot declare them alone", () => {
+  const d = declaration({ name: "wasm", precision: { flush_subnormals: true } });
+  const r = new Reader(encodeDescriptor(d, 2));
+  r.u32(); r.str(); r.u32(); r.i32();
+  for (let i = 0; i < 7; i++) r.i32();
+  r.f64();
+  r.array(Int32Array);
+  for (let i = 0; i < 12; i++) r.i64();
+  for (let i = 0; i < 10; i++) r.i32();
+  r.f64(); r.f64();
+  for (let i = 0; i < 6; i++) r.i32();
+  assert.deepEqual([r.u32(), r.u32(), r.i32()], [0, 0, 0]); // no paths, no declared paths; not deterministic
+  assert.deepEqual(Array.from({ length: 5 }, () => r.i32()), [0, 0, 0, 0, 0]); // 2.4: a full cache
+  assert.deepEqual(Array.from(r.array(Int32Array)), []); // 2.7: no value widths
+  assert.deepEqual([r.i64(), r.i64(), r.i32()], [0, 0, 0]);
+  assert.deepEqual(Array.from(r.array(Int32Array)), []);
+  assert.equal(r.i32(), 1); // 2.9: precision.flush_subnormals
+  r.expectEnd();
+  assert.throws(() => declaration({ name: "k", paths: [["fast", { flush_subnormals: true }]] }),
+    (e) => e instanceof DeclarationError && /flush_subnormals is the kernel's/.test(e.message));
+  assert.throws(() => declaration({ name: "k", precision: { flush_subnormals: 2 } }),
+    (e) => e instanceof DeclarationError && /precision.flush_subnormals/.test(e.message));
+});
+
 test("Dv's own widths and ALiBi-or-bias travel in the 2.7 section, after 2.4's zeros", () => {
   const d = declaration({ name: "ggml", features: ["alibi", "bias"],
     contract: { value_dims: [32, 64], value_dim: [16, 256], alibi_excludes_bias: true } });

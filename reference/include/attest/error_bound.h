@@ -42,6 +42,8 @@ double gamma_n(double n, double u);
 
 // Bound on |o_kernel - o_exact| for output element `element` ([B][H][Tq][Dv] index).
 double output_bound(const Problem& p, const Reference& ref, std::size_t element, const KernelNumerics& k);
+// The part of output_bound that is absolute (underflow and flushes, whatever the output's size).
+double absolute_bound(const Problem& p, const Reference& ref, std::size_t element, const KernelNumerics& k);
 // Bound on |lse_kernel - lse_exact| for row `row` ([B][H][Tq] index).
 double lse_bound(const Problem& p, const Reference& ref, std::size_t row, const KernelNumerics& k);
 

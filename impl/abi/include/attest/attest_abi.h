@@ -49,7 +49,14 @@
  * Version 2.8 appends to attest_kernel_v2 (read only when struct_size reaches ATTEST_KERNEL_V2_8_SIZE)
  * forward_packed: with ATTEST_CAP_PACKED the kernel also takes the packed variable-length layout
  * (attest_packed_problem: sequences concatenated with cu_seqlens offsets and no padding, as
- * FlashAttention's varlen functions take them). */
+ * FlashAttention's varlen functions take them).
+ *
+ * Version 2.9 gives attest_precision_spec's reserved byte its meaning (no struct grows):
+ * flush_subnormals = 1 declares that the kernel may flush subnormals (FTZ/DAZ, a wasm or GPU
+ * build): any value below 2^-126 in magnitude (float's smallest normal, and bf16's; f16 and fp8
+ * hold nothing so small), an input as read, an intermediate or an output, may be replaced by a
+ * zero of the same sign. The bound charges it (docs/design.md#tolerance-model); a value at or
+ * above 2^-126 must not be flushed. */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -62,7 +69,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 8                      /* version 2.8: the fields and values marked 2.1 to 2.8 below */
+#define ATTEST_ABI_MINOR 9                      /* version 2.9: the fields and values marked 2.1 to 2.9 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 /* Every constant below has its row, with the version that added it, in the .def files of attest/interface/
  * (interface_table_test checks both ways). */
@@ -289,7 +296,9 @@ typedef struct attest_precision_spec {
                                        as ggml's quantize_row_q8_0 does (d = max|x| / 127 stored f16,
                                        codes x * 127 / max|x| rounded to nearest): ggml's Q for a q8_0
                                        or q4_0 K */
-  int8_t reserved;
+  int8_t flush_subnormals;          /* 2.9 (reserved and zero before): 1 = subnormals may be flushed to a zero
+                                       of the same sign, read or written (ABI 2.9 above); 0 = they are kept.
+                                       The kernel's own field: a path's must be 0 or the same */
 } attest_precision_spec;
 
 typedef struct attest_problem_v2 {

@@ -319,7 +319,8 @@ inline attest_range read_range(Reader& r) {
 // The 2.0 fields, then the section 2.1 added: the contract's new fields, the precision's, and the
 // paths; then 2.2's declared paths; then 2.3's i32 deterministic_backward; then 2.4's i32 cache_policy,
 // cache_sinks, cache_recent, reports_retained, page_tokens; then 2.7's i32_array value_dims, the range
-// value_dim, i32 alibi_excludes_bias, i32_array declared_key_tiles. A section is written only when it or a later one
+// value_dim, i32 alibi_excludes_bias, i32_array declared_key_tiles; then 2.9's i32 precision.flush_subnormals
+// (the kernel's: a path inherits it). A section is written only when it or a later one
 // holds something that is not zero; a descriptor that ends before a section (a kernel written for an
 // earlier version) means zeros there.
 inline void write_descriptor(Writer& w, const Descriptor& d) {
@@ -350,8 +351,9 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
   }
   const bool tiles =
       std::any_of(d.declared_key_tiles.begin(), d.declared_key_tiles.end(), [](std::int32_t t) { return t != 0; });
+  const bool section_2_9 = p.flush_subnormals != 0;
   const bool section_2_7 =
-      !d.value_dims.empty() || d.value_dim.min || d.value_dim.max || d.alibi_excludes_bias || tiles;
+      section_2_9 || !d.value_dims.empty() || d.value_dim.min || d.value_dim.max || d.alibi_excludes_bias || tiles;
   const bool cache =
       section_2_7 || d.cache_policy || d.cache_sinks || d.cache_recent || d.reports_retained || d.page_tokens;
   if (c.deterministic_backward || cache) w.i32(c.deterministic_backward);  // absent: 2.2 readers still load it
@@ -362,6 +364,7 @@ inline void write_descriptor(Writer& w, const Descriptor& d) {
     w.i32(d.alibi_excludes_bias);
     w.array(d.declared_key_tiles);
   }
+  if (section_2_9) w.i32(p.flush_subnormals);  // absent: 2.7 and 2.8 readers still load it
 }
 
 inline Descriptor read_descriptor(Reader& r) {
@@ -416,6 +419,10 @@ inline Descriptor read_descriptor(Reader& r) {
   if (!d.declared_key_tiles.empty() && d.declared_key_tiles.size() != d.declared_paths.size())
     throw ProtocolError("declared_key_tiles has " + std::to_string(d.declared_key_tiles.size()) + " entries for " +
                         std::to_string(d.declared_paths.size()) + " declared paths");
+  if (r.at_end()) return d;  // a 2.7 or 2.8 descriptor
+  const std::int32_t flush = r.i32();
+  if (flush < -128 || flush > 127) throw ProtocolError("flush_subnormals out of range");
+  p.flush_subnormals = static_cast<std::int8_t>(flush);
   r.expect_end();
   return d;
 }

@@ -84,6 +84,7 @@ struct KernelFaults {
   bool scale_from_dv = false;     // 1/sqrt(Dv) instead of 1/sqrt(Dk)
   // Precision (kernels with 16-bit storage)
   bool p_below_declaration = false;         // P rounded to 4 significant bits (an fp8 format) while declaring bf16
+  bool flush_below_2e_100 = false;          // declares flushed subnormals, but zeroes weights below 2^-100 (normal)
   bool f16_accumulator_multi_tile = false;  // P.V accumulated in f16 on the multi-tile path only, declaring f32
   bool o_truncated = false;                 // O converted to its storage by truncation, not round to nearest even
   bool scale_in_storage = false;            // the scale folded into Q, rounded to Q's storage format

@@ -101,7 +101,7 @@ struct Capabilities {
   // Every key tile a call may use: the contract's and each declared path's, ascending, without 0.
   std::vector<int> key_tiles() const;
   // The precision of the path that served a call (the kernel's own for an undeclared path).
-  const Precision& precision_for(const std::string& path) const;
+  Precision precision_for(const std::string& path) const;
   // The coarsest rounding of any path at each place: for comparing two runs that may have taken
   // different paths.
   Precision loosest_precision() const;

@@ -58,7 +58,10 @@ struct Precision {
   Scalar accumulator = Scalar::kF32;  // P.V accumulated in this (and the softmax sum, unless weight_sum)
   std::optional<Scalar> weight_sum;   // the softmax denominator's own accumulator, when it has one
   bool pv_unnormalised = false;       // P.V summed with weights exp(s - m), divided by the sum at the end
-  double exp_ulps = 1.0;              // worst error of one exp, in ulps of the score type
+  // Subnormals may be flushed (FTZ/DAZ): any value below the smallest normal of the format it is
+  // held in, read, computed or written, may become a zero of its sign. The bound charges it.
+  bool flush_subnormals = false;
+  double exp_ulps = 1.0;  // worst error of one exp, in ulps of the score type
 
   bool operator==(const Precision&) const = default;
   bool all_f32() const;
@@ -70,7 +73,7 @@ struct Precision {
   // of one kernel may differ only in where they round inside.
   bool same_storage(const Precision& other) const;
   // "f32" when all_f32, else "q/k/v/o bf16, scores f32, P bf16, accumulator f32" (with the bias's
-  // storage, the entry roundings, the weight sum and an unnormalised P.V when declared).
+  // storage, the entry roundings, the weight sum, an unnormalised P.V and flushed subnormals when declared).
   std::string summary() const;
 };
 

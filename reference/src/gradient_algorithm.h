@@ -133,12 +133,7 @@ void row_logits(const GradientSetup<Real>& c, int b, int h, int i, const std::ve
   bool have_max = false;
   for (int j = 0; j < tk; ++j) {
     if (!w.allowed[j]) continue;
-    Real acc = 0;
-    for (std::size_t m = 0; m < w.query.re.size(); ++m) {
-      accumulate_product(acc, w.query.re[m], keys[j].re[m]);
-      accumulate_product(acc, w.query.im[m], keys[j].im[m]);
-    }
-    w.x[j] = acc * c.scale;
+    w.x[j] = dot(w.query, keys[j]) * c.scale;
     Real l = w.x[j];
     double cond = 0;
     const float* krow = kbase + std::size_t(j) * dk;

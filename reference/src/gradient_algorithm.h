@@ -193,9 +193,10 @@ void row_softmax_and_d(const GradientSetup<Real>& c, int h, const float* vbase, 
   w.lse_err = std::fabs(w.lse_given - w.lse_exact);  // what the given LSE adds to every P
   // D exactly, and the kernel's D from the O it was given: sum dO (O_given), rounded.
   w.d = 0;
+  const Real inverse_total = Real(1) / w.total;  // a product per key, not a division
   for (int j = 0; j < tk; ++j) {
     if (!w.allowed[j]) continue;
-    w.weight[j] /= w.total;
+    w.weight[j] *= inverse_total;
     Real acc = 0;
     const float* vrow = vbase + std::size_t(j) * dv;
     for (int r = 0; r < dv; ++r)

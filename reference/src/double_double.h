@@ -75,6 +75,21 @@ class DoubleDouble {
     quick_two_sum(s, t, acc.hi_, acc.lo_);
   }
 
+  // acc[r] += w * v[r] for a float row v: accumulate_product without the terms of v's zero low
+  // part. A zero value adds nothing (probes like V = I are mostly 0; a NaN weight stays out).
+  friend void accumulate_weighted(DoubleDouble* acc, DoubleDouble w, const float* v, int n) {
+    for (int r = 0; r < n; ++r) {
+      if (v[r] == 0.0f) continue;
+      const double b = v[r];
+      const double p = w.hi_ * b;
+      const double e = std::fma(w.hi_, b, -p) + w.lo_ * b;
+      double s, t;
+      two_sum(acc[r].hi_, p, s, t);
+      t += acc[r].lo_ + e;
+      quick_two_sum(s, t, acc[r].hi_, acc[r].lo_);
+    }
+  }
+
   friend bool operator<(DoubleDouble a, DoubleDouble b) { return a.hi_ < b.hi_ || (a.hi_ == b.hi_ && a.lo_ < b.lo_); }
   friend bool operator>(DoubleDouble a, DoubleDouble b) { return b < a; }
   friend bool operator<=(DoubleDouble a, DoubleDouble b) { return !(b < a); }

@@ -133,12 +133,7 @@ void row_logits(const GradientSetup<Real>& c, int b, int h, int i, const std::ve
   bool have_max = false;
   for (int j = 0; j < tk; ++j) {
     if (!w.allowed[j]) continue;
-    Real acc = 0;
-    for (std::size_t m = 0; m < w.query.re.size(); ++m) {
-      accumulate_product(acc, w.query.re[m], keys[j].re[m]);
-      accumulate_product(acc, w.query.im[m], keys[j].im[m]);
-    }
-    w.x[j] = acc * c.scale;
+    w.x[j] = dot(w.query, keys[j]) * c.scale;
     Real l = w.x[j];
     double cond = 0;
     const float* krow = kbase + std::size_t(j) * dk;
@@ -198,9 +193,10 @@ void row_softmax_and_d(const GradientSetup<Real>& c, int h, const float* vbase, 
   w.lse_err = std::fabs(w.lse_given - w.lse_exact);  // what the given LSE adds to every P
   // D exactly, and the kernel's D from the O it was given: sum dO (O_given), rounded.
   w.d = 0;
+  const Real inverse_total = Real(1) / w.total;  // a product per key, not a division
   for (int j = 0; j < tk; ++j) {
     if (!w.allowed[j]) continue;
-    w.weight[j] /= w.total;
+    w.weight[j] *= inverse_total;
     Real acc = 0;
     const float* vrow = vbase + std::size_t(j) * dv;
     for (int r = 0; r < dv; ++r)

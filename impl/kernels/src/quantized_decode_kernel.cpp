@@ -214,8 +214,8 @@ void QuantizedDecodeKernel::decode_paged(const DecodeConfig& c, const PagedStep&
     // Mutants: a copy of the table holding 8 or 256 entries.
     const std::size_t copied = one_token_step                 ? used
                                : faults_.paged_table_of_eight ? std::min<std::size_t>(used, 8)
-                               : faults_.paged_table_of_256 ? std::min<std::size_t>(used, 256)
-                                                            : used;
+                               : faults_.paged_table_of_256   ? std::min<std::size_t>(used, 256)
+                                                              : used;
     auto page_of = [&](long long j) {
       // Mutant: the sequence's pages taken as consecutive from its first (kept inside the pool).
       const std::size_t page = faults_.paged_pages_contiguous
@@ -224,7 +224,7 @@ void QuantizedDecodeKernel::decode_paged(const DecodeConfig& c, const PagedStep&
       return pool + page * format.bytes();
     };
     // Mutant: the new tokens placed at sequence 0's length, as in a batch of equal lengths.
-    const long long start = one_token_step                                  ? longest - 1
+    const long long start = one_token_step                              ? longest - 1
                             : faults_.paged_positions_of_first_sequence ? step.lengths[0]
                                                                         : step.lengths[b];
     for (int h = 0; h < c.heads; ++h)

@@ -56,9 +56,9 @@ struct KernelFaults {
   bool paged_pages_contiguous = false;  // block tables: a sequence's pages taken as consecutive from its first
   bool paged_positions_of_first_sequence = false;  // block tables: every sequence's new tokens placed at sequence 0's
                                                    // length (one cache position for the batch), its keys cut there
-  bool paged_one_token_steps_at_longest = false;  // block tables: in a call where every sequence adds one token
-                                                  // (the usual serving step), each reads to the batch's longest
-                                                  // length, as a padded seqlens_k would (padding read as keys)
+  bool paged_one_token_steps_at_longest = false;   // block tables: in a call where every sequence adds one token
+                                                   // (the usual serving step), each reads to the batch's longest
+                                                   // length, as a padded seqlens_k would (padding read as keys)
   bool paged_table_of_eight = false;     // block tables: the kernel's copy of a table holds 8 entries (reads past
                                          // 128 tokens go through entry 7)
   bool paged_table_of_256 = false;       // block tables: the kernel's copy of a table holds 256 entries (reads

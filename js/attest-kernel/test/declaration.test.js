@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { declare, declaration, DeclarationError } from "../declaration.js";
 import { encodeDescriptor } from "../messages.js";
 import { Reader } from "../wire.js";
+import { pastPrecision } from "../testing/descriptor_reader.js";
 import { CAPABILITIES } from "../interface.js";
 
 test("declare attaches a checked declaration with the table's capability bits", () => {
@@ -65,15 +66,7 @@ test("the descriptor carries name, capabilities, precision and contract in the t
 
 test("flushed subnormals travel in the 2.9 section, after 2.7's zeros; a path cannot declare them alone", () => {
   const d = declaration({ name: "wasm", precision: { flush_subnormals: true } });
-  const r = new Reader(encodeDescriptor(d, 2));
-  r.u32(); r.str(); r.u32(); r.i32();
-  for (let i = 0; i < 7; i++) r.i32();
-  r.f64();
-  r.array(Int32Array);
-  for (let i = 0; i < 12; i++) r.i64();
-  for (let i = 0; i < 10; i++) r.i32();
-  r.f64(); r.f64();
-  for (let i = 0; i < 6; i++) r.i32();
+  const r = pastPrecision(d);
   assert.deepEqual([r.u32(), r.u32(), r.i32()], [0, 0, 0]); // no paths, no declared paths; not deterministic
   assert.deepEqual(Array.from({ length: 5 }, () => r.i32()), [0, 0, 0, 0, 0]); // 2.4: a full cache
   assert.deepEqual(Array.from(r.array(Int32Array)), []); // 2.7: no value widths
@@ -90,15 +83,7 @@ test("flushed subnormals travel in the 2.9 section, after 2.7's zeros; a path ca
 test("Dv's own widths and ALiBi-or-bias travel in the 2.7 section, after 2.4's zeros", () => {
   const d = declaration({ name: "ggml", features: ["alibi", "bias"],
     contract: { value_dims: [32, 64], value_dim: [16, 256], alibi_excludes_bias: true } });
-  const r = new Reader(encodeDescriptor(d, 2));
-  r.u32(); r.str(); r.u32(); r.i32();
-  for (let i = 0; i < 7; i++) r.i32();
-  r.f64();
-  r.array(Int32Array);
-  for (let i = 0; i < 12; i++) r.i64();
-  for (let i = 0; i < 10; i++) r.i32();
-  r.f64(); r.f64();
-  for (let i = 0; i < 6; i++) r.i32();
+  const r = pastPrecision(d);
   assert.deepEqual([r.u32(), r.u32(), r.i32()], [0, 0, 0]); // no paths, no declared paths; not deterministic
   assert.deepEqual(Array.from({ length: 5 }, () => r.i32()), [0, 0, 0, 0, 0]); // 2.4: a full cache
   assert.deepEqual(Array.from(r.array(Int32Array)), [32, 64]);

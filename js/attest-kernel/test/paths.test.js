@@ -4,22 +4,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { declaration, DeclarationError, Path } from "../declaration.js";
 import { encodeDescriptor } from "../messages.js";
-import { Reader } from "../wire.js";
+import { pastPrecision } from "../testing/descriptor_reader.js";
 import { CAPABILITIES } from "../interface.js";
-
-/** The reader past the 2.0 fields and the kernel's 2.1 precision. */
-function pastPrecision(d) {
-  const r = new Reader(encodeDescriptor(d, 2));
-  r.u32(); r.str(); r.u32(); r.i32();
-  for (let i = 0; i < 7; i++) r.i32();
-  r.f64();
-  r.array(Int32Array);
-  for (let i = 0; i < 12; i++) r.i64();
-  for (let i = 0; i < 10; i++) r.i32();
-  r.f64(); r.f64();
-  for (let i = 0; i < 6; i++) r.i32();
-  return r;
-}
 
 function readPrecision(r) {
   const p = Array.from({ length: 7 }, () => r.i32());

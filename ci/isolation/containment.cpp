@@ -16,7 +16,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -188,17 +190,31 @@ std::size_t data_in_use() {
   return kib * 1024;
 }
 
-// The child's environment: ours, plus the protocol's descriptors, plus ASan's options when this is
-// an AddressSanitizer build (its children cannot run under RLIMIT_DATA). attest's own kernel host
-// gets one OpenBLAS thread: the library starts its pool when loaded, and an idle pool thread spins
-// on sched_yield for the short life of a host that a crashing kernel takes down.
-std::vector<std::string> child_environment(std::size_t memory_limit, bool own_host) {
+// A directory of the child's own under our TMPDIR (or /tmp); empty if none can be made, and then
+// the child shares ours.
+std::string make_private_tmp() {
+  const char* parent = ::getenv("TMPDIR");
+  std::string path = std::string(parent && *parent ? parent : "/tmp") + "/attest-kernel-XXXXXX";
+  return ::mkdtemp(path.data()) ? path : std::string();
+}
+
+void remove_private_tmp(const std::string& path) {
+  std::error_code ignored;  // a file the kernel made unremovable stays; nothing to report it to
+  if (!path.empty()) std::filesystem::remove_all(path, ignored);
+}
+
+// The child's environment: ours (TMPDIR its own, when it has one), plus the protocol's descriptors, plus ASan's options
+// when this is an AddressSanitizer build (its children cannot run under RLIMIT_DATA). attest's own kernel host gets one
+// OpenBLAS thread: the library starts its pool when loaded, and an idle pool thread spins on sched_yield for the short
+// life of a host that a crashing kernel takes down.
+std::vector<std::string> child_environment(std::size_t memory_limit, bool own_host, const std::string& tmp) {
   std::vector<std::string> env;
   std::string asan_options;
   if (own_host && !::getenv("OPENBLAS_NUM_THREADS")) env.push_back("OPENBLAS_NUM_THREADS=1");
+  if (!tmp.empty()) env.push_back("TMPDIR=" + tmp);
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
-    if (entry.starts_with("ATTEST_PROTOCOL_FDS=")) continue;
+    if (entry.starts_with("ATTEST_PROTOCOL_FDS=") || (!tmp.empty() && entry.starts_with("TMPDIR="))) continue;
     if (entry.starts_with("ASAN_OPTIONS="))
       asan_options = entry.substr(13);
     else
@@ -310,21 +326,27 @@ ContainedChild start_contained(const std::vector<std::string>& program, const st
   ::fcntl(to[1], F_SETFL, O_NONBLOCK);  // attest's end only: requests are written against a deadline
   // Everything the child needs is built before it starts: it runs only system calls.
   const bool own_host = program.size() > 1 && program[1] == "kernel-host";
-  std::vector<std::string> argv_strings = program, env_strings = child_environment(memory_limit_bytes, own_host);
+  const bool forked = static_cast<bool>(serve);
+  const std::string private_tmp = forked ? std::string() : make_private_tmp();
+  std::vector<std::string> argv_strings = program,
+                           env_strings = child_environment(memory_limit_bytes, own_host, private_tmp);
   std::vector<char*> argv = pointers(argv_strings), envp = pointers(env_strings);
   const bool limit_data = memory_limit_bytes && !kAddressSanitizer;
-  const bool forked = static_cast<bool>(serve);
   const std::size_t data_limit_bytes = memory_limit_bytes + (forked ? data_in_use() : 0);
   const rlimit data_limit{data_limit_bytes, data_limit_bytes};
   ChildSetup setup{to[0], from[1], limit_data, data_limit, ::getpid(), argv.data(), envp.data()};
   const pid_t pid = forked ? fork_contained(setup, serve, to[1], from[0]) : spawn_contained(setup);
-  if (pid < 0) throw KernelLoadError("cannot start the kernel process: " + std::string(strerror(errno)));
+  if (pid < 0) {
+    const int error = errno;
+    remove_private_tmp(private_tmp);
+    throw KernelLoadError("cannot start the kernel process: " + std::string(strerror(error)));
+  }
   ::setpgid(pid, pid);  // also from this side: no window in which a kill(-pid) misses
   install_exit_handlers();
   remember_group(pid, true);
   ::close(to[0]);
   ::close(from[1]);
-  return {pid, open_pidfd(pid), to[1], from[0]};
+  return {pid, open_pidfd(pid), to[1], from[0], private_tmp};
 }
 
 int end_contained(ContainedChild& child, int polls) {
@@ -332,6 +354,7 @@ int end_contained(ContainedChild& child, int polls) {
   ::close(child.from_child);
   const int status = reap(child.pid, polls);
   if (child.pidfd >= 0) ::close(child.pidfd);
+  remove_private_tmp(child.private_tmp);
   child = ContainedChild{};
   return status;
 }

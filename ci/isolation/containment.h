@@ -31,6 +31,9 @@ struct ContainedChild {
   int pidfd = -1;     // readable when the child exits (so a forked grandchild holding the pipe cannot hide a crash)
   int to_child = -1;  // non-blocking: requests are written against a deadline
   int from_child = -1;
+  // The child's TMPDIR, removed with whatever is in it when the child ends: a kernel (or the browser
+  // it starts) killed mid-call cannot clean up after itself. Empty for a forked child.
+  std::string private_tmp;
 };
 
 // Starts `argv` contained, the protocol on its descriptors 3 and 4; or, when `serve` is set, a
@@ -38,7 +41,7 @@ struct ContainedChild {
 ContainedChild start_contained(const std::vector<std::string>& argv, const std::function<int(int, int)>& serve,
                                std::size_t memory_limit_bytes);
 // Closes attest's ends, waits up to polls x 2 ms for the child to exit, then kills its whole
-// process group; returns the child's wait status and leaves `child` empty.
+// process group and removes its TMPDIR; returns the child's wait status and leaves `child` empty.
 int end_contained(ContainedChild& child, int polls);
 // "crashed with signal 11 (Segmentation fault)", "exited with code 3".
 std::string describe_exit(int status);

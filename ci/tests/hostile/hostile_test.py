@@ -478,6 +478,21 @@ def case_plugin_swaps_request_fd():
         fail("attest left %s in its TMPDIR:\n%s" % (sorted(os.listdir(tmp)), run.describe()))
 
 
+def case_kernel_temp_files_removed():
+    # A kernel that leaves files and a directory in its TMPDIR, then exits before describing itself
+    # (as a browser host's chromium leaves its profile and singleton socket when killed): each
+    # kernel process gets a TMPDIR of its own under attest's, removed when the process ends. Before,
+    # both stayed in attest's TMPDIR.
+    tmp = os.path.join(WORK, "tmp")
+    os.mkdir(tmp)
+    litter = 'touch "$TMPDIR/left-behind"; mkdir "$TMPDIR/profile"; touch "$TMPDIR/profile/lock"; exit 3'
+    run = certify("--kernel-cmd", "/bin/sh -c '%s'" % litter, *QUICK, env=dict(os.environ, TMPDIR=tmp),
+                  timeout=60, expect=(2,))
+    require(run, "exited with code 3")
+    if os.listdir(tmp):
+        fail("attest left %s in its TMPDIR:\n%s" % (sorted(os.listdir(tmp)), run.describe()))
+
+
 def case_one_deadline_per_call():
     # A kernel that takes 2.5 s to read each request and then never answers, under --timeout 3:
     # the write and the read once had 3 s each, so a call lasted 5 s and more. Its heartbeats say

@@ -1,7 +1,10 @@
 // One headless Chromium for the browser kernel host, through playwright-core (no browser download:
 // the system's chromium). The browser dies with the host: on exit, on SIGTERM, SIGINT and SIGHUP,
-// and, should the host be killed outright, when its pipe to the browser closes.
+// and, should the host be killed outright, when its pipe to the browser closes. Its temporary files
+// live in a directory of the host's own, removed with the browser.
 import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { createRequire } from "node:module";
 
 export const CHROMIUM = process.env.ATTEST_CHROMIUM ?? "/usr/bin/chromium";
@@ -36,12 +39,18 @@ function browserChildren() {
   return children;
 }
 
+// Playwright's profile and chromium's singleton socket go to TMPDIR; a browser killed outright never
+// removes them, so they go to this directory, removed after the kill.
+let browserTmp = null;
+
 export function killBrowser() {
   for (const pid of browserChildren()) {
     for (const target of [-pid, pid]) {
       try { process.kill(target, "SIGKILL"); } catch { /* already gone */ }
     }
   }
+  if (browserTmp !== null) fs.rmSync(browserTmp, { recursive: true, force: true });
+  browserTmp = null;
 }
 
 /** Kills the browser whenever this process ends, by a signal included. */
@@ -56,6 +65,8 @@ export function tieBrowserToProcess() {
 }
 
 export async function launchChromium(playwright) {
+  browserTmp = fs.mkdtempSync(path.join(os.tmpdir(), "attest-browser-"));
+  process.env.TMPDIR = browserTmp;  // read by playwright at launch and inherited by the browser
   return playwright.chromium.launch({ executablePath: CHROMIUM, headless: true, args: WEBGPU_ARGS,
     handleSIGINT: false, handleSIGTERM: false, handleSIGHUP: false });
 }

@@ -3,7 +3,7 @@
 //   node js/attest-kernel/serve.js js/attest-kernel/examples/reference.mjs:attention
 import { declare, Unsupported } from "../index.js";
 
-export const FEATURES = ["causal", "window", "key_padding", "query_padding", "segments", "explicit_mask", "gqa", "lse",
+const FEATURES = ["causal", "window", "key_padding", "query_padding", "segments", "explicit_mask", "gqa", "lse",
   "chunk", "softcap", "alibi", "bias", "sinks", "lookahead"];
 
 /** One row of attention: scores of the visible keys, a sink in the denominator only. */

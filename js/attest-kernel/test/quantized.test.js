@@ -38,6 +38,8 @@ test("q8: groups of 32, each with its scale", () => {
 test("q4 and q4_0: two codes a byte offset by 8, neighbours or halves", () => {
   // codes -8, 7, 0, 1, -1 in a 5-wide row: bytes (0+8)|(7+8)<<4, (0+8)|(1+8)<<4, (-1+8)
   assert.deepEqual(values([...HALF, 0x00 | 0xf0, 0x08 | 0x90, 0x07], "q4", [1, 5]), [-4, 3.5, 0, 0.5, -0.5]);
+  // attest's q4 scale is the group's signed largest over -8, so it may be negative: its sign is kept
+  assert.deepEqual(values([0x00, 0xb8, 0x00 | 0xf0, 0x08 | 0x90, 0x07], "q4", [1, 5]), [4, -3.5, -0, -0.5, 0.5]);
   const codes = Array.from({ length: 32 }, (_, j) => (j % 16) - 8);
   const raw = [...HALF, ...Array.from({ length: 16 }, (_, j) => (codes[j] + 8) | ((codes[j + 16] + 8) << 4))];
   assert.deepEqual(values(raw, "q4_0", [1, 32]), codes.map((c) => 0.5 * c));

@@ -1,14 +1,60 @@
 // K and V stored in q8 (groups of 32 values, each group an f16 scale and int8 codes): the float64
 // reference of reference.mjs on the values it reads back from codes and scales, in a forward call
-// and in decode sessions; and a twin reading every group with its row's first scale (the wrong
-// block), which attest must not certify. Serve it with
+// in decode sessions and over attest's block-table pages (16 tokens a page; a slot holds, per kv
+// head, the K row's bytes then the V row's, as they arrived); and a twin reading every group with
+// its row's first scale (the wrong block), which attest must not certify. Tk up to 128, to keep
+// its ctest cheap (attest's long paged cases reach 1088). Serve it with
 //   node js/attest-kernel/serve.js js/attest-kernel/examples/quantized.mjs:q8
-import { declare } from "../index.js";
+import { Problem, declare, quantized } from "../index.js";
 import { forward, openSession } from "./reference.mjs";
 
 // What the storage changes is K and V's values: the mask terms and modifiers are reference.mjs's
 // (certified there), so fewer features here keep the run short.
 const FEATURES = ["causal", "window", "key_padding", "gqa", "lse"];
+
+const PAGE_TOKENS = 16;
+const rowBytes = (c) => [quantized.rowBytes("q8", c.head_dim), quantized.rowBytes("q8", c.value_dim)];
+const pageBytes = (c) => PAGE_TOKENS * c.kv_heads * (rowBytes(c)[0] + rowBytes(c)[1]);
+
+/** decode_paged: writes each sequence's new K and V rows (their bytes) into its slots, then runs
+ * `attend` on the problem of its new queries over every row its table names. */
+function decodePaged(c, step, attend) {
+  const [kBytes, vBytes] = rowBytes(c), Hkv = c.kv_heads;
+  const at = (b, position, g) => {
+    const [page, slot] = step.slot(b, position);
+    return ((page * PAGE_TOKENS + slot) * Hkv + g) * (kBytes + vBytes);
+  };
+  const o = [], lse = [];
+  for (let b = 0; b < c.batch; b++) {
+    const { q, k, v, n } = step.sequence(b), length = step.lengths[b], total = length + n;
+    for (let g = 0; g < Hkv; g++) {
+      for (let t = 0; t < n; t++) {
+        const row = g * n + t;
+        step.pool.set(k.raw.subarray(row * kBytes, (row + 1) * kBytes), at(b, length + t, g));
+        step.pool.set(v.raw.subarray(row * vBytes, (row + 1) * vBytes), at(b, length + t, g) + kBytes);
+      }
+    }
+    if (!n) {
+      o.push(null);
+      lse.push(null);
+      continue;
+    }
+    const [kRaw, vRaw] = [new Uint8Array(Hkv * total * kBytes), new Uint8Array(Hkv * total * vBytes)];
+    for (let g = 0; g < Hkv; g++) {
+      for (let j = 0; j < total; j++) {
+        kRaw.set(step.pool.subarray(at(b, j, g), at(b, j, g) + kBytes), (g * total + j) * kBytes);
+        vRaw.set(step.pool.subarray(at(b, j, g) + kBytes, at(b, j, g) + kBytes + vBytes), (g * total + j) * vBytes);
+      }
+    }
+    const p = new Problem({ ...c, batch: 1, q_len: n, k_len: total, q_offset: length, causal: true, q,
+      k: quantized.decode(kRaw, "q8", [1, Hkv, total, c.head_dim]), v: quantized.decode(vRaw, "q8", [1, Hkv, total, c.value_dim]),
+      bias: null }, c.declaration);
+    const one = attend(p);
+    o.push(one.o);
+    lse.push(one.lse);
+  }
+  return { o, lse: step.wantLse ? lse : null, path: "paged" };
+}
 
 /** A kernel over K and V as `values(rows)` reads them from their QuantizedRows. */
 function kernelReading(name, values) {
@@ -19,7 +65,9 @@ function kernelReading(name, values) {
     const session = openSession(c);
     return { step: (q, k, v, wantLse, n) => session.step(q, values(k), values(v), wantLse, n) };
   };
-  return declare({ name, features: FEATURES, precision: { k: "q8", v: "q8" }, decode }, (p) => forward(withValues(p)));
+  return declare({ name, features: FEATURES, precision: { k: "q8", v: "q8" }, contract: { k_len: [1, 128] }, decode,
+    page_tokens: PAGE_TOKENS, page_bytes: pageBytes, decode_paged: (c, step) => decodePaged(c, step, (p) => forward(withValues(p))),
+  }, (p) => forward(withValues(p)));
 }
 
 // The package's decode helper: value i of a row is its group's scale times its code, exactly.

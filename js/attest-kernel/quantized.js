@@ -39,10 +39,10 @@ export function rowBytes(format, width, withScale = true) {
 
 /** Bytes of values of `shape` [..., T, D] in `format` (a q8_head decode step's codes: headScales). */
 export function storedSize(format, shape, headScales = false) {
-  const count = shape.reduce((a, b) => a * b, 1);
+  const product = (dims) => dims.reduce((a, b) => a * b, 1);
   const width = shape[shape.length - 1];
-  if (format === "q8_head" && !headScales) return (count / (shape[shape.length - 2] * width)) * (2 + shape[shape.length - 2] * width);
-  return (count / width) * rowBytes(format, width, !headScales);
+  if (format === "q8_head" && !headScales) return product(shape.slice(0, -2)) * (2 + shape[shape.length - 2] * width);
+  return product(shape.slice(0, -1)) * rowBytes(format, width, !headScales);
 }
 
 /** float32 value of each of the 256 fp8 bit patterns (e4m3fn: one NaN, no infinity). */
@@ -118,7 +118,7 @@ export function decode(raw, format, shape, headScales = null) {
   }
   if (format === "q8_head") {
     const block = shape[shape.length - 2] * width;
-    const heads = count / block;
+    const heads = shape.slice(0, -2).reduce((a, b) => a * b, 1); // not count / block: a sequence may append 0 tokens
     if (headScales !== null) {
       expect(raw, count, format);
       if (headScales.length !== heads) throw new RangeError(`q8_head: ${headScales.length} scales for ${heads} kv heads`);

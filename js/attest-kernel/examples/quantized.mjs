@@ -13,13 +13,15 @@ import { forward, openSession } from "./reference.mjs";
 const FEATURES = ["causal", "window", "key_padding", "gqa", "lse"];
 
 const PAGE_TOKENS = 16;
-const rowBytes = (c) => [quantized.rowBytes("q8", c.head_dim), quantized.rowBytes("q8", c.value_dim)];
-const pageBytes = (c) => PAGE_TOKENS * c.kv_heads * (rowBytes(c)[0] + rowBytes(c)[1]);
+/** Bytes of a K row and a V row in `format` (q8_head's: codes alone, its scales are the config's). */
+const rowBytes = (c, format) => [c.head_dim, c.value_dim].map((width) => quantized.rowBytes(format, width, format !== "q8_head"));
+const pageBytes = (c, format) => PAGE_TOKENS * c.kv_heads * (rowBytes(c, format)[0] + rowBytes(c, format)[1]);
 
 /** decode_paged: writes each sequence's new K and V rows (their bytes) into its slots, then runs
  * `attend` on the problem of its new queries over every row its table names. */
-function decodePaged(c, step, attend) {
-  const [kBytes, vBytes] = rowBytes(c), Hkv = c.kv_heads;
+function decodePaged(c, step, format, attend) {
+  const [kBytes, vBytes] = rowBytes(c, format), Hkv = c.kv_heads;
+  const scales = (name, b) => (format === "q8_head" ? c[`${name}_scales`].subarray(b * Hkv, (b + 1) * Hkv) : null);
   const at = (b, position, g) => {
     const [page, slot] = step.slot(b, position);
     return ((page * PAGE_TOKENS + slot) * Hkv + g) * (kBytes + vBytes);
@@ -47,8 +49,8 @@ function decodePaged(c, step, attend) {
       }
     }
     const p = new Problem({ ...c, batch: 1, q_len: n, k_len: total, q_offset: length, causal: true, q,
-      k: quantized.decode(kRaw, "q8", [1, Hkv, total, c.head_dim]), v: quantized.decode(vRaw, "q8", [1, Hkv, total, c.value_dim]),
-      bias: null }, c.declaration);
+      k: quantized.decode(kRaw, format, [1, Hkv, total, c.head_dim], scales("k", b)),
+      v: quantized.decode(vRaw, format, [1, Hkv, total, c.value_dim], scales("v", b)), bias: null }, c.declaration);
     const one = attend(p);
     o.push(one.o);
     lse.push(one.lse);
@@ -56,8 +58,9 @@ function decodePaged(c, step, attend) {
   return { o, lse: step.wantLse ? lse : null, path: "paged" };
 }
 
-/** A kernel over K and V as `values(rows)` reads them from their QuantizedRows. */
-function kernelReading(name, values) {
+/** A kernel over K and V stored in `format`, as `values(rows)` reads them from their QuantizedRows
+ * (q8_head, whose scales come with a decode session, is a decode cache's: decode only). */
+export function quantizedKernel(name, format, values) {
   const withValues = (p) => Object.assign(Object.create(p), {
     float32: (what) => (what === "k" || what === "v" ? values(p[what]) : p.float32(what)),
   });
@@ -65,17 +68,23 @@ function kernelReading(name, values) {
     const session = openSession(c);
     return { step: (q, k, v, wantLse, n) => session.step(q, values(k), values(v), wantLse, n) };
   };
-  return declare({ name, features: FEATURES, precision: { k: "q8", v: "q8" }, contract: { k_len: [1, 128] }, decode,
-    page_tokens: PAGE_TOKENS, page_bytes: pageBytes, decode_paged: (c, step) => decodePaged(c, step, (p) => forward(withValues(p))),
+  return declare({ name, features: FEATURES, precision: { k: format, v: format }, decode,
+    contract: { k_len: [1, 128], decode_only: format === "q8_head" },
+    page_tokens: PAGE_TOKENS, page_bytes: (c) => pageBytes(c, format),
+    decode_paged: (c, step) => decodePaged(c, step, format, (p) => forward(withValues(p))),
   }, (p) => forward(withValues(p)));
 }
 
 // The package's decode helper: value i of a row is its group's scale times its code, exactly.
-export const q8 = kernelReading("js-q8", (rows) => rows.float32());
+export const q8 = quantizedKernel("js-q8", "q8", (rows) => rows.float32());
+
+// q8_head: codes alone in a decode session's rows and pages, one static scale per (sequence, kv head)
+// from the session's configuration; decode only.
+export const q8Head = quantizedKernel("js-q8-head", "q8_head", (rows) => rows.float32());
 
 // By hand, the wrong block: every value of a row scaled by the row's first group's scale (right
 // for Dk, Dv <= 32, where a row is one group).
-export const q8FirstScale = kernelReading("js-q8-first-scale", (rows) => {
+export const q8FirstScale = quantizedKernel("js-q8-first-scale", "q8", (rows) => {
   const out = new Float32Array(rows.codes.length);
   for (let i = 0; i < out.length; i++) out[i] = rows.scales[Math.floor(i / rows.width) * rows.groups] * rows.codes[i];
   return out;

@@ -54,6 +54,8 @@ test("q8_token: one scale a row; q8_head: one a head in a problem, none in a ste
   assert.deepEqual(values([1, 2, 3, 4], "q8_head", [1, 2, 2], [0.25]), [0.25, 0.5, 0.75, 1]);
   assert.equal(storedSize("q8_head", [3, 2, 2]), 3 * 6);
   assert.equal(storedSize("q8_head", [3, 2, 2], true), 12);
+  // a paged sequence appending no token: its kv heads' scales, no codes
+  assert.deepEqual([storedSize("q8_head", [3, 0, 2], true), decode(new Uint8Array(0), "q8_head", [3, 0, 2], [1, 2, 3]).scales.length], [0, 3]);
 });
 
 test("fp8 bit patterns, NaNs included", () => {

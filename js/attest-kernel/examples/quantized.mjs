@@ -1,9 +1,10 @@
-// K and V stored in q8 (groups of 32 values, each group an f16 scale and int8 codes): the float64
-// reference of reference.mjs on the values it reads back from codes and scales, in a forward call
-// in decode sessions and over attest's block-table pages (16 tokens a page; a slot holds, per kv
-// head, the K row's bytes then the V row's, as they arrived); and a twin reading every group with
-// its row's first scale (the wrong block), which attest must not certify. Tk up to 128, to keep
-// its ctest cheap (attest's long paged cases reach 1088). Serve it with
+// K and V stored quantized (q8: groups of 32 values, each an f16 scale and int8 codes; q8_head; any
+// format through quantizedKernel): the float64 reference of reference.mjs on the values it reads
+// back from codes and scales, in a forward call, in decode sessions and over attest's block-table
+// pages (16 tokens a page; a slot holds, per kv head, the K row's bytes then the V row's, as they
+// arrived); and a twin reading every group with its row's first scale (the wrong block), which
+// attest must not certify. Tk up to 128, to keep its ctest cheap (attest's long paged cases reach
+// 1088). Serve it with
 //   node js/attest-kernel/serve.js js/attest-kernel/examples/quantized.mjs:q8
 import { Problem, declare, quantized } from "../index.js";
 import { forward, openSession } from "./reference.mjs";

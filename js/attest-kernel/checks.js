@@ -1,9 +1,10 @@
 // The field checks a declaration and its paths share (as python/attest_kernel/_checks.py): each
 // throws DeclarationError naming the field, before anything is served.
-import { CAPABILITIES } from "./interface.js";
+import { CAPABILITIES, FORMATS } from "./interface.js";
 
 export const FEATURES = Object.keys(CAPABILITIES).filter((name) => !["decode", "backward", "merge", "packed"].includes(name));
-export const PRECISIONS = ["f32", "bf16", "f16"]; // what this package serves (quantized K/V is not)
+export const PRECISIONS = ["f32", "bf16", "f16"]; // number formats; K and V may also be stored quantized
+export const KV_FORMATS = Object.keys(FORMATS); // K and V storage: also the 2.4 quantized formats (quantized.js)
 export const PRECISION_FIELDS = ["q", "k", "v", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"];
 export const I32_MAX = 2 ** 31 - 1;
 
@@ -16,8 +17,8 @@ export function unknownKeys(where, object, known) {
   for (const key of Object.keys(object)) if (!known.includes(key)) fail(where, `unknown field ${show(key)} (known: ${known.join(", ")})`);
 }
 
-export function format(where, value) {
-  if (!PRECISIONS.includes(value)) fail(where, `${show(value)} is not a number format here (expected one of ${PRECISIONS.join(", ")})`);
+export function format(where, value, known = PRECISIONS) {
+  if (!known.includes(value)) fail(where, `${show(value)} is not a number format here (expected one of ${known.join(", ")})`);
   return value;
 }
 
@@ -57,12 +58,15 @@ export function features(where, names, byFunction = false) {
   return [...new Set(names)];
 }
 
+// The fields that take more than a number format: K and V storage, and Q rounded on entry to q8 (2.6, ggml's).
+const KNOWN = { k: KV_FORMATS, v: KV_FORMATS, q_entry: [...PRECISIONS, "q8"] };
+
 /** Where the kernel rounds (attest_precision_spec); every field f32 unless given. */
 export function precision(fields = {}, where = "precision") {
   if (typeof fields !== "object" || fields === null) fail(where, `${show(fields)} is not an object`);
   unknownKeys(where, fields, [...PRECISION_FIELDS, "exp_ulps", "weight_sum", "pv_unnormalised", "flush_subnormals"]);
   const p = {};
-  for (const name of PRECISION_FIELDS) p[name] = format(`${where}.${name}`, fields[name] ?? "f32");
+  for (const name of PRECISION_FIELDS) p[name] = format(`${where}.${name}`, fields[name] ?? "f32", KNOWN[name]);
   p.exp_ulps = number(`${where}.exp_ulps`, fields.exp_ulps ?? 1);
   p.weight_sum = fields.weight_sum == null ? null : format(`${where}.weight_sum`, fields.weight_sum);
   p.pv_unnormalised = flag(`${where}.pv_unnormalised`, fields.pv_unnormalised ?? false);

@@ -6,3 +6,5 @@ export { toFloat32, fromNumbers, f16ToF32, f32ToF16, bf16ToF32, f32ToBf16 } from
 export * as wire from "./wire.js";
 export * as messages from "./messages.js";
 export * as table from "./interface.js";
+export * as quantized from "./quantized.js";
+export { QuantizedRows } from "./quantized.js";

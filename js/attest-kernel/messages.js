@@ -2,6 +2,7 @@
 // becomes, the problem of FORWARD and BACKWARD, the decode configuration, and the replies.
 import { ALIBI_SLOPES, CACHE_POLICIES, EMPTY_ROWS, INPUT_DOMAINS, LAYOUTS, MASK_TERMS } from "./interface.js";
 import { FORMAT_CODES, arrayType } from "./storage.js";
+import { decode as decodeQuantized, isQuantized } from "./quantized.js";
 import { Path, RANGES as PATH_RANGES } from "./paths.js";
 import { ProtocolError, Reader, Writer } from "./wire.js";
 
@@ -85,7 +86,17 @@ function terms(r, into) {
   }
 }
 
-function storageArray(raw, format, count, what) {
+/** A buffer of `shape` in its storage format: a typed array, or quantized K/V as QuantizedRows
+ * (headScales: a decode step's q8_head scales of its kv heads, which then carries codes alone). */
+export function storageArray(raw, format, shape, what, headScales = null) {
+  if (isQuantized(format)) {
+    try {
+      return decodeQuantized(raw, format, shape, headScales);
+    } catch (e) {
+      throw new ProtocolError(`array ${what} does not match the shape: ${e.message}`);
+    }
+  }
+  const count = shape.reduce((a, b) => a * b, 1);
   const Type = arrayType(format);
   if (raw.length !== count * Type.BYTES_PER_ELEMENT) throw new ProtocolError(`array ${what} does not match the shape`);
   return new Type(raw.buffer, raw.byteOffset, count);
@@ -118,9 +129,10 @@ export function decodeProblem(r, storage) {
   const sinks = r.array(Float32Array);
   const [q, k, v] = [0, 1, 2].map(() => r.array(Uint8Array));
   const { batch: B, heads: H, kv_heads: Hkv, q_len: Tq, k_len: Tk, head_dim: Dk, value_dim: Dv } = p;
-  p.q = storageArray(q, storage.q, product(B, H, Tq, Dk), "q");
-  p.k = storageArray(k, storage.k, product(B, Hkv, Tk, Dk), "k");
-  p.v = storageArray(v, storage.v, product(B, Hkv, Tk, Dv), "v");
+  for (const dims of [[B, H, Tq, Dk], [B, Hkv, Tk, Dk], [B, Hkv, Tk, Dv]]) product(...dims); // in range, not absurd
+  p.q = storageArray(q, storage.q, [B, H, Tq, Dk], "q");
+  p.k = storageArray(k, storage.k, [B, Hkv, Tk, Dk], "k");
+  p.v = storageArray(v, storage.v, [B, Hkv, Tk, Dv], "v");
   if (H % Hkv) throw new ProtocolError(`heads ${H} is not a multiple of kv_heads ${Hkv}`);
   p.kv_valid = optional(kvValid, B, "kv_valid");
   p.q_valid = optional(qValid, B, "q_valid");
@@ -146,11 +158,9 @@ export function decodeDecodeOpen(r, scalesFollow = false) {
   c.softcap = r.f64();
   const slopes = r.array(Float32Array);
   const sinks = r.array(Float32Array);
-  if (scalesFollow || !r.atEnd()) {
-    if (r.array(Float32Array).length || r.array(Float32Array).length) {
-      throw new ProtocolError("decode scales (q8_head) are not served by this package");
-    }
-  }
+  // 2.4: q8_head's static scales, [B][Hkv] each (always present, maybe empty, with scalesFollow).
+  const [kScales, vScales] = scalesFollow || !r.atEnd() ? [r.array(Float32Array), r.array(Float32Array)] : [[], []];
+  if (!scalesFollow) r.expectEnd();
   for (const name of ["batch", "heads", "kv_heads", "head_dim", "value_dim"]) {
     if (c[name] < 1 || c[name] > 2 ** 30) throw new ProtocolError("decode configuration field out of range");
   }
@@ -158,18 +168,15 @@ export function decodeDecodeOpen(r, scalesFollow = false) {
     throw new ProtocolError("decode slopes or sinks do not match the heads");
   }
   if (c.heads % c.kv_heads) throw new ProtocolError(`decode heads ${c.heads} is not a multiple of kv_heads ${c.kv_heads}`);
+  const heads = c.batch * c.kv_heads;
+  if ((kScales.length || vScales.length) && (kScales.length !== heads || vScales.length !== heads)) {
+    throw new ProtocolError("decode k_scales and v_scales must hold B x Hkv values each");
+  }
   c.alibi_slopes = slopes.length ? slopes : null;
   c.sinks = sinks.length ? sinks : null;
+  c.k_scales = kScales.length ? kScales : null; // [B][Hkv] flat
+  c.v_scales = vScales.length ? vScales : null;
   return c;
-}
-
-/** The step of a DECODE_PAGED payload after its configuration (layouts.def's paged_step). */
-export function decodePagedStep(r) {
-  const s = { page_bytes: r.i64(), pool: r.array(Uint8Array), table_width: r.i32(), tables: r.array(Int32Array),
-    lengths: r.array(BigInt64Array), counts: r.array(Int32Array), want_lse: r.i32() !== 0 };
-  [s.q, s.k, s.v] = [r.array(Uint8Array), r.array(Uint8Array), r.array(Uint8Array)];
-  r.expectEnd();
-  return s;
 }
 
 export function encodeForwardResult({ status, error = "", path = "", fault = "", o = null, lse = null }) {
@@ -189,14 +196,33 @@ export function encodeMergeResult({ status, error = "", path = "", fault = "", o
   return new Writer().i32(status).str(error).str(path).str(fault).array(o, Float32Array).array(lse, Float32Array).finish();
 }
 
+// A reader per field type of the table's layouts; a type this file does not know throws, by name.
 const READERS = { i32: (r) => r.i32(), i64: (r) => r.i64(), f64: (r) => r.f64(), f32_array: (r) => r.array(Float32Array),
-  i32_array: (r) => r.array(Int32Array) };
+  i32_array: (r) => r.array(Int32Array), i64_array: (r) => r.array(BigInt64Array), u8_array: (r) => r.array(Uint8Array) };
+
+/** The fields of `layout` (a LAYOUTS entry) read in the table's order, by name. */
+export function readLayout(r, layout, what) {
+  const fields = {};
+  for (const [type, name] of layout) {
+    if (!READERS[type]) throw new ProtocolError(`${what}: field ${name} of type ${type} has no reader here`);
+    fields[name] = READERS[type](r);
+  }
+  return fields;
+}
+
+/** The step of a DECODE_PAGED payload after its configuration, read field by field as the table's
+ * paged_step layout lists them (PagedStep checks it knows each of them). */
+export function decodePagedStep(r) {
+  const s = readLayout(r, LAYOUTS.paged_step, "paged step");
+  r.expectEnd();
+  s.want_lse = s.want_lse !== 0;
+  return s;
+}
 
 /** A FORWARD_PACKED payload, read field by field as the table's packed_problem layout lists them,
  * then want_lse: the fields of a PackedProblem (empty slopes or sinks: null; flags as booleans). */
 export function decodePackedProblem(r) {
-  const p = {};
-  for (const [type, name] of LAYOUTS.packed_problem) p[name] = READERS[type](r);
+  const p = readLayout(r, LAYOUTS.packed_problem, "packed problem");
   p.want_lse = r.i32() !== 0;
   r.expectEnd();
   for (const name of ["causal", "rope"]) p[name] = p[name] !== 0;

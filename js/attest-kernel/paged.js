@@ -2,20 +2,30 @@
 // receives it: attest owns the pages and the tables; the kernel writes its new tokens' slots into
 // `pool` (its own layout, pageBytes a page) and attends each new query causally over its sequence.
 // Position t of sequence b lives in slot t % pageTokens of page tables[b * tableWidth + t / pageTokens].
+import { LAYOUTS } from "./interface.js";
+import { storageArray } from "./messages.js";
+import { isQuantized, storedSize } from "./quantized.js";
 import { arrayType } from "./storage.js";
 import { ProtocolError } from "./wire.js";
+
+// The paged_step fields (the table's layout, read in its order by messages.decodePagedStep) and what
+// each becomes here; test/paged.test.js fails when the table's layout names a field not in this list.
+export const FIELDS = {
+  page_bytes: "pageBytes", pool: "pool", table_width: "tableWidth", tables: "tables", lengths: "lengths",
+  counts: "counts", want_lse: "wantLse", q: "q", k: "k", v: "v",
+};
 
 export class PagedStep {
   /** fields: decodePagedStep's; config: the DecodeConfig; storage: q, k, v formats. */
   constructor(fields, config, pageTokens, storage) {
     Object.assign(this, { config, pageTokens, storage });
-    this.pageBytes = fields.page_bytes;
-    this.pool = fields.pool; // a copy: what the kernel writes here goes back to attest
-    this.tableWidth = fields.table_width;
-    this.tables = fields.tables;
-    this.lengths = Array.from(fields.lengths, Number); // tokens sequence b held before the call
-    this.counts = fields.counts; // tokens sequence b appends now (0 or more): a ragged batch
-    this.wantLse = fields.want_lse;
+    for (const [, name] of LAYOUTS.paged_step) {
+      if (!(name in FIELDS)) throw new ProtocolError(`paged step: the table's field ${name} is not read by paged.js`);
+    }
+    // pool: a copy; what the kernel writes there goes back to attest. lengths: tokens sequence b
+    // held before the call; counts: tokens it appends now (0 or more: a ragged batch).
+    for (const [name, own] of Object.entries(FIELDS)) if (!["q", "k", "v"].includes(name)) this[own] = fields[name];
+    this.lengths = Array.from(this.lengths, Number);
     this.raw = { q: fields.q, k: fields.k, v: fields.v };
     this.offsets = {};
     for (const name of ["q", "k", "v"]) {
@@ -28,10 +38,17 @@ export class PagedStep {
 
   get pages() { return this.pool.length / this.pageBytes; }
 
-  /** Values in sequence b's new [heads][n][width] block of q, k or v. */
-  #size(name, b) {
+  /** Sequence b's new [heads][n][width] block of q, k or v. */
+  #shape(name, b) {
     const c = this.config;
-    return (name === "q" ? c.heads : c.kv_heads) * this.counts[b] * (name === "v" ? c.value_dim : c.head_dim);
+    return [name === "q" ? c.heads : c.kv_heads, this.counts[b], name === "v" ? c.value_dim : c.head_dim];
+  }
+
+  /** Bytes of that block in its storage format (a q8_head block: codes alone). */
+  #size(name, b) {
+    const format = this.storage[name], shape = this.#shape(name, b);
+    if (isQuantized(format)) return storedSize(format, shape, format === "q8_head");
+    return shape.reduce((x, y) => x * y, 1) * arrayType(format).BYTES_PER_ELEMENT;
   }
 
   #check() {
@@ -41,8 +58,8 @@ export class PagedStep {
       throw new ProtocolError("paged step: tables, lengths and counts do not match the batch");
     }
     for (const name of ["q", "k", "v"]) {
-      const bytes = this.offsets[name][c.batch] * arrayType(this.storage[name]).BYTES_PER_ELEMENT;
-      if (this.raw[name].length !== bytes) throw new ProtocolError(`paged step: ${name} does not match the counts and the configuration`);
+      if (this.raw[name].length !== this.offsets[name][c.batch]) throw new ProtocolError(`paged step: ${name} does not match the counts and the configuration`);
+      if (this.storage[name] === "q8_head" && c[`${name}_scales`] === null) throw new ProtocolError(`paged step: q8_head ${name} without its static scales`);
     }
     for (let b = 0; b < c.batch; b++) {
       if (this.counts[b] < 0 || this.lengths[b] < 0) throw new ProtocolError(`paged step: sequence ${b} has a negative length or count`);
@@ -56,14 +73,16 @@ export class PagedStep {
   }
 
   /** Sequence b's new tokens {q [H][n][Dk], k [Hkv][n][Dk], v [Hkv][n][Dv], n}, typed arrays in
-   * their storage formats (Float32Array, or Uint16Array bit patterns), empty when counts[b] is 0. */
+   * their storage formats (Float32Array, or Uint16Array bit patterns; quantized K/V as QuantizedRows,
+   * q8_head with sequence b's configured scales), empty when counts[b] is 0. */
   sequence(b) {
     const out = { n: this.counts[b] };
+    const c = this.config;
     for (const name of ["q", "k", "v"]) {
-      const Type = arrayType(this.storage[name]);
-      const raw = this.raw[name];
-      const from = this.offsets[name][b], count = this.offsets[name][b + 1] - from;
-      out[name] = new Type(raw.buffer, raw.byteOffset + from * Type.BYTES_PER_ELEMENT, count);
+      const format = this.storage[name], raw = this.raw[name];
+      const from = this.offsets[name][b], to = this.offsets[name][b + 1];
+      const scales = format === "q8_head" ? c[`${name}_scales`].subarray(b * c.kv_heads, (b + 1) * c.kv_heads) : null;
+      out[name] = storageArray(raw.subarray(from, to), format, this.#shape(name, b), `paged ${name}`, scales);
     }
     return out;
   }

@@ -1,11 +1,13 @@
 // A problem as the kernel function receives it: the fields of impl/PROTOCOL.md's problem, flat
 // typed arrays in row-major order, and helpers for the mask and the storage formats.
 import { toFloat32 } from "./storage.js";
+import { QuantizedRows } from "./quantized.js";
 import { INTEGER_MASK_TERMS } from "./messages.js";
 
 export class Problem {
   /** fields: decodeProblem's; q [B][H][Tq][Dk], k [B][Hkv][Tk][Dk], v [B][Hkv][Tk][Dv] in their
-   * storage formats (Float32Array, or Uint16Array bit patterns for bf16 / f16: see float32()). */
+   * storage formats (Float32Array, or Uint16Array bit patterns for bf16 / f16: see float32()); k and v
+   * stored quantized arrive as QuantizedRows (codes and scales, see quantized.js). */
   constructor(fields, declaration) {
     Object.assign(this, fields);
     this.declaration = declaration;
@@ -13,8 +15,10 @@ export class Problem {
       o: declaration.precision.o, bias: declaration.precision.bias };
   }
 
-  /** q, k, v or bias as a Float32Array whatever its storage format. */
+  /** q, k, v or bias as a Float32Array whatever its storage format (quantized K/V decoded exactly:
+   * scale times code). */
   float32(name) {
+    if (this[name] instanceof QuantizedRows) return this[name].float32();
     return this[name] == null ? null : toFloat32(this[name], this.storage[name]);
   }
 
@@ -46,7 +50,8 @@ export class Problem {
   }
 }
 
-/** A decode session's configuration (DECODE_OPEN): causal, its first step at position 0. */
+/** A decode session's configuration (DECODE_OPEN): causal, its first step at position 0; k_scales and
+ * v_scales: the [B][Hkv] static scales of q8_head K and V (flat Float32Array), else null. */
 export class DecodeConfig {
   constructor(fields, declaration) {
     Object.assign(this, fields);

@@ -248,12 +248,18 @@ export class Server {
     if (!entry) throw new ProtocolError("decode step for an unknown session");
     if (n < 1) throw new ProtocolError(`decode step of ${n} tokens`);
     const c = entry.config;
-    const lengths = [c.batch * c.heads * n * c.head_dim, c.batch * c.kv_heads * n * c.head_dim, c.batch * c.kv_heads * n * c.value_dim];
+    const shapes = [[c.batch, c.heads, n, c.head_dim], [c.batch, c.kv_heads, n, c.head_dim], [c.batch, c.kv_heads, n, c.value_dim]];
+    // Typed arrays in their storage formats; quantized K/V as QuantizedRows (q8_head: codes alone,
+    // the scales [B][Hkv] came with DECODE_OPEN).
     const arrays = ["q", "k", "v"].map((name, i) => {
       const format = this.declaration.precision[name];
-      const Type = format === "f32" ? Float32Array : Uint16Array;
-      if (raw[i].length !== lengths[i] * Type.BYTES_PER_ELEMENT) throw new ProtocolError("decode step arrays do not match n and the session's configuration");
-      return new Type(raw[i].buffer, raw[i].byteOffset, lengths[i]);
+      const scales = format === "q8_head" ? c[`${name}_scales`] : null;
+      if (format === "q8_head" && scales === null) throw new ProtocolError("a q8_head session opened without its static scales");
+      try {
+        return messages.storageArray(raw[i], format, shapes[i], `step ${name}`, scales);
+      } catch (e) {
+        throw new ProtocolError(`decode step arrays do not match n and the session's configuration (${e.message})`);
+      }
     });
     [entry.length, entry.last] = [entry.length + n, n];
     const call = await this.call(() => entry.session.step(...arrays, wantLse, n), "the decode session's step");

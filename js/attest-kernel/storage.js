@@ -75,5 +75,5 @@ export function fromNumbers(values, format) {
 export function arrayType(format) {
   if (format === "f32") return Float32Array;
   if (SIXTEEN_BIT.has(format)) return Uint16Array;
-  throw new Error(`storage format ${format} is not served by this package (quantized K/V is not)`);
+  throw new Error(`storage format ${format} has no typed array of values (quantized K/V: quantized.js)`);
 }

@@ -28,7 +28,7 @@ function attendRow(q, qAt, k, v, kAt, vAt, keys, Dk, Dv, logit, sink, o, oAt) {
   return Math.log(total) + m;
 }
 
-function forward(p, { alignToStart = false } = {}) {
+export function forward(p, { alignToStart = false } = {}) {
   const { batch: B, heads: H, kv_heads: Hkv, q_len: Tq, k_len: Tk, head_dim: Dk, value_dim: Dv } = p;
   const [q, k, v, bias] = ["q", "k", "v", "bias"].map((name) => p.float32(name));
   const o = new Float64Array(B * H * Tq * Dv);
@@ -59,7 +59,7 @@ function forward(p, { alignToStart = false } = {}) {
 }
 
 /** A decode session: keeps every token's K and V, attends each new query causally. */
-function openSession(c) {
+export function openSession(c) {
   const keys = [];
   const values = [];
   return {

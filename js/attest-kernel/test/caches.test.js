@@ -5,8 +5,9 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { declaration, DeclarationError } from "../declaration.js";
-import { encodeDescriptor } from "../messages.js";
-import { CACHE_POLICIES } from "../interface.js";
+import { decodePagedStep, encodeDescriptor } from "../messages.js";
+import { CACHE_POLICIES, LAYOUTS } from "../interface.js";
+import { FIELDS, PagedStep } from "../paged.js";
 import { STATUS } from "../server.js";
 import { Reader, TYPES, Writer, encodeFrame } from "../wire.js";
 import { serve } from "./helpers.js";
@@ -139,4 +140,38 @@ test("DECODE_RETAINED: the session's retained(b, t), checked against what the qu
   assert.equal(status, STATUS.internal_error);
   assert.match(error, /retained\(0, 0\) returned 2 positions \(capacity 1\)/);
   assert.deepEqual(read(run.frames[4]), [STATUS.ok, "", [0, 1]]);
+});
+
+// The table's paged_step layout drives the reader: a field the table adds (or a type without a
+// reader) fails here until paged.js and messages.js know it.
+const WRITE = { i64: (w, x) => w.i64(x), i32: (w, x) => w.i32(x), u8_array: (w, x) => w.bytes(x),
+  i32_array: (w, x) => w.array(x, Int32Array), i64_array: (w, x) => w.array(x, BigInt64Array) };
+const STEP = { page_bytes: 4, pool: new Uint8Array(8), table_width: 1, tables: Int32Array.of(1, 0),
+  lengths: BigInt64Array.of(0n, 0n), counts: Int32Array.of(1, 0), want_lse: 1, q: new Float32Array(1),
+  k: new Float32Array(1), v: new Float32Array(1), extra: 7 };
+const stepPayload = (layout) => {
+  const w = new Writer();
+  for (const [type, name] of layout) WRITE[type](w, STEP[name]);
+  return w.finish();
+};
+
+test("the paged step is read by the table's paged_step layout, each of its fields known to paged.js", () => {
+  assert.deepEqual(Object.keys(FIELDS), LAYOUTS.paged_step.map((row) => row[1]));
+  const fields = decodePagedStep(new Reader(stepPayload(LAYOUTS.paged_step)));
+  const step = new PagedStep(fields, { ...c1, k_scales: null, v_scales: null }, 4, { q: "f32", k: "f32", v: "f32" });
+  assert.deepEqual([step.pageBytes, Array.from(step.tables), step.lengths, Array.from(step.counts), step.wantLse],
+    [4, [1, 0], [0, 0], [1, 0], true]);
+  assert.deepEqual(step.slot(0, 0), [1, 0]);
+  const layout = LAYOUTS.paged_step, length = layout.length;
+  try {
+    layout.push(["i32", "extra", [2, 10]]);
+    const more = decodePagedStep(new Reader(stepPayload(layout)));
+    assert.equal(more.extra, 7);
+    assert.throws(() => new PagedStep(more, { ...c1, k_scales: null, v_scales: null }, 4, { q: "f32", k: "f32", v: "f32" }),
+      /paged step: the table's field extra is not read by paged.js/);
+    layout[layout.length - 1] = ["f16_array", "extra", [2, 10]];
+    assert.throws(() => decodePagedStep(new Reader(stepPayload(layout.slice(0, -1)))), /paged step: field extra of type f16_array has no reader here/);
+  } finally {
+    layout.splice(length);
+  }
 });

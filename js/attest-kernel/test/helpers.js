@@ -7,7 +7,8 @@ import { Writer, splitFrames } from "../wire.js";
 
 const SERVE = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "serve.js");
 
-/** A FORWARD payload (f32 storage) from shape, q/k/v and optional mask terms and modifiers. */
+/** A FORWARD payload from shape, q/k/v (numbers, stored f32; or a Uint8Array: bytes already in their
+ * storage format) and optional mask terms and modifiers. */
 export function forwardPayload(f) {
   const w = new Writer();
   for (const x of [f.batch, f.heads, f.kv_heads, f.q_len, f.k_len, f.head_dim, f.value_dim]) w.i32(x);
@@ -16,7 +17,7 @@ export function forwardPayload(f) {
   for (const name of ["kv_valid", "q_valid", "q_segment", "k_segment"]) w.array(f[name] ?? null, Int32Array);
   w.array(f.explicit_mask ?? null, Uint8Array).f64(f.softcap ?? 0).array(f.alibi_slopes ?? null, Float32Array);
   w.array(f.bias ?? null, Float32Array).i32(1).i32(1).array(f.sinks ?? null, Float32Array);
-  for (const name of ["q", "k", "v"]) w.bytes(Float32Array.from(f[name]));
+  for (const name of ["q", "k", "v"]) w.bytes(f[name] instanceof Uint8Array ? f[name] : Float32Array.from(f[name]));
   return w.finish();
 }
 

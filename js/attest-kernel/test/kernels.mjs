@@ -23,3 +23,6 @@ export const pagedOneOutput = declare({ name: "js-paged-one-output", decode: () 
 // An explicit cache whose sessions always name positions 0 and 1 (too many for a first query).
 export const explicitCache = declare({ name: "js-explicit-cache", cache_policy: "explicit",
   decode: () => ({ step: (q, k, v, wantLse, n) => ({ o: new Float32Array(n) }), retained: () => [0, 1] }) }, () => null);
+// A q8_head decoder answering each step with the V values it read (H = Hkv): the test checks them.
+export const echoQ8Head = declare({ name: "js-echo-q8-head", precision: { k: "q8_head", v: "q8_head" },
+  decode: () => ({ step: (q, k, v) => ({ o: v.float32(), path: `${k.format} ${k.codes.length}` }) }) }, () => null);

@@ -86,6 +86,8 @@ struct Capabilities {
   bool merge = false;
   // Kernel::forward_packed is implemented: the packed varlen layout (packed.h), besides forward.
   bool packed = false;
+  // With packed, at the C boundary (ABI 2.10): the kernel reads int64 cu_seqlens, not int32.
+  bool packed_int64 = false;
   // With decode: tokens per page of a block-table cache that attest owns (Kernel::decode_paged);
   // 0: the kernel keeps its cache in its sessions only.
   int page_tokens = 0;

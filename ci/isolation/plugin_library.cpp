@@ -179,8 +179,10 @@ void InProcessPlugin::forward_packed(const PackedCall& call, std::span<float> o,
   std::fill(lse.begin(), lse.end(), std::numeric_limits<float>::quiet_NaN());
   attest_packed_outputs out{};
   out.o = o.data(), out.lse = lse.empty() ? nullptr : lse.data();
+  last_packed_path_.clear();  // a call that fails reported nothing
   const attest_status status = served_.forward_packed(problem, out);
   if (status != ATTEST_OK) status_failure("forward_packed", status, served_);
+  last_packed_path_ = reported_path(out.path);
 }
 
 class InProcessDecode final : public DecodeSession {

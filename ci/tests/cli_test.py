@@ -582,6 +582,7 @@ def case_packed_c_plugin():
     require(verdict_line(out, "packed-c-int64"), "CERTIFIED packed-c-int64")
     out = certify("--kernel", plugin("broken_int64_as_int32"), *packed_checks, expect=1)
     require(verdict_line(out, "packed-c-int64-as-int32"), "NOT CERTIFIED packed-c-int64-as-int32: failed: packed_")
+    require(out, "[path: packed (varlen)]")  # the kernel's own name for its packed path
 
 
 def numpy_variant(name, old, new):

@@ -36,6 +36,7 @@ class ForkedObject final : public Kernel {
   void decode_paged(const DecodeConfig& config, const PagedStep& step) const override;
   std::string last_path() const override { return served_->last_path(); }
   std::string last_backward_path() const override { return served_->last_backward_path(); }
+  std::string last_packed_path() const override { return served_->last_packed_path(); }
   void set_cutoff(std::optional<std::chrono::steady_clock::time_point> cutoff) const override {
     served_->set_cutoff(cutoff);
   }

@@ -21,6 +21,7 @@ class FrozenDeclaration final : public Kernel {
   void decode_paged(const DecodeConfig& config, const PagedStep& step) const override;
   std::string last_path() const override { return kernel_.last_path(); }
   std::string last_backward_path() const override { return kernel_.last_backward_path(); }
+  std::string last_packed_path() const override { return kernel_.last_packed_path(); }
   void set_cutoff(std::optional<std::chrono::steady_clock::time_point> cutoff) const override {
     kernel_.set_cutoff(cutoff);
   }

@@ -83,6 +83,7 @@ int run_certify_flags(CLI::App* cert, CertifyFlags& f) {
     const ShardChoice choice = shard_from_flag("--shard", f.shard, 1000, process_environment());
     if (!choice.source.empty()) std::cerr << shard_origin("certify", choice);
     request.shard = ShardId{choice.index, choice.count};
+    request.shard_source = choice.source;
   }
   return run_certify(std::move(request));
 }

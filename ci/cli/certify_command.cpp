@@ -166,9 +166,10 @@ int run_certify(CertifyRequest request) {
   if (request.shard) {
     prefix = fmt::format("shard {}/{}: ", request.shard->index, request.shard->count);
     std::cout << fmt::format(
-        "{}{} of the run's checks (positions p with p % {} == {} in the unsharded order); "
+        "{}{} of the run's checks (positions p with p % {} == {} in the unsharded order{}); "
         "`attest merge` joins the shards' certificates{}\n",
         prefix, checks_run, request.shard->count, request.shard->index - 1,
+        request.shard_source.empty() ? "" : "; the shard from " + request.shard_source,
         request.required.empty() ? "" : " and judges --require");
   }
   return print_verdict(info, baseline, request.baseline_path, request.baseline_factor, prefix) ? 0 : 1;

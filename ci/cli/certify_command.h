@@ -22,6 +22,7 @@ struct CertifyRequest {
   double deadline_seconds = 3600;
   FeatureSet required;              // --require
   std::optional<ShardId> shard;     // --shard K/N: this run's share of the checks
+  std::string shard_source;         // --shard auto: the variables it came from, named in the scope line
   bool verbose = false;             // --verbose: the full report and progress (ReportDetail::kFull)
   bool list_checks = false;         // --list-checks: print every check, run nothing
   bool catalogue_markdown = false;  // with --list-checks, --markdown: the catalogue as docs/properties.md's table

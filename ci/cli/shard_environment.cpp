@@ -104,6 +104,19 @@ std::optional<ShardChoice> slurm_shard(const EngineReader& env) {
   return env.shard((id - min) / step + 1, count, "Slurm SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT");
 }
 
+// A zero-based index and a count, as CircleCI (`parallelism: N`) and Buildkite (`parallelism: N`)
+// give them. CircleCI sets CIRCLE_NODE_INDEX=0 and CIRCLE_NODE_TOTAL=1 in every job that is not
+// parallel, so a count of 1 names no shard there, as GitLab's CI_NODE_TOTAL alone does not.
+std::optional<ShardChoice> zero_based_shard(const EngineReader& env, const std::string& engine,
+                                            const std::string& index_name, const std::string& count_name) {
+  if (!env.get(index_name)) return std::nullopt;
+  const std::string what = engine + " " + index_name;
+  const long long index = env.number(what, index_name);
+  const long long count = env.number(what, count_name);
+  if (count == 1 && index == 0) return std::nullopt;
+  return env.shard(index + 1, count, fmt::format("{} {}/{}", engine, index_name, count_name));
+}
+
 }  // namespace
 
 EnvironmentLookup process_environment() {
@@ -129,12 +142,15 @@ ShardChoice shard_from_flag(const std::string& flag, const std::string& text, in
   }
   std::vector<ShardChoice> found;
   for (const std::optional<ShardChoice>& s :
-       {attest_shard(env), gitlab_shard(env), kubernetes_shard(env, declared_count), slurm_shard(env)})
+       {attest_shard(env), gitlab_shard(env), kubernetes_shard(env, declared_count), slurm_shard(env),
+        zero_based_shard(env, "CircleCI", "CIRCLE_NODE_INDEX", "CIRCLE_NODE_TOTAL"),
+        zero_based_shard(env, "Buildkite", "BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT")})
     if (s) found.push_back(*s);
   if (found.empty())
     env.fail(
-        "no shard in the environment (ATTEST_SHARD, CI_NODE_INDEX/CI_NODE_TOTAL, JOB_COMPLETION_INDEX or "
-        "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT)");
+        "no shard in the environment (ATTEST_SHARD, CI_NODE_INDEX/CI_NODE_TOTAL, JOB_COMPLETION_INDEX, "
+        "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT, CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL or "
+        "BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT)");
   for (const ShardChoice& s : found) {
     if (s.index != found[0].index || s.count != found[0].count)
       env.fail(fmt::format("ambiguous: {} gives shard {}/{}, {} gives {}/{}", found[0].source, found[0].index,

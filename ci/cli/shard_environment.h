@@ -1,6 +1,6 @@
 // `--shard auto`: the shard a fleet engine gives this job in its environment, so that one
 // command line serves every job of a GitHub Actions matrix, a GitLab `parallel:` job, a
-// Kubernetes Indexed Job or a Slurm job array (docs/fleet.md).
+// Kubernetes Indexed Job, a Slurm job array, a CircleCI or a Buildkite parallel job (docs/fleet.md).
 #pragma once
 
 #include <functional>

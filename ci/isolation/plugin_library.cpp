@@ -7,7 +7,9 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <span>
+#include <vector>
 
 #include "attest/abi_adapter.h"
 #include "attest/safe_text.h"
@@ -144,22 +146,43 @@ void InProcessPlugin::merge(const MergeInputs& in, std::span<float> o, std::span
   if (status != ATTEST_OK) status_failure("merge", status, served_);
 }
 
+namespace {
+
+// Offsets in the width T the kernel reads, flush against a trailing guard page: a kernel reading
+// entry batch + 1 faults.
+template <typename T>
+std::unique_ptr<guarded::Buffer> guarded_offsets(const char* name, const std::vector<std::int32_t>& offsets) {
+  const std::vector<T> values(offsets.begin(), offsets.end());
+  auto b = std::make_unique<guarded::Buffer>(name, values.size() * sizeof(T), guarded::Placement::kEnd);
+  std::memcpy(b->data(), values.data(), values.size() * sizeof(T));
+  b->seal();
+  return b;
+}
+
+}  // namespace
+
 void InProcessPlugin::forward_packed(const PackedCall& call, std::span<float> o, std::span<float> lse) const {
-  // Each cu_seqlens array ends flush against a guard page: a kernel reading entry batch + 1 faults.
-  const std::size_t offsets = call.cu_seqlens_q.size() * sizeof(std::int32_t);
-  guarded::Buffer cu_q("cu_seqlens_q", offsets, guarded::Placement::kEnd);
-  guarded::Buffer cu_k("cu_seqlens_k", offsets, guarded::Placement::kEnd);
-  std::memcpy(cu_q.data(), call.cu_seqlens_q.data(), offsets);
-  std::memcpy(cu_k.data(), call.cu_seqlens_k.data(), offsets);
-  cu_q.seal(), cu_k.seal();
-  const attest_packed_problem problem = packed_problem_view(call, static_cast<const std::int32_t*>(cu_q.data()),
-                                                            static_cast<const std::int32_t*>(cu_k.data()));
+  attest_packed_problem problem = packed_problem_view(call, nullptr, nullptr);
+  std::unique_ptr<guarded::Buffer> cu_q, cu_k;
+  if (caps_.packed_int64) {  // ABI 2.10: int64 offsets, the int32 pointers NULL
+    cu_q = guarded_offsets<std::int64_t>("cu_seqlens_q64", call.cu_seqlens_q);
+    cu_k = guarded_offsets<std::int64_t>("cu_seqlens_k64", call.cu_seqlens_k);
+    problem.cu_seqlens_q64 = static_cast<const std::int64_t*>(cu_q->data());
+    problem.cu_seqlens_k64 = static_cast<const std::int64_t*>(cu_k->data());
+  } else {
+    cu_q = guarded_offsets<std::int32_t>("cu_seqlens_q", call.cu_seqlens_q);
+    cu_k = guarded_offsets<std::int32_t>("cu_seqlens_k", call.cu_seqlens_k);
+    problem.cu_seqlens_q = static_cast<const std::int32_t*>(cu_q->data());
+    problem.cu_seqlens_k = static_cast<const std::int32_t*>(cu_k->data());
+  }
   std::fill(o.begin(), o.end(), std::numeric_limits<float>::quiet_NaN());  // a value never written shows
   std::fill(lse.begin(), lse.end(), std::numeric_limits<float>::quiet_NaN());
   attest_packed_outputs out{};
   out.o = o.data(), out.lse = lse.empty() ? nullptr : lse.data();
+  last_packed_path_.clear();  // a call that fails reported nothing
   const attest_status status = served_.forward_packed(problem, out);
   if (status != ATTEST_OK) status_failure("forward_packed", status, served_);
+  last_packed_path_ = reported_path(out.path);
 }
 
 class InProcessDecode final : public DecodeSession {

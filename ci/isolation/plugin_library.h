@@ -38,6 +38,7 @@ class InProcessPlugin final : public Kernel {
   void decode_paged(const DecodeConfig& config, const PagedStep& step) const override;
   std::string last_path() const override { return last_path_; }
   std::string last_backward_path() const override { return last_backward_path_; }
+  std::string last_packed_path() const override { return last_packed_path_; }
 
   // A forward call with the problem already in the ABI's form and the outputs allocated, so
   // that calling it costs the kernel's C function alone (what `attest bench` times).
@@ -62,6 +63,7 @@ class InProcessPlugin final : public Kernel {
   Capabilities caps_;
   mutable std::string last_path_ = "default";
   mutable std::string last_backward_path_;  // "": the last backward reported none
+  mutable std::string last_packed_path_;    // "": the last packed call reported none
   mutable PageSizeRecord page_sizes_;
 };
 

@@ -348,11 +348,13 @@ void ProcessKernel::forward_packed(const PackedCall& call, std::span<float> o, s
   protocol::write_packed(w, wire);
   Problem work = call.terms;  // every sequence as long as the longest: an upper estimate
   work.shape.q_len = std::max(1, call.max_seqlen_q), work.shape.k_len = std::max(1, call.max_seqlen_k);
+  last_packed_path_.clear();  // a call that fails reported nothing
   const protocol::PackedResult result =
       computed(Type::kForwardPacked, w.bytes(), Type::kForwardPackedResult, reply_bound(3, o.size() + lse.size()),
                forward_work(work), protocol::read_packed_result, "packed forward", "forward_packed");
   if (result.o.size() != o.size() || result.lse.size() != lse.size())
     fail(KernelFailure::Kind::kProtocol, "malformed packed forward result: output sizes do not match the call");
+  last_packed_path_ = safe_text(result.path, kMaxKernelName);
   std::copy(result.o.begin(), result.o.end(), o.begin());
   std::copy(result.lse.begin(), result.lse.end(), lse.begin());
 }

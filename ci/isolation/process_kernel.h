@@ -47,6 +47,7 @@ class ProcessKernel final : public Kernel {
   void decode_paged(const DecodeConfig& config, const PagedStep& step) const override;
   std::string last_path() const override { return last_path_; }
   std::string last_backward_path() const override { return last_backward_path_; }
+  std::string last_packed_path() const override { return last_packed_path_; }
   // A decode session's step reports its path here: a failing decode check names it.
   void record_path(const std::string& path) const { last_path_ = path.empty() ? "default" : path; }
   void set_cutoff(std::optional<std::chrono::steady_clock::time_point> cutoff) const override { cutoff_ = cutoff; }
@@ -90,6 +91,7 @@ class ProcessKernel final : public Kernel {
   mutable std::uint64_t generation_ = 0;
   mutable std::string last_path_ = "default";        // of the last forward or decode step
   mutable std::string last_backward_path_;           // of the last backward ("": none reported)
+  mutable std::string last_packed_path_;             // of the last packed call ("": none reported)
   friend class ProcessDecodeSession;                 // sets it
   mutable CostModel costs_{kMeasurableCallSeconds};  // what this kernel's answered calls took
   mutable std::optional<std::chrono::steady_clock::time_point> cutoff_;

@@ -574,6 +574,15 @@ def case_packed_c_plugin():
                   "--no-shrink", "--check", "packed_equals_padded,sequences_do_not_interact", expect=1)
     require(verdict_line(out, "packed-c-past-end"), "NOT CERTIFIED packed-c-past-end: failed: packed_equals_padded")
     require(out, "read outside cu_seqlens_q at byte offset")
+    # ABI 2.10: the same kernel declaring and reading int64 offsets is CERTIFIED by the packed checks;
+    # one declaring int64 but reading them as int32 (half of each offset) is not.
+    packed_checks = ("--budget", "quick", "--no-size-stages", "--no-shrink", "--check",
+                     "packed_equals_padded,sequences_do_not_interact")
+    out = certify("--kernel", plugin("packed_attention_int64"), *packed_checks, expect=0)
+    require(verdict_line(out, "packed-c-int64"), "CERTIFIED packed-c-int64")
+    out = certify("--kernel", plugin("broken_int64_as_int32"), *packed_checks, expect=1)
+    require(verdict_line(out, "packed-c-int64-as-int32"), "NOT CERTIFIED packed-c-int64-as-int32: failed: packed_")
+    require(out, "[path: packed (varlen)]")  # the kernel's own name for its packed path
 
 
 def numpy_variant(name, old, new):

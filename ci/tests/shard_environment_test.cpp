@@ -111,6 +111,34 @@ TEST(ShardEnvironment, SlurmIdsThatAreNoRangeAreRefused) {
       std::string::npos);
 }
 
+TEST(ShardEnvironment, CircleCINodeIndexIsZeroBased) {
+  expect_shard(choose("auto", {{"CIRCLE_NODE_INDEX", "0"}, {"CIRCLE_NODE_TOTAL", "4"}}), 1, 4, "CircleCI");
+  expect_shard(choose("auto", {{"CIRCLE_NODE_INDEX", "3"}, {"CIRCLE_NODE_TOTAL", "4"}}), 4, 4, "CircleCI");
+  EXPECT_NE(refusal("auto", {{"CIRCLE_NODE_INDEX", "4"}, {"CIRCLE_NODE_TOTAL", "4"}}).find("shard 5 of 4"),
+            std::string::npos);
+  EXPECT_NE(refusal("auto", {{"CIRCLE_NODE_INDEX", "1"}}).find("CIRCLE_NODE_TOTAL is not"), std::string::npos);
+  EXPECT_NE(refusal("auto", {{"CIRCLE_NODE_INDEX", "1"}, {"CIRCLE_NODE_TOTAL", "4 "}}).find("not a whole number"),
+            std::string::npos);
+}
+
+TEST(ShardEnvironment, CircleCIJobThatIsNotParallelIsNoShard) {  // CircleCI sets 0 of 1 in every job
+  expect_shard(choose("auto", {{"CIRCLE_NODE_INDEX", "0"}, {"CIRCLE_NODE_TOTAL", "1"}, {"ATTEST_SHARD", "2/3"}}), 2, 3,
+               "ATTEST_SHARD");
+  EXPECT_NE(refusal("auto", {{"CIRCLE_NODE_INDEX", "0"}, {"CIRCLE_NODE_TOTAL", "1"}}).find("no shard"),
+            std::string::npos);
+}
+
+TEST(ShardEnvironment, BuildkiteParallelJobIsZeroBased) {
+  const Variables second = {{"BUILDKITE_PARALLEL_JOB", "1"}, {"BUILDKITE_PARALLEL_JOB_COUNT", "3"}};
+  expect_shard(choose("auto", second), 2, 3, "Buildkite");
+  expect_shard(choose("auto/3", second), 2, 3, "Buildkite");
+  EXPECT_NE(refusal("auto/4", second).find("declares 4"), std::string::npos);
+  EXPECT_NE(refusal("auto", {{"BUILDKITE_PARALLEL_JOB", "0"}}).find("BUILDKITE_PARALLEL_JOB_COUNT is not"),
+            std::string::npos);
+  EXPECT_NE(refusal("auto", {{"BUILDKITE_PARALLEL_JOB", "0"}, {"BUILDKITE_PARALLEL_JOB_COUNT", "0"}}).find("[1, 1000]"),
+            std::string::npos);
+}
+
 TEST(ShardEnvironment, EnginesThatAgreeAreOneShard) {
   expect_shard(choose("auto", {{"ATTEST_SHARD", "2/3"}, {"CI_NODE_INDEX", "2"}, {"CI_NODE_TOTAL", "3"}}), 2, 3,
                "ATTEST_SHARD");
@@ -121,6 +149,12 @@ TEST(ShardEnvironment, EnginesThatDisagreeAreAmbiguous) {
   EXPECT_NE(why.find("ambiguous"), std::string::npos) << why;
   EXPECT_NE(why.find("ATTEST_SHARD gives shard 1/3"), std::string::npos) << why;
   EXPECT_NE(why.find("GitLab"), std::string::npos) << why;
+  const std::string two = refusal("auto", {{"CIRCLE_NODE_INDEX", "0"},
+                                           {"CIRCLE_NODE_TOTAL", "2"},
+                                           {"BUILDKITE_PARALLEL_JOB", "1"},
+                                           {"BUILDKITE_PARALLEL_JOB_COUNT", "2"}});
+  EXPECT_NE(two.find("CircleCI CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL gives shard 1/2, Buildkite"), std::string::npos)
+      << two;
   // A declared count the environment contradicts.
   EXPECT_NE(refusal("auto/4", {{"ATTEST_SHARD", "1/3"}}).find("declares 4"), std::string::npos);
 }

@@ -24,9 +24,16 @@ SEED = ["--budget", "quick", "--seed", "7", "--long-seconds", "0", "--max-len", 
 CHEAP = ["--budget", "2", "--seed", "7", "--no-size-stages"]
 
 
-def run(*args, expect):
+# Every fleet engine's shard variables: none leaks in from the CI that runs this test.
+ENGINE_VARIABLES = ("ATTEST_SHARD", "CI_NODE_INDEX", "CI_NODE_TOTAL", "JOB_COMPLETION_INDEX", "SLURM_ARRAY_TASK_ID",
+                    "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_STEP",
+                    "CIRCLE_NODE_INDEX", "CIRCLE_NODE_TOTAL", "BUILDKITE_PARALLEL_JOB", "BUILDKITE_PARALLEL_JOB_COUNT")
+CLEAN = {k: v for k, v in os.environ.items() if k not in ENGINE_VARIABLES}
+
+
+def run(*args, expect, variables=None):
     cmd = [ATTEST] + list(args)
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=dict(CLEAN, **(variables or {})))
     if done.returncode < 0:
         sys.exit("attest died with signal %d: %s\n%s%s" % (-done.returncode, " ".join(cmd), done.stdout, done.stderr))
     if done.returncode != expect:
@@ -38,8 +45,8 @@ def path(name):
     return os.path.join(WORK, name)
 
 
-def certify(*args, out="out", expect=0):
-    return run("certify", *args, "--out", path(out), expect=expect)
+def certify(*args, out="out", expect=0, variables=None):
+    return run("certify", *args, "--out", path(out), expect=expect, variables=variables)
 
 
 def merge(*args, expect=0):
@@ -77,16 +84,34 @@ def validate(*names):
         jsonschema.validate(load(name), schema)
 
 
-def shards_of(n, kernels=KERNELS, prefix="shard", out="out", expect=None, flags=SEED):
-    """Runs the N shards; returns their certificate names. Each shard's verdict speaks for its share."""
+def fleet_engine(k, n):
+    """Shard K of N as --shard auto reads it from a fleet engine's variables, a different engine
+    for each K: (variables, the source the scope line must name)."""
+    engines = [({"CIRCLE_NODE_INDEX": k - 1, "CIRCLE_NODE_TOTAL": n}, "CircleCI CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL"),
+               ({"BUILDKITE_PARALLEL_JOB": k - 1, "BUILDKITE_PARALLEL_JOB_COUNT": n},
+                "Buildkite BUILDKITE_PARALLEL_JOB/BUILDKITE_PARALLEL_JOB_COUNT"),
+               ({"SLURM_ARRAY_TASK_ID": 10 + 2 * (k - 1), "SLURM_ARRAY_TASK_COUNT": n, "SLURM_ARRAY_TASK_MIN": 10,
+                 "SLURM_ARRAY_TASK_MAX": 10 + 2 * (n - 1), "SLURM_ARRAY_TASK_STEP": 2},
+                "Slurm SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT"),
+               ({"CI_NODE_INDEX": k, "CI_NODE_TOTAL": n}, "GitLab CI_NODE_INDEX/CI_NODE_TOTAL")]
+    variables, source = engines[(k - 1) % len(engines)]
+    return {name: str(value) for name, value in variables.items()}, source
+
+
+def shards_of(n, kernels=KERNELS, prefix="shard", out="out", expect=None, flags=SEED, from_environment=False):
+    """Runs the N shards, given as K/N or (from_environment) as --shard auto with a fleet engine's
+    variables; returns their certificate names. Each shard's verdict speaks for its share."""
     names = []
     for k in range(1, n + 1):
         name = "%s-%d-of-%d.json" % (prefix, k, n)
-        done = certify(*kernels, *flags, "--shard", "%d/%d" % (k, n), "--json", path(name), out=out,
-                       expect=0 if expect is None else expect[k - 1])
+        variables, source = fleet_engine(k, n) if from_environment else ({}, None)
+        done = certify(*kernels, *flags, "--shard", "auto" if from_environment else "%d/%d" % (k, n), "--json",
+                       path(name), out=out, expect=0 if expect is None else expect[k - 1], variables=variables)
         lines = done.stdout.strip().splitlines()
         if not lines or not lines[-1].startswith("shard %d/%d: " % (k, n)):
             sys.exit("the shard's last line does not say it speaks for shard %d/%d:\n%s" % (k, n, done.stdout))
+        if source and "; the shard from %s)" % source not in done.stdout:
+            sys.exit("the scope line does not name %s as the shard's source:\n%s" % (source, done.stdout))
         document = load(name)
         if document.get("shard") != {"index": k, "count": n}:
             sys.exit("%s records shard %r" % (name, document.get("shard")))
@@ -99,8 +124,8 @@ def case_split_equals_full():
     if "shard" in load("full.json"):
         sys.exit("the unsharded certificate has a shard field")
     total = sum(len(k["checks"]) for k in load("full.json")["kernels"])
-    for n in (2, 3):
-        names = shards_of(n)
+    for n in (2, 3):  # 3 shards from CircleCI's, Buildkite's and Slurm's variables
+        names = shards_of(n, from_environment=n == 3)
         held = sum(len(k["checks"]) for name in names for k in load(name)["kernels"])
         if held != total:
             sys.exit("%d shards hold %d checks, the unsharded run %d" % (n, held, total))
@@ -234,6 +259,12 @@ def case_shard_flags():
         done = certify("--kernel", "loop", "--budget", "0", "--shard", bad, expect=2)
         if "--shard" not in done.stderr or done.stderr.count("\n") != 1:
             sys.exit("--shard %r: not a one-line error naming the flag:\n%s" % (bad, done.stderr))
+    # --shard auto: no shard, or engines that disagree, in the environment.
+    for variables in ({}, {"CIRCLE_NODE_INDEX": "0", "CIRCLE_NODE_TOTAL": "2", "BUILDKITE_PARALLEL_JOB": "1",
+                           "BUILDKITE_PARALLEL_JOB_COUNT": "2"}, {"SLURM_ARRAY_TASK_ID": "1"}):
+        done = certify("--kernel", "loop", "--budget", "0", "--shard", "auto", expect=2, variables=variables)
+        if "--shard auto" not in done.stderr or done.stderr.count("\n") != 1:
+            sys.exit("--shard auto with %r: not a one-line error naming the flag:\n%s" % (variables, done.stderr))
     done = certify("--kernel", "loop", "--budget", "0", "--shard", "1/2", "--baseline", path("x.json"), expect=2)
     if "--baseline" not in done.stderr:
         sys.exit("--shard with --baseline was not refused:\n" + done.stderr)

@@ -2,7 +2,7 @@
 // throws DeclarationError naming the field, before anything is served.
 import { CAPABILITIES, FORMATS } from "./interface.js";
 
-export const FEATURES = Object.keys(CAPABILITIES).filter((name) => !["decode", "backward", "merge", "packed"].includes(name));
+export const FEATURES = Object.keys(CAPABILITIES).filter((name) => !["decode", "backward", "merge", "packed", "packed_int64"].includes(name));
 export const PRECISIONS = ["f32", "bf16", "f16"]; // number formats; K and V may also be stored quantized
 export const KV_FORMATS = Object.keys(FORMATS); // K and V storage: also the 2.4 quantized formats (quantized.js)
 export const PRECISION_FIELDS = ["q", "k", "v", "o", "scores", "p", "accumulator", "bias", "q_entry", "k_entry", "v_entry"];
@@ -53,6 +53,7 @@ export function features(where, names, byFunction = false) {
   if (!Array.isArray(names)) fail(where, `${show(names)} is not a list of feature names`);
   for (const name of names) {
     if (byFunction && ["decode", "backward", "merge", "packed"].includes(name)) fail(where, `${show(name)} is not declared by name: give ${name}: function`);
+    if (byFunction && name === "packed_int64") fail(where, `${show(name)} is not declared by name: give packed_int64: true`);
     if (!FEATURES.includes(name)) fail(where, `unknown feature ${show(name)} (known: ${FEATURES.join(", ")})`);
   }
   return [...new Set(names)];

@@ -42,7 +42,8 @@ export function contract(fields = {}) {
 }
 
 const DECLARATION_FIELDS = ["name", "features", "empty_rows", "precision", "contract", "paths", "decode", "backward", "merge",
-  "cache_policy", "cache_sinks", "cache_recent", "page_tokens", "page_bytes", "decode_paged", "packed"];
+  "cache_policy", "cache_sinks", "cache_recent", "page_tokens", "page_bytes", "decode_paged", "packed",
+  "packed_int64"];
 
 /** ABI 2.4's serving cache: which positions a decoder's sessions keep (cache_policy: "full", "window"
  * and "sinks_recent" with cache_recent and cache_sinks, or "explicit": each session's retained(b, t)
@@ -126,6 +127,10 @@ export function declaration(fields) {
   if (d.packed && ["q", "k", "v", "o"].some((f) => d.precision[f] !== "f32")) {
     fail("packed", "a packed call is float32: Q, K, V and O stored in f32");
   }
+  // ABI 2.10: the packed function's cu_seqlens as BigInt64Array, not Int32Array.
+  d.packed_int64 = fields.packed_int64 ?? false;
+  if (typeof d.packed_int64 !== "boolean") fail("packed_int64", `${show(d.packed_int64)} is not true or false`);
+  if (d.packed_int64 && !d.packed) fail("packed_int64", "int64 offsets belong to the packed layout: give packed: function");
   if (d.contract.deterministic_backward && !d.backward) fail("contract.deterministic_backward", "needs backward: function");
   if (d.contract.decode_only && !d.decode) fail("contract.decode_only", "a decode-only kernel needs decode: function");
   if (d.contract.causal_required && !d.features.includes("causal")) fail("contract.causal_required", "needs the feature \"causal\"");
@@ -135,7 +140,8 @@ export function declaration(fields) {
   d.declared_paths = d.paths.filter((p) => p instanceof Path);
   d.capabilities = d.features.reduce((bits, f) => bits | (1 << CAPABILITIES[f][0]), 0)
     | (d.decode ? 1 << CAPABILITIES.decode[0] : 0) | (d.backward ? 1 << CAPABILITIES.backward[0] : 0)
-    | (d.merge ? 1 << CAPABILITIES.merge[0] : 0) | (d.packed ? 1 << CAPABILITIES.packed[0] : 0);
+    | (d.merge ? 1 << CAPABILITIES.merge[0] : 0) | (d.packed ? 1 << CAPABILITIES.packed[0] : 0)
+    | (d.packed_int64 ? 1 << CAPABILITIES.packed_int64[0] : 0);
   d.capabilities >>>= 0;
   d.has = (feature) => d.features.includes(feature);
   checkCache(d, fields);

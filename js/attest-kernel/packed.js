@@ -2,6 +2,7 @@
 // it: no padding; sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of
 // q [total_q][H][Dk], its keys rows cu_seqlens_k[b] .. cu_seqlens_k[b + 1] of k [total_k][Hkv][Dk]
 // and v [total_k][Hkv][Dv] (float32). The kernel returns o [total_q][H][Dv] and lse [H][total_q].
+// cu_seqlens are Int32Array, or BigInt64Array for a kernel declaring packed_int64 (ABI 2.10).
 import { INTEGER_MASK_TERMS } from "./messages.js";
 import { ProtocolError } from "./wire.js";
 
@@ -24,15 +25,20 @@ export class PackedProblem {
     }
   }
 
-  get total_q() { return this.cu_seqlens_q[this.batch]; }
-  get total_k() { return this.cu_seqlens_k[this.batch]; }
+  /** The offsets as the declaration reads them: BigInt64Array with packed_int64 (ABI 2.10). */
+  widenOffsets() {
+    for (const name of ["cu_seqlens_q", "cu_seqlens_k"]) this[name] = BigInt64Array.from(this[name], (x) => BigInt(x));
+  }
+
+  get total_q() { return Number(this.cu_seqlens_q[this.batch]); }
+  get total_k() { return Number(this.cu_seqlens_k[this.batch]); }
   get oLength() { return this.total_q * this.heads * this.value_dim; }
   get lseLength() { return this.heads * this.total_q; }
 
   /** Sequence b: {q0, q_len, k0, k_len}: its first query and key rows and their counts. */
   sequence(b) {
-    const [cq, ck] = [this.cu_seqlens_q, this.cu_seqlens_k];
-    return { q0: cq[b], q_len: cq[b + 1] - cq[b], k0: ck[b], k_len: ck[b + 1] - ck[b] };
+    const [cq, ck] = [this.cu_seqlens_q, this.cu_seqlens_k].map((cu) => Array.from(cu.subarray(b, b + 2), Number));
+    return { q0: cq[0], q_len: cq[1] - cq[0], k0: ck[0], k_len: ck[1] - ck[0] };
   }
 
   /** Whether key j of a sequence is visible to its query i (query i at q_offset + i, key j at j). */

@@ -204,6 +204,7 @@ export class Server {
   async forwardPacked(r) {
     if (!this.declaration.packed) throw new ProtocolError("FORWARD_PACKED sent to a kernel declared without packed");
     const problem = new PackedProblem(messages.decodePackedProblem(r));
+    if (this.declaration.packed_int64) problem.widenOffsets();
     const call = await this.call(() => this.declaration.packed(problem), "the packed kernel");
     let reply = { status: call.status, error: call.error };
     if (call.status === STATUS.ok) {

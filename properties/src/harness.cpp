@@ -92,6 +92,11 @@ std::string backward_call_path(const Kernel& kernel) {
   return reported.empty() ? "unknown (a backward call; the kernel reports no path for it)" : reported;
 }
 
+std::string packed_call_path(const Kernel& kernel) {
+  const std::string reported = kernel.last_packed_path();
+  return reported.empty() || reported == kPackedPath ? kPackedPath : std::string(kPackedPath) + " (" + reported + ")";
+}
+
 std::string last_call_path(const Kernel& kernel) {
   if (last_call_was_backward(kernel)) return backward_call_path(kernel);
   return kernel.last_path();

@@ -192,9 +192,10 @@ Verdict check_safely(const PropertyInfo& property, const Problem& p, const Kerne
   try {
     Verdict v = property.check(p, kernel, oracle);
     // Which internal path served the call; a packed check's calls are packed ones, whatever path a
-    // padded forward before them reported (the path its cases are counted on).
+    // padded forward before them reported (the path its cases are counted on), with the kernel's
+    // own name for its packed path when it gave one ("packed (varlen)").
     if (!v.passed)
-      v.detail += " [path: " + (property.declares.packed ? std::string(kPackedPath) : last_call_path(kernel)) + "]";
+      v.detail += " [path: " + (property.declares.packed ? packed_call_path(kernel) : last_call_path(kernel)) + "]";
     return v;
   } catch (const KernelLoadError&) {
     throw;  // not a verdict: the kernel cannot be certified at all

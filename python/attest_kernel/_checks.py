@@ -5,7 +5,9 @@ import math
 from . import abi
 from .quantized import QUANTIZED
 
-FEATURES = tuple(name for name in abi.CAPABILITIES if name not in ("decode", "backward", "merge", "packed"))
+# Declared by their own fields, not as features: operations beside the forward, and the packed layout.
+NOT_FEATURES = ("decode", "backward", "merge", "packed", "packed_int64")
+FEATURES = tuple(name for name in abi.CAPABILITIES if name not in NOT_FEATURES)
 KV_FORMATS = tuple(abi.FORMATS)  # K and V storage: also the 2.4 quantized formats
 PRECISIONS = tuple(name for name in KV_FORMATS if name not in QUANTIZED)  # "f32", "bf16", "f16"
 I32_MAX = 2**31 - 1

@@ -160,7 +160,8 @@ class Declaration:
     function (o, lse) -> (o, lse) merging partial attention states: o float32 [parts][rows][Dv], lse
     [parts][rows] (a part that saw no key of a row: lse -inf, o NaN) into o [rows][Dv], lse [rows]
     (a row no part saw: o 0, lse -inf). packed: None, or a function taking ABI 2.8's packed
-    varlen layout, PackedProblem -> (o, lse) or o (see attest_kernel.packed; float32 buffers)."""
+    varlen layout, PackedProblem -> (o, lse) or o (see attest_kernel.packed; float32 buffers).
+    packed_int64 (ABI 2.10, with packed): the function gets cu_seqlens as int64 arrays, not int32."""
     name: str
     features: Sequence[str] = ()
     empty_rows: str = "zero"
@@ -177,6 +178,7 @@ class Declaration:
     decode_paged: Optional[Callable] = None
     merge: Optional[Callable] = None
     packed: Optional[Callable] = None
+    packed_int64: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name or len(self.name.encode()) > 63:
@@ -185,7 +187,7 @@ class Declaration:
         if isinstance(features, (str, bytes)) or not isinstance(features, (list, tuple, set, frozenset)):
             _fail("features", "%r is not a list of feature names" % (features,))
         for feature in features:
-            if feature in ("decode", "backward", "merge", "packed"):
+            if feature in ("decode", "backward", "merge", "packed", "packed_int64"):
                 hint = "give Declaration(%s=...) instead" % feature
                 _fail("features", "%r is not declared by name: %s" % (feature, hint))
             if feature not in FEATURES:
@@ -202,6 +204,10 @@ class Declaration:
         for name in ("backward", "page_bytes", "decode_paged", "merge", "packed"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 _fail(name, "%r is not callable" % (getattr(self, name),))
+        if not isinstance(self.packed_int64, bool):
+            _fail("packed_int64", "%r is not True or False" % (self.packed_int64,))
+        if self.packed_int64 and self.packed is None:
+            _fail("packed_int64", "int64 offsets belong to the packed layout: give Declaration(packed=...)")
         if self.backward is not None and self.precision != Precision():
             _fail("backward", "attest sends a backward only to a kernel whose storage and arithmetic are f32")
         if self.contract.deterministic_backward and self.backward is None:
@@ -284,6 +290,8 @@ class Declaration:
             bits |= abi.CAPABILITIES["merge"]
         if self.packed is not None:
             bits |= abi.CAPABILITIES["packed"]
+        if self.packed_int64:
+            bits |= abi.CAPABILITIES["packed_int64"]
         return bits
 
     def has(self, feature):

@@ -16,7 +16,8 @@ class PackedProblem:
     max_seqlen_q, max_seqlen_k (the longest sequence of each), scale, q_offset (query i of every
     sequence sits at q_offset + i, key j at j), causal, rope (bools), window, chunk, lookahead (0 =
     off), rope_base, softcap (0 = none), alibi_slopes [H], sinks [H] or None; cu_seqlens_q and
-    cu_seqlens_k int32 [B + 1] (sequence b: queries cu_seqlens_q[b] .. cu_seqlens_q[b + 1], keys
+    cu_seqlens_k int32 [B + 1], int64 when declared packed_int64 (ABI 2.10)
+    (sequence b: queries cu_seqlens_q[b] .. cu_seqlens_q[b + 1], keys
     likewise); q float32 [total_q][H][Dk], k [total_k][Hkv][Dk], v [total_k][Hkv][Dv]; want_lse.
     The mask terms and modifiers apply within each sequence; no sequence sees another's keys.
     There is no padding, segment, explicit mask or bias. Arrays are read-only. The kernel returns
@@ -83,6 +84,10 @@ def decode_packed(r, declaration):
         if fields[name].size == 0:
             fields[name] = None
     fields["causal"], fields["rope"] = bool(fields["causal"]), bool(fields["rope"])
+    if getattr(declaration, "packed_int64", False):  # ABI 2.10: the offsets in the width declared
+        for name in ("cu_seqlens_q", "cu_seqlens_k"):
+            fields[name] = fields[name].astype(np.int64)
+            fields[name].flags.writeable = False
     return PackedProblem(fields, want_lse, declaration)
 
 

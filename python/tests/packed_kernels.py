@@ -1,6 +1,7 @@
 """Python kernels taking ABI 2.8's packed varlen layout: numpy attention over the packed buffers
 (q [total_q][H][Dk] with cu_seqlens, as FlashAttention's varlen functions), one sequence at a time
-and never unpacked to padding; and the same with the last sequence dropped (a loop over B - 1)."""
+and never unpacked to padding; the same with the last sequence dropped (a loop over B - 1); and one
+declaring int64 offsets (ABI 2.10) that refuses any other width."""
 import numpy as np
 
 from attest_kernel import Declaration, declare
@@ -57,4 +58,17 @@ def packed(p):
 
 @declare(Declaration(name="numpy-packed-drops-last", features=FEATURES, packed=drops_last_sequence))
 def packed_drops_last(p):
+    return forward(p)
+
+
+def int64_offsets(p):
+    if p.cu_seqlens_q.dtype != np.int64 or p.cu_seqlens_k.dtype != np.int64:
+        widths = (p.cu_seqlens_q.dtype, p.cu_seqlens_k.dtype)
+        raise TypeError("cu_seqlens are %s and %s, not the int64 declared" % widths)
+    o, lse, _ = packed_forward(p)
+    return o, lse, "varlen-int64"
+
+
+@declare(Declaration(name="numpy-packed-int64", features=FEATURES, packed=int64_offsets, packed_int64=True))
+def packed_int64(p):
     return forward(p)

@@ -139,3 +139,13 @@ def test_a_packed_function_declares_the_packed_bit():
     varlen = Declaration(name="k", features=["lse"], packed=lambda p: (p.q, None))
     assert varlen.capabilities == abi.CAPABILITIES["lse"] | abi.CAPABILITIES["packed"]
     assert "packed" not in FEATURES
+
+
+def test_int64_offsets_are_declared_with_the_packed_function():
+    wide = Declaration(name="k", packed=lambda p: (p.q, None), packed_int64=True)
+    assert wide.capabilities == abi.CAPABILITIES["packed"] | abi.CAPABILITIES["packed_int64"]
+    assert "packed_int64" not in FEATURES
+    with pytest.raises(ValueError, match="give Declaration\\(packed=...\\)"):
+        Declaration(name="k", packed_int64=True)
+    with pytest.raises(ValueError, match="packed_int64"):
+        Declaration(name="k", features=["packed_int64"])

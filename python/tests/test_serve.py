@@ -197,12 +197,15 @@ def test_the_numpy_example_runs_directly():
     assert served.finish()[0] == 0
 
 
-def test_a_packed_call_equals_the_padded_one(serve_kernel):
+@pytest.mark.parametrize("kernel,path", [("packed", "varlen"), ("packed_int64", "varlen-int64")])
+def test_a_packed_call_equals_the_padded_one(serve_kernel, kernel, path):
     # FORWARD_PACKED (ABI 2.8) to tests/packed_kernels.py: three sequences, one without queries, laid
     # back out padded, equal the same kernel's FORWARD of the padded batch (key and query padding).
+    # packed_int64 (ABI 2.10) is declared on the wire and its function refuses offsets not int64.
     from attest_kernel.packed import encode_packed
-    served = serve_kernel("packed_kernels.py:packed")
-    assert "packed" in wire.decode_descriptor(served.hello()[1])["features"]
+    served = serve_kernel("packed_kernels.py:" + kernel)
+    features = wire.decode_descriptor(served.hello()[1])["features"]
+    assert "packed" in features and ("packed_int64" in features) == (kernel == "packed_int64")
     nq, nk, H, Hkv, D = [2, 0, 3], [3, 1, 4], 2, 1, 2
     padded = small_problem(1, B=3, H=H, Hkv=Hkv, Tq=3, Tk=4, D=D)
     padded.update(q_valid=nq, kv_valid=nk)  # causal, query i at q_offset 1 + i
@@ -216,7 +219,7 @@ def test_a_packed_call_equals_the_padded_one(serve_kernel):
     kind, payload = served.request(wire.FORWARD_PACKED, encode_packed(**packed))
     assert kind == wire.FORWARD_PACKED_RESULT, (kind, payload)
     result = wire.decode_message(wire.FORWARD_PACKED_RESULT, payload)
-    assert result["status"] == 0 and result["path"] == "varlen", result
+    assert result["status"] == 0 and result["path"] == path, result
     o, lse = result["o"].reshape(5, H, D), result["lse"].reshape(H, 5)
     np.testing.assert_allclose(o, np.concatenate([pad_o[b, :, :nq[b]].swapaxes(0, 1) for b in range(3)]), atol=1e-6)
     np.testing.assert_allclose(lse, np.concatenate([whole["lse"].reshape(3, H, 3)[b, :, :nq[b]] for b in range(3)],

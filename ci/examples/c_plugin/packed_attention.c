@@ -7,7 +7,12 @@
  *
  * BROKEN_CU_SEQLENS_PAST_END: the workspace is sized by a loop over b <= batch, reading
  * cu_seqlens_q[batch + 1], one past the end. Its value only makes the workspace larger, so nothing
- * shows in the outputs: attest's guard page right after cu_seqlens turns the read into a fault. */
+ * shows in the outputs: attest's guard page right after cu_seqlens turns the read into a fault.
+ *
+ * PACKED_INT64 (ABI 2.10): declares ATTEST_CAP_PACKED_INT64 and reads int64 offsets (cu_seqlens_q64,
+ * cu_seqlens_k64), as FlashAttention takes them for totals past 2^31. BROKEN_INT64_AS_INT32 declares
+ * int64 offsets but reads them through int32 pointers, as a kernel compiled for the other dtype does:
+ * every second entry it reads is the high half of an offset. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,12 +99,20 @@ static attest_status forward(void* user, const attest_problem_v2* p, attest_outp
 static attest_status forward_packed(void* user, const attest_packed_problem* p, attest_packed_outputs* out) {
   (void)user;
   const int dk = p->head_dim, dv = p->value_dim, h_all = p->heads, hkv = p->kv_heads, group = h_all / hkv;
+#if defined(PACKED_INT64)
+  const int64_t *cu_q = p->cu_seqlens_q64, *cu_k = p->cu_seqlens_k64;
+#elif defined(BROKEN_INT64_AS_INT32)
+  const int32_t *cu_q = (const int32_t*)p->cu_seqlens_q64, *cu_k = (const int32_t*)p->cu_seqlens_k64;
+#else
   const int32_t *cu_q = p->cu_seqlens_q, *cu_k = p->cu_seqlens_k;
+#endif
   int longest_k = p->max_seqlen_k;
 #ifdef BROKEN_CU_SEQLENS_PAST_END
   for (int b = 0; b <= p->batch; ++b) /* off by one: b == batch reads cu_q[batch + 1] */
-    if (cu_q[b + 1] - cu_q[b] > longest_k) longest_k = cu_q[b + 1] - cu_q[b];
+    if (cu_q[b + 1] - cu_q[b] > longest_k) longest_k = (int)(cu_q[b + 1] - cu_q[b]);
 #endif
+  for (int b = 0; b < p->batch; ++b) /* room for every sequence the offsets it reads name */
+    if (cu_k[b + 1] - cu_k[b] > longest_k) longest_k = (int)(cu_k[b + 1] - cu_k[b]);
   float* scores = malloc(sizeof(float) * (longest_k > 0 ? longest_k : 1));
   if (!scores) return out_of_memory();
   const size_t total_q = (size_t)cu_q[p->batch];
@@ -115,8 +128,8 @@ static attest_status forward_packed(void* user, const attest_packed_problem* p, 
                          .o = out->o + (first_q * h_all + h) * dv,
                          .o_step = (size_t)h_all * dv,
                          .lse = out->lse ? out->lse + h * total_q + first_q : NULL,
-                         .nq = cu_q[b + 1] - cu_q[b],
-                         .nk = cu_k[b + 1] - cu_k[b],
+                         .nq = (int)(cu_q[b + 1] - cu_q[b]),
+                         .nk = (int)(cu_k[b + 1] - cu_k[b]),
                          .dk = dk,
                          .dv = dv};
       attend(&s, p->causal, p->q_offset, (float)p->scale, scores);
@@ -134,13 +147,21 @@ static const char* error(void* user) {
 static const attest_kernel_v2 kernel = {
     .abi_version = ATTEST_ABI_VERSION_2,
     .struct_size = sizeof(attest_kernel_v2),
-#ifdef BROKEN_CU_SEQLENS_PAST_END
+#if defined(BROKEN_CU_SEQLENS_PAST_END)
     .name = "packed-c-past-end",
+#elif defined(PACKED_INT64)
+    .name = "packed-c-int64",
+#elif defined(BROKEN_INT64_AS_INT32)
+    .name = "packed-c-int64-as-int32",
 #else
     .name = "packed-c",
 #endif
     .capabilities = ATTEST_CAP_CAUSAL | ATTEST_CAP_KEY_PADDING | ATTEST_CAP_QUERY_PADDING | ATTEST_CAP_GQA |
-                    ATTEST_CAP_LSE | ATTEST_CAP_PACKED,
+                    ATTEST_CAP_LSE | ATTEST_CAP_PACKED
+#if defined(PACKED_INT64) || defined(BROKEN_INT64_AS_INT32)
+                    | ATTEST_CAP_PACKED_INT64
+#endif
+    ,
     .empty_rows = ATTEST_EMPTY_ZERO,
     .precision = {.q = ATTEST_F32,
                   .k = ATTEST_F32,

@@ -144,7 +144,8 @@ attest_status AbiAdapter::forward_packed(void* user, const attest_packed_problem
     const std::span<float> lse = out->lse ? std::span<float>(out->lse, call.lse_size()) : std::span<float>();
     check_packed_call(call, o, lse);
     self->kernel_->forward_packed(call, o, lse);
-    std::strncpy(out->path, kPackedPath, sizeof out->path - 1);
+    const std::string reported = self->kernel_->last_packed_path();  // the kernel's own name, if any
+    std::strncpy(out->path, reported.empty() ? kPackedPath : reported.c_str(), sizeof out->path - 1);
   });
 }
 

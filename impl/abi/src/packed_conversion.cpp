@@ -1,6 +1,7 @@
 // A packed varlen call (packed.h) as the C ABI carries it (attest_packed_problem, ABI 2.8), both ways.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -35,12 +36,24 @@ PackedCall packed_call_of(const attest_packed_problem& w) {
   auto fail = [](const std::string& why) { throw ProblemError("invalid packed call: " + why); };
   if (w.batch < 1 || w.heads < 1 || w.kv_heads < 1 || w.head_dim < 1 || w.value_dim < 1)
     fail("batch, heads, kv_heads and the widths must be >= 1");
-  if (!w.cu_seqlens_q || !w.cu_seqlens_k) fail("cu_seqlens_q or cu_seqlens_k is NULL");
+  const bool wide = !w.cu_seqlens_q && !w.cu_seqlens_k;  // 2.10: int64 offsets
+  if (wide ? !w.cu_seqlens_q64 || !w.cu_seqlens_k64 : !w.cu_seqlens_q || !w.cu_seqlens_k)
+    fail("cu_seqlens_q or cu_seqlens_k is NULL (both in int32, or both NULL and both in int64)");
   if (w.window < 0 || w.chunk < 0 || w.lookahead < 0 || w.softcap < 0 || !std::isfinite(w.scale))
     fail("a negative mask term or softcap, or a non-finite scale");
   PackedCall c;
-  c.cu_seqlens_q.assign(w.cu_seqlens_q, w.cu_seqlens_q + w.batch + 1);
-  c.cu_seqlens_k.assign(w.cu_seqlens_k, w.cu_seqlens_k + w.batch + 1);
+  if (wide) {
+    const auto narrow = [&](const std::int64_t* from, std::vector<std::int32_t>& to) {
+      for (const std::int64_t* e = from; e != from + w.batch + 1; ++e) {
+        if (*e < 0 || *e > std::numeric_limits<std::int32_t>::max()) fail("an int64 cu_seqlens entry past 2^31 - 1");
+        to.push_back(static_cast<std::int32_t>(*e));
+      }
+    };
+    narrow(w.cu_seqlens_q64, c.cu_seqlens_q), narrow(w.cu_seqlens_k64, c.cu_seqlens_k);
+  } else {
+    c.cu_seqlens_q.assign(w.cu_seqlens_q, w.cu_seqlens_q + w.batch + 1);
+    c.cu_seqlens_k.assign(w.cu_seqlens_k, w.cu_seqlens_k + w.batch + 1);
+  }
   c.max_seqlen_q = w.max_seqlen_q, c.max_seqlen_k = w.max_seqlen_k;
   Problem& t = c.terms;
   t.shape = {w.batch,    w.heads,    w.kv_heads, std::max(1, w.max_seqlen_q), std::max(1, w.max_seqlen_k),

@@ -32,9 +32,10 @@ static_assert(offsetof(attest_kernel_v2, decode_retained) == ATTEST_KERNEL_V2_2_
               offsetof(attest_kernel_v2, value_dim) == ATTEST_KERNEL_V2_4_SIZE &&
               offsetof(attest_kernel_v2, forward_packed) == ATTEST_KERNEL_V2_7_SIZE &&
               sizeof(attest_kernel_v2) == ATTEST_KERNEL_V2_8_SIZE);
-// 2.8's packed call.
+// 2.8's packed call; 2.10's int64 offsets took its first two reserved pointers.
 static_assert(sizeof(attest_packed_problem) == 176 && offsetof(attest_packed_problem, cu_seqlens_q) == 104 &&
-              offsetof(attest_packed_problem, reserved) == 144);
+              offsetof(attest_packed_problem, cu_seqlens_q64) == 144 &&
+              offsetof(attest_packed_problem, reserved) == 160);
 static_assert(sizeof(attest_packed_outputs) == 48 && offsetof(attest_packed_outputs, path) == 16);
 static_assert(sizeof(attest_paged_step) == 120);
 static_assert(sizeof(attest_path_predicate) == 144);
@@ -300,8 +301,10 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   Capabilities c;
   // Merge is an operation beside the forward, not a feature of problems: Capabilities::merge.
   c.merge = (d.capabilities & ATTEST_CAP_MERGE) != 0;
-  c.packed = (d.capabilities & ATTEST_CAP_PACKED) != 0;  // likewise a layout, not a feature
-  const std::uint32_t feature_bits = d.capabilities & ~(ATTEST_CAP_MERGE | ATTEST_CAP_PACKED);
+  c.packed = (d.capabilities & ATTEST_CAP_PACKED) != 0;              // likewise a layout, not a feature
+  c.packed_int64 = (d.capabilities & ATTEST_CAP_PACKED_INT64) != 0;  // and the layout's offset width
+  if (c.packed_int64 && !c.packed) refuse("capabilities declare packed_int64 without packed");
+  const std::uint32_t feature_bits = d.capabilities & ~(ATTEST_CAP_MERGE | ATTEST_CAP_PACKED | ATTEST_CAP_PACKED_INT64);
   c.features = FeatureSet::from_abi_bits(feature_bits);
   if (c.features.abi_bits() != feature_bits)
     refuse("capabilities has bits this attest does not know (0x" + std::to_string(d.capabilities) + ")");
@@ -459,7 +462,8 @@ protocol::Descriptor descriptor_from_capabilities(const Capabilities& c, const s
   d.alibi_excludes_bias = c.contract.alibi_excludes_bias;
   d.abi_version = ATTEST_ABI_VERSION_2;
   d.name = name;
-  d.capabilities = c.features.abi_bits() | (c.merge ? ATTEST_CAP_MERGE : 0u) | (c.packed ? ATTEST_CAP_PACKED : 0u);
+  d.capabilities = c.features.abi_bits() | (c.merge ? ATTEST_CAP_MERGE : 0u) | (c.packed ? ATTEST_CAP_PACKED : 0u) |
+                   (c.packed && c.packed_int64 ? ATTEST_CAP_PACKED_INT64 : 0u);
   d.empty_rows = c.empty_rows == EmptyRowPolicy::kNan ? ATTEST_EMPTY_NAN : ATTEST_EMPTY_ZERO;
   d.precision = spec_of(c.precision);
   for (const auto& [path, p] : c.path_precision) d.paths.push_back({path, spec_of(p)});

@@ -14,11 +14,11 @@ import sys
 import tempfile
 
 # (file, the row appended or replaced, the replacement or None to append, the name each check must print);
-# the last edit dates a row after the table's own version (2.10, newer than any ABI minor so far).
+# the last edit dates a row after the table's own version (2.11, newer than any ABI minor so far).
 EDITS = [
     ("capabilities.def", None, "ATTEST_CAPABILITY(paged_kv, PAGED_KV, 17, 2, 4)", ("PAGED_KV", "paged_kv")),
     ("formats.def", "ATTEST_FORMAT(q4, Q4, 6, 2, 4)", "ATTEST_FORMAT(q4, Q4, 9, 2, 4)", ("q4", "'q4'")),
-    ("messages.def", "ATTEST_MESSAGE(Retained, 17, 2, 4)", "ATTEST_MESSAGE(Retained, 17, 2, 10)",
+    ("messages.def", "ATTEST_MESSAGE(Retained, 17, 2, 4)", "ATTEST_MESSAGE(Retained, 17, 2, 11)",
      ("Retained", "RETAINED")),
 ]
 

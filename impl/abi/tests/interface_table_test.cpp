@@ -90,7 +90,7 @@ static_assert(mask_of<int>({
 #define ATTEST_CAPABILITY ROW_BIT
 #include "attest/interface/capabilities.def"
 #undef ATTEST_CAPABILITY
-              }) == std::uint64_t{ATTEST_CAP_PACKED} * 2 - 1,
+              }) == std::uint64_t{ATTEST_CAP_PACKED_INT64} * 2 - 1,
               "capabilities.def: an ATTEST_CAP_ bit has no row");
 static_assert(mask_of<int>({
 #define ATTEST_FORMAT ROW_VALUE

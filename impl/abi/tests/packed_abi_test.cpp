@@ -3,9 +3,12 @@
 // descriptor's forward_packed) unchanged; broken offsets are refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -120,6 +123,22 @@ TEST(PackedAbi, TheAdapterServesThePackedForwardThroughTheDescriptor) {
   broken.cu_seqlens_k = decreasing;
   EXPECT_EQ(d->forward_packed(d->user, &broken, &out), ATTEST_INVALID_ARGUMENT);
   EXPECT_NE(std::string(d->last_error(d->user)).find("not decrease"), std::string::npos) << d->last_error(d->user);
+
+  // ABI 2.10: the same call with int64 offsets (the int32 pointers NULL) gives the same outputs.
+  const std::vector<std::int64_t> q64(call.cu_seqlens_q.begin(), call.cu_seqlens_q.end()),
+      k64(call.cu_seqlens_k.begin(), call.cu_seqlens_k.end());
+  attest_packed_problem wide = packed_problem_view(call, nullptr, nullptr);
+  wide.cu_seqlens_q64 = q64.data(), wide.cu_seqlens_k64 = k64.data();
+  EXPECT_EQ(packed_call_of(wide).cu_seqlens_q, call.cu_seqlens_q);
+  std::fill(o.begin(), o.end(), std::numeric_limits<float>::quiet_NaN());
+  ASSERT_EQ(d->forward_packed(d->user, &wide, &out), ATTEST_OK) << d->last_error(d->user);
+  EXPECT_EQ(o, want_o);
+  wide.cu_seqlens_k64 = nullptr;  // one width or the other, whole
+  EXPECT_EQ(d->forward_packed(d->user, &wide, &out), ATTEST_INVALID_ARGUMENT);
+  const std::int64_t past_int32[] = {0, std::int64_t{1} << 31, std::int64_t{1} << 31, std::int64_t{1} << 31};
+  wide.cu_seqlens_k64 = past_int32;
+  EXPECT_EQ(d->forward_packed(d->user, &wide, &out), ATTEST_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(d->last_error(d->user)).find("past 2^31"), std::string::npos) << d->last_error(d->user);
 }
 
 TEST(PackedAbi, ThePackedBitCrossesTheDescriptorBothWaysAndIsNoFeature) {
@@ -131,6 +150,14 @@ TEST(PackedAbi, ThePackedBitCrossesTheDescriptorBothWaysAndIsNoFeature) {
   EXPECT_EQ(capabilities_from_descriptor(d).features, c.features);
   c.packed = false;
   EXPECT_FALSE(capabilities_from_descriptor(descriptor_from_capabilities(c, "padded")).packed);
+  // ABI 2.10: int64 offsets cross with packed, and alone are refused.
+  c.packed = true, c.packed_int64 = true;
+  protocol::Descriptor wide = descriptor_from_capabilities(c, "wide");
+  EXPECT_TRUE(wide.capabilities & ATTEST_CAP_PACKED_INT64);
+  EXPECT_TRUE(capabilities_from_descriptor(wide).packed_int64);
+  EXPECT_EQ(capabilities_from_descriptor(wide).features, c.features);
+  wide.capabilities &= ~ATTEST_CAP_PACKED;
+  EXPECT_THROW(capabilities_from_descriptor(wide), std::invalid_argument);
   EXPECT_TRUE(make_kernel("tiled")->capabilities().packed);  // its packed forward reads the packed rows in place
   // ... but not make_tiled_kernel(), which wrappers copy (mutants): they would inherit an unserved layout.
   EXPECT_FALSE(make_tiled_kernel({128, 64})->capabilities().packed);

@@ -2,6 +2,7 @@
 // [total_k][Hkv][D], sequences cut by cu_seqlens, no padding (flash_attn_varlen_func's layout).
 // Its padded FORWARD is the reference kernel's. `packedSharedKeys` reads every sequence's keys
 // from the start of k, as a kernel forgetting cu_seqlens_k does: attest must not certify it.
+// `packedInt64` declares int64 offsets (ABI 2.10) and refuses any other width.
 //   node js/attest-kernel/serve.js js/attest-kernel/examples/packed.mjs:packed
 import { declare } from "../index.js";
 import { attention } from "./reference.mjs";
@@ -54,3 +55,10 @@ const declared = (name, options) => declare({ name, features: FEATURES, contract
 
 export const packed = declared("js-packed");
 export const packedSharedKeys = declared("js-packed-shared-keys", { keysFromStart: true });
+export const packedInt64 = declare({ name: "js-packed-int64", features: FEATURES, contract, packed_int64: true,
+  packed: (p) => {
+    if (!(p.cu_seqlens_q instanceof BigInt64Array && p.cu_seqlens_k instanceof BigInt64Array)) {
+      throw new TypeError(`cu_seqlens are ${p.cu_seqlens_q.constructor.name}, not the int64 declared`);
+    }
+    return { ...packedForward(p), path: "packed-int64" };
+  } }, (p) => attention(p));

@@ -54,6 +54,15 @@ test("FORWARD_PACKED: each sequence attends its own keys, o [total_q][H][Dv], ls
   assert.ok(Math.abs(result.lse[0] - Math.log(2)) < 1e-6 && result.lse[1] === 0 && result.lse[2] === 0, String(result.lse));
 });
 
+test("packed_int64: declared with packed, its function gets BigInt64Array offsets (ABI 2.10)", async () => {
+  const d = declaration({ name: "k", packed: () => null, packed_int64: true });
+  assert.equal(d.capabilities, ((1 << CAPABILITIES.packed[0]) | (1 << CAPABILITIES.packed_int64[0])) >>> 0);
+  assert.throws(() => declaration({ name: "k", packed_int64: true }), /packed_int64: int64 offsets belong/);
+  assert.throws(() => declaration({ name: "k", features: ["packed_int64"] }), /give packed_int64: true/);
+  const result = packedResult((await serve(`${PACKED}:packedInt64`, [hello, frame])).frames[1]);
+  assert.deepEqual([result.status, result.error, result.path, result.o], [STATUS.ok, "", "packed-int64", [2, 5, 5]]);
+});
+
 test("a packed kernel reading every sequence's keys from the start of k is wrong", async () => {
   const result = packedResult((await serve(`${PACKED}:packedSharedKeys`, [hello, frame])).frames[1]);
   assert.deepEqual(result.o, [2, 1, 1]);

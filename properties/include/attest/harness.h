@@ -55,6 +55,9 @@ void run_paged_guarded(const Kernel& kernel, const DecodeConfig& config, const P
 // The internal path to name when a backward check of `kernel` fails: the one its last backward call
 // reported, or a text saying the path is unknown (never its last forward's).
 std::string backward_call_path(const Kernel& kernel);
+// The path to name when a packed check of `kernel` fails: "packed", with the kernel's own name for
+// it when its last packed call reported one ("packed (varlen)").
+std::string packed_call_path(const Kernel& kernel);
 // The internal path to name when a check of `kernel` fails: the one its last forward call through
 // run_guarded reported, or, when its last call on this thread was a backward, backward_call_path.
 // forget_last_call() starts a check afresh.

@@ -56,7 +56,12 @@
  * build): any value below 2^-126 in magnitude (float's smallest normal, and bf16's; f16 and fp8
  * hold nothing so small), an input as read, an intermediate or an output, may be replaced by a
  * zero of the same sign. The bound charges it (docs/design.md#tolerance-model); a value at or
- * above 2^-126 must not be flushed. */
+ * above 2^-126 must not be flushed.
+ *
+ * Version 2.10 gives attest_packed_problem's first two reserved pointers their meaning (no struct
+ * grows): with ATTEST_CAP_PACKED_INT64 as well as ATTEST_CAP_PACKED, the offsets come as int64
+ * (cu_seqlens_q64, cu_seqlens_k64; cu_seqlens_q and cu_seqlens_k NULL), as FlashAttention and
+ * cuDNN take them for totals past 2^31. */
 #ifndef ATTEST_ABI_H
 #define ATTEST_ABI_H
 
@@ -69,7 +74,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION_1 1u
 #define ATTEST_ABI_VERSION_2 2u
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
-#define ATTEST_ABI_MINOR 9                      /* version 2.9: the fields and values marked 2.1 to 2.9 below */
+#define ATTEST_ABI_MINOR 10                     /* version 2.10: the fields and values marked 2.1 to 2.10 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
 /* Every constant below has its row, with the version that added it, in the .def files of attest/interface/
  * (interface_table_test checks both ways). */
@@ -107,6 +112,8 @@ typedef enum attest_status {
 #define ATTEST_CAP_PACKED                                                                    \
   (1u << 18) /* layout = packed: forward_packed takes varlen batches (attest_packed_problem) \
               */
+/* Version 2.10: */
+#define ATTEST_CAP_PACKED_INT64 (1u << 19) /* with PACKED: forward_packed reads int64 cu_seqlens_q64/k64 */
 
 /* The integer mask terms: one int32 parameter each (0 = off), a field of that name in
  * attest_problem_v2 and attest_decode_config_v2, listed here in the order they travel on the
@@ -431,7 +438,9 @@ typedef struct attest_paged_step {
  * sequence), key j at j. The mask terms and score modifiers apply within each sequence; no key of
  * one sequence is seen by another. There is no padding mask, segment, explicit mask or bias, and
  * every buffer is float32. Each cu_seqlens array ends flush against a guard page: reading
- * cu_seqlens[batch + 1] faults. */
+ * cu_seqlens[batch + 1] faults. 2.10: a kernel declaring ATTEST_CAP_PACKED_INT64 gets the offsets in
+ * cu_seqlens_q64/k64 (the int32 pointers NULL), likewise guarded; any other gets them in the int32
+ * pointers (the int64 ones NULL). */
 typedef struct attest_packed_problem {
   int32_t batch; /* sequences */
   int32_t heads, kv_heads, head_dim, value_dim;
@@ -441,15 +450,17 @@ typedef struct attest_packed_problem {
   int32_t causal, window, chunk, lookahead; /* as in attest_problem_v2 (0 = off) */
   int32_t rope;
   double rope_base;
-  double softcap;              /* 0: none */
-  const float* alibi_slopes;   /* NULL or [H] */
-  const float* sinks;          /* NULL or [H] */
-  const int32_t* cu_seqlens_q; /* [batch + 1], from 0, non-decreasing */
-  const int32_t* cu_seqlens_k; /* [batch + 1] */
-  const float* q;              /* [total_q][H][Dk] */
-  const float* k;              /* [total_k][Hkv][Dk] */
-  const float* v;              /* [total_k][Hkv][Dv] */
-  const void* reserved[4];     /* NULL (int64 offsets later) */
+  double softcap;                /* 0: none */
+  const float* alibi_slopes;     /* NULL or [H] */
+  const float* sinks;            /* NULL or [H] */
+  const int32_t* cu_seqlens_q;   /* [batch + 1], from 0, non-decreasing */
+  const int32_t* cu_seqlens_k;   /* [batch + 1] */
+  const float* q;                /* [total_q][H][Dk] */
+  const float* k;                /* [total_k][Hkv][Dk] */
+  const float* v;                /* [total_k][Hkv][Dv] */
+  const int64_t* cu_seqlens_q64; /* 2.10, ATTEST_CAP_PACKED_INT64 only: [batch + 1]; NULL otherwise */
+  const int64_t* cu_seqlens_k64; /* 2.10, ATTEST_CAP_PACKED_INT64 only: [batch + 1] */
+  const void* reserved[2];       /* NULL */
 } attest_packed_problem;
 
 typedef struct attest_packed_outputs {

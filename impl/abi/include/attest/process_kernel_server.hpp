@@ -157,7 +157,8 @@ class ServedKernel {
           d.value_dims.assign(v2_->value_dims, v2_->value_dims + std::min(v2_->value_dim_count, 4096));
         d.alibi_excludes_bias = v2_->alibi_excludes_bias;
       }
-      if (!packs()) d.capabilities &= ~ATTEST_CAP_PACKED;  // a 2.7 descriptor has no forward_packed to call
+      if (!packs())  // a 2.7 descriptor has no forward_packed to call
+        d.capabilities &= ~(ATTEST_CAP_PACKED | ATTEST_CAP_PACKED_INT64);
       return d;
     }
     d.abi_version = v1_->abi_version;
@@ -492,8 +493,15 @@ struct Server {
     if (!kernel.packs()) throw ProtocolError("FORWARD_PACKED to a kernel without the packed layout");
     const WirePacked request = read_packed(r);
     const attest_packed_problem& h = request.header;
-    auto cu_q = detail::guarded_input("cu_seqlens_q", request.cu_seqlens_q, Placement::kEnd),
-         cu_k = detail::guarded_input("cu_seqlens_k", request.cu_seqlens_k, Placement::kEnd);
+    // 2.10: the offsets in the width the kernel declares (int64 with ATTEST_CAP_PACKED_INT64).
+    const bool wide = (kernel.capabilities() & ATTEST_CAP_PACKED_INT64) != 0;
+    const std::vector<std::int64_t> q64(wide ? request.cu_seqlens_q.begin() : request.cu_seqlens_q.end(),
+                                        request.cu_seqlens_q.end()),
+        k64(wide ? request.cu_seqlens_k.begin() : request.cu_seqlens_k.end(), request.cu_seqlens_k.end());
+    auto cu_q = wide ? detail::guarded_input("cu_seqlens_q64", q64, Placement::kEnd)
+                     : detail::guarded_input("cu_seqlens_q", request.cu_seqlens_q, Placement::kEnd),
+         cu_k = wide ? detail::guarded_input("cu_seqlens_k64", k64, Placement::kEnd)
+                     : detail::guarded_input("cu_seqlens_k", request.cu_seqlens_k, Placement::kEnd);
     auto q = detail::guarded_input("Q", request.q, placement), k = detail::guarded_input("K", request.k, placement),
          v = detail::guarded_input("V", request.v, placement);
     auto slopes = detail::guarded_input("ALiBi slopes", request.alibi_slopes, placement),
@@ -502,8 +510,14 @@ struct Server {
     auto o = detail::guarded_output("O", rows * std::size_t(h.value_dim), placement),
          lse = detail::guarded_output("LSE", request.want_lse ? rows : 0, placement);
     attest_packed_problem in = request.view();
-    in.cu_seqlens_q = static_cast<const std::int32_t*>(cu_q->data());
-    in.cu_seqlens_k = static_cast<const std::int32_t*>(cu_k->data());
+    if (wide) {
+      in.cu_seqlens_q = nullptr, in.cu_seqlens_k = nullptr;
+      in.cu_seqlens_q64 = static_cast<const std::int64_t*>(cu_q->data());
+      in.cu_seqlens_k64 = static_cast<const std::int64_t*>(cu_k->data());
+    } else {
+      in.cu_seqlens_q = static_cast<const std::int32_t*>(cu_q->data());
+      in.cu_seqlens_k = static_cast<const std::int32_t*>(cu_k->data());
+    }
     in.q = static_cast<const float*>(q->data()), in.k = static_cast<const float*>(k->data());
     in.v = static_cast<const float*>(v->data());
     in.alibi_slopes = static_cast<const float*>(slopes->data()), in.sinks = static_cast<const float*>(sinks->data());

@@ -33,7 +33,8 @@ MergeInputs merge_inputs_of(const attest_merge_inputs& in, std::vector<float>& o
 attest_packed_problem packed_problem_view(const PackedCall& call, const std::int32_t* cu_seqlens_q,
                                           const std::int32_t* cu_seqlens_k);
 // ... and back, copied (throws ProblemError for NULL buffers or broken offsets; check_packed_call
-// judges the rest).
+// judges the rest). The offsets from the int32 pointers, or when those are NULL from the int64 ones
+// (ABI 2.10).
 PackedCall packed_call_of(const attest_packed_problem& problem);
 // Back from the C view; validates nothing (Problem::validate does).
 Problem from_wire(const attest_problem_v2& h, const Precision& precision);

@@ -86,6 +86,8 @@ struct Capabilities {
   bool merge = false;
   // Kernel::forward_packed is implemented: the packed varlen layout (packed.h), besides forward.
   bool packed = false;
+  // With packed, at the C boundary (ABI 2.10): the kernel reads int64 cu_seqlens, not int32.
+  bool packed_int64 = false;
   // With decode: tokens per page of a block-table cache that attest owns (Kernel::decode_paged);
   // 0: the kernel keeps its cache in its sessions only.
   int page_tokens = 0;
@@ -231,6 +233,9 @@ class Kernel {
   virtual std::string last_path() const { return "default"; }
   // The internal path the last backward call reported, named by its failures; "": it reported none.
   virtual std::string last_backward_path() const { return {}; }
+  // The kernel's own name for the path that served its last packed call (a C kernel's
+  // attest_packed_outputs.path, e.g. "varlen"), named by packed failures; "": it reported none.
+  virtual std::string last_packed_path() const { return {}; }
   // Calls still running at `cutoff` may be abandoned (KernelFailure kTooSlow when the kernel's
   // measured speed explains the wait, kHang when it does not); none when empty. Kernels that
   // run in attest's own process cannot be interrupted and ignore it.

@@ -155,7 +155,7 @@ constexpr std::uint64_t kBackwardStream = 0xBAC4'0000'0000ULL, kServingStream = 
                         kPathStream = 0x9A74'0000'0000ULL, kFp8Stream = 0xF980'0000'0000ULL,
                         kGgmlStream = 0x6600'0000'0000ULL, kValueWidthStream = 0xD7A1'0000'0000ULL,
                         kPathTileStream = 0x7173'0000'0000ULL, kMergeStream = 0x3E56'0000'0000ULL,
-                        kFlushStream = 0xF722'0000'0000ULL;
+                        kFlushStream = 0xF722'0000'0000ULL, kPackedStream = 0xFAC4'0000'0000ULL;
 std::uint64_t stream(std::uint64_t seed, int index, std::uint64_t salt) {
   return seed * 0x9E3779B97F4A7C15ULL + static_cast<std::uint64_t>(index) + salt;
 }
@@ -184,6 +184,17 @@ void draw_value_widths(Draw d, Capabilities& c) {
 void draw_merge(Draw d, Capabilities& c) {
   const bool splits = c.declares(Feature::kExplicitMask) && c.lse() && c.forward();
   c.merge = d.chance(splits ? 0.5 : 0.1);
+}
+
+// The packed varlen layout (ABI 2.8) in about a sixth of the declarations with a forward. A packed
+// call is float32: Q, K, V and O are stored so (the entry roundings and the rest stay as drawn).
+// Its paths take the contract's key tile: the bound of a packed call counts the padded problem's
+// path, and the model serves each sequence as a problem of its own, which may take another.
+void draw_packed(Draw d, Capabilities& c) {
+  if (!c.forward() || !d.chance(1.0 / 6)) return;
+  c.packed = true;
+  c.precision.q = c.precision.k = c.precision.v = c.precision.o = Scalar::kF32;
+  for (PathPredicate& path : c.paths) path.key_tile = 0;
 }
 
 }  // namespace
@@ -239,6 +250,7 @@ Capabilities draw_declaration(std::uint64_t seed, int index) {
   // a backward, whose bound is a float32 backward's (the ABI refuses the pair).
   if (Draw flush(stream(seed, index, kFlushStream)); !c.backward() && flush.chance(0.1))
     c.precision.flush_subnormals = true;
+  draw_packed(Draw(stream(seed, index, kPackedStream)), c);
   return c;
 }
 

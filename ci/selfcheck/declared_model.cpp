@@ -9,6 +9,7 @@
 
 #include "attest/builtin_kernels.h"
 #include "attest/contract.h"
+#include "attest/packed.h"
 #include "attest/path_predicate.h"
 #include "attest/problem.h"
 #include "model_decode.h"
@@ -77,6 +78,43 @@ class DeclaredModel final : public Kernel {
         }
     }
     if (!lse.empty()) std::copy(own_lse.begin(), own_lse.end(), lse.begin());
+  }
+
+  // A packed call (declared packed, float32 storage) a sequence at a time: each as a padded problem
+  // of its own (its queries at q_offset + i, its keys from 0), through forward, so every row is the
+  // same exact computation as in the padded batch.
+  void forward_packed(const PackedCall& c, std::span<float> o, std::span<float> lse) const override {
+    const Shape& s = c.terms.shape;
+    const std::size_t dk = s.head_dim, dv = s.value_dim;
+    for (int b = 0; b < c.sequences(); ++b) {
+      const int q0 = c.cu_seqlens_q[b], nq = c.cu_seqlens_q[b + 1] - q0;
+      const int k0 = c.cu_seqlens_k[b], nk = c.cu_seqlens_k[b + 1] - k0;
+      if (nq == 0) continue;
+      Problem one = c.terms;
+      one.shape.batch = 1, one.shape.q_len = nq, one.shape.k_len = std::max(nk, 1);
+      if (nk == 0) one.mask.kv_valid = {0};  // a sequence without keys: its rows are empty
+      one.q.assign(std::size_t(s.heads) * nq * dk, 0.0f);
+      one.k.assign(std::size_t(s.kv_heads) * one.shape.k_len * dk, 0.0f);
+      one.v.assign(std::size_t(s.kv_heads) * one.shape.k_len * dv, 0.0f);
+      for (int h = 0; h < s.heads; ++h)
+        for (int i = 0; i < nq; ++i)
+          std::copy_n(&c.q[(std::size_t(q0 + i) * s.heads + h) * dk], dk, &one.q[(std::size_t(h) * nq + i) * dk]);
+      for (int g = 0; g < s.kv_heads; ++g)
+        for (int j = 0; j < nk; ++j) {
+          const std::size_t from = std::size_t(k0 + j) * s.kv_heads + g, to = std::size_t(g) * one.shape.k_len + j;
+          std::copy_n(&c.k[from * dk], dk, &one.k[to * dk]);
+          std::copy_n(&c.v[from * dv], dv, &one.v[to * dv]);
+        }
+      std::vector<float> one_o(one.o_size()), one_lse(one.lse_size());
+      forward(one, one_o, one_lse);
+      for (int h = 0; h < s.heads; ++h)
+        for (int i = 0; i < nq; ++i) {
+          const std::size_t row = std::size_t(h) * nq + i, token = std::size_t(q0) + i;
+          std::copy_n(&one_o[row * dv], dv, &o[(token * s.heads + h) * dv]);
+          if (!lse.empty()) lse[std::size_t(h) * c.total_q() + token] = one_lse[row];
+        }
+    }
+    path_ = kPackedPath;
   }
 
   // Decode sessions and block-table calls attend through this forward: the same roundings, the

@@ -108,6 +108,7 @@ std::string drawn_fields(std::uint64_t seed, const std::vector<int>& indices) {
     n["q4_0 K/V"] += p.k == Scalar::kQ4_0;
     n["Q q8 on entry"] += p.q_entry == Scalar::kQ8;
     n["subnormals flushed"] += p.flush_subnormals;
+    n["packed"] += c.packed;
     n["Dv widths"] += !c.contract.value_dims.empty() || !c.contract.value_dim.unlimited();
     n["ALiBi or bias"] += c.contract.alibi_excludes_bias;
     n["entry rounding"] += p.q_entry != Scalar::kF32 || p.k_entry != Scalar::kF32 || p.v_entry != Scalar::kF32;

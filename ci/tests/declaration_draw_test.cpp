@@ -29,7 +29,7 @@ bool later_path_reachable(const Capabilities& c) {
 TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
   int backward = 0, evicting = 0, paged = 0, paths = 0, fp8 = 0, value_widths = 0, alibi_or_bias = 0;
   int declared_paths = 0, tiled_paths = 0;
-  int merge = 0, merge_with_splits = 0;
+  int merge = 0, merge_with_splits = 0, packed = 0, forwards = 0;
   const int n = 1200;
   for (int i = 0; i < n; ++i) {
     const Capabilities c = draw_declaration(1, i);
@@ -65,6 +65,13 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
     merge += c.merge;
     // split_invariance's splits: an explicit mask hides the keys of other parts, LSE weighs them.
     merge_with_splits += c.merge && c.declares(Feature::kExplicitMask) && c.lse() && c.forward();
+    // The packed layout (ABI 2.8) with a forward and float32 storage, its paths on the contract's tile.
+    forwards += c.forward();
+    if (c.packed) {
+      ++packed;
+      EXPECT_TRUE(c.forward() && packed_storage(c)) << "declaration " << i;
+      for (const PathPredicate& path : c.paths) EXPECT_EQ(path.key_tile, 0) << "declaration " << i;
+    }
     EXPECT_EQ(draw_declaration(1, i), c) << "declaration " << i << " is not reproducible";
     // selfcheck serves each model through the C ABI too: the descriptor must carry it unchanged.
     try {
@@ -83,6 +90,7 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
   EXPECT_NEAR(tiled_paths, declared_paths / 2, declared_paths / 8);
   EXPECT_GT(merge, n / 10);
   EXPECT_GT(merge_with_splits, n / 20);
+  EXPECT_NEAR(packed, forwards / 6, forwards / 24);
 }
 
 }  // namespace

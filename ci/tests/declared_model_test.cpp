@@ -13,6 +13,7 @@
 #include "attest/error_bound.h"
 #include "attest/kernel.h"
 #include "attest/oracle.h"
+#include "attest/packed.h"
 #include "attest/path_predicate.h"
 #include "certify.h"
 
@@ -137,6 +138,49 @@ TEST(DeclaredModel, SlicesReachAPathThatBatchesLeave) {
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].status(), CheckStatus::kPass) << results[0].first_failure;
   EXPECT_GE(results[0].paths.at("short-q").cases, kPathFloor);
+}
+
+// A packed declaration (selfcheck draws it): the model serves a packed call a sequence at a time,
+// and each sequence's rows are the padded batch's bits, under the declared roundings and tiles, an
+// empty sequence's rows the sink's. (Before, the model served no packed call at all.)
+TEST(DeclaredModel, ServesAPackedCallAsThePaddedBatch) {
+  Capabilities declaration;
+  declaration.packed = true;
+  declaration.features.insert(Feature::kCausal);
+  declaration.features.insert(Feature::kSinks);
+  declaration.empty_rows = EmptyRowPolicy::kNan;
+  declaration.precision.q_entry = Scalar::kBF16;
+  declaration.precision.accumulator = Scalar::kBF16;
+  declaration.contract.key_tile = 2;
+  const auto model = make_declared_model(declaration, "packed");
+  Problem p;
+  p.shape = {4, 2, 1, 5, 7, 8, 6};
+  p.resize_buffers();
+  std::mt19937_64 rng(6);
+  std::uniform_real_distribution<float> unit(-2.0f, 2.0f);
+  for (auto* v : {&p.q, &p.k, &p.v})
+    for (float& x : *v) x = unit(rng);
+  p.mask.causal = true;
+  p.q_offset = 2;
+  p.mask.q_valid = {5, 0, 3, 2};   // a sequence without queries
+  p.mask.kv_valid = {7, 4, 0, 6};  // one without keys: its rows see only the sink
+  p.modifiers.sinks = {0.5f, -1.0f};
+  std::vector<float> o(p.o_size()), lse(p.lse_size());
+  model->forward(p, o, lse);
+  const PackedCall call = packed_call_of(p);
+  std::vector<float> packed_o(call.o_size()), packed_lse(call.lse_size());
+  model->forward_packed(call, packed_o, packed_lse);
+  EXPECT_EQ(model->last_path(), kPackedPath);
+  Outputs unpacked;
+  unpack_outputs(p, call, packed_o, packed_lse, true, unpacked.o, unpacked.lse);
+  for (int b = 0; b < p.shape.batch; ++b)
+    for (int h = 0; h < p.shape.heads; ++h)
+      for (int i = 0; i < p.mask.q_valid[b]; ++i) {
+        const std::size_t row = (std::size_t(b) * p.shape.heads + h) * p.shape.q_len + i;
+        EXPECT_EQ(unpacked.lse[row], lse[row]) << "b " << b << " h " << h << " i " << i;
+        for (int r = 0; r < p.shape.value_dim; ++r)
+          EXPECT_EQ(unpacked.o[row * 6 + r], o[row * 6 + r]) << "b " << b << " h " << h << " i " << i;
+      }
 }
 
 }  // namespace

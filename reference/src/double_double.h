@@ -75,6 +75,16 @@ class DoubleDouble {
     quick_two_sum(s, t, acc.hi_, acc.lo_);
   }
 
+  // accumulate_product of two float values: their product is exact in double (48 bits), so its
+  // error terms are zero and the sum is the same without them.
+  friend void accumulate_float_product(DoubleDouble& acc, DoubleDouble a, DoubleDouble b) {
+    const double p = a.hi_ * b.hi_;
+    double s, t;
+    two_sum(acc.hi_, p, s, t);
+    t += acc.lo_;
+    quick_two_sum(s, t, acc.hi_, acc.lo_);
+  }
+
   // acc[r] += w * v[r] for a float row v: accumulate_product without the terms of v's zero low
   // part. A zero value adds nothing (probes like V = I are mostly 0; a NaN weight stays out).
   friend void accumulate_weighted(DoubleDouble* acc, DoubleDouble w, const float* v, int n) {

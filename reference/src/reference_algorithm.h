@@ -75,9 +75,17 @@ void accumulate_product(Real& acc, const Real& a, const Real& b) {
   acc += a * b;
 }
 
+// acc += a * b where a and b hold float values (no RoPE): their product is exact in double, so a
+// scalar type may skip the product's rounding error (found by argument lookup; the same sum).
+template <typename Real>
+void accumulate_float_product(Real& acc, const Real& a, const Real& b) {
+  accumulate_product(acc, a, b);
+}
+
 template <typename Real>
 struct Rotated {
   std::vector<Real> re, im;  // pair m of a vector as the complex number re[m] + i im[m]
+  bool floats = false;       // every part a float's value (not rotated)
 };
 
 // A vector as Dk/2 complex pairs, rotated by pos * base^(-2m/Dk) when RoPE is on.
@@ -101,28 +109,44 @@ Rotated<Real> as_complex(const float* x, int dk, long long pos, const Rope& rope
       r.im[m] = b;
     }
   }
+  r.floats = !rope.enabled;
   return r;
 }
 
 // <q, k> of two rotated vectors in four partial sums: each sum's renormalisation waits on the
 // previous one, so a single sum is latency-bound; four run side by side (3x faster in double-double)
 // and a sum of n/4 terms loses no more than one of n.
-template <typename Real>
-Real dot(const Rotated<Real>& q, const Rotated<Real>& k) {
+template <typename Real, void (*accumulate)(Real&, const Real&, const Real&)>
+Real dot_parts(const Rotated<Real>& q, const Rotated<Real>& k) {
   Real part[4] = {Real(0), Real(0), Real(0), Real(0)};
   const std::size_t n = q.re.size();
   std::size_t m = 0;
   for (; m + 1 < n; m += 2) {
-    accumulate_product(part[0], q.re[m], k.re[m]);
-    accumulate_product(part[1], q.im[m], k.im[m]);
-    accumulate_product(part[2], q.re[m + 1], k.re[m + 1]);
-    accumulate_product(part[3], q.im[m + 1], k.im[m + 1]);
+    accumulate(part[0], q.re[m], k.re[m]);
+    accumulate(part[1], q.im[m], k.im[m]);
+    accumulate(part[2], q.re[m + 1], k.re[m + 1]);
+    accumulate(part[3], q.im[m + 1], k.im[m + 1]);
   }
   if (m < n) {
-    accumulate_product(part[0], q.re[m], k.re[m]);
-    accumulate_product(part[1], q.im[m], k.im[m]);
+    accumulate(part[0], q.re[m], k.re[m]);
+    accumulate(part[1], q.im[m], k.im[m]);
   }
   return (part[0] + part[2]) + (part[1] + part[3]);
+}
+
+template <typename Real>
+void accumulate_any(Real& acc, const Real& a, const Real& b) {
+  accumulate_product(acc, a, b);
+}
+template <typename Real>
+void accumulate_floats(Real& acc, const Real& a, const Real& b) {
+  accumulate_float_product(acc, a, b);
+}
+
+template <typename Real>
+Real dot(const Rotated<Real>& q, const Rotated<Real>& k) {
+  if (q.floats && k.floats) return dot_parts<Real, accumulate_floats<Real>>(q, k);
+  return dot_parts<Real, accumulate_any<Real>>(q, k);
 }
 
 // acc[r] += w * v[r] where v[r] is not 0 (a scalar type may provide a faster form).
@@ -274,12 +298,13 @@ void compute_row(const Problem& p, const ReferenceOptions& options, int b, int h
     accumulate_weighted(numerator.data(), weight[j], vrow, dv);
     // The bound's bookkeeping, in double, in plain loops the compiler vectorizes.
     const double pc = pj * cond[j], pd = pj * dist;
-    double* spread = &ref.spread[row * dv];
-    double* spread_cond = &ref.spread_cond[row * dv];
-    double* spread_logit = &ref.spread_logit[row * dv];
-    double* vmax_abs = &ref.max_abs_value[row * dv];
-    double* vmin = &ref.value_min[row * dv];
-    double* vmax = &ref.value_max[row * dv];
+    // Distinct rows of distinct buffers: restrict lets the loop run in vector registers.
+    double* __restrict spread = &ref.spread[row * dv];
+    double* __restrict spread_cond = &ref.spread_cond[row * dv];
+    double* __restrict spread_logit = &ref.spread_logit[row * dv];
+    double* __restrict vmax_abs = &ref.max_abs_value[row * dv];
+    double* __restrict vmin = &ref.value_min[row * dv];
+    double* __restrict vmax = &ref.value_max[row * dv];
     for (int r = 0; r < dv; ++r) {
       const double v = vrow[r], av = std::fabs(v);
       spread[r] += pj * av;

@@ -36,27 +36,6 @@ constexpr std::array<ScalarInfo, kScalarCount> kScalars = {{
     {"q4_0", 0x1p-24, 65504.0 * 8, 0x1p-14, 0x1p-24, 1},
 }};
 
-// Round to nearest even with `digits` significant bits, no spacing below 2^min_quantum_exp; past
-// max_finite: the largest finite value when saturating, else infinity.
-float round_minifloat(float x, int digits, int min_quantum_exp, float max_finite, bool saturate) {
-  const float ax = std::fabs(x);
-  float r;
-  if (ax >= 2 * max_finite) {
-    r = ax;  // rounds to at least ax (1 - 2^-digits), past max_finite
-  } else {
-    // ax in [2^(e-1), 2^e) rounds to a multiple of quantum = 2^max(e - digits, min_quantum_exp).
-    // Adding 2^23 quanta and taking them away again does that in the FPU's round-to-nearest-even:
-    // the sum lies in [2^23, 2^24) quanta, where float's spacing is one quantum. (frexp, ldexp and
-    // nearbyint did the same at several times the cost; the model kernel rounds per multiply-add.)
-    const int biased = static_cast<int>(bits_of(ax) >> 23);  // 0 for zero and subnormal floats
-    const int quantum_exp = std::max(biased - 126 - digits, min_quantum_exp);
-    const float shift = from_bits(static_cast<std::uint32_t>(quantum_exp + 23 + 127) << 23);
-    r = (ax + shift) - shift;  // not folded: the build has no fast-math
-  }
-  if (r > max_finite) r = saturate ? max_finite : std::numeric_limits<float>::infinity();
-  return std::copysign(r, x);
-}
-
 }  // namespace
 
 const ScalarInfo& info(Scalar s) { return kScalars[static_cast<std::size_t>(s)]; }
@@ -74,26 +53,6 @@ std::string scalar_names() {
   for (int i = 0; i < kScalarCount; ++i)
     out += std::string(i == 0 ? "" : i + 1 == kScalarCount ? " or " : ", ") + kScalars[i].name;
   return out;
-}
-
-float round_to(float x, Scalar s) {
-  if (s == Scalar::kE4M3 && std::isinf(x)) return std::copysign(448.0f, x);
-  if (!std::isfinite(x)) return x;
-  switch (s) {
-    case Scalar::kBF16: {
-      std::uint32_t b = bits_of(x);
-      b += 0x7FFFu + ((b >> 16) & 1u);  // round to nearest even on the dropped 16 bits
-      return from_bits(b & 0xFFFF0000u);
-    }
-    case Scalar::kF16:
-      return round_minifloat(x, 11, -24, 65504.0f, false);  // exponents [-14, 15]
-    case Scalar::kE4M3:
-      return round_minifloat(x, 4, -9, 448.0f, true);  // exponents [-6, 8]
-    case Scalar::kE5M2:
-      return round_minifloat(x, 3, -16, 57344.0f, false);  // exponents [-14, 15]
-    default:
-      return x;  // f32, and the scaled formats (fitted a row at a time)
-  }
 }
 
 double largest_input(Scalar stored, Scalar entry) {

@@ -4,7 +4,11 @@
 // its own unit roundoff; the precision gate's model kernel rounds exactly there.
 #pragma once
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -34,7 +38,8 @@ std::string scalar_names();
 
 // Round to nearest even in that format (overflow gives +-inf, NaN stays NaN; e4m3 has no infinity and
 // saturates at +-448). A scaled format returns x: fit_rows (quantized.h) rounds a row at a time.
-float round_to(float x, Scalar s);
+// Inline (below): the model kernel rounds up to three times per multiply-add.
+inline float round_to(float x, Scalar s);
 // The largest magnitude an input may hold: its storage's largest finite value, or, when the format
 // the kernel rounds it to on entry is narrower, the storage's largest value that rounding keeps finite.
 double largest_input(Scalar stored, Scalar entry);
@@ -76,5 +81,50 @@ struct Precision {
   // storage, the entry roundings, the weight sum, an unnormalised P.V and flushed subnormals when declared).
   std::string summary() const;
 };
+
+namespace precision_detail {
+
+// Round to nearest even with `digits` significant bits, no spacing below 2^min_quantum_exp; past
+// max_finite: the largest finite value when saturating, else infinity.
+inline float round_minifloat(float x, int digits, int min_quantum_exp, float max_finite, bool saturate) {
+  const float ax = std::fabs(x);
+  float r;
+  if (ax >= 2 * max_finite) {
+    r = ax;  // rounds to at least ax (1 - 2^-digits), past max_finite
+  } else {
+    // ax in [2^(e-1), 2^e) rounds to a multiple of quantum = 2^max(e - digits, min_quantum_exp).
+    // Adding 2^23 quanta and taking them away again does that in the FPU's round-to-nearest-even:
+    // the sum lies in [2^23, 2^24) quanta, where float's spacing is one quantum. (frexp, ldexp and
+    // nearbyint did the same at several times the cost.)
+    const int biased = static_cast<int>(std::bit_cast<std::uint32_t>(ax) >> 23);  // 0 for zero and subnormals
+    const int quantum_exp = std::max(biased - 126 - digits, min_quantum_exp);
+    const float shift = std::bit_cast<float>(static_cast<std::uint32_t>(quantum_exp + 23 + 127) << 23);
+    r = (ax + shift) - shift;  // not folded: the build has no fast-math
+  }
+  if (r > max_finite) r = saturate ? max_finite : std::numeric_limits<float>::infinity();
+  return std::copysign(r, x);
+}
+
+}  // namespace precision_detail
+
+inline float round_to(float x, Scalar s) {
+  if (s == Scalar::kE4M3 && std::isinf(x)) return std::copysign(448.0f, x);
+  if (!std::isfinite(x)) return x;
+  switch (s) {
+    case Scalar::kBF16: {
+      std::uint32_t b = std::bit_cast<std::uint32_t>(x);
+      b += 0x7FFFu + ((b >> 16) & 1u);  // round to nearest even on the dropped 16 bits
+      return std::bit_cast<float>(b & 0xFFFF0000u);
+    }
+    case Scalar::kF16:
+      return precision_detail::round_minifloat(x, 11, -24, 65504.0f, false);  // exponents [-14, 15]
+    case Scalar::kE4M3:
+      return precision_detail::round_minifloat(x, 4, -9, 448.0f, true);  // exponents [-6, 8]
+    case Scalar::kE5M2:
+      return precision_detail::round_minifloat(x, 3, -16, 57344.0f, false);  // exponents [-14, 15]
+    default:
+      return x;  // f32, and the scaled formats (fitted a row at a time)
+  }
+}
 
 }  // namespace attest

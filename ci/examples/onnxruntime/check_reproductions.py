@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 SHOWN = re.compile(r"`node (repro/[a-z0-9_]+\.mjs)`:\n\n```\n(.*?)```", re.S)
 
@@ -43,7 +44,13 @@ def main(argv):
         return 2
     source = os.path.abspath(argv[1])
     example = os.path.join(source, "ci/examples/onnxruntime")
-    run = lambda script: subprocess.run(["node", script], cwd=example, capture_output=True, text=True, timeout=120)
+
+    def run(script):
+        # ONNX Runtime leaves a .ses file and empty mat-debug-PID.log files in TMPDIR: a directory of the
+        # script's own, removed after it.
+        with tempfile.TemporaryDirectory() as tmp:
+            return subprocess.run(["node", script], cwd=example, capture_output=True, text=True, timeout=120,
+                                  env=dict(os.environ, TMPDIR=tmp))
     return check_shown(os.path.join(source, "ci/results/onnxruntime_certificates/README.md"), SHOWN, run,
                        lambda script: "node " + script)
 

@@ -19,6 +19,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -192,15 +194,35 @@ std::size_t data_in_use() {
 
 // A directory of the child's own under our TMPDIR (or /tmp); empty if none can be made, and then
 // the child shares ours.
+// The private TMPDIRs of children not yet ended: attest leaving through exit() with a kernel running
+// (an error exit, the run's deadline) removes them too.
+std::mutex live_tmp_mutex;
+std::set<std::string> live_tmp;
+
+void remove_live_tmp() {
+  std::lock_guard lock(live_tmp_mutex);
+  std::error_code ignored;
+  for (const std::string& path : live_tmp) std::filesystem::remove_all(path, ignored);
+  live_tmp.clear();
+}
+
 std::string make_private_tmp() {
   const char* parent = ::getenv("TMPDIR");
   std::string path = std::string(parent && *parent ? parent : "/tmp") + "/attest-kernel-XXXXXX";
-  return ::mkdtemp(path.data()) ? path : std::string();
+  if (!::mkdtemp(path.data())) return {};
+  static const bool registered = std::atexit(remove_live_tmp) == 0;
+  (void)registered;
+  std::lock_guard lock(live_tmp_mutex);
+  live_tmp.insert(path);
+  return path;
 }
 
 void remove_private_tmp(const std::string& path) {
+  if (path.empty()) return;
   std::error_code ignored;  // a file the kernel made unremovable stays; nothing to report it to
-  if (!path.empty()) std::filesystem::remove_all(path, ignored);
+  std::filesystem::remove_all(path, ignored);
+  std::lock_guard lock(live_tmp_mutex);
+  live_tmp.erase(path);
 }
 
 // The child's environment: ours (TMPDIR its own, when it has one), plus the protocol's descriptors, plus ASan's options

@@ -7,7 +7,7 @@ attest/attest_abi.h (the C ABI a plugin includes) and ci/api's attest/certify_ap
 
 Idempotent, so it can be re-run after merging branches that still use the old names: it moves
 whatever header is still at the old place and rewrites whatever old name is still written.
-CHANGELOG.md and ci/results/ (records of the past) are left as they are. The C/C++ files it
+CHANGELOG.md and ci/results/ (records of the past) and this script are left as they are. The C/C++ files it
 rewrites are run through clang-format-14, as an include's new name can change the sorted order.
 
 usage: layer_include_prefixes.py [SOURCE_DIR]   (default: the repository this script is in)
@@ -30,7 +30,7 @@ LAYERS = {
 }
 # Headers that stay directly under attest/: the installed public entry points.
 PUBLIC = {"impl/abi": {"attest_abi.h"}}
-UNTOUCHED = ("CHANGELOG.md", "ci/results/")
+UNTOUCHED = ("CHANGELOG.md", "ci/results/", "python/tools/layer_include_prefixes.py")
 CPP = (".c", ".cc", ".cpp", ".h", ".hpp")
 
 

@@ -11,7 +11,7 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_TABLE = os.path.join(HERE, "..", "..", "impl", "abi", "include", "attest", "interface")
+DEFAULT_TABLE = os.path.join(HERE, "..", "..", "impl/abi/include/attest/interface")
 GENERATED = os.path.join(HERE, "..", "attest_kernel", "_interface.py")
 ROW = re.compile(r"^(ATTEST_[A-Z_]+)\((.*)\)\s*$")
 

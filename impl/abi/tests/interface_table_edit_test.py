@@ -52,7 +52,7 @@ def main():
     original = os.path.join(source, "impl/abi/include/attest/interface")
     failures = []
     with tempfile.TemporaryDirectory() as scratch:
-        table = os.path.join(scratch, "attest", "interface")
+        table = os.path.join(scratch, "attest/interface")  # the include names it: "attest/interface/x.def"
         shutil.copytree(original, table)
         for check, run in (("C++", lambda: cxx_check(cxx, source, scratch)),
                            ("Python", lambda: python_check(source, table)),

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 extern char** environ;
 

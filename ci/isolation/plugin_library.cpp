@@ -9,8 +9,8 @@
 #include <limits>
 #include <span>
 
-#include "attest/abi_adapter.h"
-#include "attest/safe_text.h"
+#include "attest/abi/abi_adapter.h"
+#include "attest/properties/safe_text.h"
 #include "process_kernel.h"
 
 namespace attest {

@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "attest/cost_model.h"
-#include "attest/kernel.h"
-#include "attest/process_protocol.hpp"
+#include "attest/abi/process_protocol.hpp"
+#include "attest/kernels/cost_model.h"
+#include "attest/kernels/kernel.h"
 #include "containment.h"
 #include "page_size_record.h"
 

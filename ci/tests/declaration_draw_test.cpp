@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "attest/kernel.h"
-#include "attest/wire_conversion.h"
+#include "attest/abi/wire_conversion.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest {
 namespace {

@@ -14,7 +14,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECK = os.path.join(HERE, "layering_test.py")
 VICTIM = "impl/model/src/problem.cpp"
-UPWARD = '#include "attest/harness.h"\n'  # properties/include: two layers up
+UPWARD = '#include "attest/properties/harness.h"\n'  # properties/include: two layers up
 
 
 def run(tree):
@@ -42,7 +42,7 @@ def main():
         with open(path, "w", encoding="utf-8") as f:
             f.writelines(lines)
         bad = run(tree)
-    expected = (f"{VICTIM}:2: includes properties/include/attest/harness.h: "
+    expected = (f"{VICTIM}:2: includes properties/include/attest/properties/harness.h: "
                 "layer impl/model may not depend on properties")
     if bad.returncode != 1 or expected not in bad.stdout.splitlines():
         print(f"expected exit 1 and the line\n  {expected}\ngot exit {bad.returncode}:\n{bad.stdout}{bad.stderr}")

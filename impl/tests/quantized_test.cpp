@@ -1,6 +1,6 @@
 // The quantized KV formats: fp8 rounding and bit patterns, the canonical fit of scaled groups,
 // and the byte encoding a kernel receives.
-#include "attest/quantized.h"
+#include "attest/model/quantized.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <limits>
 #include <random>
 
-#include "attest/problem.h"
+#include "attest/model/problem.h"
 
 namespace attest {
 namespace {

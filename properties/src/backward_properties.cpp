@@ -9,11 +9,11 @@
 #include <random>
 #include <thread>
 
-#include "attest/builtin_kernels.h"
-#include "attest/compare.h"
-#include "attest/harness.h"
-#include "attest/precision_gate.h"
-#include "attest/properties.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/precision_gate.h"
+#include "attest/properties/properties.h"
 #include "gradient_checks.h"
 #include "problem_edits.h"
 

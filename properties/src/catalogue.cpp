@@ -1,8 +1,8 @@
 #include <stdexcept>
 
-#include "attest/packed.h"
-#include "attest/properties.h"
-#include "attest/session_forward.h"
+#include "attest/kernels/packed.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/session_forward.h"
 
 namespace attest {
 

@@ -1,4 +1,4 @@
-#include "attest/harness.h"
+#include "attest/properties/harness.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "attest/unwritten.h"
+#include "attest/kernels/unwritten.h"
 
 namespace attest {
 namespace {

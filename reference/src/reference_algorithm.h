@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "attest/reference.h"
+#include "attest/reference/reference.h"
 
 namespace attest::reference_detail {
 

@@ -1,4 +1,4 @@
-#include "attest/contract.h"
+#include "attest/kernels/contract.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "attest/packed.h"
+#include "attest/kernels/packed.h"
 
 namespace attest {
 

@@ -17,7 +17,7 @@
 #include <limits>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "kernel_support.h"
 #include "simd_bf16.h"
 #include "simd_ops.h"

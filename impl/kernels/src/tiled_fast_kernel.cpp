@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/packed.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/packed.h"
 #include "backward_kernels.h"
 #include "builtin_tiled.h"
 #include "kernel_support.h"

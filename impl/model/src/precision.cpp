@@ -1,4 +1,4 @@
-#include "attest/precision.h"
+#include "attest/model/precision.h"
 
 #include <algorithm>
 #include <array>

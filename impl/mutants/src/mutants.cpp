@@ -1,4 +1,4 @@
-#include "attest/mutants.h"
+#include "attest/mutants/mutants.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "contract_2_7_subjects.h"
 
 namespace attest {

@@ -104,6 +104,6 @@ void set_kernel_host_executable(const std::string& path);
 // Caps on what a kernel may send back.
 inline constexpr std::size_t kMaxKernelName = 64;
 inline constexpr std::size_t kMaxKernelMessage = 1024;
-inline constexpr std::size_t kMaxKernelString = 64 * 1024;  // any string field as it travels
+inline constexpr std::size_t kMaxKernelString = std::size_t{64} * 1024;  // any string field as it travels
 
 }  // namespace attest

@@ -41,7 +41,8 @@ inline void on_fault(int sig, siginfo_t* info, void* context) {
     std::memcpy(frame + 4, &type, 4);
     std::memcpy(frame + 8, &size, 8);
     std::memcpy(frame + 16, &length, 4);
-    std::memcpy(frame + 20, message, length);
+    // The frame carries the length, not the NUL: the message is not a C string there.
+    std::memcpy(frame + 20, message, length);  // NOLINT(bugprone-not-null-terminated-result)
     write_exact(fault_fd, frame, 20 + length);
   }
   ::signal(sig, SIG_DFL);  // returning re-executes the access, which now kills the process

@@ -31,11 +31,11 @@ inline constexpr std::uint32_t kMagic = 0x54535441u;  // bytes 'A' 'T' 'S' 'T'
 #undef ATTEST_INTERFACE_VERSION
 inline constexpr std::uint64_t kMaxPayload = std::uint64_t{1} << 34;  // 16 GiB: refuse anything larger
 // The largest descriptor attest reads: its path names and predicates are what make one long.
-inline constexpr std::uint64_t kMaxDescriptorBytes = 64 * 1024;
+inline constexpr std::uint64_t kMaxDescriptorBytes = std::uint64_t{64} * 1024;
 
 // The frame types and their payloads: attest/abi/interface/messages.def (who sends each, and when).
 enum class Type : std::uint32_t {
-#define ATTEST_MESSAGE(Name, id, major, minor) k##Name = id,
+#define ATTEST_MESSAGE(Name, id, major, minor) k##Name = (id),
 #define ATTEST_MESSAGE_FIELD(Name, type, field)
 #include "attest/abi/interface/messages.def"
 #undef ATTEST_MESSAGE
@@ -44,6 +44,7 @@ enum class Type : std::uint32_t {
 
 // The largest type: the table's last row (interface_table_test checks the ids run 1, 2, ...).
 inline constexpr std::uint32_t kLastType = 0
+// NOLINTNEXTLINE(bugprone-macro-parentheses): a term of the sum 0 +1 +1 ..., not an expression
 #define ATTEST_MESSAGE(Name, id, major, minor) +1
 #define ATTEST_MESSAGE_FIELD(Name, type, field)
 #include "attest/abi/interface/messages.def"

@@ -6,6 +6,7 @@
 
 namespace attest {
 
+// NOLINTNEXTLINE(readability-function-size): a table, one row per property
 const std::vector<PropertyInfo>& property_catalogue() {
   using F = Feature;
   static const std::vector<PropertyInfo> catalogue = {

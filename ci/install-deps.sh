@@ -15,7 +15,7 @@ esac
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  clang-14 libclang-rt-14-dev clang-format-14 pycodestyle
+  clang-14 libclang-rt-14-dev clang-format-14 clang-tidy-14 pycodestyle
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev
   libboost-dev libmpfr-dev libgmp-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev

@@ -13,6 +13,8 @@ stage() { echo "== ci/test.sh: $1 at ${SECONDS} s ($(date -u +%H:%M:%S) UTC, loa
 stage "install dependencies"
 bash ci/install-deps.sh
 bash ci/install-npm-deps.sh  # the pinned npm packages of ci/examples (skipped without node)
+stage "clang-tidy (the C/C++ files the last commit changed; ci/clang-tidy.sh --all: every file)"
+bash ci/clang-tidy.sh
 stage "release build"
 cmake --preset release
 cmake --build --preset release --target release_pass  # all but the unit-test binaries (cmake/release_pass.cmake)

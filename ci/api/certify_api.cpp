@@ -9,9 +9,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "attest/abi_adapter.h"
-#include "attest/process_kernel_server.hpp"
-#include "attest/wire_conversion.h"
+#include "attest/abi/abi_adapter.h"
+#include "attest/abi/process_kernel_server.hpp"
+#include "attest/abi/wire_conversion.h"
 #include "certificate.h"
 #include "certify.h"
 #include "containment.h"

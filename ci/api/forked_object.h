@@ -12,7 +12,7 @@
 #include <span>
 #include <string>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 #include "process_kernel.h"
 
 namespace attest::api {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <vector>
 
@@ -97,7 +98,7 @@ class BlasBaselineKernel final : public Kernel {
     return true;
   }
   static void rotate(float* x, int d, long long pos, double base) {
-    for (int m = 0; m < d / 2; ++m) {
+    for (std::ptrdiff_t m = 0; m < d / 2; ++m) {  // a pointer offset: 2 * m in ptrdiff_t
       const double angle = static_cast<double>(pos) * std::pow(base, -2.0 * m / d);
       const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
       const float a = x[2 * m], b = x[2 * m + 1];

@@ -2,10 +2,10 @@
 // OpenBLAS baseline, memory and a plot). Run: build/release/ci/bench/kernel_bench
 #include <benchmark/benchmark.h>
 
-#include "attest/cases.h"
-#include "attest/kernel.h"
-#include "attest/reference.h"
-#include "attest/size_ladder.h"
+#include "attest/kernels/kernel.h"
+#include "attest/properties/cases.h"
+#include "attest/properties/size_ladder.h"
+#include "attest/reference/reference.h"
 
 namespace attest {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attest/file_io.h"
-#include "attest/safe_text.h"
+#include "attest/properties/file_io.h"
+#include "attest/properties/safe_text.h"
 #include "certificate_format.h"
 #include "json_fields.h"
 

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "attest/coverage_model.h"
-#include "attest/precision_limit.h"
-#include "attest/safe_text.h"
+#include "attest/properties/coverage_model.h"
+#include "attest/properties/precision_limit.h"
+#include "attest/properties/safe_text.h"
 
 namespace attest {
 namespace {

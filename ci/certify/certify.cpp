@@ -7,11 +7,11 @@
 #include <iostream>
 #include <random>
 
-#include "attest/case_id.h"
-#include "attest/declaration_fit.h"
-#include "attest/problem_file.h"
-#include "attest/property_driver.h"
-#include "attest/safe_text.h"
+#include "attest/properties/case_id.h"
+#include "attest/properties/declaration_fit.h"
+#include "attest/properties/problem_file.h"
+#include "attest/properties/property_driver.h"
+#include "attest/properties/safe_text.h"
 #include "frozen_declaration.h"
 #include "fuzz_input.h"
 #include "fuzz_targets.h"

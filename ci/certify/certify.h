@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "attest/cases.h"
-#include "attest/kernel.h"
-#include "attest/oracle.h"
-#include "attest/properties.h"
-#include "attest/property_driver.h"
-#include "attest/size_ladder.h"
+#include "attest/kernels/kernel.h"
+#include "attest/properties/cases.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/property_driver.h"
+#include "attest/properties/size_ladder.h"
 #include "check_selection.h"
 
 namespace attest {

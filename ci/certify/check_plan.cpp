@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <memory>
 
-#include "attest/properties.h"
-#include "attest/session_forward.h"
-#include "attest/size_ladder.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/session_forward.h"
+#include "attest/properties/size_ladder.h"
 #include "check_selection.h"
 #include "fuzz_targets.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 #include "certify.h"
 
 namespace attest {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "attest/properties.h"
+#include "attest/properties/properties.h"
 #include "certify.h"
 #include "fuzz_targets.h"
 

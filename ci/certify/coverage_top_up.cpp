@@ -13,10 +13,10 @@
 #include <algorithm>
 #include <set>
 
-#include "attest/coverage_model.h"
-#include "attest/generators.h"
-#include "attest/harness.h"
-#include "attest/session_forward.h"
+#include "attest/properties/coverage_model.h"
+#include "attest/properties/generators.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/session_forward.h"
 #include "certify.h"
 
 namespace attest {

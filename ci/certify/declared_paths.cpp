@@ -8,11 +8,11 @@
 #include <chrono>
 #include <iostream>
 
-#include "attest/case_id.h"
-#include "attest/generators.h"
-#include "attest/harness.h"
-#include "attest/problem_file.h"
-#include "attest/safe_text.h"
+#include "attest/properties/case_id.h"
+#include "attest/properties/generators.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/problem_file.h"
+#include "attest/properties/safe_text.h"
 #include "certify.h"
 #include "check_selection.h"
 #include "progress.h"

@@ -3,7 +3,7 @@
 // skip what it got wrong) fails the call where that shows, instead of narrowing the checks.
 #pragma once
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/coverage_model.h"
+#include "attest/properties/coverage_model.h"
 #include "html_report.h"
 
 namespace attest {

@@ -9,7 +9,7 @@
 #include <memory>
 #include <sstream>
 
-#include "attest/file_io.h"
+#include "attest/properties/file_io.h"
 
 namespace attest {
 

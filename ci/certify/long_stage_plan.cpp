@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "attest/harness.h"
-#include "attest/problem.h"
+#include "attest/model/problem.h"
+#include "attest/properties/harness.h"
 
 namespace attest {
 namespace {

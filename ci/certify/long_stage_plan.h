@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "attest/cost_model.h"
-#include "attest/size_ladder.h"
+#include "attest/kernels/cost_model.h"
+#include "attest/properties/size_ladder.h"
 
 namespace attest {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "attest/precision_limit.h"
+#include "attest/properties/precision_limit.h"
 #include "certificate.h"
 #include "run_summary.h"
 

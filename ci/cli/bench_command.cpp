@@ -13,11 +13,11 @@
 #include <thread>
 #include <tuple>
 
-#include "attest/cases.h"
-#include "attest/file_io.h"
-#include "attest/reference.h"
-#include "attest/safe_text.h"
-#include "attest/session_forward.h"
+#include "attest/properties/cases.h"
+#include "attest/properties/file_io.h"
+#include "attest/properties/safe_text.h"
+#include "attest/properties/session_forward.h"
+#include "attest/reference/reference.h"
 #include "blas_baseline.h"
 #include "kernel_resolver.h"
 #include "memory_meter.h"

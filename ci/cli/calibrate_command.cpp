@@ -6,11 +6,11 @@
 #include <cmath>
 #include <iostream>
 
-#include "attest/builtin_kernels.h"
-#include "attest/generators.h"
-#include "attest/precision_gate.h"
-#include "attest/properties.h"
-#include "attest/session_forward.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/generators.h"
+#include "attest/properties/precision_gate.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/session_forward.h"
 #include "kernel_resolver.h"
 
 namespace attest {

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "attest/mutants.h"
-#include "attest/properties.h"
+#include "attest/mutants/mutants.h"
+#include "attest/properties/properties.h"
 
 namespace attest {
 namespace {

@@ -9,7 +9,7 @@
 #include <iostream>
 #include <thread>
 
-#include "attest/file_io.h"
+#include "attest/properties/file_io.h"
 #include "catalogue_markdown.h"
 #include "certificate.h"
 #include "check_plan.h"

@@ -1,6 +1,6 @@
 #include "document_output.h"
 
-#include "attest/file_io.h"
+#include "attest/properties/file_io.h"
 
 namespace attest {
 

@@ -15,8 +15,8 @@
 #include <regex>
 #include <vector>
 
-#include "attest/oracle.h"
-#include "attest/problem_file.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/problem_file.h"
 #include "fuzz_targets.h"
 #include "replay_program.h"
 

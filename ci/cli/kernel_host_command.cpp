@@ -5,8 +5,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include "attest/abi_adapter.h"
-#include "attest/process_kernel_server.hpp"
+#include "attest/abi/abi_adapter.h"
+#include "attest/abi/process_kernel_server.hpp"
 #include "kernel_resolver.h"
 #include "plugin_library.h"
 

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <vector>
 
@@ -10,7 +11,9 @@
 #include "replay_program.h"
 #include "subcommands.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace attest;
   // A write past the file-size limit (ulimit -f) then fails with EFBIG, and the atomic write
   // removes its temporary file and reports it, instead of the signal killing attest mid-write.
@@ -45,4 +48,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   return 0;
+}
+
+}  // namespace
+
+// What escapes the subcommands' own handlers (a setup's allocation) is an error, exit 2, not an abort.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "attest: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "attest: an unknown exception\n";
+  }
+  return 2;
 }

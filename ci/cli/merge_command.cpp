@@ -5,7 +5,7 @@
 #include <iostream>
 #include <optional>
 
-#include "attest/file_io.h"
+#include "attest/properties/file_io.h"
 #include "certify_command.h"
 #include "document_output.h"
 #include "flags.h"

@@ -9,9 +9,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "attest/file_io.h"
-#include "attest/mutants.h"
-#include "attest/problem_file.h"
+#include "attest/mutants/mutants.h"
+#include "attest/properties/file_io.h"
+#include "attest/properties/problem_file.h"
 #include "certify.h"
 #include "check_selection.h"
 #include "fuzz_command.h"

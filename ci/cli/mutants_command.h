@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/size_ladder.h"
+#include "attest/properties/size_ladder.h"
 
 namespace attest {
 

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <string>
 
-#include "attest/problem_file.h"
-#include "attest/property_driver.h"
+#include "attest/properties/problem_file.h"
+#include "attest/properties/property_driver.h"
 #include "replay_program.h"
 
 namespace attest {

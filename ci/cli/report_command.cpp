@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "attest/file_io.h"
+#include "attest/properties/file_io.h"
 #include "document_output.h"
 #include "flags.h"
 #include "html_report.h"

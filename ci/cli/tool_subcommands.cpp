@@ -5,6 +5,7 @@
 
 #include "bench_command.h"
 #include "calibrate_command.h"
+#include "certify.h"
 #include "fuzz_command.h"
 #include "kernel_host_command.h"
 #include "mutants_command.h"

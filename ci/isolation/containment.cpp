@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 extern char** environ;
 

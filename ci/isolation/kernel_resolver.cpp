@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <map>
 
-#include "attest/mutants.h"
+#include "attest/mutants/mutants.h"
 #include "plugin_library.h"
 #include "process_kernel.h"
 

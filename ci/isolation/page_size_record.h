@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest {
 

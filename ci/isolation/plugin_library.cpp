@@ -11,8 +11,8 @@
 #include <span>
 #include <vector>
 
-#include "attest/abi_adapter.h"
-#include "attest/safe_text.h"
+#include "attest/abi/abi_adapter.h"
+#include "attest/properties/safe_text.h"
 #include "process_kernel.h"
 
 namespace attest {

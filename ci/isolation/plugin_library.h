@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "attest/abi/process_kernel_server.hpp"
 #include "attest/attest_abi.h"
-#include "attest/kernel.h"
-#include "attest/process_kernel_server.hpp"
+#include "attest/kernels/kernel.h"
 #include "page_size_record.h"
 
 namespace attest {

@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "attest/abi_adapter.h"
-#include "attest/safe_text.h"
+#include "attest/abi/abi_adapter.h"
+#include "attest/properties/safe_text.h"
 
 namespace attest {
 namespace {

@@ -15,9 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "attest/cost_model.h"
-#include "attest/kernel.h"
-#include "attest/process_protocol.hpp"
+#include "attest/abi/process_protocol.hpp"
+#include "attest/kernels/cost_model.h"
+#include "attest/kernels/kernel.h"
 #include "containment.h"
 #include "page_size_record.h"
 
@@ -106,6 +106,6 @@ void set_kernel_host_executable(const std::string& path);
 // Caps on what a kernel may send back.
 inline constexpr std::size_t kMaxKernelName = 64;
 inline constexpr std::size_t kMaxKernelMessage = 1024;
-inline constexpr std::size_t kMaxKernelString = 64 * 1024;  // any string field as it travels
+inline constexpr std::size_t kMaxKernelString = std::size_t{64} * 1024;  // any string field as it travels
 
 }  // namespace attest

@@ -5,8 +5,8 @@
 #include <random>
 #include <vector>
 
-#include "attest/cache_policy.h"
-#include "attest/path_predicate.h"
+#include "attest/kernels/cache_policy.h"
+#include "attest/kernels/path_predicate.h"
 
 namespace attest {
 namespace {

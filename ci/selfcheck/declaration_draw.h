@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest {
 

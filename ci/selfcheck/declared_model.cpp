@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/contract.h"
-#include "attest/packed.h"
-#include "attest/path_predicate.h"
-#include "attest/problem.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/contract.h"
+#include "attest/kernels/packed.h"
+#include "attest/kernels/path_predicate.h"
+#include "attest/model/problem.h"
 #include "model_decode.h"
 
 namespace attest {

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest {
 

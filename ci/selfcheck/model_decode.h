@@ -9,8 +9,8 @@
 
 #include <memory>
 
-#include "attest/cache_policy.h"
-#include "attest/kernel.h"
+#include "attest/kernels/cache_policy.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest {
 

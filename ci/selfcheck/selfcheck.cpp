@@ -10,10 +10,10 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "attest/abi_adapter.h"
-#include "attest/file_io.h"
-#include "attest/process_kernel_server.hpp"
-#include "attest/quantized.h"
+#include "attest/abi/abi_adapter.h"
+#include "attest/abi/process_kernel_server.hpp"
+#include "attest/model/quantized.h"
+#include "attest/properties/file_io.h"
 #include "certificate.h"
 #include "certify.h"
 #include "declaration_draw.h"

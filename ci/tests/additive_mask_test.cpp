@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "quick_certification.h"
 
 namespace attest {

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "attest/abi_adapter.h"
-#include "attest/builtin_kernels.h"
-#include "attest/process_kernel_server.hpp"
+#include "attest/abi/abi_adapter.h"
+#include "attest/abi/process_kernel_server.hpp"
+#include "attest/kernels/builtin_kernels.h"
 #include "process_kernel.h"
 
 namespace attest {

@@ -1,9 +1,9 @@
 // case_id: a generated problem in one line, naming only what differs from the plain problem.
-#include "attest/case_id.h"
+#include "attest/properties/case_id.h"
 
 #include <gtest/gtest.h>
 
-#include "attest/problem.h"
+#include "attest/model/problem.h"
 
 namespace attest {
 namespace {

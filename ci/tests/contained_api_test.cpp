@@ -10,9 +10,9 @@
 #include <csignal>
 #include <cstdlib>
 
-#include "attest/builtin_kernels.h"
 #include "attest/certify_api.h"
 #include "attest/gtest.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "quick_api_options.h"
 
 namespace attest {

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "attest/builtin_kernels.h"
 #include "attest/certify_api.h"
+#include "attest/kernels/builtin_kernels.h"
 
 namespace attest {
 namespace {

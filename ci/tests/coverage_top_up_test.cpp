@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <iostream>
 
-#include "attest/builtin_kernels.h"
-#include "attest/coverage_model.h"
-#include "attest/generators.h"
-#include "attest/mutants.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/mutants/mutants.h"
+#include "attest/properties/coverage_model.h"
+#include "attest/properties/generators.h"
 #include "certify.h"
 
 namespace attest {

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "attest/kernel.h"
-#include "attest/wire_conversion.h"
+#include "attest/abi/wire_conversion.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest {
 namespace {
@@ -80,6 +80,7 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
       ADD_FAILURE() << "declaration " << i << ": " << e.what();
     }
   }
+  // NOLINTNEXTLINE(bugprone-integer-division): whole shares of n, as the counts are
   EXPECT_NEAR(backward, n / 6, n / 24);
   EXPECT_GT(evicting, n / 40);
   EXPECT_GT(paged, n / 40);
@@ -87,6 +88,7 @@ TEST(DeclarationDraw, ReachesEveryServedFieldInItsShare) {
   EXPECT_GT(fp8, n / 40);
   EXPECT_GT(value_widths, n / 10);
   EXPECT_GT(alibi_or_bias, n / 40);
+  // NOLINTNEXTLINE(bugprone-integer-division): whole shares, as the counts are
   EXPECT_NEAR(tiled_paths, declared_paths / 2, declared_paths / 8);
   EXPECT_GT(merge, n / 10);
   EXPECT_GT(merge_with_splits, n / 20);

@@ -9,12 +9,12 @@
 #include <random>
 #include <vector>
 
-#include "attest/compare.h"
-#include "attest/error_bound.h"
-#include "attest/kernel.h"
-#include "attest/oracle.h"
-#include "attest/packed.h"
-#include "attest/path_predicate.h"
+#include "attest/kernels/kernel.h"
+#include "attest/kernels/packed.h"
+#include "attest/kernels/path_predicate.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/oracle.h"
+#include "attest/reference/error_bound.h"
 #include "certify.h"
 
 namespace attest {

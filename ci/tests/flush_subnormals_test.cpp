@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/compare.h"
-#include "attest/error_bound.h"
-#include "attest/mutants.h"
-#include "attest/oracle.h"
-#include "attest/precision_gate.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/mutants/mutants.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/precision_gate.h"
+#include "attest/reference/error_bound.h"
 #include "quick_certification.h"
 
 namespace attest {

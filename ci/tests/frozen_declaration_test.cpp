@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "certify.h"
 
 namespace attest {

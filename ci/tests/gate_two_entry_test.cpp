@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/generators.h"
-#include "attest/mutants.h"
-#include "attest/precision_gate.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/mutants/mutants.h"
+#include "attest/properties/generators.h"
+#include "attest/properties/precision_gate.h"
 #include "quick_certification.h"
 
 namespace attest {

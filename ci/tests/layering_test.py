@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The layers of docs/design.md#layers, checked: every quoted include ("attest/x.h", "x.h", and
 <attest/x.h>) of every C/C++ file is resolved to the file it names, and an include that reaches a
-folder its own folder may not depend on fails, naming the file and line.
+folder its own folder may not depend on fails, naming the file and line. An "attest/..." include
+must name its layer: attest/model/, attest/kernels/, ... (PREFIXES), or be one of the public
+entry points that stay directly under attest/ (PUBLIC).
 
 usage: layering_test.py SOURCE_DIR
 Exit 0: no upward include; 1: upward (or unresolvable) includes, one line each; 2: bad usage.
@@ -35,6 +37,17 @@ LAYERS = {
     # Example kernels see only what a user of the installed package sees.
     "ci/examples": ["ci/api", "impl/abi"],
 }
+# The include prefix of each layer that exports headers (python/tools/layer_include_prefixes.py).
+PREFIXES = {
+    "attest/model/": "impl/model",
+    "attest/kernels/": "impl/kernels",
+    "attest/mutants/": "impl/mutants",
+    "attest/abi/": "impl/abi",
+    "attest/reference/": "reference",
+    "attest/properties/": "properties",
+}
+# The installed entry points users include, directly under attest/.
+PUBLIC = {"attest/attest_abi.h": "impl/abi", "attest/certify_api.h": "ci/api", "attest/gtest.h": "ci/api"}
 SOURCE_SUFFIXES = (".c", ".h", ".cpp", ".hpp", ".cc", ".def", ".inc")
 SKIPPED_DIRS = {".git", "build", "python", "js", "node_modules", "corpus"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*(?:"([^"]+)"|<(attest/[^>]+)>)')
@@ -62,6 +75,13 @@ def layer_of(path):
         if (path == folder or path.startswith(folder + "/")) and (best is None or len(folder) > len(best)):
             best = folder
     return best
+
+
+def named_layer(name):
+    """The layer an "attest/..." include names by its prefix, or None."""
+    if name in PUBLIC:
+        return PUBLIC[name]
+    return next((folder for prefix, folder in PREFIXES.items() if name.startswith(prefix)), None)
 
 
 def source_files(root):
@@ -103,6 +123,10 @@ def check(root):
                     continue
                 target = candidates[0]
                 target_layer = layer_of(target)
+                if name.startswith("attest/") and named_layer(name) != target_layer:
+                    problems.append(f"{f}:{number}: \"{name}\" names no layer: {target} is in {target_layer}, "
+                                    "its include should be attest/<layer>/ (python/tools/layer_include_prefixes.py)")
+                    continue
                 if target_layer not in closure[layer]:
                     problems.append(f"{f}:{number}: includes {target}: layer {layer} may not depend on {target_layer}")
     return len(files), problems

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/size_ladder.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/size_ladder.h"
 #include "certify.h"
 
 namespace attest {

@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "attest/cache_policy.h"
-#include "attest/kernel.h"
+#include "attest/kernels/cache_policy.h"
+#include "attest/kernels/kernel.h"
 #include "declared_model.h"
 
 namespace attest {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/faults.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/faults.h"
 #include "quick_certification.h"
 
 namespace attest {

@@ -2,7 +2,7 @@
 // there) still gets kPathFloor cases of it in every property that can take such problems.
 #include <gtest/gtest.h>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "certify.h"
 
 namespace attest {

@@ -16,9 +16,9 @@
 #include <thread>
 #include <utility>
 
-#include "attest/builtin_kernels.h"
 #include "attest/certify_api.h"
 #include "attest/gtest.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "quick_api_options.h"
 
 namespace attest {

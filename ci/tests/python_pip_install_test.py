@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 KERNEL = "examples/causal_gqa.py:attention"  # imports attest_kernel: from the venv, nothing else
-VERSION_DEF = "impl/abi/include/attest/interface/version.def"
+VERSION_DEF = "impl/abi/include/attest/abi/interface/version.def"
 
 
 class Failed(Exception):

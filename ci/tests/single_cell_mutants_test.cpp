@@ -6,7 +6,7 @@
 #include <functional>
 #include <iostream>
 
-#include "attest/mutants.h"
+#include "attest/mutants/mutants.h"
 #include "certify.h"
 
 namespace attest {

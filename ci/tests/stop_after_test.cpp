@@ -2,7 +2,7 @@
 // run that never fails it goes on to the end.
 #include <gtest/gtest.h>
 
-#include "attest/mutants.h"
+#include "attest/mutants/mutants.h"
 #include "certify.h"
 
 namespace attest {

@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "attest/oracle.h"
-#include "attest/problem_file.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/problem_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

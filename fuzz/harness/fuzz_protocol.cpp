@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "attest/process_protocol.hpp"
+#include "attest/abi/process_protocol.hpp"
 
 namespace protocol = attest::protocol;
 

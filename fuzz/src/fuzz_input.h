@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "attest/kernel.h"
-#include "attest/problem.h"
+#include "attest/kernels/kernel.h"
+#include "attest/model/problem.h"
 
 namespace attest::fuzz {
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "attest/kernel.h"
-#include "attest/oracle.h"
-#include "attest/problem.h"
-#include "attest/verdict.h"
+#include "attest/kernels/kernel.h"
+#include "attest/model/problem.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/verdict.h"
 #include "fuzz_input.h"
 
 namespace attest::fuzz {

@@ -16,8 +16,8 @@
 #include <map>
 #include <sstream>
 
-#include "attest/mutants.h"
-#include "attest/problem_fields.h"
+#include "attest/model/problem_fields.h"
+#include "attest/mutants/mutants.h"
 #include "fuzz_input.h"
 #include "fuzz_targets.h"
 

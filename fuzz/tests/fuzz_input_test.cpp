@@ -11,7 +11,7 @@
 #include <random>
 #include <set>
 
-#include "attest/mutants.h"
+#include "attest/mutants/mutants.h"
 #include "fuzz_targets.h"
 
 namespace attest::fuzz {

@@ -1,7 +1,7 @@
 // The cost model behind per-call hang limits and the long stage's plan: it scales the
 // largest measured calls up by work, never learns from calls too short to time, and never lets a
 // cheap call of larger dense work (a masked or padded problem) pull a prediction down.
-#include "attest/cost_model.h"
+#include "attest/kernels/cost_model.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 
 namespace attest {
 namespace {

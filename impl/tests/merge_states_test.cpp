@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/problem.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/model/problem.h"
 
 namespace attest {
 namespace {

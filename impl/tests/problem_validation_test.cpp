@@ -4,7 +4,7 @@
 #include <cmath>
 #include <functional>
 
-#include "attest/problem.h"
+#include "attest/model/problem.h"
 
 namespace attest {
 namespace {

@@ -1,6 +1,6 @@
 // The quantized KV formats: fp8 rounding and bit patterns, the canonical fit of scaled groups,
 // and the byte encoding a kernel receives.
-#include "attest/quantized.h"
+#include "attest/model/quantized.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <limits>
 #include <random>
 
-#include "attest/problem.h"
+#include "attest/model/problem.h"
 
 namespace attest {
 namespace {
@@ -219,6 +219,7 @@ TEST(ScaledFormats, PerHeadScalesSpanEveryTokenOfASequencesKvHead) {
   EXPECT_EQ(fit_width(Scalar::kQ8Head, p.shape.k_len, p.shape.head_dim), 12);
   EXPECT_EQ(fit_width(Scalar::kQ8, p.shape.k_len, p.shape.head_dim), 4);
   // (sequence, kv head) number h = e / 12 spans [-6 (h + 1), 5 (h + 1)]: its largest magnitude is 6 (h + 1).
+  // NOLINTNEXTLINE(bugprone-integer-division): e / 12 is the head number h, an integer on purpose
   for (std::size_t e = 0; e < p.k.size(); ++e) p.k[e] = p.v[e] = (float(e % 12) - 6.0f) * float(1 + e / 12);
   p.fit_to_storage();
   EXPECT_NO_THROW(p.validate());

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "attest/precision.h"
+#include "attest/model/precision.h"
 
 namespace attest {
 namespace {

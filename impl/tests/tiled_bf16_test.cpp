@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "kernel_support.h"
 #include "simd_bf16.h"
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 
 namespace {
 std::atomic<bool> counting{false};

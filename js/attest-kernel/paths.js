@@ -3,7 +3,7 @@
 //
 // attest then draws each path's problems from its predicate, judges each call at the precision of
 // the path that served it, and fails a call served by another path than the first declared path
-// whose predicate the problem meets (impl/kernels/include/attest/path_predicate.h).
+// whose predicate the problem meets (impl/kernels/include/attest/kernels/path_predicate.h).
 // python/attest_kernel/paths.py is the same class in Python.
 import { CAPABILITIES, MASK_TERMS } from "./interface.js";
 import { I32_MAX, fail, features, flag, integer, precision, range, show, unknownKeys } from "./checks.js";

@@ -9,11 +9,11 @@
 #include <random>
 #include <thread>
 
-#include "attest/builtin_kernels.h"
-#include "attest/compare.h"
-#include "attest/harness.h"
-#include "attest/precision_gate.h"
-#include "attest/properties.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/precision_gate.h"
+#include "attest/properties/properties.h"
 #include "gradient_checks.h"
 #include "problem_edits.h"
 
@@ -342,6 +342,7 @@ Verdict gradient_deterministic(const Problem& p, const Kernel& kernel, Oracle& o
          {std::tuple{&first.dq, &again.dq, "dQ"}, std::tuple{&first.dk, &again.dk, "dK"},
           std::tuple{&first.dv, &again.dv, "dV"}, std::tuple{&first.dsinks, &again.dsinks, "dsinks"}})
       for (std::size_t e = 0; e < a->size(); ++e)
+        // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison): bit for bit, a NaN equals its own bits
         if (std::memcmp(&(*a)[e], &(*b)[e], sizeof(float)) != 0)
           return Verdict::fail(
               name,

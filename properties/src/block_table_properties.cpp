@@ -5,9 +5,9 @@
 
 #include <random>
 
-#include "attest/compare.h"
-#include "attest/properties.h"
-#include "attest/session_forward.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/session_forward.h"
 #include "page_pool.h"
 #include "problem_edits.h"
 

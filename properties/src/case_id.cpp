@@ -1,4 +1,4 @@
-#include "attest/case_id.h"
+#include "attest/properties/case_id.h"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "attest/precision.h"
-#include "attest/safe_text.h"
+#include "attest/model/precision.h"
+#include "attest/properties/safe_text.h"
 
 namespace attest {
 namespace {

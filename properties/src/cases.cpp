@@ -1,4 +1,4 @@
-#include "attest/cases.h"
+#include "attest/properties/cases.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/features.h"
+#include "attest/model/features.h"
 
 namespace attest {
 

@@ -1,11 +1,12 @@
 #include <stdexcept>
 
-#include "attest/packed.h"
-#include "attest/properties.h"
-#include "attest/session_forward.h"
+#include "attest/kernels/packed.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/session_forward.h"
 
 namespace attest {
 
+// NOLINTNEXTLINE(readability-function-size): a table, one row per property
 const std::vector<PropertyInfo>& property_catalogue() {
   using F = Feature;
   static const std::vector<PropertyInfo> catalogue = {

@@ -1,4 +1,4 @@
-#include "attest/compare.h"
+#include "attest/properties/compare.h"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "attest/harness.h"
-#include "attest/quantized.h"
+#include "attest/model/quantized.h"
+#include "attest/properties/harness.h"
 
 namespace attest {
 

@@ -1,9 +1,9 @@
-#include "attest/coverage_model.h"
+#include "attest/properties/coverage_model.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "attest/reference.h"
+#include "attest/reference/reference.h"
 #include "problem_edits.h"
 
 namespace attest {

@@ -1,4 +1,4 @@
-#include "attest/declaration_fit.h"
+#include "attest/properties/declaration_fit.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 #include <tuple>
 #include <vector>
 
-#include "attest/cases.h"
-#include "attest/contract.h"
-#include "attest/oracle.h"
+#include "attest/kernels/contract.h"
+#include "attest/properties/cases.h"
+#include "attest/properties/oracle.h"
 #include "declared_range.h"
 
 namespace attest {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "attest/contract.h"
+#include "attest/kernels/contract.h"
 #include "problem_edits.h"
 
 namespace attest {

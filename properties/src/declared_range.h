@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest {
 

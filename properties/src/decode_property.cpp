@@ -3,10 +3,10 @@
 
 #include <random>
 
-#include "attest/compare.h"
-#include "attest/harness.h"
-#include "attest/properties.h"
-#include "attest/session_forward.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/session_forward.h"
 #include "problem_edits.h"
 
 namespace attest {

@@ -7,8 +7,8 @@
 #include <random>
 #include <set>
 
-#include "attest/compare.h"
-#include "attest/properties.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/properties.h"
 #include "problem_edits.h"
 
 namespace attest {

@@ -1,4 +1,4 @@
-#include "attest/file_io.h"
+#include "attest/properties/file_io.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "attest/generators.h"
+#include "attest/properties/generators.h"
 
 #include <algorithm>
 #include <array>
@@ -12,9 +12,9 @@
 #include <string>
 #include <tuple>
 
-#include "attest/coverage_model.h"
-#include "attest/quantized.h"
-#include "attest/reference.h"
+#include "attest/model/quantized.h"
+#include "attest/properties/coverage_model.h"
+#include "attest/reference/reference.h"
 #include "declared_range.h"
 #include "problem_edits.h"
 

@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "attest/harness.h"
+#include "attest/properties/harness.h"
 #include "problem_edits.h"
 
 namespace attest {

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "attest/gradient.h"
-#include "attest/kernel.h"
-#include "attest/oracle.h"
-#include "attest/verdict.h"
+#include "attest/kernels/kernel.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/verdict.h"
+#include "attest/reference/gradient.h"
 
 namespace attest {
 

@@ -1,4 +1,4 @@
-#include "attest/harness.h"
+#include "attest/properties/harness.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include "attest/unwritten.h"
+#include "attest/kernels/unwritten.h"
 
 namespace attest {
 namespace {
@@ -37,7 +37,7 @@ class GuardedBuffer {
     std::fill_n(storage_.begin() + kGuard, n, unwritten_nan());
   }
   std::span<float> span() { return {storage_.data() + kGuard, n_}; }
-  std::vector<float> contents() const { return {storage_.begin() + kGuard, storage_.begin() + kGuard + n_}; }
+  std::vector<float> contents() const { return {storage_.data() + kGuard, storage_.data() + kGuard + n_}; }
   // Empty when both guards are intact, else where the first overwrite is.
   std::string damage(const char* name) const {
     for (std::size_t i = 0; i < kGuard; ++i) {

@@ -1,6 +1,6 @@
-#include "attest/compare.h"
-#include "attest/harness.h"
-#include "attest/properties.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/properties.h"
 
 namespace attest {
 

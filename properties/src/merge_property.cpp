@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "attest/precision.h"
-#include "attest/properties.h"
+#include "attest/model/precision.h"
+#include "attest/properties/properties.h"
 #include "problem_edits.h"
 
 namespace attest {

@@ -8,9 +8,9 @@
 #include <random>
 #include <utility>
 
-#include "attest/compare.h"
-#include "attest/harness.h"
-#include "attest/properties.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/properties.h"
 #include "declared_range.h"
 #include "problem_edits.h"
 

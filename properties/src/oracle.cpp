@@ -1,8 +1,8 @@
-#include "attest/oracle.h"
+#include "attest/properties/oracle.h"
 
 #include <cstring>
 
-#include "attest/problem_fields.h"
+#include "attest/model/problem_fields.h"
 
 namespace attest {
 namespace {

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "attest/compare.h"
-#include "attest/harness.h"
-#include "attest/packed.h"
-#include "attest/properties.h"
-#include "attest/unwritten.h"
+#include "attest/kernels/packed.h"
+#include "attest/kernels/unwritten.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/properties.h"
 #include "problem_edits.h"
 
 namespace attest {

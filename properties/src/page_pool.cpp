@@ -9,8 +9,8 @@
 #include <random>
 #include <stdexcept>
 
-#include "attest/harness.h"
-#include "attest/session_forward.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/session_forward.h"
 #include "problem_edits.h"
 
 namespace attest {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest {
 

@@ -4,7 +4,7 @@
 // Behind an entry rounding coarser than the storage both errors are measured from the exact result
 // of the rounded inputs, in units of the arithmetic after it: an f16 entry must not hide an f16
 // accumulator inside f16 units.
-#include "attest/precision_gate.h"
+#include "attest/properties/precision_gate.h"
 
 #include <fmt/format.h>
 
@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/compare.h"
-#include "attest/error_bound.h"
-#include "attest/harness.h"
-#include "attest/properties.h"
-#include "attest/quantized.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/model/quantized.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/properties.h"
+#include "attest/reference/error_bound.h"
 
 namespace attest {
 namespace {

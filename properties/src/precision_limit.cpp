@@ -1,4 +1,4 @@
-#include "attest/precision_limit.h"
+#include "attest/properties/precision_limit.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <optional>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 
 namespace attest {
 namespace {

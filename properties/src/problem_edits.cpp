@@ -6,11 +6,11 @@
 #include <numeric>
 #include <random>
 
-#include "attest/contract.h"
-#include "attest/oracle.h"
-#include "attest/properties.h"
-#include "attest/quantized.h"
-#include "attest/reference.h"
+#include "attest/kernels/contract.h"
+#include "attest/model/quantized.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/properties.h"
+#include "attest/reference/reference.h"
 #include "declared_range.h"
 
 namespace attest {

@@ -6,8 +6,8 @@
 #include <optional>
 #include <vector>
 
-#include "attest/kernel.h"
-#include "attest/problem.h"
+#include "attest/kernels/kernel.h"
+#include "attest/model/problem.h"
 
 namespace attest {
 

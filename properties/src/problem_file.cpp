@@ -1,4 +1,4 @@
-#include "attest/problem_file.h"
+#include "attest/properties/problem_file.h"
 
 #include <fmt/format.h>
 
@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "attest/file_io.h"
-#include "attest/problem_fields.h"
-#include "attest/safe_text.h"
+#include "attest/model/problem_fields.h"
+#include "attest/properties/file_io.h"
+#include "attest/properties/safe_text.h"
 
 namespace attest {
 namespace {

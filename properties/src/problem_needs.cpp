@@ -1,4 +1,4 @@
-#include "attest/problem_needs.h"
+#include "attest/properties/problem_needs.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "attest/property_driver.h"
+#include "attest/properties/property_driver.h"
 
 #include <fmt/format.h>
 #include <rapidcheck.h>
@@ -11,13 +11,13 @@
 #include <functional>
 #include <iostream>
 
-#include "attest/case_id.h"
-#include "attest/coverage_model.h"
-#include "attest/generators.h"
-#include "attest/harness.h"
-#include "attest/problem_file.h"
-#include "attest/safe_text.h"
-#include "attest/session_forward.h"
+#include "attest/properties/case_id.h"
+#include "attest/properties/coverage_model.h"
+#include "attest/properties/generators.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/problem_file.h"
+#include "attest/properties/safe_text.h"
+#include "attest/properties/session_forward.h"
 
 namespace attest {
 

@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
-#include "attest/compare.h"
-#include "attest/reference.h"
+#include "attest/properties/compare.h"
+#include "attest/reference/reference.h"
 #include "problem_edits.h"
 
 namespace attest {

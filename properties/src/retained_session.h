@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "attest/kernel.h"
-#include "attest/verdict.h"
+#include "attest/kernels/kernel.h"
+#include "attest/properties/verdict.h"
 
 namespace attest {
 

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <limits>
 
-#include "attest/compare.h"
-#include "attest/harness.h"
-#include "attest/properties.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/properties.h"
 #include "problem_edits.h"
 
 namespace attest {

@@ -1,4 +1,4 @@
-#include "attest/safe_text.h"
+#include "attest/properties/safe_text.h"
 
 #include <fmt/format.h>
 

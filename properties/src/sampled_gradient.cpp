@@ -7,8 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "attest/harness.h"
-#include "attest/reference.h"
+#include "attest/properties/harness.h"
+#include "attest/reference/reference.h"
 #include "gradient_checks.h"
 
 namespace attest {

@@ -6,9 +6,9 @@
 
 #include <vector>
 
-#include "attest/gradient.h"
-#include "attest/kernel.h"
-#include "attest/verdict.h"
+#include "attest/kernels/kernel.h"
+#include "attest/properties/verdict.h"
+#include "attest/reference/gradient.h"
 
 namespace attest {
 

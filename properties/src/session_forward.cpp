@@ -1,9 +1,9 @@
-#include "attest/session_forward.h"
+#include "attest/properties/session_forward.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "attest/quantized.h"
+#include "attest/model/quantized.h"
 #include "problem_edits.h"
 
 namespace attest {

@@ -1,4 +1,4 @@
-#include "attest/size_ladder.h"
+#include "attest/properties/size_ladder.h"
 
 #include <fmt/format.h>
 
@@ -13,13 +13,13 @@
 #include <tuple>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/cases.h"
-#include "attest/compare.h"
-#include "attest/declaration_fit.h"
-#include "attest/harness.h"
-#include "attest/precision_gate.h"
-#include "attest/session_forward.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/cases.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/declaration_fit.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/precision_gate.h"
+#include "attest/properties/session_forward.h"
 #include "gradient_checks.h"
 #include "page_pool.h"
 #include "problem_edits.h"

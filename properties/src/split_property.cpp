@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "attest/compare.h"
-#include "attest/harness.h"
-#include "attest/precision.h"
-#include "attest/properties.h"
+#include "attest/model/precision.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/properties.h"
 #include "problem_edits.h"
 
 namespace attest {

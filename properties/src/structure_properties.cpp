@@ -5,10 +5,10 @@
 #include <numeric>
 #include <random>
 
-#include "attest/compare.h"
-#include "attest/harness.h"
-#include "attest/problem_fields.h"
-#include "attest/properties.h"
+#include "attest/model/problem_fields.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/properties.h"
 #include "problem_edits.h"
 
 namespace attest {

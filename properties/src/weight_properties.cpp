@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "attest/compare.h"
-#include "attest/harness.h"
-#include "attest/properties.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/properties.h"
 #include "problem_edits.h"
 
 namespace attest {

@@ -6,10 +6,10 @@
 
 #include <cstring>
 
-#include "attest/builtin_kernels.h"
-#include "attest/mutants.h"
-#include "attest/properties.h"
-#include "attest/property_driver.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/mutants/mutants.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/property_driver.h"
 
 namespace attest {
 namespace {

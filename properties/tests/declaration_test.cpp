@@ -6,11 +6,11 @@
 #include <cmath>
 #include <map>
 
-#include "attest/builtin_kernels.h"
-#include "attest/cases.h"
-#include "attest/declaration_fit.h"
-#include "attest/generators.h"
-#include "attest/properties.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/cases.h"
+#include "attest/properties/declaration_fit.h"
+#include "attest/properties/generators.h"
+#include "attest/properties/properties.h"
 
 namespace attest {
 namespace {

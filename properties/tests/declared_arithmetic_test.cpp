@@ -8,12 +8,12 @@
 #include <limits>
 #include <random>
 
-#include "attest/builtin_kernels.h"
-#include "attest/compare.h"
-#include "attest/oracle.h"
-#include "attest/precision_gate.h"
-#include "attest/precision_limit.h"
-#include "attest/properties.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/precision_gate.h"
+#include "attest/properties/precision_limit.h"
+#include "attest/properties/properties.h"
 
 namespace attest {
 namespace {

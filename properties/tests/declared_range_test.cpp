@@ -14,15 +14,15 @@
 #include <vector>
 
 #include "../src/problem_edits.h"
-#include "attest/builtin_kernels.h"
-#include "attest/cases.h"
-#include "attest/contract.h"
-#include "attest/declaration_fit.h"
-#include "attest/generators.h"
-#include "attest/oracle.h"
-#include "attest/properties.h"
-#include "attest/property_driver.h"
-#include "attest/reference.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/contract.h"
+#include "attest/properties/cases.h"
+#include "attest/properties/declaration_fit.h"
+#include "attest/properties/generators.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/property_driver.h"
+#include "attest/reference/reference.h"
 
 namespace attest {
 namespace {

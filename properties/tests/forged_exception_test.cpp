@@ -1,5 +1,5 @@
 // An in-process kernel cannot dodge a case by throwing attest's own OutsideDeclaration. The class
-// below is that type as a kernel can re-declare it (this file does not include attest/harness.h):
+// below is that type as a kernel can re-declare it (this file does not include attest/properties/harness.h):
 // a check it is thrown from fails instead of reporting the case "not exercised".
 #include <gtest/gtest.h>
 
@@ -8,10 +8,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "attest/builtin_kernels.h"
-#include "attest/cases.h"
-#include "attest/oracle.h"
-#include "attest/property_driver.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/cases.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/property_driver.h"
 
 namespace attest {
 

@@ -3,11 +3,11 @@
 
 #include <cmath>
 
-#include "attest/cases.h"
-#include "attest/compare.h"
-#include "attest/declaration_fit.h"
-#include "attest/kernel.h"
-#include "attest/reference.h"
+#include "attest/kernels/kernel.h"
+#include "attest/properties/cases.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/declaration_fit.h"
+#include "attest/reference/reference.h"
 
 namespace attest {
 namespace {

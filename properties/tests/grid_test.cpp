@@ -3,12 +3,12 @@
 
 #include <cmath>
 
-#include "attest/builtin_kernels.h"
-#include "attest/cases.h"
-#include "attest/compare.h"
-#include "attest/declaration_fit.h"
-#include "attest/kernel.h"
-#include "attest/oracle.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/kernel.h"
+#include "attest/properties/cases.h"
+#include "attest/properties/compare.h"
+#include "attest/properties/declaration_fit.h"
+#include "attest/properties/oracle.h"
 
 namespace attest {
 namespace {

@@ -6,9 +6,9 @@
 #include <memory>
 #include <string>
 
-#include "attest/builtin_kernels.h"
-#include "attest/harness.h"
-#include "attest/property_driver.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/harness.h"
+#include "attest/properties/property_driver.h"
 
 namespace attest {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <random>
 
-#include "attest/builtin_kernels.h"
-#include "attest/mutants.h"
-#include "attest/oracle.h"
-#include "attest/properties.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/mutants/mutants.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/properties.h"
 
 namespace attest {
 namespace {

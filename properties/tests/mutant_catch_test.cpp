@@ -5,12 +5,12 @@
 #include <cmath>
 #include <limits>
 
-#include "attest/builtin_kernels.h"
-#include "attest/mutants.h"
-#include "attest/oracle.h"
-#include "attest/problem_file.h"
-#include "attest/properties.h"
-#include "attest/property_driver.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/mutants/mutants.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/problem_file.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/property_driver.h"
 
 namespace attest {
 namespace {

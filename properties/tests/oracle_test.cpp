@@ -1,12 +1,12 @@
 // The oracle's cache is keyed by a fingerprint: any edit to a problem must change it, or a
 // kernel would be compared with another problem's reference.
-#include "attest/oracle.h"
+#include "attest/properties/oracle.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "attest/cases.h"
+#include "attest/properties/cases.h"
 
 namespace attest {
 namespace {

@@ -6,11 +6,11 @@
 #include <cmath>
 
 #include "../src/problem_edits.h"
-#include "attest/builtin_kernels.h"
-#include "attest/generators.h"
-#include "attest/oracle.h"
-#include "attest/properties.h"
-#include "attest/property_driver.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/generators.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/property_driver.h"
 
 namespace attest {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/faults.h"
-#include "attest/size_ladder.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/faults.h"
+#include "attest/properties/size_ladder.h"
 
 namespace attest {
 namespace {

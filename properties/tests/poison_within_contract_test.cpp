@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "../src/problem_edits.h"
-#include "attest/builtin_kernels.h"
-#include "attest/cases.h"
-#include "attest/contract.h"
-#include "attest/reference.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/contract.h"
+#include "attest/properties/cases.h"
+#include "attest/reference/reference.h"
 
 namespace attest {
 namespace {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <random>
 
-#include "attest/builtin_kernels.h"
-#include "attest/oracle.h"
-#include "attest/property_driver.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/oracle.h"
+#include "attest/properties/property_driver.h"
 
 namespace attest {
 namespace {

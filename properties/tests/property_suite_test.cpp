@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "attest/property_driver.h"
+#include "attest/properties/property_driver.h"
 
 namespace attest {
 namespace {

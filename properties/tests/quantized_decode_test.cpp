@@ -5,12 +5,12 @@
 
 #include <cmath>
 
-#include "attest/builtin_kernels.h"
-#include "attest/generators.h"
-#include "attest/mutants.h"
-#include "attest/properties.h"
-#include "attest/property_driver.h"
-#include "attest/quantized.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/model/quantized.h"
+#include "attest/mutants/mutants.h"
+#include "attest/properties/generators.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/property_driver.h"
 
 namespace attest {
 namespace {

@@ -3,10 +3,10 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
-#include "attest/builtin_kernels.h"
-#include "attest/generators.h"
-#include "attest/properties.h"
-#include "attest/property_driver.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/properties/generators.h"
+#include "attest/properties/properties.h"
+#include "attest/properties/property_driver.h"
 
 namespace attest {
 namespace {

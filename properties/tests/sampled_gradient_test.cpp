@@ -8,9 +8,9 @@
 
 #include "../src/problem_edits.h"
 #include "../src/retained_session.h"
-#include "attest/builtin_kernels.h"
-#include "attest/cases.h"
-#include "attest/faults.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/faults.h"
+#include "attest/properties/cases.h"
 
 namespace attest {
 namespace {

@@ -1,13 +1,13 @@
-#include "attest/size_ladder.h"
+#include "attest/properties/size_ladder.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "attest/builtin_kernels.h"
-#include "attest/faults.h"
-#include "attest/mutants.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/faults.h"
+#include "attest/mutants/mutants.h"
 
 namespace attest {
 namespace {

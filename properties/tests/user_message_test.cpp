@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "attest/precision.h"
-#include "attest/problem_file.h"
+#include "attest/model/precision.h"
+#include "attest/properties/problem_file.h"
 
 namespace attest {
 namespace {

@@ -3,7 +3,7 @@ kernel returns it with (o, lse, path), the problems it takes, and where it round
 
 attest then draws each path's problems from its predicate, judges each call at the precision of the
 path that served it, and fails a call served by another path than the first declared path whose
-predicate the problem meets (impl/kernels/include/attest/path_predicate.h)."""
+predicate the problem meets (impl/kernels/include/attest/kernels/path_predicate.h)."""
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 

@@ -1,5 +1,5 @@
 """The bytes of attest's process protocol, version 3 (impl/PROTOCOL.md; the C++ twin is
-impl/abi/include/attest/process_protocol.hpp): frames, payload readers and writers, and the
+impl/abi/include/attest/abi/process_protocol.hpp): frames, payload readers and writers, and the
 codecs of every message, both directions (attest's side serves the tests)."""
 import struct
 

@@ -1,4 +1,4 @@
-"""The package's constants against the interface table (impl/abi/include/attest/interface, or the
+"""The package's constants against the interface table (impl/abi/include/attest/abi/interface, or the
 folder ATTEST_INTERFACE_DIR names): any difference fails, naming the entry."""
 import os
 import sys

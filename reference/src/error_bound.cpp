@@ -18,7 +18,7 @@
 // rounding. LSE: logsumexp is 1-Lipschitz in the max norm, so |dLSE| <= delta_max always; in the
 // small regime the first-order sum_j p_j delta_j is used when smaller. An absolute term covers
 // weights and products that underflow.
-#include "attest/error_bound.h"
+#include "attest/reference/error_bound.h"
 
 #include <cmath>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "attest/gradient.h"
+#include "attest/reference/gradient.h"
 
 #include <boost/multiprecision/mpfr.hpp>
 #include <cmath>

@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "attest/gradient.h"
+#include "attest/reference/gradient.h"
 #include "reference_algorithm.h"
 
 namespace attest::reference_detail {

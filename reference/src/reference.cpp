@@ -1,4 +1,4 @@
-#include "attest/reference.h"
+#include "attest/reference/reference.h"
 
 #include <array>
 #include <bit>

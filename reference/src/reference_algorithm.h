@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "attest/reference.h"
+#include "attest/reference/reference.h"
 
 namespace attest::reference_detail {
 
@@ -167,6 +167,20 @@ struct RowScratch {
   std::vector<double> cond;
 };
 
+// sum |q||k| over a key's components; with RoPE pairwise (|q0|+|q1|)(|k0|+|k1|), which bounds
+// the rotated products. Times |scale| it is the logit's condition number A_j.
+inline double abs_dot(const float* qrow, const float* krow, int dk, bool rope) {
+  double a = 0;
+  if (rope) {
+    for (int m = 0; m + 1 < dk; m += 2)
+      a += (std::fabs(double(qrow[m])) + std::fabs(double(qrow[m + 1]))) *
+           (std::fabs(double(krow[m])) + std::fabs(double(krow[m + 1])));
+  } else {
+    for (int m = 0; m < dk; ++m) a += std::fabs(double(qrow[m]) * double(krow[m]));
+  }
+  return a;
+}
+
 // One query row (b, h, i) of the reference, written into ref's row `row`. `keys` are the kv
 // head's keys as complex pairs (rotated when RoPE is on).
 template <typename Real>
@@ -234,15 +248,7 @@ void compute_row(const Problem& p, const ReferenceOptions& options, int b, int h
     logit[j] = x;
     if (!have_max || logit[j] > max_logit) max_logit = logit[j];
     have_max = true;
-    double a = 0;
-    const float* krow = kbase + std::size_t(j) * dk;
-    if (p.rope.enabled) {
-      for (int m = 0; m + 1 < dk; m += 2)
-        a += (std::fabs(double(qrow[m])) + std::fabs(double(qrow[m + 1]))) *
-             (std::fabs(double(krow[m])) + std::fabs(double(krow[m + 1])));
-    } else {
-      for (int m = 0; m < dk; ++m) a += std::fabs(double(qrow[m]) * double(krow[m]));
-    }
+    const double a = abs_dot(qrow, kbase + std::size_t(j) * dk, dk, p.rope.enabled);
     // Folded into A_j so the bound's gamma(d + 2) A_j term covers a few roundings of each
     // modifier's size too (gamma(d + 2) >= (d + 2) u).
     cond[j] = a * std::fabs(static_cast<double>(scale));

@@ -1,13 +1,13 @@
 // The exact gradient (gradient.h): its double-double and MPFR evaluations agree, and central
 // differences of the forward, which share nothing with the gradient formula, agree with both.
-#include "attest/gradient.h"
+#include "attest/reference/gradient.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include "attest/reference.h"
+#include "attest/reference/reference.h"
 
 namespace attest {
 namespace {

@@ -1,11 +1,11 @@
-#include "attest/reference.h"
+#include "attest/reference/reference.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include "attest/error_bound.h"
+#include "attest/reference/error_bound.h"
 
 namespace attest {
 namespace {

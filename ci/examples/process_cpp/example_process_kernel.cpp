@@ -3,8 +3,8 @@
 // version-1 attest_kernel works too) and calls serve(); here the descriptor is the C example's.
 // Certify it with
 //   attest certify --kernel-cmd ./example_process_kernel
+#include "attest/abi/process_kernel_server.hpp"
 #include "attest/attest_abi.h"
-#include "attest/process_kernel_server.hpp"
 
 extern "C" const attest_kernel_v2* attest_kernel_entry(void);
 

@@ -5,7 +5,7 @@
  *
  * Every variant creates the file named by $HOSTILE_LOADED_MARKER, if set, when it is loaded:
  * the replay tests prove with it that a library named inside a file is never loaded. */
-#define _GNU_SOURCE
+#define _GNU_SOURCE /* NOLINT(bugprone-reserved-identifier): the feature-test macro glibc reads */
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -524,7 +524,7 @@ const attest_kernel* attest_kernel_entry(void) {
   /* A generated name (model, shape, dtype, build hash...) of 240 characters. */
   static char name[241];
   memset(name, 'n', 240);
-  memcpy(name, "hostile-long-name-", 18);
+  memcpy(name, "hostile-long-name-", 18); /* NOLINT(bugprone-not-null-terminated-result): a prefix; NUL at 240 */
   kernel.name = name;
 #endif
 #ifdef HOSTILE_NON_UTF8_NAME

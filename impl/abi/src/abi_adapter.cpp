@@ -1,13 +1,13 @@
 // A C++ kernel behind the C ABI's callbacks: each call converted from the wire, run, and its
 // exception turned into a status (nothing unwinds across the C boundary).
-#include "attest/abi_adapter.h"
+#include "attest/abi/abi_adapter.h"
 
 #include <cstddef>
 #include <cstring>
 #include <span>
 #include <string>
 
-#include "attest/unwritten.h"
+#include "attest/kernels/unwritten.h"
 #include "format_codes.h"
 
 namespace attest {
@@ -15,7 +15,7 @@ namespace {
 
 using abi_formats::code_of;
 
-// The C header's never-written NaN is the harness's (attest/unwritten.h).
+// The C header's never-written NaN is the harness's (attest/kernels/unwritten.h).
 static_assert(ATTEST_UNWRITTEN_F32 == kUnwrittenF32Bits);
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "attest/attest_abi.h"
-#include "attest/precision.h"
+#include "attest/model/precision.h"
 
 namespace attest::abi_formats {
 

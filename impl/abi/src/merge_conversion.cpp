@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "attest/kernel.h"
-#include "attest/problem.h"
-#include "attest/storage_codecs.h"
-#include "attest/wire_conversion.h"
+#include "attest/abi/storage_codecs.h"
+#include "attest/abi/wire_conversion.h"
+#include "attest/kernels/kernel.h"
+#include "attest/model/problem.h"
 #include "format_codes.h"
 
 namespace attest {

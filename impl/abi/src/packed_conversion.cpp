@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "attest/packed.h"
-#include "attest/wire_conversion.h"
+#include "attest/abi/wire_conversion.h"
+#include "attest/kernels/packed.h"
 
 namespace attest {
 

@@ -1,6 +1,6 @@
 // Values in their storage formats (f32, bf16, f16, and for K and V the quantized rows of 2.4) as
 // the C ABI and the protocol carry them, and back.
-#include "attest/storage_codecs.h"
+#include "attest/abi/storage_codecs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "attest/quantized.h"
+#include "attest/model/quantized.h"
 #include "format_codes.h"
 
 namespace attest {

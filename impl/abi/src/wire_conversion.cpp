@@ -1,6 +1,6 @@
 // attest's problems, decode configurations, gradients and descriptors as the C ABI and the
 // protocol carry them, and back: each field mapped in one place.
-#include "attest/wire_conversion.h"
+#include "attest/abi/wire_conversion.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <string>
 #include <tuple>
 
-#include "attest/storage_codecs.h"
+#include "attest/abi/storage_codecs.h"
 #include "format_codes.h"
 
 namespace attest {
@@ -341,7 +341,7 @@ Capabilities capabilities_from_descriptor(const protocol::Descriptor& d) {
   t.head_dims.assign(d.head_dims.begin(), d.head_dims.end());
   c.deterministic_backward = flag_of(k.deterministic_backward, "contract.deterministic_backward") != 0;
   if (c.deterministic_backward && !c.backward()) refuse("contract.deterministic_backward without ATTEST_CAP_BACKWARD");
-  // The gradient's bound (reference/include/attest/gradient.h) is a float32 backward's.
+  // The gradient's bound (reference/include/attest/reference/gradient.h) is a float32 backward's.
   if (c.backward()) {
     auto float32_backward = [&](Precision p, const std::string& where) {
       p.pv_unnormalised = false;  // where the forward normalises is no concern of its backward's

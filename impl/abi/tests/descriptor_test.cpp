@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/abi_adapter.h"
+#include "attest/abi/abi_adapter.h"
 
 namespace attest {
 namespace {

@@ -1,6 +1,6 @@
 // Guarded buffers (guarded_memory.hpp): empty ones are not mapped; a released mapping is reused
 // writable, with fresh canaries, and with its guards and a bounded slack.
-#include "attest/guarded_memory.hpp"
+#include "attest/abi/guarded_memory.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

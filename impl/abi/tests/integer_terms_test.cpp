@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "attest/abi_adapter.h"
-#include "attest/features.h"
-#include "attest/process_protocol.hpp"
+#include "attest/abi/abi_adapter.h"
+#include "attest/abi/process_protocol.hpp"
+#include "attest/model/features.h"
 
 namespace attest {
 namespace {

@@ -49,10 +49,10 @@ def main():
         print("usage: interface_table_edit_test.py CXX SOURCE_DIR", file=sys.stderr)
         return 2
     cxx, source = sys.argv[1], os.path.abspath(sys.argv[2])
-    original = os.path.join(source, "impl/abi/include/attest/interface")
+    original = os.path.join(source, "impl/abi/include/attest/abi/interface")
     failures = []
     with tempfile.TemporaryDirectory() as scratch:
-        table = os.path.join(scratch, "attest", "interface")
+        table = os.path.join(scratch, "attest/abi/interface")  # the include names it: "attest/abi/interface/x.def"
         shutil.copytree(original, table)
         for check, run in (("C++", lambda: cxx_check(cxx, source, scratch)),
                            ("Python", lambda: python_check(source, table)),

@@ -1,4 +1,4 @@
-// The C header and the C++ wire code against the interface table (attest/interface/*.def): every
+// The C header and the C++ wire code against the interface table (attest/abi/interface/*.def): every
 // row's constant exists in attest_abi.h with the table's value, every header constant has its row,
 // and every payload the C++ code writes or reads has the table's fields in the table's order.
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "attest/abi/process_protocol.hpp"
 #include "attest/attest_abi.h"
-#include "attest/process_protocol.hpp"
 
 namespace attest::protocol {
 namespace {
@@ -20,7 +20,7 @@ namespace {
   static_assert(abi_major == ATTEST_ABI_VERSION_2, "version.def: ABI major");                           \
   static_assert(abi_minor == ATTEST_ABI_MINOR, "version.def: ABI minor differs from ATTEST_ABI_MINOR"); \
   constexpr int kTableMinor = abi_minor;
-#include "attest/interface/version.def"
+#include "attest/abi/interface/version.def"
 #undef ATTEST_INTERFACE_VERSION
 
 // A row added in a version the header does not speak fails here with its name.
@@ -30,43 +30,43 @@ constexpr bool known_version(int major, int minor) {
 
 #define ATTEST_STATUS(name, NAME, value, major, minor) \
   static_assert(ATTEST_##NAME == value && known_version(major, minor), "statuses.def: " #name);
-#include "attest/interface/statuses.def"
+#include "attest/abi/interface/statuses.def"
 #undef ATTEST_STATUS
 
 #define ATTEST_CAPABILITY(name, NAME, bit, major, minor) \
   static_assert(ATTEST_CAP_##NAME == (1u << bit) && known_version(major, minor), "capabilities.def: " #name);
-#include "attest/interface/capabilities.def"
+#include "attest/abi/interface/capabilities.def"
 #undef ATTEST_CAPABILITY
 
 #define ATTEST_FORMAT(name, NAME, value, major, minor) \
   static_assert(ATTEST_##NAME == value && known_version(major, minor), "formats.def: " #name);
-#include "attest/interface/formats.def"
+#include "attest/abi/interface/formats.def"
 #undef ATTEST_FORMAT
 
 #define ATTEST_EMPTY_ROWS(name, NAME, value, major, minor) \
   static_assert(ATTEST_EMPTY_##NAME == value && known_version(major, minor), "empty_rows.def: " #name);
-#include "attest/interface/empty_rows.def"
+#include "attest/abi/interface/empty_rows.def"
 #undef ATTEST_EMPTY_ROWS
 
 #define ATTEST_ALIBI_SLOPES(name, NAME, value, major, minor) \
   static_assert(ATTEST_ALIBI_##NAME == value && known_version(major, minor), "alibi_slopes.def: " #name);
-#include "attest/interface/alibi_slopes.def"
+#include "attest/abi/interface/alibi_slopes.def"
 #undef ATTEST_ALIBI_SLOPES
 
 #define ATTEST_INPUT_DOMAIN(name, NAME, value, major, minor) \
   static_assert(ATTEST_INPUTS_##NAME == value && known_version(major, minor), "input_domains.def: " #name);
-#include "attest/interface/input_domains.def"
+#include "attest/abi/interface/input_domains.def"
 #undef ATTEST_INPUT_DOMAIN
 
 #define ATTEST_CACHE_POLICY(name, NAME, value, major, minor) \
   static_assert(ATTEST_CACHE_##NAME == value && known_version(major, minor), "cache_policies.def: " #name);
-#include "attest/interface/cache_policies.def"
+#include "attest/abi/interface/cache_policies.def"
 #undef ATTEST_CACHE_POLICY
 
 #define ATTEST_MESSAGE(Name, id, major, minor) \
   static_assert(std::uint32_t(Type::k##Name) == id && known_version(major, minor), "messages.def: " #Name);
 #define ATTEST_MESSAGE_FIELD(Name, type, field)
-#include "attest/interface/messages.def"
+#include "attest/abi/interface/messages.def"
 #undef ATTEST_MESSAGE
 #undef ATTEST_MESSAGE_FIELD
 
@@ -82,43 +82,43 @@ constexpr std::uint64_t mask_of(std::initializer_list<Row> values) {
 #define ROW_BIT(name, NAME, bit, major, minor) bit,
 static_assert(mask_of<int>({
 #define ATTEST_STATUS ROW_VALUE
-#include "attest/interface/statuses.def"
+#include "attest/abi/interface/statuses.def"
 #undef ATTEST_STATUS
               }) == (std::uint64_t{1} << (ATTEST_INTERNAL_ERROR + 1)) - 1,
               "statuses.def: an attest_status has no row");
 static_assert(mask_of<int>({
 #define ATTEST_CAPABILITY ROW_BIT
-#include "attest/interface/capabilities.def"
+#include "attest/abi/interface/capabilities.def"
 #undef ATTEST_CAPABILITY
               }) == std::uint64_t{ATTEST_CAP_PACKED_INT64} * 2 - 1,
               "capabilities.def: an ATTEST_CAP_ bit has no row");
 static_assert(mask_of<int>({
 #define ATTEST_FORMAT ROW_VALUE
-#include "attest/interface/formats.def"
+#include "attest/abi/interface/formats.def"
 #undef ATTEST_FORMAT
               }) == (std::uint64_t{1} << (ATTEST_Q4_0 + 1)) - 1,
               "formats.def: an attest_precision has no row");
 static_assert(mask_of<int>({
 #define ATTEST_EMPTY_ROWS ROW_VALUE
-#include "attest/interface/empty_rows.def"
+#include "attest/abi/interface/empty_rows.def"
 #undef ATTEST_EMPTY_ROWS
               }) == (std::uint64_t{1} << (ATTEST_EMPTY_NAN + 1)) - 1,
               "empty_rows.def: an attest_empty_rows has no row");
 static_assert(mask_of<int>({
 #define ATTEST_ALIBI_SLOPES ROW_VALUE
-#include "attest/interface/alibi_slopes.def"
+#include "attest/abi/interface/alibi_slopes.def"
 #undef ATTEST_ALIBI_SLOPES
               }) == (std::uint64_t{1} << (ATTEST_ALIBI_STANDARD + 1)) - 1,
               "alibi_slopes.def: an attest_alibi_slopes has no row");
 static_assert(mask_of<int>({
 #define ATTEST_INPUT_DOMAIN ROW_VALUE
-#include "attest/interface/input_domains.def"
+#include "attest/abi/interface/input_domains.def"
 #undef ATTEST_INPUT_DOMAIN
               }) == (std::uint64_t{1} << (ATTEST_INPUTS_MASKED_SCORED + 1)) - 1,
               "input_domains.def: an attest_input_domain has no row");
 static_assert(mask_of<int>({
 #define ATTEST_CACHE_POLICY ROW_VALUE
-#include "attest/interface/cache_policies.def"
+#include "attest/abi/interface/cache_policies.def"
 #undef ATTEST_CACHE_POLICY
               }) == (std::uint64_t{1} << (ATTEST_CACHE_EXPLICIT + 1)) - 1,
               "cache_policies.def: an attest_cache_policy has no row");
@@ -127,7 +127,7 @@ static_assert(mask_of<int>({
 static_assert(mask_of<std::uint32_t>({
 #define ATTEST_MESSAGE(Name, id, major, minor) id,
 #define ATTEST_MESSAGE_FIELD(Name, type, field)
-#include "attest/interface/messages.def"
+#include "attest/abi/interface/messages.def"
 #undef ATTEST_MESSAGE
 #undef ATTEST_MESSAGE_FIELD
               }) == (std::uint64_t{1} << (kLastType + 1)) - 2,
@@ -136,11 +136,11 @@ static_assert(mask_of<std::uint32_t>({
 TEST(InterfaceTable, MaskTermsAreTheHeadersInWireOrder) {
   std::vector<std::string> table, header;
 #define ATTEST_MASK_TERM(name, CAPABILITY, major, minor) table.push_back(#name "/" #CAPABILITY);
-#include "attest/interface/mask_terms.def"
+#include "attest/abi/interface/mask_terms.def"
 #undef ATTEST_MASK_TERM
   const std::vector<std::pair<std::string, std::uint32_t>> caps = {
 #define ATTEST_CAPABILITY(name, NAME, bit, major, minor) {#NAME, 1u << bit},
-#include "attest/interface/capabilities.def"
+#include "attest/abi/interface/capabilities.def"
 #undef ATTEST_CAPABILITY
   };
   auto cap_name = [&](std::uint32_t bit) {
@@ -165,7 +165,7 @@ std::vector<Field> layout(const std::string& name) {
   std::vector<Field> fields;
 #define ATTEST_LAYOUT_FIELD(layout, major, minor, type, field) \
   if (name == #layout) fields.push_back({#type, #field, minor});
-#include "attest/interface/layouts.def"
+#include "attest/abi/interface/layouts.def"
 #undef ATTEST_LAYOUT_FIELD
   if (fields.empty()) ADD_FAILURE() << "layouts.def has no layout " << name;
   return fields;
@@ -176,7 +176,7 @@ std::vector<Field> message(const std::string& name) {
 #define ATTEST_MESSAGE(Name, id, major, minor)
 #define ATTEST_MESSAGE_FIELD(Name, type, field) \
   if (name == #Name) fields.push_back({#type, #field, 0});
-#include "attest/interface/messages.def"
+#include "attest/abi/interface/messages.def"
 #undef ATTEST_MESSAGE
 #undef ATTEST_MESSAGE_FIELD
   return fields;
@@ -388,13 +388,13 @@ TEST(InterfaceTable, DescriptorIsWrittenAsTheTableSays) {
   Descriptor d;
   int value = 1;
 #define ATTEST_DESCRIPTOR_FIELD(major, minor, type, member) set(d.member, value++);
-#include "attest/interface/descriptor.def"
+#include "attest/abi/interface/descriptor.def"
 #undef ATTEST_DESCRIPTOR_FIELD
   Writer w;
   write_descriptor(w, d);
   Reader r(w.bytes());
 #define ATTEST_DESCRIPTOR_FIELD(major, minor, type, member) expect_member(r, #type, #member, d.member);
-#include "attest/interface/descriptor.def"
+#include "attest/abi/interface/descriptor.def"
 #undef ATTEST_DESCRIPTOR_FIELD
   EXPECT_TRUE(r.at_end()) << "DESCRIPTOR: write_descriptor writes more than descriptor.def lists";
   Reader back(w.bytes());

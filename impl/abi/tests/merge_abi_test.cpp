@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "attest/abi_adapter.h"
-#include "attest/builtin_kernels.h"
-#include "attest/precision.h"
+#include "attest/abi/abi_adapter.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/model/precision.h"
 
 namespace attest {
 namespace {

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "attest/abi_adapter.h"
-#include "attest/builtin_kernels.h"
-#include "attest/packed.h"
+#include "attest/abi/abi_adapter.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/packed.h"
 
 namespace attest {
 namespace {

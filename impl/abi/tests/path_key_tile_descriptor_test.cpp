@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "attest/abi_adapter.h"
+#include "attest/abi/abi_adapter.h"
 
 namespace attest {
 namespace {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <random>
 
-#include "attest/abi_adapter.h"
-#include "attest/quantized.h"
+#include "attest/abi/abi_adapter.h"
+#include "attest/model/quantized.h"
 
 namespace attest {
 namespace {

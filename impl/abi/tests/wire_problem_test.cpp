@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "attest/abi_adapter.h"
-#include "attest/process_protocol.hpp"
+#include "attest/abi/abi_adapter.h"
+#include "attest/abi/process_protocol.hpp"
 
 namespace attest {
 namespace {

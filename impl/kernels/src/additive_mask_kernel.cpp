@@ -9,7 +9,7 @@
 #include <cmath>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "kernel_support.h"
 
 namespace attest {

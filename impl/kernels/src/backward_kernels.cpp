@@ -13,7 +13,7 @@
 #include <limits>
 #include <vector>
 
-#include "attest/precision.h"
+#include "attest/model/precision.h"
 #include "kernel_support.h"
 
 namespace attest::kernels {

@@ -4,8 +4,8 @@
 // sinks' dsinks).
 #pragma once
 
-#include "attest/faults.h"
-#include "attest/kernel.h"
+#include "attest/kernels/faults.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest::kernels {
 

@@ -3,7 +3,7 @@
 // block is built 64 keys at a time with the vectorized loops of simd_ops.h.
 #include <vector>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "kernel_support.h"
 #include "simd_ops.h"
 

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest {
 

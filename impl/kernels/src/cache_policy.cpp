@@ -1,4 +1,4 @@
-#include "attest/cache_policy.h"
+#include "attest/kernels/cache_policy.h"
 
 #include <fmt/format.h>
 

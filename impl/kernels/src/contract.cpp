@@ -1,4 +1,4 @@
-#include "attest/contract.h"
+#include "attest/kernels/contract.h"
 
 #include <algorithm>
 #include <cmath>
@@ -71,11 +71,11 @@ std::vector<std::vector<char>> keys_seen(const Problem& p) {
       }
       for (int j = range.lo; j < range.hi; ++j) {
         if (seen[j] || (mask.elementwise() && !mask.elementwise_visible(b, i, j))) continue;
-        for (int h = 0; h < s.heads && !seen[j]; ++h) seen[j] = !modifiers.masks(b, h, i, j);
+        for (int h = 0; h < s.heads && !seen[j]; ++h) seen[j] = static_cast<char>(!modifiers.masks(b, h, i, j));
       }
     }
     if (!per_key)
-      for (int j = 0, open = 0; j < s.k_len; ++j) seen[j] = (open += starts[j]) > 0;
+      for (int j = 0, open = 0; j < s.k_len; ++j) seen[j] = static_cast<char>((open += starts[j]) > 0);
   }
   return out;
 }

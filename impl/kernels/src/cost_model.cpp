@@ -1,4 +1,4 @@
-#include "attest/cost_model.h"
+#include "attest/kernels/cost_model.h"
 
 #include <algorithm>
 #include <cmath>

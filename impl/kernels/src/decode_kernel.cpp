@@ -2,8 +2,8 @@
 // keys to the cache, then attends every query through the same page-wise online softmax.
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/faults.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/faults.h"
 #include "decode_row.h"
 #include "kernel_support.h"
 #include "paged_kv_cache.h"

@@ -7,7 +7,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "attest/faults.h"
+#include "attest/kernels/faults.h"
 #include "kernel_support.h"
 
 namespace attest::kernels {

@@ -1,4 +1,4 @@
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "builtin_tiled.h"
 
 namespace attest {

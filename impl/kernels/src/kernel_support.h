@@ -7,8 +7,8 @@
 #include <limits>
 #include <span>
 
-#include "attest/kernel.h"
-#include "attest/problem.h"
+#include "attest/kernels/kernel.h"
+#include "attest/model/problem.h"
 
 namespace attest::kernels {
 

@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/quantized.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/model/quantized.h"
 #include "backward_kernels.h"
 #include "flush_subnormals.h"
 #include "kernel_support.h"

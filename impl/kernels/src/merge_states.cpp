@@ -4,11 +4,11 @@
 #include <span>
 #include <string>
 
-#include "attest/builtin_kernels.h"
-#include "attest/faults.h"
-#include "attest/kernel.h"
-#include "attest/precision.h"
-#include "attest/problem.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/faults.h"
+#include "attest/kernels/kernel.h"
+#include "attest/model/precision.h"
+#include "attest/model/problem.h"
 
 namespace attest {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "attest/packed.h"
+#include "attest/kernels/packed.h"
 
 namespace attest {
 
@@ -98,7 +98,9 @@ void unpack_outputs(const Problem& p, const PackedCall& c, std::span<const float
   const float empty_o = nan_rows && !sinks ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
   o.assign(p.o_size(), empty_o);
   lse.clear();
-  if (!packed_lse.empty()) lse.assign(p.lse_size(), nan_rows ? std::numeric_limits<float>::quiet_NaN() : -INFINITY);
+  // NOLINTNEXTLINE(bugprone-narrowing-conversions): clang-tidy 14 calls the float infinity a narrowed constant
+  const float empty_lse = nan_rows ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity();
+  if (!packed_lse.empty()) lse.assign(p.lse_size(), empty_lse);
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h)
       for (int i = 0; i < s.q_len; ++i) {

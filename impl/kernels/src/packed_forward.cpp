@@ -6,9 +6,9 @@
 #include <span>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/faults.h"
-#include "attest/packed.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/faults.h"
+#include "attest/kernels/packed.h"
 #include "kernel_support.h"
 
 namespace attest {

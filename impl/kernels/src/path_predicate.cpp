@@ -1,4 +1,4 @@
-#include "attest/path_predicate.h"
+#include "attest/kernels/path_predicate.h"
 
 #include <fmt/format.h>
 

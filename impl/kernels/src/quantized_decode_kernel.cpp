@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "kernel_support.h"
 #include "quantized_kv_cache.h"
 #include "simd_ops.h"

@@ -5,7 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "attest/quantized.h"
+#include "attest/model/quantized.h"
 #include "simd_vec.h"
 
 namespace attest::kernels {

@@ -19,8 +19,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "attest/faults.h"
-#include "attest/precision.h"
+#include "attest/kernels/faults.h"
+#include "attest/model/precision.h"
 
 namespace attest::kernels {
 

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/faults.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/kernels/faults.h"
 #include "decode_row.h"
 #include "kernel_support.h"
 

@@ -17,7 +17,7 @@
 #include <limits>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
+#include "attest/kernels/builtin_kernels.h"
 #include "kernel_support.h"
 #include "simd_bf16.h"
 #include "simd_ops.h"
@@ -123,6 +123,7 @@ void TiledBf16Kernel::forward(const Problem& p, std::span<float> o, std::span<fl
             dot && !rope && bf16::pack_rows(w.q.data(), rows, dk, dk, w.q2.data(), w.dk2, bf16::kTinyInput).dot_safe();
         // A sink starts each row's state: it is the first term of the max and of the sum.
         const bool sink = modifiers.has_sinks();
+        // NOLINTNEXTLINE(bugprone-narrowing-conversions): clang-tidy 14 calls the float infinity a narrowed constant
         std::fill_n(w.row_max.begin(), rows, sink ? modifiers.sink(h) : kNegInf);
         std::fill_n(w.row_sum.begin(), rows, sink ? 1.0f : 0.0f);
         std::fill_n(w.acc.begin(), std::size_t(rows) * dv, 0.0f);

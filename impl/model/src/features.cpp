@@ -1,4 +1,4 @@
-#include "attest/features.h"
+#include "attest/model/features.h"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "attest/precision.h"
+#include "attest/model/precision.h"
 
 #include <algorithm>
 #include <array>
@@ -96,7 +96,7 @@ float from_bits16(std::uint16_t bits, Scalar s) {
   if (exp == 0x1F)
     return mantissa ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
   if (exp == 0) return sign * std::ldexp(float(mantissa), -24);
-  return sign * std::ldexp(1.0f + mantissa / 1024.0f, exp - 15);
+  return sign * std::ldexp(1.0f + float(mantissa) / 1024.0f, exp - 15);
 }
 
 bool Precision::all_f32() const {

@@ -1,4 +1,4 @@
-#include "attest/problem.h"
+#include "attest/model/problem.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "attest/problem_fields.h"
-#include "attest/quantized.h"
+#include "attest/model/problem_fields.h"
+#include "attest/model/quantized.h"
 
 namespace attest {
 namespace {

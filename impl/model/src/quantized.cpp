@@ -1,4 +1,4 @@
-#include "attest/quantized.h"
+#include "attest/model/quantized.h"
 
 #include <algorithm>
 #include <cmath>

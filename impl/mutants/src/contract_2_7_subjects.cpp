@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "attest/builtin_kernels.h"
-#include "attest/problem.h"
+#include "attest/kernels/builtin_kernels.h"
+#include "attest/model/problem.h"
 
 namespace attest {
 namespace {

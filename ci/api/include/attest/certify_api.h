@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/kernel.h"
+#include "attest/kernels/kernel.h"
 
 namespace attest::api {
 

@@ -76,7 +76,7 @@ extern "C" {
 #define ATTEST_ABI_VERSION ATTEST_ABI_VERSION_1 /* what a version-1 descriptor declares */
 #define ATTEST_ABI_MINOR 10                     /* version 2.10: the fields and values marked 2.1 to 2.10 below */
 #define ATTEST_ENTRY_SYMBOL "attest_kernel_entry"
-/* Every constant below has its row, with the version that added it, in the .def files of attest/interface/
+/* Every constant below has its row, with the version that added it, in the .def files of attest/abi/interface/
  * (interface_table_test checks both ways). */
 
 typedef enum attest_status {

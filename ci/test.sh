@@ -20,12 +20,15 @@ cmake --preset release
 cmake --build --preset release --target release_pass  # all but the unit-test binaries (cmake/release_pass.cmake)
 # On a failure the log ends with the machine's facts and each failing test's last lines.
 # Each pass runs with a TMPDIR of its own that must be empty when the pass ends: a test, a kernel or
-# a browser leaving temporary files behind fails the run.
+# a browser leaving temporary files behind fails the run. GoogleTest cases keep the reports they
+# write (certificates, counterexamples) under ::testing::TempDir(), TEST_TMPDIR: the build tree.
 # run_tests PRESET LANES [ctest options...]
 run_tests() {
   local tmp
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/attest-ci-$1.XXXXXX")
-  TMPDIR=$tmp ctest --preset "$1" --parallel "$2" "${@:3}" || { python3 ci/failure-summary.py "build/$1"; return 1; }
+  mkdir -p "build/$1/gtest-outputs"
+  TEST_TMPDIR=$PWD/build/$1/gtest-outputs TMPDIR=$tmp ctest --preset "$1" --parallel "$2" "${@:3}" ||
+    { python3 ci/failure-summary.py "build/$1"; return 1; }
   if [ -n "$(ls -A "$tmp")" ]; then
     echo "ci/test.sh: the $1 pass left temporary files behind: $(ls -A "$tmp" | head -20 | tr '\n' ' ')" >&2
     return 1

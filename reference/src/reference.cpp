@@ -10,6 +10,7 @@
 #include "double_double.h"
 #include "four_key_dot.h"
 #include "reference_algorithm.h"
+#include "x86_64_v3.h"
 
 namespace attest {
 namespace {
@@ -79,20 +80,7 @@ void release_thread_caches() {
 
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__)
-// Flattening inlines the whole double-double loop into one function: 1.4x faster in a release
-// build, but under AddressSanitizer 2x slower and over 3x longer to compile (measured on the size
-// ladder test), so a sanitized build keeps the calls.
-#if defined(__SANITIZE_ADDRESS__)
-#define ATTEST_FLATTEN_ORACLE
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ATTEST_FLATTEN_ORACLE
-#endif
-#endif
-#ifndef ATTEST_FLATTEN_ORACLE
-#define ATTEST_FLATTEN_ORACLE , gnu::flatten
-#endif
+#ifdef ATTEST_X86_64_V3_CLONES
 // The same instantiation compiled for x86-64-v3 (and flattened into one function), so that each
 // double-double product is an FMA instruction instead of a call to the library's fma (both are
 // exact: the results are identical bit for bit), and the four keys' lanes are AVX vectors.

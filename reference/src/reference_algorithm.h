@@ -169,6 +169,15 @@ struct OneKeyDots {
   }
 };
 
+// How a worker thread runs its rows: in the code its entry was compiled as (a clone passes its
+// own, so that its threads run its code too: reference.cpp's CloneWorkers).
+struct PlainWorkers {
+  template <typename Body>
+  void operator()(Body& body, int job) const {
+    body(job);
+  }
+};
+
 // Frees what a worker thread's MPFR calls cached; called before the thread ends.
 void release_thread_caches();
 
@@ -359,8 +368,8 @@ inline std::vector<int> selected_query_rows(const Problem& p, const ReferenceOpt
   return rows;
 }
 
-template <typename Real, typename KeyDots = OneKeyDots<Real>>
-Reference compute(const Problem& p, ReferenceOptions options, int bits, KeyDots key_dots = {}) {
+template <typename Real, typename KeyDots = OneKeyDots<Real>, typename Workers = PlainWorkers>
+Reference compute(const Problem& p, ReferenceOptions options, int bits, KeyDots key_dots = {}, Workers workers = {}) {
   p.validate();
   const Shape& s = p.shape;
   const int tq = s.q_len, tk = s.k_len, dk = s.head_dim, dv = s.value_dim;
@@ -447,8 +456,8 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits, KeyDots 
       };
       for (int job = 1; job < jobs; ++job) {
         try {
-          threads.emplace_back([&guarded, job] {
-            guarded(job);
+          threads.emplace_back([&guarded, &workers, job] {
+            workers(guarded, job);
             release_thread_caches();
           });
         } catch (const std::system_error&) {

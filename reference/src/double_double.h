@@ -4,7 +4,10 @@
 // Algorithms after Hida, Li and Bailey's QD library; exp by argument reduction, a table and Taylor.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace attest::reference_detail {

@@ -6,6 +6,7 @@
 
 #include "double_double.h"
 #include "gradient_algorithm.h"
+#include "x86_64_v3.h"
 
 namespace attest {
 namespace {
@@ -33,9 +34,26 @@ Mpfr216 loss(const Problem& p, const std::vector<float>& d_o, double& error) {
   return sum;
 }
 
+#ifdef ATTEST_X86_64_V3_CLONES
+// The double-double gradient compiled for x86-64-v3 and flattened (x86_64_v3.h): the same bits.
+[[gnu::target("arch=x86-64-v3") ATTEST_FLATTEN_ORACLE]] ReferenceGradient gradient_with_fma(
+    const Problem& p, const GradientInputs& in, const GradientNumerics& numerics) {
+  return reference_detail::compute_gradient<reference_detail::DoubleDouble>(p, in, numerics, 100);
+}
+#endif
+
 }  // namespace
 
 ReferenceGradient compute_gradient(const Problem& p, const GradientInputs& in, const GradientNumerics& numerics) {
+  check_inputs(p, in);
+#ifdef ATTEST_X86_64_V3_CLONES
+  if (reference_detail::runs_x86_64_v3()) return gradient_with_fma(p, in, numerics);
+#endif
+  return reference_detail::compute_gradient<reference_detail::DoubleDouble>(p, in, numerics, 100);
+}
+
+ReferenceGradient reference_detail::compute_gradient_portable(const Problem& p, const GradientInputs& in,
+                                                              const GradientNumerics& numerics) {
   check_inputs(p, in);
   return reference_detail::compute_gradient<reference_detail::DoubleDouble>(p, in, numerics, 100);
 }

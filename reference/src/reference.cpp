@@ -8,7 +8,9 @@
 #include <unordered_map>
 
 #include "double_double.h"
+#include "four_key_dot.h"
 #include "reference_algorithm.h"
+#include "x86_64_v3.h"
 
 namespace attest {
 namespace {
@@ -78,28 +80,39 @@ void release_thread_caches() {
 
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__)
-// Flattening inlines the whole double-double loop into one function: 1.4x faster in a release
-// build, but under AddressSanitizer 2x slower and over 3x longer to compile (measured on the size
-// ladder test), so a sanitized build keeps the calls.
-#if defined(__SANITIZE_ADDRESS__)
-#define ATTEST_FLATTEN_ORACLE
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ATTEST_FLATTEN_ORACLE
-#endif
-#endif
-#ifndef ATTEST_FLATTEN_ORACLE
-#define ATTEST_FLATTEN_ORACLE , gnu::flatten
-#endif
+#ifdef ATTEST_X86_64_V3_CLONES
+// A worker thread's entry is compiled apart from the clone (it is not flattened into it): its
+// rows run the clone's code only through a function compiled like the clone.
+struct CloneWorkers {
+  template <typename Body>
+  [[gnu::target("arch=x86-64-v3") ATTEST_FLATTEN_ORACLE]] void operator()(Body& body, int job) const {
+    body(job);
+  }
+};
+
 // The same instantiation compiled for x86-64-v3 (and flattened into one function), so that each
 // double-double product is an FMA instruction instead of a call to the library's fma (both are
-// exact: the results are identical bit for bit). Picked at run time.
+// exact: the results are identical bit for bit), and the four keys' lanes are AVX vectors.
+// Picked at run time.
 [[gnu::target("arch=x86-64-v3") ATTEST_FLATTEN_ORACLE]] Reference compute_fast_with_fma(const Problem& p,
-                                                                                        ReferenceOptions options) {
-  return reference_detail::compute<reference_detail::DoubleDouble>(p, options, 100);
+                                                                                        ReferenceOptions options,
+                                                                                        bool four_wide) {
+  return reference_detail::compute<reference_detail::DoubleDouble>(
+      p, options, 100, reference_detail::FourKeyDots(four_wide), CloneWorkers{});
 }
 #endif
+
+Reference compute_fast(const Problem& p, ReferenceOptions options, bool four_wide) {
+  // 106-bit double-double; its sums lose up to log2(T) bits in the worst case, so it reports
+  // 100 working bits (the bound adds its error as magnitude x 8 x 2^-100) and the tests hold
+  // it to 100 correct bits against MPFR.
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return compute_fast_with_fma(p, options, four_wide);
+#endif
+  return reference_detail::compute<reference_detail::DoubleDouble>(p, options, 100,
+                                                                   reference_detail::FourKeyDots(four_wide));
+}
 
 }  // namespace
 
@@ -122,14 +135,10 @@ Reference compute_reference_high(const Problem& p, ReferenceOptions options) {
   return reference_detail::compute<Oracle216>(p, options, std::numeric_limits<Oracle216>::digits);
 }
 
-Reference compute_reference_fast(const Problem& p, ReferenceOptions options) {
-  // 106-bit double-double; its sums lose up to log2(T) bits in the worst case, so it reports
-  // 100 working bits (the bound adds its error as magnitude x 8 x 2^-100) and the tests hold
-  // it to 100 correct bits against MPFR.
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return compute_fast_with_fma(p, options);
-#endif
-  return reference_detail::compute<reference_detail::DoubleDouble>(p, options, 100);
+Reference compute_reference_fast(const Problem& p, ReferenceOptions options) { return compute_fast(p, options, true); }
+
+Reference reference_detail::compute_reference_fast_one_key(const Problem& p, ReferenceOptions options) {
+  return compute_fast(p, options, false);
 }
 
 std::vector<std::uint8_t> reference_mask(const Problem& p) {

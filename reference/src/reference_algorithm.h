@@ -156,6 +156,28 @@ void accumulate_weighted(Real* acc, const Real& w, const float* v, int n) {
     if (v[r] != 0.0f) accumulate_product(acc[r], w, Real(v[r]));
 }
 
+// The dot products of a query row with the keys, one key at a time (a scalar type may bring a
+// faster way to the same bits: FourKeyDots).
+template <typename Real>
+struct OneKeyDots {
+  void assign(const std::vector<Rotated<Real>>&) {}
+  // out[j] = dot(q, keys[j]) for every allowed key j.
+  void dots(const Rotated<Real>& q, const std::vector<Rotated<Real>>& keys, const std::vector<char>& allowed,
+            std::vector<Real>& out) const {
+    for (std::size_t j = 0; j < keys.size(); ++j)
+      if (allowed[j]) out[j] = dot(q, keys[j]);
+  }
+};
+
+// How a worker thread runs its rows: in the code its entry was compiled as (a clone passes its
+// own, so that its threads run its code too: reference.cpp's CloneWorkers).
+struct PlainWorkers {
+  template <typename Body>
+  void operator()(Body& body, int job) const {
+    body(job);
+  }
+};
+
 // Frees what a worker thread's MPFR calls cached; called before the thread ends.
 void release_thread_caches();
 
@@ -163,7 +185,7 @@ void release_thread_caches();
 template <typename Real>
 struct RowScratch {
   std::vector<char> allowed;
-  std::vector<Real> logit, weight, numerator;
+  std::vector<Real> dots, logit, weight, numerator;
   std::vector<double> cond;
 };
 
@@ -183,9 +205,9 @@ inline double abs_dot(const float* qrow, const float* krow, int dk, bool rope) {
 
 // One query row (b, h, i) of the reference, written into ref's row `row`. `keys` are the kv
 // head's keys as complex pairs (rotated when RoPE is on).
-template <typename Real>
+template <typename Real, typename KeyDots>
 void compute_row(const Problem& p, const ReferenceOptions& options, int b, int h, int i, const Real& scale,
-                 const std::vector<Rotated<Real>>& keys, RowScratch<Real>& w, Reference& ref) {
+                 const std::vector<Rotated<Real>>& keys, const KeyDots& key_dots, RowScratch<Real>& w, Reference& ref) {
   const Shape& s = p.shape;
   const int tq = s.q_len, tk = s.k_len, dk = s.head_dim, dv = s.value_dim;
   const int hk = h / (s.heads / s.kv_heads);
@@ -198,6 +220,7 @@ void compute_row(const Problem& p, const ReferenceOptions& options, int b, int h
   std::vector<Real>& weight = w.weight;
   std::vector<Real>& numerator = w.numerator;
   std::vector<double>& cond = w.cond;
+  w.dots.resize(tk);
   logit.resize(tk);
   weight.resize(tk);
   numerator.resize(dv);
@@ -224,9 +247,10 @@ void compute_row(const Problem& p, const ReferenceOptions& options, int b, int h
   // (with RoPE, pairwise (|q0|+|q1|)(|k0|+|k1|), which bounds the rotated products).
   Real max_logit = 0;
   bool have_max = false;
+  key_dots.dots(query, keys, allowed, w.dots);
   for (int j = 0; j < tk; ++j) {
     if (!allowed[j]) continue;
-    const Real acc = dot(query, keys[j]);
+    const Real acc = w.dots[j];
     // The modifiers, each in the scalar type: softcap, ALiBi's distance term, the bias.
     Real x = acc * scale;
     double modifier_size = 0;  // what the kernel adds to a logit in float: it enters the bound
@@ -350,8 +374,8 @@ inline std::vector<int> selected_query_rows(const Problem& p, const ReferenceOpt
   return rows;
 }
 
-template <typename Real>
-Reference compute(const Problem& p, ReferenceOptions options, int bits) {
+template <typename Real, typename KeyDots = OneKeyDots<Real>, typename Workers = PlainWorkers>
+Reference compute(const Problem& p, ReferenceOptions options, int bits, KeyDots key_dots = {}, Workers workers = {}) {
   p.validate();
   const Shape& s = p.shape;
   const int tq = s.q_len, tk = s.k_len, dk = s.head_dim, dv = s.value_dim;
@@ -408,13 +432,14 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
       if (any_row_sees) {
         const float* kbase = &p.k[(std::size_t(b) * s.kv_heads + hk) * tk * dk];
         for (int j = 0; j < tk; ++j) keys[j] = as_complex<Real>(kbase + std::size_t(j) * dk, dk, j, p.rope);
+        key_dots.assign(keys);
       }
       // The group's rows, dealt round-robin to the jobs (each writes only its own rows).
       const std::size_t work = std::size_t(group) * query_rows.size();
       auto run = [&](int job) {
         for (std::size_t n = job; n < work; n += jobs) {
           const int h = hk * group + static_cast<int>(n / query_rows.size());
-          compute_row(p, options, b, h, query_rows[n % query_rows.size()], scale, keys, scratch[job], ref);
+          compute_row(p, options, b, h, query_rows[n % query_rows.size()], scale, keys, key_dots, scratch[job], ref);
         }
       };
       if (jobs == 1 || work < 2) {
@@ -437,8 +462,8 @@ Reference compute(const Problem& p, ReferenceOptions options, int bits) {
       };
       for (int job = 1; job < jobs; ++job) {
         try {
-          threads.emplace_back([&guarded, job] {
-            guarded(job);
+          threads.emplace_back([&guarded, &workers, job] {
+            workers(guarded, job);
             release_thread_caches();
           });
         } catch (const std::system_error&) {

@@ -3,7 +3,7 @@
 // picked at run time.
 #pragma once
 
-#include "attest/gradient.h"
+#include "attest/reference/gradient.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define ATTEST_X86_64_V3_CLONES

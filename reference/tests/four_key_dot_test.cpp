@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/reference.h"
+#include "attest/reference/reference.h"
 #include "random_problem.h"
 
 namespace attest {

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "attest/problem.h"
+#include "attest/model/problem.h"
 
 namespace attest::testing_support {
 

@@ -8,8 +8,8 @@
 #include <random>
 #include <string>
 
-#include "attest/gradient.h"
-#include "attest/reference.h"
+#include "attest/reference/gradient.h"
+#include "attest/reference/reference.h"
 #include "random_problem.h"
 
 namespace attest {

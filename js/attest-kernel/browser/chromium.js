@@ -40,7 +40,10 @@ function browserChildren() {
 }
 
 // Playwright's profile and chromium's singleton socket go to TMPDIR; a browser killed outright never
-// removes them, so they go to this directory, removed after the kill.
+// removes them. Under attest (ATTEST_PROTOCOL_FDS set) TMPDIR is the kernel process's own, which attest
+// removes; run alone (--probe), they go to a directory of this host's own, removed after the kill. Not
+// one level deeper under attest: the socket's path (TMPDIR/org.chromium.Chromium.XXXXXX/SingletonSocket)
+// holds at most 107 bytes, and past that chromium does not start.
 let browserTmp = null;
 
 export function killBrowser() {
@@ -65,8 +68,10 @@ export function tieBrowserToProcess() {
 }
 
 export async function launchChromium(playwright) {
-  browserTmp = fs.mkdtempSync(path.join(os.tmpdir(), "attest-browser-"));
-  process.env.TMPDIR = browserTmp;  // read by playwright at launch and inherited by the browser
+  if (process.env.ATTEST_PROTOCOL_FDS === undefined) {
+    browserTmp = fs.mkdtempSync(path.join(os.tmpdir(), "attest-browser-"));
+    process.env.TMPDIR = browserTmp;  // read by playwright at launch and inherited by the browser
+  }
   return playwright.chromium.launch({ executablePath: CHROMIUM, headless: true, args: WEBGPU_ARGS,
     handleSIGINT: false, handleSIGTERM: false, handleSIGHUP: false });
 }

@@ -203,6 +203,28 @@ inline double abs_dot(const float* qrow, const float* krow, int dk, bool rope) {
   return a;
 }
 
+// The bound's bookkeeping of one key of weight pj (pc = pj A_j, pd = pj |s_j - max|) over a row's
+// value columns starting at `at`, in double, in a plain loop the compiler vectorizes.
+inline void add_key_to_bound_terms(Reference& ref, std::size_t at, const float* vrow, int dv, double pj, double pc,
+                                   double pd) {
+  // Distinct rows of distinct buffers: restrict lets the loop run in vector registers.
+  double* __restrict spread = &ref.spread[at];
+  double* __restrict spread_cond = &ref.spread_cond[at];
+  double* __restrict spread_logit = &ref.spread_logit[at];
+  double* __restrict vmax_abs = &ref.max_abs_value[at];
+  double* __restrict vmin = &ref.value_min[at];
+  double* __restrict vmax = &ref.value_max[at];
+  for (int r = 0; r < dv; ++r) {
+    const double v = vrow[r], av = std::fabs(v);
+    spread[r] += pj * av;
+    spread_cond[r] += pc * av;
+    spread_logit[r] += pd * av;
+    vmax_abs[r] = vmax_abs[r] > av ? vmax_abs[r] : av;
+    vmin[r] = vmin[r] < v ? vmin[r] : v;
+    vmax[r] = vmax[r] > v ? vmax[r] : v;
+  }
+}
+
 // One query row (b, h, i) of the reference, written into ref's row `row`. `keys` are the kv
 // head's keys as complex pairs (rotated when RoPE is on).
 template <typename Real, typename KeyDots>
@@ -326,24 +348,7 @@ void compute_row(const Problem& p, const ReferenceOptions& options, int b, int h
     if (options.weights) ref.weights[row * tk + j] = pj;
     const float* vrow = vbase + std::size_t(j) * dv;
     accumulate_weighted(numerator.data(), weight[j], vrow, dv);
-    // The bound's bookkeeping, in double, in plain loops the compiler vectorizes.
-    const double pc = pj * cond[j], pd = pj * dist;
-    // Distinct rows of distinct buffers: restrict lets the loop run in vector registers.
-    double* __restrict spread = &ref.spread[row * dv];
-    double* __restrict spread_cond = &ref.spread_cond[row * dv];
-    double* __restrict spread_logit = &ref.spread_logit[row * dv];
-    double* __restrict vmax_abs = &ref.max_abs_value[row * dv];
-    double* __restrict vmin = &ref.value_min[row * dv];
-    double* __restrict vmax = &ref.value_max[row * dv];
-    for (int r = 0; r < dv; ++r) {
-      const double v = vrow[r], av = std::fabs(v);
-      spread[r] += pj * av;
-      spread_cond[r] += pc * av;
-      spread_logit[r] += pd * av;
-      vmax_abs[r] = vmax_abs[r] > av ? vmax_abs[r] : av;
-      vmin[r] = vmin[r] < v ? vmin[r] : v;
-      vmax[r] = vmax[r] > v ? vmax[r] : v;
-    }
+    add_key_to_bound_terms(ref, row * dv, vrow, dv, pj, pj * cond[j], pj * dist);
   }
   for (int r = 0; r < dv; ++r) {
     ref.o[row * dv + r] = static_cast<double>(numerator[r]);
